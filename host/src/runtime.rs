@@ -1,0 +1,704 @@
+//! The wasmtime side of gadget-host: one engine, one linker, one
+//! `InstancePre` per component, and a fresh `Store` (so a fresh instance)
+//! for every call.
+//!
+//! A call runs under [`Limits`]: a deadline enforced by epoch interruption
+//! (at the deadline the abort signal is raised and the gadget gets a grace
+//! period to return; then the epoch callback traps), an outer tokio timeout
+//! for time spent blocked inside host imports (where epochs cannot reach),
+//! a memory limit per instance, and bounded capture of results, logs and
+//! stdio. While it runs, a busy gadget yields to the async executor every
+//! [`YIELD_INTERVAL_TICKS`] ms so it cannot starve other calls.
+//!
+//! Nothing is granted by default: the WASI context has no preopened
+//! directories, no network, no environment and no arguments.
+
+mod epoch;
+mod ledger;
+mod stdio;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::Value;
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+pub use epoch::{EPOCH_TICK, EpochClock, EpochMode};
+pub use ledger::{CallEvent, CallObserver, LogEntry, LogLevel, LogSource, Update, invalid_cost};
+pub use stdio::Captured;
+
+use crate::limits::Limits;
+
+/// A busy gadget yields to the executor at least this often (ticks = ms),
+/// so a loop in one gadget cannot starve the other calls on its thread.
+pub const YIELD_INTERVAL_TICKS: u64 = 2;
+
+/// Wall time allowed for reading a component's specs at load time.
+pub const SPECS_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The WIT package and interfaces this host speaks.
+pub const WIT_PACKAGE: &str = "gadget:plugin@0.1.0";
+pub const GADGET_EXPORT: &str = "gadget:plugin/gadget@0.1.0";
+const ALLOWED_IMPORT_PREFIXES: &[&str] = &["wasi:", "gadget:plugin/host@0.1.0", "gadget:plugin/types@0.1.0"];
+
+/// The only place `bindgen!` runs: the host's view of `wit/gadget.wit`.
+pub(crate) mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "plugin",
+        exports: { default: async },
+    });
+}
+
+use bindings::gadget::plugin::{host as wit_host, types as wit};
+
+/// A compiled, pre-linked component, ready to instantiate once per call.
+pub type PluginPre = bindings::PluginPre<CallState>;
+
+/// A gadget's spec as the component declared it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GadgetSpec {
+    pub name: String,
+    pub label: Option<String>,
+    pub description: String,
+    pub parameters_schema: String,
+    pub examples: Vec<Example>,
+    pub timeout_ms: Option<u32>,
+    pub exclusive: bool,
+    pub max_concurrent: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Example {
+    pub params: String,
+    pub output: Option<String>,
+    pub comment: Option<String>,
+}
+
+impl From<wit::GadgetSpec> for GadgetSpec {
+    fn from(s: wit::GadgetSpec) -> Self {
+        GadgetSpec {
+            name: s.name,
+            label: s.label,
+            description: s.description,
+            parameters_schema: s.parameters_schema,
+            examples: s
+                .examples
+                .into_iter()
+                .map(|e| Example {
+                    params: e.params,
+                    output: e.output,
+                    comment: e.comment,
+                })
+                .collect(),
+            timeout_ms: s.timeout_ms,
+            exclusive: s.exclusive,
+            max_concurrent: s.max_concurrent,
+        }
+    }
+}
+
+/// Why the runtime could not be set up or a component not prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("could not configure the wasmtime engine: {0}")]
+    Engine(String),
+    #[error("could not start the epoch ticker thread: {0}")]
+    Ticker(#[from] std::io::Error),
+    #[error("not a valid component: {0}")]
+    Compile(String),
+    #[error(
+        "built for another world: expected a component exporting `{GADGET_EXPORT}` (world `plugin` of {WIT_PACKAGE}), but it exports {found}"
+    )]
+    WrongWorld { found: String },
+    #[error("imports `{0}`, which this host does not provide (it provides WASI 0.2 and {WIT_PACKAGE})")]
+    UnknownImport(String),
+    #[error("could not link: {0}")]
+    Link(String),
+    #[error("reading its gadget specs failed: {0}")]
+    Specs(CallError),
+}
+
+/// How a call ended, when it did not fail.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Outcome {
+    /// A result for the model.
+    Result { result: String, details: Option<Value> },
+    /// Task complete: the agent loop ends after this response.
+    Finish { result: String, details: Option<Value> },
+    /// A question for a person.
+    AskHuman { question: String },
+}
+
+impl Outcome {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Outcome::Result { .. } => "result",
+            Outcome::Finish { .. } => "finish",
+            Outcome::AskHuman { .. } => "ask-human",
+        }
+    }
+}
+
+/// Why a call failed. The message is what the model sees.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    /// The gadget said its arguments were unusable.
+    #[error("{message}")]
+    InvalidArguments { message: String },
+    /// The gadget said it failed.
+    #[error("{message}")]
+    Failed { message: String },
+    /// The gadget stopped on the abort signal.
+    #[error("Gadget '{gadget}' was cancelled")]
+    Cancelled { gadget: String },
+    /// The deadline (plus grace) passed.
+    #[error("Gadget '{gadget}' execution exceeded timeout of {timeout_ms}ms")]
+    Timeout { gadget: String, timeout_ms: u64 },
+    /// The instance asked for more memory than its limit.
+    #[error("Gadget '{gadget}' exceeded its memory limit of {limit_bytes} bytes ({} MiB)", limit_bytes >> 20)]
+    MemoryLimit { gadget: String, limit_bytes: u64 },
+    /// The result text was larger than the limit.
+    #[error("Gadget '{gadget}' returned {size_bytes} bytes, over its result limit of {limit_bytes} bytes")]
+    ResultTooLarge { gadget: String, size_bytes: u64, limit_bytes: u64 },
+    /// A trap: a panic, `unreachable`, stack overflow, out-of-bounds access.
+    #[error("Gadget '{gadget}' crashed: {reason}")]
+    Crashed { gadget: String, reason: String },
+    /// The instance could not be created.
+    #[error("Gadget '{gadget}' could not be started: {reason}")]
+    Instantiate { gadget: String, reason: String },
+}
+
+impl CallError {
+    /// A stable name for the kind of error, for JSON and exit codes.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CallError::InvalidArguments { .. } => "invalid-arguments",
+            CallError::Failed { .. } => "failed",
+            CallError::Cancelled { .. } => "cancelled",
+            CallError::Timeout { .. } => "timeout",
+            CallError::MemoryLimit { .. } => "memory-limit",
+            CallError::ResultTooLarge { .. } => "result-too-large",
+            CallError::Crashed { .. } => "crashed",
+            CallError::Instantiate { .. } => "instantiate",
+        }
+    }
+}
+
+/// One call to run.
+#[derive(Clone)]
+pub struct CallRequest {
+    pub gadget: String,
+    pub invocation_id: String,
+    /// Validated parameters, JSON text.
+    pub params: String,
+    pub limits: Limits,
+    /// Raising it cancels the call: the abort signal goes up at once and
+    /// the grace period starts.
+    pub cancel: Option<Arc<AtomicBool>>,
+    pub observer: Option<CallObserver>,
+}
+
+/// Everything a call produced, whether it succeeded or not.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallReport {
+    pub outcome: Result<Outcome, CallError>,
+    /// Reported plus returned cost, USD; reported costs survive failures.
+    pub cost: f64,
+    pub logs: Vec<LogEntry>,
+    pub progress: Vec<String>,
+    pub updates: Vec<Update>,
+    pub dropped_log_entries: u64,
+    pub stdout: Captured,
+    pub stderr: Captured,
+    pub duration: Duration,
+}
+
+/// How the engine is built.
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeConfig {
+    pub epoch: EpochMode,
+    /// Use wasmtime's pooling allocator (faster instantiation, large
+    /// virtual-memory reservation up front).
+    pub pooling: bool,
+}
+
+/// The engine, its linker and its clock. Cheap to share behind an `Arc`.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<CallState>,
+    ticker: epoch::EpochTicker,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("epoch", &self.ticker.clock().mode()).finish()
+    }
+}
+
+/// Store data: everything one call owns.
+pub struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: CallLimiter,
+    ledger: ledger::Ledger,
+    stdout: stdio::CappedPipe,
+    stderr: stdio::CappedPipe,
+    gadget: String,
+    invocation_id: String,
+    clock: EpochClock,
+    started_epoch: u64,
+    deadline_epoch: u64,
+    hard_deadline_epoch: u64,
+    grace_ticks: u64,
+    /// The abort signal the gadget reads through `cancelled`.
+    aborted: bool,
+    /// Cancellation from outside (the run); raises the abort signal.
+    cancel: Option<Arc<AtomicBool>>,
+    /// The epoch callback trapped the call at the hard deadline.
+    timed_out: bool,
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl CallState {
+    fn elapsed_ms(&self) -> u64 {
+        self.clock.now().saturating_sub(self.started_epoch)
+    }
+
+    fn externally_cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed))
+    }
+
+    /// Runs at every epoch deadline: raise the abort signal at the
+    /// deadline, trap at deadline + grace, and otherwise yield so other
+    /// calls get the thread.
+    fn on_epoch_deadline(&mut self) -> UpdateDeadline {
+        let now = self.clock.now();
+        if self.externally_cancelled() && !self.aborted {
+            self.aborted = true;
+            self.hard_deadline_epoch = self.hard_deadline_epoch.min(now + self.grace_ticks);
+        }
+        if now >= self.hard_deadline_epoch {
+            self.timed_out = true;
+            return UpdateDeadline::Interrupt;
+        }
+        if now >= self.deadline_epoch {
+            self.aborted = true;
+        }
+        let next = if now < self.deadline_epoch { self.deadline_epoch } else { self.hard_deadline_epoch };
+        UpdateDeadline::Yield((next - now).clamp(1, YIELD_INTERVAL_TICKS))
+    }
+}
+
+/// Memory, table and instance limits for one store. Memory is limited per
+/// instance (the sum over all its memories), not per memory, so a component
+/// with several memories cannot multiply its allowance.
+struct CallLimiter {
+    memory_limit: u64,
+    memory_total: u64,
+    /// Set when a growth was refused: the trap that usually follows (the
+    /// guest's allocator aborts) is then reported as a memory-limit error.
+    memory_refused: bool,
+    table_elements: usize,
+    instances: usize,
+}
+
+impl ResourceLimiter for CallLimiter {
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let growth = desired.saturating_sub(current) as u64;
+        if self.memory_total.saturating_add(growth) > self.memory_limit {
+            self.memory_refused = true;
+            return Ok(false);
+        }
+        self.memory_total += growth;
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= self.table_elements)
+    }
+
+    fn instances(&self) -> usize {
+        self.instances
+    }
+
+    fn tables(&self) -> usize {
+        crate::limits::DEFAULT_TABLES
+    }
+
+    fn memories(&self) -> usize {
+        crate::limits::DEFAULT_MEMORIES
+    }
+}
+
+impl wit::Host for CallState {}
+
+impl wit_host::Host for CallState {
+    fn log(&mut self, level: wit::Level, message: String, fields: String) {
+        let at = self.elapsed_ms();
+        let fields = match fields.trim() {
+            "" => Value::Null,
+            text => match serde_json::from_str::<Value>(text) {
+                Ok(object @ Value::Object(_)) => object,
+                // Keep what the gadget sent, visibly, rather than drop it.
+                _ => serde_json::json!({ "fields": ledger::truncate(fields, 1024) }),
+            },
+        };
+        let level = match level {
+            wit::Level::Trace => LogLevel::Trace,
+            wit::Level::Debug => LogLevel::Debug,
+            wit::Level::Info => LogLevel::Info,
+            wit::Level::Warn => LogLevel::Warn,
+            wit::Level::Error => LogLevel::Error,
+        };
+        self.ledger.log(level, message, fields, LogSource::Gadget, at);
+    }
+
+    fn report_cost(&mut self, usd: f64) {
+        let at = self.elapsed_ms();
+        self.ledger.report_cost(usd, at);
+    }
+
+    fn progress(&mut self, message: String) {
+        self.ledger.progress(message);
+    }
+
+    fn update(&mut self, partial: String, details: Option<String>) {
+        let at = self.elapsed_ms();
+        let details = details.and_then(|d| serde_json::from_str(&d).ok());
+        self.ledger.update(partial, details, at);
+    }
+
+    fn cancelled(&mut self) -> bool {
+        if self.externally_cancelled() {
+            self.aborted = true;
+        }
+        // Between epoch callbacks the flag may lag; read the clock too.
+        self.aborted || self.clock.now() >= self.deadline_epoch
+    }
+
+    fn call_info(&mut self) -> wit::InvocationInfo {
+        wit::InvocationInfo {
+            invocation_id: self.invocation_id.clone(),
+            gadget_name: self.gadget.clone(),
+            time_left_ms: self.deadline_epoch.saturating_sub(self.clock.now()),
+        }
+    }
+}
+
+impl Runtime {
+    pub fn new(config: &RuntimeConfig) -> Result<Runtime, RuntimeError> {
+        let mut wasm = Config::new();
+        wasm.wasm_component_model(true).epoch_interruption(true);
+        if config.pooling {
+            let mut pool = wasmtime::PoolingAllocationConfig::default();
+            pool.total_component_instances(256)
+                .total_core_instances(2048)
+                .total_memories(512)
+                .total_tables(1024)
+                .total_stacks(256)
+                .max_memory_size(crate::limits::MAX_MEMORY_BYTES as usize);
+            wasm.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+        }
+        let engine = Engine::new(&wasm).map_err(|e| RuntimeError::Engine(e.to_string()))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| RuntimeError::Link(e.to_string()))?;
+        bindings::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
+            .map_err(|e| RuntimeError::Link(e.to_string()))?;
+        let ticker = epoch::EpochTicker::start(&engine, config.epoch)?;
+        Ok(Runtime { engine, linker, ticker })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The engine's clock (to advance it by hand in [`EpochMode::Manual`]).
+    pub fn clock(&self) -> &EpochClock {
+        self.ticker.clock()
+    }
+
+    /// Compiles a component from its bytes (Cranelift; slow for big guests,
+    /// which is why `plugins::cache` exists).
+    pub fn compile(&self, bytes: &[u8]) -> Result<Component, RuntimeError> {
+        Component::new(&self.engine, bytes).map_err(|e| RuntimeError::Compile(format!("{e:#}")))
+    }
+
+    /// Checks the component's world and links it, once.
+    pub fn prepare(&self, component: &Component) -> Result<PluginPre, RuntimeError> {
+        let ty = component.component_type();
+        let exports: Vec<String> = ty.exports(&self.engine).map(|(name, _)| name.to_string()).collect();
+        if !exports.iter().any(|e| e == GADGET_EXPORT) {
+            let found = if exports.is_empty() {
+                "nothing".to_string()
+            } else {
+                exports.iter().map(|e| format!("`{e}`")).collect::<Vec<_>>().join(", ")
+            };
+            return Err(RuntimeError::WrongWorld { found });
+        }
+        for (name, _) in ty.imports(&self.engine) {
+            if !ALLOWED_IMPORT_PREFIXES.iter().any(|prefix| name.starts_with(prefix)) {
+                return Err(RuntimeError::UnknownImport(name.to_string()));
+            }
+        }
+        let pre = self
+            .linker
+            .instantiate_pre(component)
+            .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+        PluginPre::new(pre).map_err(|e| RuntimeError::Link(format!("{e:#}")))
+    }
+
+    /// Reads the component's gadget specs from a fresh instance.
+    pub async fn read_specs(&self, pre: &PluginPre, limits: &Limits) -> Result<Vec<GadgetSpec>, RuntimeError> {
+        let limits = Limits {
+            timeout: SPECS_TIMEOUT,
+            ..limits.clone()
+        };
+        let mut store = self.new_store("(specs)", "(load)", &limits, None, None);
+        let run = async {
+            let plugin = pre.instantiate_async(&mut store).await?;
+            plugin.gadget_plugin_gadget().call_specs(&mut store).await
+        };
+        let result = self.with_outer_timeout(&limits, run).await;
+        match result {
+            Some(Ok(specs)) => Ok(specs.into_iter().map(GadgetSpec::from).collect()),
+            Some(Err(error)) => Err(RuntimeError::Specs(classify_trap(error, &mut store, &limits))),
+            None => Err(RuntimeError::Specs(CallError::Timeout {
+                gadget: "(specs)".into(),
+                timeout_ms: limits.timeout.as_millis() as u64,
+            })),
+        }
+    }
+
+    /// Runs one call in a fresh instance and reports everything it did.
+    /// Never panics and never fails as a whole: every failure is a
+    /// [`CallError`] in the report, with whatever was logged and costed.
+    pub async fn invoke(&self, pre: &PluginPre, request: CallRequest) -> CallReport {
+        let started = Instant::now();
+        let limits = &request.limits;
+        let mut store = self.new_store(
+            &request.gadget,
+            &request.invocation_id,
+            limits,
+            request.cancel.clone(),
+            request.observer.clone(),
+        );
+        let (id, name, params) = (&request.invocation_id, &request.gadget, &request.params);
+        let run = async {
+            let plugin = pre.instantiate_async(&mut store).await.map_err(Instantiation)?;
+            plugin
+                .gadget_plugin_gadget()
+                .call_invoke(&mut store, id, name, params)
+                .await
+                .map_err(Trapped)
+        };
+        let result = self.with_outer_timeout(limits, run).await;
+        let mut returned_cost = 0.0;
+        let outcome = match result {
+            None => Err(CallError::Timeout {
+                gadget: request.gadget.clone(),
+                timeout_ms: limits.timeout.as_millis() as u64,
+            }),
+            Some(Err(Instantiation(error))) => Err(CallError::Instantiate {
+                gadget: request.gadget.clone(),
+                reason: format!("{error:#}"),
+            }),
+            Some(Err(Trapped(error))) => Err(classify_trap(error, &mut store, limits)),
+            Some(Ok(Err(error))) => Err(match error {
+                wit::GadgetError::InvalidArguments(message) => CallError::InvalidArguments { message },
+                wit::GadgetError::Failed(message) => CallError::Failed { message },
+                wit::GadgetError::Cancelled => CallError::Cancelled {
+                    gadget: request.gadget.clone(),
+                },
+            }),
+            Some(Ok(Ok(outcome))) => {
+                let state = store.data_mut();
+                accept_outcome(outcome, &request.gadget, limits, state, &mut returned_cost)
+            }
+        };
+        let state = store.into_data();
+        CallReport {
+            outcome,
+            cost: state.ledger.reported_cost + returned_cost,
+            logs: state.ledger.logs,
+            progress: state.ledger.progress,
+            updates: state.ledger.updates,
+            dropped_log_entries: state.ledger.dropped_entries,
+            stdout: state.stdout.take(),
+            stderr: state.stderr.take(),
+            duration: started.elapsed(),
+        }
+    }
+
+    /// Bounds time spent where epochs cannot reach (inside host imports):
+    /// `None` when the outer timeout fired. Off in manual epoch mode.
+    async fn with_outer_timeout<T>(&self, limits: &Limits, run: impl Future<Output = T>) -> Option<T> {
+        match self.clock().mode() {
+            EpochMode::Manual => Some(run.await),
+            EpochMode::Ticker => {
+                let outer = limits.timeout + limits.grace + crate::limits::OUTER_TIMEOUT_SLACK;
+                tokio::time::timeout(outer, run).await.ok()
+            }
+        }
+    }
+
+    fn new_store(
+        &self,
+        gadget: &str,
+        invocation_id: &str,
+        limits: &Limits,
+        cancel: Option<Arc<AtomicBool>>,
+        observer: Option<CallObserver>,
+    ) -> Store<CallState> {
+        let stdout = stdio::CappedPipe::new(limits.stdio_bytes as usize);
+        let stderr = stdio::CappedPipe::new(limits.stdio_bytes as usize);
+        // Deny by default: no preopens, no network, no env, no args.
+        let wasi = WasiCtxBuilder::new()
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        let clock = self.clock().clone();
+        let now = clock.now();
+        let timeout_ticks = (limits.timeout.as_millis() as u64).max(1);
+        let grace_ticks = limits.grace.as_millis() as u64;
+        let state = CallState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: CallLimiter {
+                memory_limit: limits.memory_bytes,
+                memory_total: 0,
+                memory_refused: false,
+                table_elements: limits.table_elements,
+                instances: limits.instances,
+            },
+            ledger: ledger::Ledger::new(limits.log_bytes, observer),
+            stdout,
+            stderr,
+            gadget: gadget.to_string(),
+            invocation_id: invocation_id.to_string(),
+            clock,
+            started_epoch: now,
+            deadline_epoch: now + timeout_ticks,
+            hard_deadline_epoch: now + timeout_ticks + grace_ticks,
+            grace_ticks,
+            aborted: false,
+            cancel,
+            timed_out: false,
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.limiter);
+        store.epoch_deadline_callback(|mut ctx| Ok(ctx.data_mut().on_epoch_deadline()));
+        // The deadline is armed now, when the call starts (not when it was
+        // queued); the first check comes at the first yield interval.
+        store.set_epoch_deadline(YIELD_INTERVAL_TICKS.min(timeout_ticks));
+        store
+    }
+}
+
+/// Where a call's wasmtime error came from.
+enum Failure {
+    Instantiation(wasmtime::Error),
+    Trapped(wasmtime::Error),
+}
+use Failure::{Instantiation, Trapped};
+
+/// Turns a successful outcome into the host's form, enforcing the result
+/// limit and refusing bad returned costs and details.
+fn accept_outcome(
+    outcome: wit::Outcome,
+    gadget: &str,
+    limits: &Limits,
+    state: &mut CallState,
+    returned_cost: &mut f64,
+) -> Result<Outcome, CallError> {
+    let at = state.elapsed_ms();
+    let mut take = |r: wit::CallResult, state: &mut CallState| -> Result<(String, Option<Value>), CallError> {
+        if r.result.len() as u64 > limits.result_bytes {
+            return Err(CallError::ResultTooLarge {
+                gadget: gadget.to_string(),
+                size_bytes: r.result.len() as u64,
+                limit_bytes: limits.result_bytes,
+            });
+        }
+        if let Some(cost) = r.cost {
+            match invalid_cost(cost) {
+                None => *returned_cost = cost,
+                Some(reason) => state.ledger.host_warning(format!("refused returned cost {cost}: {reason}"), at),
+            }
+        }
+        let details = match r.details {
+            None => None,
+            Some(text) => match serde_json::from_str(&text) {
+                Ok(value) => Some(value),
+                Err(e) => {
+                    state.ledger.host_warning(format!("dropped details that are not valid JSON: {e}"), at);
+                    None
+                }
+            },
+        };
+        Ok((r.result, details))
+    };
+    match outcome {
+        wit::Outcome::Result(r) => take(r, state).map(|(result, details)| Outcome::Result { result, details }),
+        wit::Outcome::Finish(r) => take(r, state).map(|(result, details)| Outcome::Finish { result, details }),
+        wit::Outcome::AskHuman(question) => {
+            if question.len() as u64 > limits.result_bytes {
+                return Err(CallError::ResultTooLarge {
+                    gadget: gadget.to_string(),
+                    size_bytes: question.len() as u64,
+                    limit_bytes: limits.result_bytes,
+                });
+            }
+            Ok(Outcome::AskHuman { question })
+        }
+    }
+}
+
+/// Names the cause of a trap: the deadline, the memory limit, a stack
+/// overflow, or a crash (with the panic message from stderr when there is one).
+fn classify_trap(error: wasmtime::Error, store: &mut Store<CallState>, limits: &Limits) -> CallError {
+    let state = store.data();
+    let gadget = state.gadget.clone();
+    let trap = error.downcast_ref::<Trap>().copied();
+    if state.timed_out || trap == Some(Trap::Interrupt) {
+        return CallError::Timeout {
+            gadget,
+            timeout_ms: limits.timeout.as_millis() as u64,
+        };
+    }
+    if state.limiter.memory_refused {
+        return CallError::MemoryLimit {
+            gadget,
+            limit_bytes: limits.memory_bytes,
+        };
+    }
+    let mut reason = match trap {
+        Some(Trap::StackOverflow) => "stack overflow (unbounded recursion?)".to_string(),
+        Some(Trap::UnreachableCodeReached) => "wasm `unreachable` executed (a panic or abort in the gadget)".to_string(),
+        Some(trap) => trap.to_string(),
+        None => format!("{error:#}"),
+    };
+    // A Rust panic prints its message to stderr before aborting: the most
+    // useful line there is for whoever debugs the gadget.
+    let stderr = store.data().stderr.snapshot();
+    if let Some(line) = String::from_utf8_lossy(&stderr.bytes).lines().rev().find(|l| !l.trim().is_empty()) {
+        reason.push_str(&format!("; stderr: {}", ledger::truncate(line.trim().to_string(), 512)));
+    }
+    CallError::Crashed { gadget, reason }
+}

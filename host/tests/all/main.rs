@@ -1,0 +1,8 @@
+//! Integration tests: real components, real processes, no mocks of the
+//! runtime. Guests are built once per run by `scripts/build-guests.sh`.
+
+mod cli;
+mod common;
+mod containment;
+mod loading;
+mod shipped;

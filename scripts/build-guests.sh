@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds every guest component (shipped plugins, the hello-gadget example,
+# test fixtures) for wasm32-wasip2 and copies each shipped component next to
+# its plugin.toml, under the file name the manifest gives.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+target_dir="${CARGO_TARGET_DIR:-target}"
+packages=()
+for dir in plugins/*/ examples/hello-gadget/ tests/fixtures/*/; do
+    [ -f "$dir/Cargo.toml" ] || continue
+    packages+=(-p "$(sed -n 's/^name = "\(.*\)"/\1/p' "$dir/Cargo.toml" | head -1)")
+done
+cargo build --quiet --target wasm32-wasip2 --profile guest "${packages[@]}"
+
+for dir in plugins/*/ examples/hello-gadget/; do
+    [ -f "$dir/plugin.toml" ] || continue
+    crate="$(sed -n 's/^name = "\(.*\)"/\1/p' "$dir/Cargo.toml" | head -1)"
+    component="$(sed -n 's/^component = "\(.*\)"/\1/p' "$dir/plugin.toml" | head -1)"
+    cp "$target_dir/wasm32-wasip2/guest/${crate//-/_}.wasm" "$dir/$component"
+done
+echo "built guest components: ${#packages[@]} crates"

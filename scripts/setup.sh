@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what a fresh machine lacks, then builds the host (release) and
+# every guest component. Safe to run again: everything is incremental.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v cargo >/dev/null; then
+    echo "error: cargo not found; install Rust 1.95 with rustup first" >&2
+    exit 1
+fi
+if ! rustup target list --installed | grep -qx wasm32-wasip2; then
+    rustup target add wasm32-wasip2
+fi
+for component in rustfmt clippy; do
+    rustup component list --installed | grep -q "^$component" || rustup component add "$component"
+done
+
+./scripts/build-guests.sh
+cargo build --quiet --release -p gadget-host
+echo "host built: target/release/gadget"

@@ -15,7 +15,9 @@ use anyhow::{Context as _, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
 
-use crate::plugins::{self, CallRejected, ComponentCache, LoadOptions, LoadProgress, PluginSource, Registry};
+use crate::plugins::{
+    self, CallRejected, ComponentCache, LoadOptions, LoadProgress, PluginSource, Registry,
+};
 use crate::runtime::{CallError, CallReport, Outcome, Runtime, RuntimeConfig};
 
 const EXIT_FAILED: u8 = 1;
@@ -76,7 +78,9 @@ enum Command {
         json: bool,
     },
     /// Run one gadget with JSON parameters and print its result.
-    #[command(after_help = "Examples:\n  gadget call Calculator --params '{\"operation\":\"divide\",\"a\":1,\"b\":8}'\n  echo '{\"text\":\"one two\"}' | gadget call TextStats --json")]
+    #[command(
+        after_help = "Examples:\n  gadget call Calculator --params '{\"operation\":\"divide\",\"a\":1,\"b\":8}'\n  echo '{\"text\":\"one two\"}' | gadget call TextStats --json"
+    )]
     Call {
         /// The gadget's name (case-insensitive).
         name: String,
@@ -102,7 +106,10 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.global.verbose);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -135,7 +142,9 @@ fn init_tracing(verbose: u8) {
 }
 
 async fn run(cli: Cli) -> Result<ExitCode> {
-    let runtime = Arc::new(Runtime::new(&RuntimeConfig::default()).context("starting the WebAssembly runtime")?);
+    let runtime = Arc::new(
+        Runtime::new(&RuntimeConfig::default()).context("starting the WebAssembly runtime")?,
+    );
     let options = load_options(&cli.global)?;
     match cli.command {
         Command::Check { path } => check(&runtime, &path, &options).await,
@@ -151,12 +160,17 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             };
             describe(&registry, &name, json)
         }
-        Command::Call { name, params, id, json } => {
+        Command::Call {
+            name,
+            params,
+            id,
+            json,
+        } => {
             let params = read_params(params)?;
             let Some(registry) = load(&runtime, &cli.global, &options).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
-            call(&runtime, &registry, &name, params, &id, json).await
+            call(&registry, &name, params, &id, json).await
         }
     }
 }
@@ -165,11 +179,18 @@ fn load_options(global: &GlobalArgs) -> Result<LoadOptions> {
     let cache = if global.no_cache {
         None
     } else {
-        match global.cache_dir.clone().or_else(ComponentCache::default_dir) {
+        match global
+            .cache_dir
+            .clone()
+            .or_else(ComponentCache::default_dir)
+        {
             Some(dir) => match ComponentCache::open(&dir) {
                 Ok(cache) => Some(cache),
                 Err(e) => {
-                    tracing::warn!("not caching compiled components: cannot use {}: {e}", dir.display());
+                    tracing::warn!(
+                        "not caching compiled components: cannot use {}: {e}",
+                        dir.display()
+                    );
                     None
                 }
             },
@@ -200,16 +221,27 @@ fn plugin_dirs(global: &GlobalArgs) -> Vec<PathBuf> {
 
 /// Loads the plugins; reports each load error. `None` under `--strict`
 /// when any failed.
-async fn load(runtime: &Arc<Runtime>, global: &GlobalArgs, options: &LoadOptions) -> Result<Option<Registry>> {
+async fn load(
+    runtime: &Arc<Runtime>,
+    global: &GlobalArgs,
+    options: &LoadOptions,
+) -> Result<Option<Registry>> {
     let dirs = plugin_dirs(global);
     let progress = Arc::new(CompileBars::new());
-    let (registry, errors) = plugins::load_dirs(runtime.clone(), &dirs, options, progress.clone()).await;
+    let (registry, errors) =
+        plugins::load_dirs(runtime.clone(), &dirs, options, progress.clone()).await;
     progress.finish();
     for error in &errors {
-        eprintln!("{}: {error}", if global.strict { "error" } else { "warning" });
+        eprintln!(
+            "{}: {error}",
+            if global.strict { "error" } else { "warning" }
+        );
     }
     if global.strict && !errors.is_empty() {
-        eprintln!("error: {} plugin(s) failed to load (--strict)", errors.len());
+        eprintln!(
+            "error: {} plugin(s) failed to load (--strict)",
+            errors.len()
+        );
         return Ok(None);
     }
     Ok(Some(registry))
@@ -223,7 +255,9 @@ struct CompileBars {
 
 impl CompileBars {
     fn new() -> CompileBars {
-        let multi = std::io::stderr().is_terminal().then(indicatif::MultiProgress::new);
+        let multi = std::io::stderr()
+            .is_terminal()
+            .then(indicatif::MultiProgress::new);
         CompileBars {
             multi,
             bars: Mutex::new(Vec::new()),
@@ -231,7 +265,12 @@ impl CompileBars {
     }
 
     fn finish(&self) {
-        for (_, bar) in self.bars.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+        for (_, bar) in self
+            .bars
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
             bar.finish_and_clear();
         }
     }
@@ -246,7 +285,10 @@ impl LoadProgress for CompileBars {
             human_bytes(bytes)
         ));
         bar.enable_steady_tick(Duration::from_millis(100));
-        self.bars.lock().unwrap_or_else(|p| p.into_inner()).push((plugin.to_string(), bar));
+        self.bars
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((plugin.to_string(), bar));
     }
 
     fn compiled(&self, plugin: &str) {
@@ -276,13 +318,31 @@ fn list(registry: &Registry, json: bool) -> Result<ExitCode> {
         print_json(&Value::Array(items))?;
         return Ok(ExitCode::SUCCESS);
     }
-    let name_width = registry.gadgets().map(|g| g.spec.name.len()).max().unwrap_or(4).max(4);
-    let plugin_width = registry.gadgets().map(|g| g.plugin.name.len()).max().unwrap_or(6).max(6);
+    let name_width = registry
+        .gadgets()
+        .map(|g| g.spec.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let plugin_width = registry
+        .gadgets()
+        .map(|g| g.plugin.name.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{:name_width$}  {:plugin_width$}  DESCRIPTION", "NAME", "PLUGIN")?;
+    writeln!(
+        out,
+        "{:name_width$}  {:plugin_width$}  DESCRIPTION",
+        "NAME", "PLUGIN"
+    )?;
     for g in registry.gadgets() {
         let description = g.spec.description.lines().next().unwrap_or_default();
-        writeln!(out, "{:name_width$}  {:plugin_width$}  {description}", g.spec.name, g.plugin.name)?;
+        writeln!(
+            out,
+            "{:name_width$}  {:plugin_width$}  {description}",
+            g.spec.name, g.plugin.name
+        )?;
     }
     if registry.gadgets().next().is_none() {
         writeln!(out, "(no gadgets loaded)")?;
@@ -381,8 +441,15 @@ fn describe(registry: &Registry, name: &str, json: bool) -> Result<ExitCode> {
     ));
     out.push_str(&format!(
         "Concurrency: {}{}\n",
-        if g.spec.exclusive { "exclusive (runs alone)" } else { "parallel" },
-        g.spec.max_concurrent.map(|n| format!(", at most {n} at once")).unwrap_or_default()
+        if g.spec.exclusive {
+            "exclusive (runs alone)"
+        } else {
+            "parallel"
+        },
+        g.spec
+            .max_concurrent
+            .map(|n| format!(", at most {n} at once"))
+            .unwrap_or_default()
     ));
     out.push_str(&format!(
         "Plugin: {} {} ({})\n",
@@ -423,7 +490,10 @@ fn render_properties(schema: &Value, depth: usize, out: &mut String) {
             facts.push("optional".into());
         }
         if let Some(values) = property.get("enum").and_then(Value::as_array) {
-            let values: Vec<String> = values.iter().map(|v| v.as_str().map_or(v.to_string(), str::to_string)).collect();
+            let values: Vec<String> = values
+                .iter()
+                .map(|v| v.as_str().map_or(v.to_string(), str::to_string))
+                .collect();
             facts.push(format!("one of: {}", values.join(", ")));
         }
         out.push_str(&format!("{indent}{name}  ({})\n", facts.join("; ")));
@@ -432,7 +502,10 @@ fn render_properties(schema: &Value, depth: usize, out: &mut String) {
         }
         if property.get("properties").is_some() {
             render_properties(property, depth + 2, out);
-        } else if let Some(items) = property.get("items").filter(|i| i.get("properties").is_some()) {
+        } else if let Some(items) = property
+            .get("items")
+            .filter(|i| i.get("properties").is_some())
+        {
             render_properties(items, depth + 2, out);
         }
     }
@@ -448,7 +521,9 @@ fn type_name(schema: &Value) -> String {
             .collect::<Vec<_>>()
             .join(" or "),
         _ if schema.get("enum").is_some() => "string".into(),
-        _ if schema.get("anyOf").is_some() || schema.get("oneOf").is_some() => "one of several shapes".into(),
+        _ if schema.get("anyOf").is_some() || schema.get("oneOf").is_some() => {
+            "one of several shapes".into()
+        }
         _ => "any".into(),
     };
     if base == "array"
@@ -480,7 +555,10 @@ fn read_params(params: Option<String>) -> Result<Value> {
     }
     let value: Value = serde_json::from_str(&text).context("parameters are not valid JSON")?;
     if !value.is_object() {
-        bail!("parameters must be a JSON object, not {}", json_kind(&value));
+        bail!(
+            "parameters must be a JSON object, not {}",
+            json_kind(&value)
+        );
     }
     Ok(value)
 }
@@ -496,8 +574,14 @@ fn json_kind(value: &Value) -> &'static str {
     }
 }
 
-async fn call(runtime: &Runtime, registry: &Registry, name: &str, params: Value, id: &str, json: bool) -> Result<ExitCode> {
-    let report = match registry.call(runtime, name, params, id, None).await {
+async fn call(
+    registry: &Registry,
+    name: &str,
+    params: Value,
+    id: &str,
+    json: bool,
+) -> Result<ExitCode> {
+    let report = match registry.call(name, params, id, None).await {
         Ok(report) => report,
         Err(rejected) => {
             let kind = match &rejected {
@@ -505,14 +589,18 @@ async fn call(runtime: &Runtime, registry: &Registry, name: &str, params: Value,
                 CallRejected::InvalidParameters(_) => "invalid-parameters",
             };
             if json {
-                print_json(&json!({ "gadget": name, "invocation_id": id, "error": { "kind": kind, "message": rejected.to_string() } }))?;
+                print_json(
+                    &json!({ "gadget": name, "invocation_id": id, "error": { "kind": kind, "message": rejected.to_string() } }),
+                )?;
             } else {
                 eprintln!("error: {rejected}");
             }
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
-    let gadget = registry.get(name).map_or(name.to_string(), |g| g.spec.name.clone());
+    let gadget = registry
+        .get(name)
+        .map_or(name.to_string(), |g| g.spec.name.clone());
     if json {
         print_json(&report_json(&gadget, id, &report))?;
     } else {
@@ -527,8 +615,14 @@ async fn call(runtime: &Runtime, registry: &Registry, name: &str, params: Value,
 
 fn report_json(gadget: &str, id: &str, report: &CallReport) -> Value {
     let (outcome, error) = match &report.outcome {
-        Ok(outcome) => (serde_json::to_value(outcome).unwrap_or(Value::Null), Value::Null),
-        Err(error) => (Value::Null, json!({ "kind": error.kind(), "message": error.to_string() })),
+        Ok(outcome) => (
+            serde_json::to_value(outcome).unwrap_or(Value::Null),
+            Value::Null,
+        ),
+        Err(error) => (
+            Value::Null,
+            json!({ "kind": error.kind(), "message": error.to_string() }),
+        ),
     };
     let (result, details) = match &report.outcome {
         Ok(Outcome::Result { result, details } | Outcome::Finish { result, details }) => {
@@ -560,15 +654,28 @@ fn report_json(gadget: &str, id: &str, report: &CallReport) -> Value {
 fn print_report(gadget: &str, report: &CallReport) -> Result<()> {
     let mut err = std::io::stderr().lock();
     for log in &report.logs {
-        let fields = if log.fields.is_null() { String::new() } else { format!(" {}", log.fields) };
+        let fields = if log.fields.is_null() {
+            String::new()
+        } else {
+            format!(" {}", log.fields)
+        };
         let who = match log.source {
             crate::runtime::LogSource::Gadget => gadget,
             crate::runtime::LogSource::Host => "host",
         };
-        writeln!(err, "[{} {who}] {}{fields}", log.level.as_str(), log.message)?;
+        writeln!(
+            err,
+            "[{} {who}] {}{fields}",
+            log.level.as_str(),
+            log.message
+        )?;
     }
     if report.dropped_log_entries > 0 {
-        writeln!(err, "[host] {} log entries dropped past the log volume limit", report.dropped_log_entries)?;
+        writeln!(
+            err,
+            "[host] {} log entries dropped past the log volume limit",
+            report.dropped_log_entries
+        )?;
     }
     let summary = format!(
         "{} in {:.1} ms, cost ${:.6}",
@@ -582,11 +689,17 @@ fn print_report(gadget: &str, report: &CallReport) -> Result<()> {
             println!("{result}");
         }
         Ok(Outcome::Finish { result, .. }) => {
-            writeln!(err, "✓ {summary} — task complete (the agent loop would end here)")?;
+            writeln!(
+                err,
+                "✓ {summary} — task complete (the agent loop would end here)"
+            )?;
             println!("{result}");
         }
         Ok(Outcome::AskHuman { question }) => {
-            writeln!(err, "? {summary} — the gadget asks a person (in `gadget run` a human-input handler answers):")?;
+            writeln!(
+                err,
+                "? {summary} — the gadget asks a person (in `gadget run` a human-input handler answers):"
+            )?;
             println!("{question}");
         }
         Err(error) => {
@@ -602,7 +715,11 @@ fn print_report(gadget: &str, report: &CallReport) -> Result<()> {
     Ok(())
 }
 
-async fn check(runtime: &Arc<Runtime>, path: &std::path::Path, options: &LoadOptions) -> Result<ExitCode> {
+async fn check(
+    runtime: &Arc<Runtime>,
+    path: &std::path::Path,
+    options: &LoadOptions,
+) -> Result<ExitCode> {
     println!("checking {}", path.display());
     let source = match PluginSource::from_path(path) {
         Ok(source) => source,
@@ -623,7 +740,10 @@ async fn check(runtime: &Arc<Runtime>, path: &std::path::Path, options: &LoadOpt
             return Ok(ExitCode::from(EXIT_FAILED));
         }
     };
-    println!("  ✓ manifest: {} {} — {}", plugin.name, plugin.version, plugin.description);
+    println!(
+        "  ✓ manifest: {} {} — {}",
+        plugin.name, plugin.version, plugin.description
+    );
     println!(
         "  ✓ component: {} ({}, sha256 {}; {})",
         plugin.component_path.display(),
@@ -635,12 +755,19 @@ async fn check(runtime: &Arc<Runtime>, path: &std::path::Path, options: &LoadOpt
             plugins::CacheOutcome::Off => "compiled, not cached",
         }
     );
-    println!("  ✓ world: exports {} ({})", crate::runtime::GADGET_EXPORT, crate::runtime::WIT_PACKAGE);
+    println!(
+        "  ✓ world: exports {} ({})",
+        crate::runtime::GADGET_EXPORT,
+        crate::runtime::WIT_PACKAGE
+    );
     for gadget in &gadgets {
         let params = match gadget.schema.schema() {
             Some(schema) => format!(
                 "{} parameter(s)",
-                schema.get("properties").and_then(Value::as_object).map_or(0, |p| p.len())
+                schema
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .map_or(0, |p| p.len())
             ),
             None => "no parameters".into(),
         };

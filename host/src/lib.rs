@@ -29,7 +29,7 @@
 //!     plugins::load_dirs(runtime.clone(), &["plugins".into()], &options, Arc::new(plugins::NoProgress)).await;
 //! assert!(errors.is_empty());
 //! let params = serde_json::json!({ "operation": "add", "a": 15, "b": 23 });
-//! let report = registry.call(&runtime, "Calculator", params, "calc_1", None).await?;
+//! let report = registry.call("Calculator", params, "calc_1", None).await?;
 //! println!("{:?} (cost ${})", report.outcome, report.cost);
 //! # Ok(()) }
 //! ```

@@ -258,8 +258,14 @@ mod tests {
             ..LimitCeilings::default()
         };
         let plugin = Limits::default();
-        assert_eq!(ceilings.timeout_for(&plugin, Some(100)), Duration::from_millis(100));
-        assert_eq!(ceilings.timeout_for(&plugin, Some(5_000)), Duration::from_secs(1));
+        assert_eq!(
+            ceilings.timeout_for(&plugin, Some(100)),
+            Duration::from_millis(100)
+        );
+        assert_eq!(
+            ceilings.timeout_for(&plugin, Some(5_000)),
+            Duration::from_secs(1)
+        );
         assert_eq!(ceilings.timeout_for(&plugin, None), DEFAULT_TIMEOUT);
     }
 }

@@ -26,7 +26,9 @@ pub struct ParamSchema {
 
 impl fmt::Debug for ParamSchema {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ParamSchema").field("schema", &self.schema).finish()
+        f.debug_struct("ParamSchema")
+            .field("schema", &self.schema)
+            .finish()
     }
 }
 
@@ -220,7 +222,10 @@ mod tests {
             .validate("Calculator", json!({ "operation": "pow", "a": "x" }))
             .unwrap_err();
         let text = failure.to_string();
-        assert!(text.starts_with("Invalid parameters for 'Calculator':\n  - "), "{text}");
+        assert!(
+            text.starts_with("Invalid parameters for 'Calculator':\n  - "),
+            "{text}"
+        );
         let paths: Vec<&str> = failure.issues.iter().map(|i| i.path.as_str()).collect();
         assert!(paths.contains(&"operation"), "{paths:?}");
         assert!(paths.contains(&"a"), "{paths:?}");
@@ -229,7 +234,9 @@ mod tests {
 
     #[test]
     fn a_missing_required_field_is_reported_at_root() {
-        let failure = calculator().validate("Calculator", json!({ "operation": "add" })).unwrap_err();
+        let failure = calculator()
+            .validate("Calculator", json!({ "operation": "add" }))
+            .unwrap_err();
         assert_eq!(failure.issues[0].path, "root");
         assert!(failure.issues[0].message.contains("\"a\""), "{failure}");
     }
@@ -248,12 +255,18 @@ mod tests {
     #[test]
     fn empty_schema_means_no_parameters() {
         let schema = ParamSchema::compile("").unwrap();
-        assert_eq!(schema.validate("Now", json!({ "x": 1 })).unwrap(), json!({}));
+        assert_eq!(
+            schema.validate("Now", json!({ "x": 1 })).unwrap(),
+            json!({})
+        );
     }
 
     #[test]
     fn bad_schemas_are_refused_with_the_reason() {
-        assert!(matches!(ParamSchema::compile("{"), Err(SchemaError::NotJson(_))));
+        assert!(matches!(
+            ParamSchema::compile("{"),
+            Err(SchemaError::NotJson(_))
+        ));
         assert!(matches!(
             ParamSchema::compile(r#"{"type":"string"}"#),
             Err(SchemaError::NotAnObject(_))

@@ -74,7 +74,10 @@ impl PluginSource {
             if path.join(manifest::MANIFEST_FILE).is_file() {
                 Ok(PluginSource::Dir(path.to_path_buf()))
             } else {
-                Err(LoadError::new(path, format!("no {} in this directory", manifest::MANIFEST_FILE)))
+                Err(LoadError::new(
+                    path,
+                    format!("no {} in this directory", manifest::MANIFEST_FILE),
+                ))
             }
         } else if path.is_file() {
             Ok(PluginSource::Wasm(path.to_path_buf()))
@@ -121,6 +124,8 @@ pub struct Plugin {
     pub cache: CacheOutcome,
     pub load_time: Duration,
     pre: PluginPre,
+    /// The runtime whose engine compiled `pre`: calls must use it.
+    runtime: Arc<Runtime>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -149,7 +154,10 @@ pub struct Gadget {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CallRejected {
     #[error("Gadget '{name}' not found.\n\nAvailable gadgets: {}", available.join(", "))]
-    UnknownGadget { name: String, available: Vec<String> },
+    UnknownGadget {
+        name: String,
+        available: Vec<String>,
+    },
     #[error("{0}")]
     InvalidParameters(ValidationFailure),
 }
@@ -197,14 +205,15 @@ impl Registry {
     /// Validates and runs one call in a fresh instance.
     pub async fn call(
         &self,
-        runtime: &Runtime,
         name: &str,
         params: Value,
         invocation_id: &str,
         observer: Option<CallObserver>,
     ) -> Result<CallReport, CallRejected> {
         let (gadget, params) = self.prepare(name, params)?;
-        Ok(gadget.invoke(runtime, params.to_string(), invocation_id, observer).await)
+        Ok(gadget
+            .invoke(params.to_string(), invocation_id, observer)
+            .await)
     }
 
     /// Adds a plugin and its gadgets, refusing name collisions.
@@ -233,14 +242,20 @@ impl Registry {
                 ));
             }
         }
-        for LoadedGadget { spec, schema, limits } in gadgets {
+        for LoadedGadget {
+            spec,
+            schema,
+            limits,
+        } in gadgets
+        {
             let gadget = Gadget {
                 spec,
                 schema,
                 plugin: plugin.clone(),
                 limits,
             };
-            self.gadgets.insert(gadget.spec.name.to_lowercase(), Arc::new(gadget));
+            self.gadgets
+                .insert(gadget.spec.name.to_lowercase(), Arc::new(gadget));
         }
         self.plugins.push(plugin);
         Ok(())
@@ -260,7 +275,6 @@ impl Gadget {
     /// Runs one call with already-validated parameters.
     pub async fn invoke(
         &self,
-        runtime: &Runtime,
         params: String,
         invocation_id: &str,
         observer: Option<CallObserver>,
@@ -273,12 +287,12 @@ impl Gadget {
             cancel: None,
             observer,
         };
-        runtime.invoke(&self.plugin.pre, request).await
+        self.invoke_request(request).await
     }
 
     /// Runs a call built by the caller (own limits, cancel flag).
-    pub async fn invoke_request(&self, runtime: &Runtime, request: CallRequest) -> CallReport {
-        runtime.invoke(&self.plugin.pre, request).await
+    pub async fn invoke_request(&self, request: CallRequest) -> CallReport {
+        self.plugin.runtime.invoke(&self.plugin.pre, request).await
     }
 }
 
@@ -294,7 +308,10 @@ pub fn discover(dirs: &[PathBuf]) -> (Vec<PluginSource>, Vec<LoadError>) {
         let entries = match std::fs::read_dir(dir) {
             Ok(entries) => entries,
             Err(e) => {
-                errors.push(LoadError::new(dir, format!("cannot read plugin directory: {e}")));
+                errors.push(LoadError::new(
+                    dir,
+                    format!("cannot read plugin directory: {e}"),
+                ));
                 continue;
             }
         };
@@ -341,7 +358,12 @@ pub async fn load_sources(
         let runtime = runtime.clone();
         let options = options.clone();
         let progress = progress.clone();
-        tasks.spawn(async move { (index, load_plugin(&runtime, source, &options, progress.as_ref()).await) });
+        tasks.spawn(async move {
+            (
+                index,
+                load_plugin(&runtime, source, &options, progress.as_ref()).await,
+            )
+        });
     }
     let mut loaded = Vec::new();
     let mut errors = Vec::new();
@@ -350,7 +372,10 @@ pub async fn load_sources(
             Ok((index, result)) => loaded.push((index, result)),
             // A panic while loading one plugin is a bug, but it must not
             // take the other plugins down with it.
-            Err(e) => errors.push(LoadError::new(Path::new("(loader)"), format!("plugin loader task failed: {e}"))),
+            Err(e) => errors.push(LoadError::new(
+                Path::new("(loader)"),
+                format!("plugin loader task failed: {e}"),
+            )),
         }
     }
     // Collisions are decided in discovery order, not completion order, so
@@ -376,7 +401,7 @@ pub async fn load_sources(
 /// Loads one plugin: manifest, bytes and pin, compile (or cache), world
 /// check, specs, schemas and examples.
 pub async fn load_plugin(
-    runtime: &Runtime,
+    runtime: &Arc<Runtime>,
     source: PluginSource,
     options: &LoadOptions,
     progress: &dyn LoadProgress,
@@ -393,7 +418,12 @@ pub async fn load_plugin(
         PluginSource::Wasm(file) => file.clone(),
     };
     let size = std::fs::metadata(&component_path)
-        .map_err(|e| fail(format!("cannot read component {}: {e}", component_path.display())))?
+        .map_err(|e| {
+            fail(format!(
+                "cannot read component {}: {e}",
+                component_path.display()
+            ))
+        })?
         .len();
     if size > MAX_COMPONENT_BYTES {
         return Err(fail(format!(
@@ -401,8 +431,12 @@ pub async fn load_plugin(
             component_path.display()
         )));
     }
-    let bytes = std::fs::read(&component_path)
-        .map_err(|e| fail(format!("cannot read component {}: {e}", component_path.display())))?;
+    let bytes = std::fs::read(&component_path).map_err(|e| {
+        fail(format!(
+            "cannot read component {}: {e}",
+            component_path.display()
+        ))
+    })?;
     let sha256 = cache::sha256_hex(&bytes);
     if let Some(pinned) = &manifest.sha256
         && !pinned.eq_ignore_ascii_case(&sha256)
@@ -413,10 +447,13 @@ pub async fn load_plugin(
         )));
     }
 
-    let (component, cache_outcome) = compile_cached(runtime, &manifest.name, &bytes, &sha256, options, progress)
-        .await
-        .map_err(|e| fail(format!("{}: {e}", component_path.display())))?;
-    let pre = runtime.prepare(&component).map_err(|e| fail(e.to_string()))?;
+    let (component, cache_outcome) =
+        compile_cached(runtime, &manifest.name, &bytes, &sha256, options, progress)
+            .await
+            .map_err(|e| fail(format!("{}: {e}", component_path.display())))?;
+    let pre = runtime
+        .prepare(&component)
+        .map_err(|e| fail(e.to_string()))?;
 
     let (limits, mut warnings) = options.ceilings.grant(&manifest.limits);
     if !manifest.permissions.is_empty() {
@@ -425,14 +462,23 @@ pub async fn load_plugin(
             manifest.permissions.describe()
         ));
     }
-    let specs = runtime.read_specs(&pre, &limits).await.map_err(|e| fail(e.to_string()))?;
+    let specs = runtime
+        .read_specs(&pre, &limits)
+        .await
+        .map_err(|e| fail(e.to_string()))?;
     if specs.is_empty() {
-        return Err(fail("the component provides no gadgets (its `specs` list is empty)".into()));
+        return Err(fail(
+            "the component provides no gadgets (its `specs` list is empty)".into(),
+        ));
     }
     let mut gadgets: Vec<LoadedGadget> = Vec::new();
     for spec in specs {
-        let schema = check_spec(&spec).map_err(|reason| fail(format!("gadget '{}': {reason}", spec.name)))?;
-        if let Some(other) = gadgets.iter().find(|g| g.spec.name.eq_ignore_ascii_case(&spec.name)) {
+        let schema = check_spec(&spec)
+            .map_err(|reason| fail(format!("gadget '{}': {reason}", spec.name)))?;
+        if let Some(other) = gadgets
+            .iter()
+            .find(|g| g.spec.name.eq_ignore_ascii_case(&spec.name))
+        {
             return Err(fail(format!(
                 "the component declares gadget '{}' twice (also as '{}')",
                 spec.name, other.spec.name
@@ -462,18 +508,29 @@ pub async fn load_plugin(
         cache: cache_outcome,
         load_time: started.elapsed(),
         pre,
+        runtime: runtime.clone(),
     };
     Ok((Arc::new(plugin), gadgets))
 }
 
 /// A bare `.wasm` plugin: named after its file, default limits, nothing granted.
 fn bare_manifest(file: &Path) -> Result<Manifest, String> {
-    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+    let stem = file
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
     let name: String = stem
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
         .collect();
-    manifest::check_plugin_name(&name).map_err(|e| format!("cannot name a plugin after this file: {e}"))?;
+    manifest::check_plugin_name(&name)
+        .map_err(|e| format!("cannot name a plugin after this file: {e}"))?;
     Ok(Manifest {
         name,
         version: "0.0.0".into(),
@@ -503,7 +560,9 @@ async fn compile_cached(
     // workers so loading other plugins (and cache hits) go on meanwhile.
     let engine = runtime.engine().clone();
     let owned = bytes.to_vec();
-    let result = tokio::task::spawn_blocking(move || wasmtime::component::Component::new(&engine, &owned)).await;
+    let result =
+        tokio::task::spawn_blocking(move || wasmtime::component::Component::new(&engine, &owned))
+            .await;
     progress.compiled(name);
     let component = match result {
         Ok(Ok(component)) => component,

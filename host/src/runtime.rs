@@ -43,7 +43,11 @@ pub const SPECS_TIMEOUT: Duration = Duration::from_secs(10);
 /// The WIT package and interfaces this host speaks.
 pub const WIT_PACKAGE: &str = "gadget:plugin@0.1.0";
 pub const GADGET_EXPORT: &str = "gadget:plugin/gadget@0.1.0";
-const ALLOWED_IMPORT_PREFIXES: &[&str] = &["wasi:", "gadget:plugin/host@0.1.0", "gadget:plugin/types@0.1.0"];
+const ALLOWED_IMPORT_PREFIXES: &[&str] = &[
+    "wasi:",
+    "gadget:plugin/host@0.1.0",
+    "gadget:plugin/types@0.1.0",
+];
 
 /// The only place `bindgen!` runs: the host's view of `wit/gadget.wit`.
 pub(crate) mod bindings {
@@ -115,7 +119,9 @@ pub enum RuntimeError {
         "built for another world: expected a component exporting `{GADGET_EXPORT}` (world `plugin` of {WIT_PACKAGE}), but it exports {found}"
     )]
     WrongWorld { found: String },
-    #[error("imports `{0}`, which this host does not provide (it provides WASI 0.2 and {WIT_PACKAGE})")]
+    #[error(
+        "imports `{0}`, which this host does not provide (it provides WASI 0.2 and {WIT_PACKAGE})"
+    )]
     UnknownImport(String),
     #[error("could not link: {0}")]
     Link(String),
@@ -128,9 +134,15 @@ pub enum RuntimeError {
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Outcome {
     /// A result for the model.
-    Result { result: String, details: Option<Value> },
+    Result {
+        result: String,
+        details: Option<Value>,
+    },
     /// Task complete: the agent loop ends after this response.
-    Finish { result: String, details: Option<Value> },
+    Finish {
+        result: String,
+        details: Option<Value>,
+    },
     /// A question for a person.
     AskHuman { question: String },
 }
@@ -164,8 +176,14 @@ pub enum CallError {
     #[error("Gadget '{gadget}' exceeded its memory limit of {limit_bytes} bytes ({} MiB)", limit_bytes >> 20)]
     MemoryLimit { gadget: String, limit_bytes: u64 },
     /// The result text was larger than the limit.
-    #[error("Gadget '{gadget}' returned {size_bytes} bytes, over its result limit of {limit_bytes} bytes")]
-    ResultTooLarge { gadget: String, size_bytes: u64, limit_bytes: u64 },
+    #[error(
+        "Gadget '{gadget}' returned {size_bytes} bytes, over its result limit of {limit_bytes} bytes"
+    )]
+    ResultTooLarge {
+        gadget: String,
+        size_bytes: u64,
+        limit_bytes: u64,
+    },
     /// A trap: a panic, `unreachable`, stack overflow, out-of-bounds access.
     #[error("Gadget '{gadget}' crashed: {reason}")]
     Crashed { gadget: String, reason: String },
@@ -237,7 +255,9 @@ pub struct Runtime {
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime").field("epoch", &self.ticker.clock().mode()).finish()
+        f.debug_struct("Runtime")
+            .field("epoch", &self.ticker.clock().mode())
+            .finish()
     }
 }
 
@@ -279,7 +299,9 @@ impl CallState {
     }
 
     fn externally_cancelled(&self) -> bool {
-        self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed))
+        self.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
     }
 
     /// Runs at every epoch deadline: raise the abort signal at the
@@ -298,7 +320,11 @@ impl CallState {
         if now >= self.deadline_epoch {
             self.aborted = true;
         }
-        let next = if now < self.deadline_epoch { self.deadline_epoch } else { self.hard_deadline_epoch };
+        let next = if now < self.deadline_epoch {
+            self.deadline_epoch
+        } else {
+            self.hard_deadline_epoch
+        };
         UpdateDeadline::Yield((next - now).clamp(1, YIELD_INTERVAL_TICKS))
     }
 }
@@ -317,7 +343,12 @@ struct CallLimiter {
 }
 
 impl ResourceLimiter for CallLimiter {
-    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         let growth = desired.saturating_sub(current) as u64;
         if self.memory_total.saturating_add(growth) > self.memory_limit {
             self.memory_refused = true;
@@ -327,7 +358,12 @@ impl ResourceLimiter for CallLimiter {
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         Ok(desired <= self.table_elements)
     }
 
@@ -364,7 +400,8 @@ impl wit_host::Host for CallState {
             wit::Level::Warn => LogLevel::Warn,
             wit::Level::Error => LogLevel::Error,
         };
-        self.ledger.log(level, message, fields, LogSource::Gadget, at);
+        self.ledger
+            .log(level, message, fields, LogSource::Gadget, at);
     }
 
     fn report_cost(&mut self, usd: f64) {
@@ -415,11 +452,16 @@ impl Runtime {
         }
         let engine = Engine::new(&wasm).map_err(|e| RuntimeError::Engine(e.to_string()))?;
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| RuntimeError::Link(e.to_string()))?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(|e| RuntimeError::Link(e.to_string()))?;
         bindings::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
             .map_err(|e| RuntimeError::Link(e.to_string()))?;
         let ticker = epoch::EpochTicker::start(&engine, config.epoch)?;
-        Ok(Runtime { engine, linker, ticker })
+        Ok(Runtime {
+            engine,
+            linker,
+            ticker,
+        })
     }
 
     pub fn engine(&self) -> &Engine {
@@ -440,17 +482,27 @@ impl Runtime {
     /// Checks the component's world and links it, once.
     pub fn prepare(&self, component: &Component) -> Result<PluginPre, RuntimeError> {
         let ty = component.component_type();
-        let exports: Vec<String> = ty.exports(&self.engine).map(|(name, _)| name.to_string()).collect();
+        let exports: Vec<String> = ty
+            .exports(&self.engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
         if !exports.iter().any(|e| e == GADGET_EXPORT) {
             let found = if exports.is_empty() {
                 "nothing".to_string()
             } else {
-                exports.iter().map(|e| format!("`{e}`")).collect::<Vec<_>>().join(", ")
+                exports
+                    .iter()
+                    .map(|e| format!("`{e}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             };
             return Err(RuntimeError::WrongWorld { found });
         }
         for (name, _) in ty.imports(&self.engine) {
-            if !ALLOWED_IMPORT_PREFIXES.iter().any(|prefix| name.starts_with(prefix)) {
+            if !ALLOWED_IMPORT_PREFIXES
+                .iter()
+                .any(|prefix| name.starts_with(prefix))
+            {
                 return Err(RuntimeError::UnknownImport(name.to_string()));
             }
         }
@@ -462,7 +514,11 @@ impl Runtime {
     }
 
     /// Reads the component's gadget specs from a fresh instance.
-    pub async fn read_specs(&self, pre: &PluginPre, limits: &Limits) -> Result<Vec<GadgetSpec>, RuntimeError> {
+    pub async fn read_specs(
+        &self,
+        pre: &PluginPre,
+        limits: &Limits,
+    ) -> Result<Vec<GadgetSpec>, RuntimeError> {
         let limits = Limits {
             timeout: SPECS_TIMEOUT,
             ..limits.clone()
@@ -475,7 +531,9 @@ impl Runtime {
         let result = self.with_outer_timeout(&limits, run).await;
         match result {
             Some(Ok(specs)) => Ok(specs.into_iter().map(GadgetSpec::from).collect()),
-            Some(Err(error)) => Err(RuntimeError::Specs(classify_trap(error, &mut store, &limits))),
+            Some(Err(error)) => Err(RuntimeError::Specs(classify_trap(
+                error, &mut store, &limits,
+            ))),
             None => Err(RuntimeError::Specs(CallError::Timeout {
                 gadget: "(specs)".into(),
                 timeout_ms: limits.timeout.as_millis() as u64,
@@ -498,7 +556,10 @@ impl Runtime {
         );
         let (id, name, params) = (&request.invocation_id, &request.gadget, &request.params);
         let run = async {
-            let plugin = pre.instantiate_async(&mut store).await.map_err(Instantiation)?;
+            let plugin = pre
+                .instantiate_async(&mut store)
+                .await
+                .map_err(Instantiation)?;
             plugin
                 .gadget_plugin_gadget()
                 .call_invoke(&mut store, id, name, params)
@@ -518,7 +579,9 @@ impl Runtime {
             }),
             Some(Err(Trapped(error))) => Err(classify_trap(error, &mut store, limits)),
             Some(Ok(Err(error))) => Err(match error {
-                wit::GadgetError::InvalidArguments(message) => CallError::InvalidArguments { message },
+                wit::GadgetError::InvalidArguments(message) => {
+                    CallError::InvalidArguments { message }
+                }
                 wit::GadgetError::Failed(message) => CallError::Failed { message },
                 wit::GadgetError::Cancelled => CallError::Cancelled {
                     gadget: request.gadget.clone(),
@@ -545,7 +608,11 @@ impl Runtime {
 
     /// Bounds time spent where epochs cannot reach (inside host imports):
     /// `None` when the outer timeout fired. Off in manual epoch mode.
-    async fn with_outer_timeout<T>(&self, limits: &Limits, run: impl Future<Output = T>) -> Option<T> {
+    async fn with_outer_timeout<T>(
+        &self,
+        limits: &Limits,
+        run: impl Future<Output = T>,
+    ) -> Option<T> {
         match self.clock().mode() {
             EpochMode::Manual => Some(run.await),
             EpochMode::Ticker => {
@@ -628,7 +695,9 @@ fn accept_outcome(
     returned_cost: &mut f64,
 ) -> Result<Outcome, CallError> {
     let at = state.elapsed_ms();
-    let mut take = |r: wit::CallResult, state: &mut CallState| -> Result<(String, Option<Value>), CallError> {
+    let mut take = |r: wit::CallResult,
+                    state: &mut CallState|
+     -> Result<(String, Option<Value>), CallError> {
         if r.result.len() as u64 > limits.result_bytes {
             return Err(CallError::ResultTooLarge {
                 gadget: gadget.to_string(),
@@ -639,7 +708,9 @@ fn accept_outcome(
         if let Some(cost) = r.cost {
             match invalid_cost(cost) {
                 None => *returned_cost = cost,
-                Some(reason) => state.ledger.host_warning(format!("refused returned cost {cost}: {reason}"), at),
+                Some(reason) => state
+                    .ledger
+                    .host_warning(format!("refused returned cost {cost}: {reason}"), at),
             }
         }
         let details = match r.details {
@@ -647,7 +718,9 @@ fn accept_outcome(
             Some(text) => match serde_json::from_str(&text) {
                 Ok(value) => Some(value),
                 Err(e) => {
-                    state.ledger.host_warning(format!("dropped details that are not valid JSON: {e}"), at);
+                    state
+                        .ledger
+                        .host_warning(format!("dropped details that are not valid JSON: {e}"), at);
                     None
                 }
             },
@@ -655,8 +728,12 @@ fn accept_outcome(
         Ok((r.result, details))
     };
     match outcome {
-        wit::Outcome::Result(r) => take(r, state).map(|(result, details)| Outcome::Result { result, details }),
-        wit::Outcome::Finish(r) => take(r, state).map(|(result, details)| Outcome::Finish { result, details }),
+        wit::Outcome::Result(r) => {
+            take(r, state).map(|(result, details)| Outcome::Result { result, details })
+        }
+        wit::Outcome::Finish(r) => {
+            take(r, state).map(|(result, details)| Outcome::Finish { result, details })
+        }
         wit::Outcome::AskHuman(question) => {
             if question.len() as u64 > limits.result_bytes {
                 return Err(CallError::ResultTooLarge {
@@ -672,7 +749,11 @@ fn accept_outcome(
 
 /// Names the cause of a trap: the deadline, the memory limit, a stack
 /// overflow, or a crash (with the panic message from stderr when there is one).
-fn classify_trap(error: wasmtime::Error, store: &mut Store<CallState>, limits: &Limits) -> CallError {
+fn classify_trap(
+    error: wasmtime::Error,
+    store: &mut Store<CallState>,
+    limits: &Limits,
+) -> CallError {
     let state = store.data();
     let gadget = state.gadget.clone();
     let trap = error.downcast_ref::<Trap>().copied();
@@ -691,14 +772,39 @@ fn classify_trap(error: wasmtime::Error, store: &mut Store<CallState>, limits: &
     let mut reason = match trap {
         Some(Trap::StackOverflow) => "stack overflow (unbounded recursion?)".to_string(),
         Some(Trap::UnreachableCodeReached) => "wasm `unreachable` executed (a panic or abort in the gadget)".to_string(),
+        Some(Trap::MemoryOutOfBounds) => {
+            "out-of-bounds memory access (a memory bug in the gadget, or its own stack in linear memory overflowed)".to_string()
+        }
         Some(trap) => trap.to_string(),
         None => format!("{error:#}"),
     };
     // A Rust panic prints its message to stderr before aborting: the most
-    // useful line there is for whoever debugs the gadget.
+    // useful lines there are for whoever debugs the gadget.
     let stderr = store.data().stderr.snapshot();
-    if let Some(line) = String::from_utf8_lossy(&stderr.bytes).lines().rev().find(|l| !l.trim().is_empty()) {
-        reason.push_str(&format!("; stderr: {}", ledger::truncate(line.trim().to_string(), 512)));
+    if let Some(note) = crash_note(&String::from_utf8_lossy(&stderr.bytes)) {
+        reason.push_str(&format!("; stderr: {}", ledger::truncate(note, 512)));
     }
     CallError::Crashed { gadget, reason }
+}
+
+/// The part of a crashed gadget's stderr worth quoting: a Rust panic's
+/// location and message, else the last line that is not a hint.
+fn crash_note(stderr: &str) -> Option<String> {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if let Some(at) = lines.iter().rposition(|l| l.contains("panicked at")) {
+        let message = lines.get(at + 1).filter(|l| !l.starts_with("note:"));
+        return Some(match message {
+            Some(message) => format!("{} {message}", lines[at]),
+            None => lines[at].to_string(),
+        });
+    }
+    lines
+        .iter()
+        .rev()
+        .find(|l| !l.starts_with("note:"))
+        .map(|l| l.to_string())
 }

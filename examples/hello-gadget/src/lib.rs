@@ -12,10 +12,10 @@
 
 use gadget_sdk::{Context, Example, Gadget, GadgetError, Outcome, json};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-/// How warm the greeting is.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
+/// How warm the greeting is. (`Serialize` lets the schema show the default.)
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 enum Tone {
     #[default]

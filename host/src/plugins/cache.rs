@@ -59,7 +59,9 @@ impl ComponentCache {
         if meta.uid() == current_uid() && meta.permissions().mode() & 0o077 != 0 {
             fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
         }
-        Ok(ComponentCache { dir: dir.to_path_buf() })
+        Ok(ComponentCache {
+            dir: dir.to_path_buf(),
+        })
     }
 
     pub fn dir(&self) -> &Path {
@@ -71,7 +73,8 @@ impl ComponentCache {
         let mut hasher = Sha256Hasher(Sha256::new());
         std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut hasher);
         let engine_hash = hex(&hasher.0.finalize()[..8]);
-        self.dir.join(format!("{component_sha256}-{engine_hash}.cwasm"))
+        self.dir
+            .join(format!("{component_sha256}-{engine_hash}.cwasm"))
     }
 
     /// Loads the precompiled component if a trustworthy entry exists.
@@ -95,12 +98,25 @@ impl ComponentCache {
 
     /// Stores a compiled component: written privately, then renamed into
     /// place, so a reader never sees half a file.
-    pub fn store(&self, engine: &Engine, component_sha256: &str, component: &Component) -> std::io::Result<()> {
-        let bytes = component.serialize().map_err(|e| std::io::Error::other(e.to_string()))?;
+    pub fn store(
+        &self,
+        engine: &Engine,
+        component_sha256: &str,
+        component: &Component,
+    ) -> std::io::Result<()> {
+        let bytes = component
+            .serialize()
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
         let path = self.entry_path(engine, component_sha256);
-        let tmp = self.dir.join(format!(".tmp-{}-{}", std::process::id(), unique_suffix()));
+        let tmp = self
+            .dir
+            .join(format!(".tmp-{}-{}", std::process::id(), unique_suffix()));
         let write = || -> std::io::Result<()> {
-            let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+            let mut file = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp)?;
             file.write_all(&bytes)?;
             file.sync_all()?;
             fs::rename(&tmp, &path)
@@ -115,7 +131,8 @@ impl ComponentCache {
     fn trusted(&self, path: &Path) -> bool {
         let uid = current_uid();
         let private = |p: &Path| {
-            fs::symlink_metadata(p).is_ok_and(|m| m.uid() == uid && m.permissions().mode() & 0o022 == 0)
+            fs::symlink_metadata(p)
+                .is_ok_and(|m| m.uid() == uid && m.permissions().mode() & 0o022 == 0)
         };
         private(&self.dir) && private(path) && fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
     }

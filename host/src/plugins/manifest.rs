@@ -89,7 +89,10 @@ impl Permissions {
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
     #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path} is larger than {MAX_MANIFEST_BYTES} bytes")]
     TooLarge { path: PathBuf },
     #[error("{path}: {message}")]
@@ -130,8 +133,18 @@ impl Manifest {
             message,
         };
         check_plugin_name(&manifest.name).map_err(|m| invalid("name", m))?;
-        let parts: Vec<&str> = manifest.version.split(['-', '+']).next().unwrap_or("").split('.').collect();
-        if parts.len() != 3 || parts.iter().any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit())) {
+        let parts: Vec<&str> = manifest
+            .version
+            .split(['-', '+'])
+            .next()
+            .unwrap_or("")
+            .split('.')
+            .collect();
+        if parts.len() != 3
+            || parts
+                .iter()
+                .any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()))
+        {
             return Err(invalid(
                 "version",
                 format!("'{}' is not a version like 1.2.3", manifest.version),
@@ -141,7 +154,10 @@ impl Manifest {
             return Err(invalid("description", "must not be empty".into()));
         }
         if manifest.component.is_absolute()
-            || manifest.component.components().any(|c| matches!(c, std::path::Component::ParentDir))
+            || manifest
+                .component
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
         {
             return Err(invalid(
                 "component",
@@ -174,7 +190,9 @@ pub fn check_plugin_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= MAX_PLUGIN_NAME_BYTES
         && name.starts_with(|c: char| c.is_ascii_lowercase())
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
     if ok {
         Ok(())
     } else {
@@ -192,7 +210,8 @@ mod tests {
         Manifest::parse(text, Path::new("p/plugin.toml"))
     }
 
-    const MINIMAL: &str = "name = \"calc\"\nversion = \"0.1.0\"\ndescription = \"d\"\ncomponent = \"c.wasm\"\n";
+    const MINIMAL: &str =
+        "name = \"calc\"\nversion = \"0.1.0\"\ndescription = \"d\"\ncomponent = \"c.wasm\"\n";
 
     #[test]
     fn minimal_manifest_parses_with_defaults() {
@@ -204,7 +223,11 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_errors_everywhere() {
-        for extra in ["colour = 1\n", "[limits]\ntimeout = 5\n", "[permissions]\nfiles = []\n"] {
+        for extra in [
+            "colour = 1\n",
+            "[limits]\ntimeout = 5\n",
+            "[permissions]\nfiles = []\n",
+        ] {
             let err = parse(&format!("{MINIMAL}{extra}")).unwrap_err().to_string();
             assert!(err.contains("unknown field"), "{extra}: {err}");
         }

@@ -50,7 +50,10 @@ struct ClockInner {
 
 impl std::fmt::Debug for ClockInner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClockInner").field("now", &self.now).field("mode", &self.mode).finish()
+        f.debug_struct("ClockInner")
+            .field("now", &self.now)
+            .field("mode", &self.mode)
+            .finish()
     }
 }
 

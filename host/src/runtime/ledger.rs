@@ -128,9 +128,21 @@ impl Ledger {
         }
     }
 
-    pub fn log(&mut self, level: LogLevel, message: String, fields: Value, source: LogSource, at_ms: u64) {
+    pub fn log(
+        &mut self,
+        level: LogLevel,
+        message: String,
+        fields: Value,
+        source: LogSource,
+        at_ms: u64,
+    ) {
         let message = truncate(message, MAX_LOG_MESSAGE_BYTES);
-        let size = message.len() + if fields.is_null() { 0 } else { fields.to_string().len() };
+        let size = message.len()
+            + if fields.is_null() {
+                0
+            } else {
+                fields.to_string().len()
+            };
         if !self.charge(size, source) {
             return;
         }
@@ -219,8 +231,20 @@ mod tests {
     #[test]
     fn volume_limit_drops_and_counts() {
         let mut ledger = Ledger::new(10, None);
-        ledger.log(LogLevel::Info, "12345".into(), Value::Null, LogSource::Gadget, 0);
-        ledger.log(LogLevel::Info, "123456".into(), Value::Null, LogSource::Gadget, 0);
+        ledger.log(
+            LogLevel::Info,
+            "12345".into(),
+            Value::Null,
+            LogSource::Gadget,
+            0,
+        );
+        ledger.log(
+            LogLevel::Info,
+            "123456".into(),
+            Value::Null,
+            LogSource::Gadget,
+            0,
+        );
         ledger.progress("12345".into());
         assert_eq!(ledger.logs.len(), 1);
         assert_eq!(ledger.progress.len(), 1);

@@ -55,7 +55,11 @@ impl CappedPipe {
 }
 
 impl AsyncWrite for CappedPipe {
-    fn poll_write(self: Pin<&mut Self>, _cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         self.accept(buf);
         Poll::Ready(Ok(buf.len()))
     }

@@ -8,7 +8,10 @@ use gadget_host::plugins::{self, LoadOptions, NoProgress, PluginSource, Registry
 use gadget_host::runtime::{EpochMode, Runtime, RuntimeConfig};
 
 pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// Builds every guest (plugins, example, fixtures) once, through the same
@@ -24,7 +27,11 @@ pub fn guests() -> &'static Path {
         let target = std::env::var_os("CARGO_TARGET_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| workspace().join("target"));
-        let target = if target.is_absolute() { target } else { workspace().join(target) };
+        let target = if target.is_absolute() {
+            target
+        } else {
+            workspace().join(target)
+        };
         target.join("wasm32-wasip2/guest")
     })
 }
@@ -36,20 +43,35 @@ pub fn fixture(name: &str) -> PathBuf {
 }
 
 pub fn runtime(epoch: EpochMode) -> Arc<Runtime> {
-    Arc::new(Runtime::new(&RuntimeConfig { epoch, pooling: false }).expect("runtime"))
+    Arc::new(
+        Runtime::new(&RuntimeConfig {
+            epoch,
+            pooling: false,
+        })
+        .expect("runtime"),
+    )
 }
 
 /// Loads the given sources with no cache; panics on any load error.
 pub async fn load(runtime: &Arc<Runtime>, sources: Vec<PluginSource>) -> Registry {
-    let (registry, errors) =
-        plugins::load_sources(runtime.clone(), sources, &LoadOptions::default(), Arc::new(NoProgress)).await;
+    let (registry, errors) = plugins::load_sources(
+        runtime.clone(),
+        sources,
+        &LoadOptions::default(),
+        Arc::new(NoProgress),
+    )
+    .await;
     assert!(errors.is_empty(), "load errors: {errors:?}");
     registry
 }
 
 /// The misbehaving fixture, loaded as a bare component.
 pub async fn misbehave(runtime: &Arc<Runtime>) -> Registry {
-    load(runtime, vec![PluginSource::Wasm(fixture("fixture-misbehave"))]).await
+    load(
+        runtime,
+        vec![PluginSource::Wasm(fixture("fixture-misbehave"))],
+    )
+    .await
 }
 
 /// The shipped plugins directory, built.

@@ -7,13 +7,18 @@ use std::time::{Duration, Instant};
 
 use gadget_host::limits::Limits;
 use gadget_host::plugins::Registry;
-use gadget_host::runtime::{CallError, CallReport, CallRequest, EpochMode, LogSource, Outcome, Runtime};
+use gadget_host::runtime::{CallError, CallReport, CallRequest, EpochMode, LogSource, Outcome};
 use serde_json::json;
 
 use crate::common;
 
 /// Runs a fixture gadget with the given limits (defaults otherwise).
-async fn run_with(runtime: &Runtime, registry: &Registry, name: &str, params: serde_json::Value, limits: Limits) -> CallReport {
+async fn run_with(
+    registry: &Registry,
+    name: &str,
+    params: serde_json::Value,
+    limits: Limits,
+) -> CallReport {
     let (gadget, params) = registry.prepare(name, params).expect("prepare");
     let request = CallRequest {
         gadget: gadget.spec.name.clone(),
@@ -23,13 +28,13 @@ async fn run_with(runtime: &Runtime, registry: &Registry, name: &str, params: se
         cancel: None,
         observer: None,
     };
-    gadget.invoke_request(runtime, request).await
+    gadget.invoke_request(request).await
 }
 
 /// The proof that the host is still healthy: a normal call succeeds.
-async fn next_call_is_served(runtime: &Runtime, registry: &Registry) {
+async fn next_call_is_served(registry: &Registry) {
     let report = registry
-        .call(runtime, "Echo", json!({ "text": "still here" }), "next", None)
+        .call("Echo", json!({ "text": "still here" }), "next", None)
         .await
         .expect("prepare Echo");
     assert_eq!(
@@ -50,22 +55,33 @@ async fn loop_forever_is_trapped_after_deadline_plus_grace_manual_epoch() {
     let runtime = common::runtime(EpochMode::Manual);
     let registry = common::misbehave(&runtime).await;
     let limits = limits_of(&registry, "LoopForever");
-    assert_eq!(limits.timeout, Duration::from_millis(100), "the spec's timeout applies");
+    assert_eq!(
+        limits.timeout,
+        Duration::from_millis(100),
+        "the spec's timeout applies"
+    );
     let grace = limits.grace.as_millis() as u64;
 
-    let task = {
-        let (runtime, registry) = (runtime.clone(), Arc::new(registry));
-        let registry2 = registry.clone();
-        (tokio::spawn(async move { registry2.call(&runtime, "LoopForever", json!({}), "t1", None).await }), registry)
+    let registry = Arc::new(registry);
+    let handle = {
+        let registry = registry.clone();
+        tokio::spawn(async move { registry.call("LoopForever", json!({}), "t1", None).await })
     };
-    let (handle, registry) = task;
+    // Let the call start (its deadline is armed when it starts, from the
+    // manual clock, which has not moved).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!handle.is_finished());
     // Up to the deadline and through most of the grace period: still running.
     runtime.clock().advance(100 + grace - 1);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!handle.is_finished(), "trapped before deadline + grace");
     // One more tick: the epoch callback traps it.
     runtime.clock().advance(2);
-    let report = tokio::time::timeout(Duration::from_secs(10), handle).await.expect("trap fires").unwrap().unwrap();
+    let report = tokio::time::timeout(Duration::from_secs(10), handle)
+        .await
+        .expect("trap fires")
+        .unwrap()
+        .unwrap();
     assert_eq!(
         report.outcome,
         Err(CallError::Timeout {
@@ -77,7 +93,7 @@ async fn loop_forever_is_trapped_after_deadline_plus_grace_manual_epoch() {
         report.outcome.unwrap_err().to_string(),
         "Gadget 'LoopForever' execution exceeded timeout of 100ms"
     );
-    next_call_is_served(&runtime, &registry).await;
+    next_call_is_served(&registry).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -85,15 +101,23 @@ async fn a_gadget_polling_cancelled_returns_cancellation_not_a_trap() {
     let runtime = common::runtime(EpochMode::Manual);
     let registry = Arc::new(common::misbehave(&runtime).await);
     let handle = {
-        let (runtime, registry) = (runtime.clone(), registry.clone());
-        tokio::spawn(async move { registry.call(&runtime, "LoopUntilCancelled", json!({}), "t1", None).await })
+        let registry = registry.clone();
+        tokio::spawn(async move {
+            registry
+                .call("LoopUntilCancelled", json!({}), "t1", None)
+                .await
+        })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!handle.is_finished());
     // Exactly the deadline: the abort signal rises; the grace period has not
     // passed (the manual clock stands still), so only the gadget can end it.
     runtime.clock().advance(100);
-    let report = tokio::time::timeout(Duration::from_secs(10), handle).await.expect("returns").unwrap().unwrap();
+    let report = tokio::time::timeout(Duration::from_secs(10), handle)
+        .await
+        .expect("returns")
+        .unwrap()
+        .unwrap();
     assert_eq!(
         report.outcome,
         Err(CallError::Cancelled {
@@ -101,7 +125,7 @@ async fn a_gadget_polling_cancelled_returns_cancellation_not_a_trap() {
         })
     );
     assert_eq!(report.progress, vec!["working until cancelled".to_string()]);
-    next_call_is_served(&runtime, &registry).await;
+    next_call_is_served(&registry).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -122,14 +146,22 @@ async fn external_cancellation_raises_the_abort_signal() {
         observer: None,
     };
     let started = Instant::now();
-    let call = gadget.invoke_request(&runtime, request);
+    let call = gadget.invoke_request(request);
     let canceller = async {
         tokio::time::sleep(Duration::from_millis(50)).await;
         cancel.store(true, std::sync::atomic::Ordering::Relaxed);
     };
     let (report, ()) = tokio::join!(call, canceller);
-    assert!(matches!(report.outcome, Err(CallError::Cancelled { .. })), "{:?}", report.outcome);
-    assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+    assert!(
+        matches!(report.outcome, Err(CallError::Cancelled { .. })),
+        "{:?}",
+        report.outcome
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -140,17 +172,17 @@ async fn busy_gadgets_yield_so_others_keep_running() {
     // task if they did not yield; Echo calls must still complete promptly.
     let mut spinners = Vec::new();
     for _ in 0..2 {
-        let (runtime, registry) = (runtime.clone(), registry.clone());
+        let registry = registry.clone();
         spinners.push(tokio::spawn(async move {
             let mut limits = registry.get("LoopForever").unwrap().limits.clone();
             limits.timeout = Duration::from_secs(3);
-            run_with(&runtime, &registry, "LoopForever", json!({}), limits).await
+            run_with(&registry, "LoopForever", json!({}), limits).await
         }));
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     let started = Instant::now();
     for _ in 0..5 {
-        next_call_is_served(&runtime, &registry).await;
+        next_call_is_served(&registry).await;
     }
     assert!(
         started.elapsed() < Duration::from_secs(2),
@@ -159,7 +191,11 @@ async fn busy_gadgets_yield_so_others_keep_running() {
     );
     for spinner in spinners {
         let report = spinner.await.unwrap();
-        assert!(matches!(report.outcome, Err(CallError::Timeout { .. })), "{:?}", report.outcome);
+        assert!(
+            matches!(report.outcome, Err(CallError::Timeout { .. })),
+            "{:?}",
+            report.outcome
+        );
     }
 }
 
@@ -168,7 +204,10 @@ async fn blocked_in_a_host_import_past_the_deadline_is_timed_out() {
     let runtime = common::runtime(EpochMode::Ticker);
     let registry = common::misbehave(&runtime).await;
     let started = Instant::now();
-    let report = registry.call(&runtime, "BlockInHost", json!({}), "t1", None).await.unwrap();
+    let report = registry
+        .call("BlockInHost", json!({}), "t1", None)
+        .await
+        .unwrap();
     let elapsed = started.elapsed();
     assert_eq!(
         report.outcome,
@@ -179,8 +218,11 @@ async fn blocked_in_a_host_import_past_the_deadline_is_timed_out() {
     );
     // Generous: the point is it did not sleep for the hour it asked for.
     assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
-    assert!(elapsed >= Duration::from_millis(100), "fired early: {elapsed:?}");
-    next_call_is_served(&runtime, &registry).await;
+    assert!(
+        elapsed >= Duration::from_millis(100),
+        "fired early: {elapsed:?}"
+    );
+    next_call_is_served(&registry).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,7 +233,7 @@ async fn memory_bomb_hits_the_memory_limit() {
         memory_bytes: 32 << 20,
         ..limits_of(&registry, "MemoryBomb")
     };
-    let report = run_with(&runtime, &registry, "MemoryBomb", json!({}), limits).await;
+    let report = run_with(&registry, "MemoryBomb", json!({}), limits).await;
     assert_eq!(
         report.outcome,
         Err(CallError::MemoryLimit {
@@ -199,15 +241,24 @@ async fn memory_bomb_hits_the_memory_limit() {
             limit_bytes: 32 << 20
         })
     );
-    assert!(report.outcome.unwrap_err().to_string().contains("memory limit of 33554432 bytes (32 MiB)"));
-    next_call_is_served(&runtime, &registry).await;
+    assert!(
+        report
+            .outcome
+            .unwrap_err()
+            .to_string()
+            .contains("memory limit of 33554432 bytes (32 MiB)")
+    );
+    next_call_is_served(&registry).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unbounded_recursion_is_a_stack_overflow() {
     let runtime = common::runtime(EpochMode::Ticker);
     let registry = common::misbehave(&runtime).await;
-    let report = registry.call(&runtime, "Recurse", json!({}), "t1", None).await.unwrap();
+    let report = registry
+        .call("Recurse", json!({}), "t1", None)
+        .await
+        .unwrap();
     match &report.outcome {
         Err(CallError::Crashed { gadget, reason }) => {
             assert_eq!(gadget, "Recurse");
@@ -215,14 +266,14 @@ async fn unbounded_recursion_is_a_stack_overflow() {
         }
         other => panic!("expected a crash, got {other:?}"),
     }
-    next_call_is_served(&runtime, &registry).await;
+    next_call_is_served(&registry).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panic_is_a_crash_with_the_panic_message() {
     let runtime = common::runtime(EpochMode::Ticker);
     let registry = common::misbehave(&runtime).await;
-    let report = registry.call(&runtime, "Panic", json!({}), "t1", None).await.unwrap();
+    let report = registry.call("Panic", json!({}), "t1", None).await.unwrap();
     match &report.outcome {
         Err(CallError::Crashed { reason, .. }) => {
             assert!(reason.contains("unreachable"), "{reason}");
@@ -230,9 +281,14 @@ async fn a_panic_is_a_crash_with_the_panic_message() {
         }
         other => panic!("expected a crash, got {other:?}"),
     }
-    let report = registry.call(&runtime, "Unreachable", json!({}), "t2", None).await.unwrap();
-    assert!(matches!(&report.outcome, Err(CallError::Crashed { reason, .. }) if reason.contains("unreachable")));
-    next_call_is_served(&runtime, &registry).await;
+    let report = registry
+        .call("Unreachable", json!({}), "t2", None)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&report.outcome, Err(CallError::Crashed { reason, .. }) if reason.contains("unreachable"))
+    );
+    next_call_is_served(&registry).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -243,7 +299,13 @@ async fn an_oversized_result_is_refused_with_sizes() {
         result_bytes: 1 << 20,
         ..limits_of(&registry, "Oversized")
     };
-    let report = run_with(&runtime, &registry, "Oversized", json!({ "bytes": 2 << 20 }), limits.clone()).await;
+    let report = run_with(
+        &registry,
+        "Oversized",
+        json!({ "bytes": 2 << 20 }),
+        limits.clone(),
+    )
+    .await;
     assert_eq!(
         report.outcome,
         Err(CallError::ResultTooLarge {
@@ -253,9 +315,9 @@ async fn an_oversized_result_is_refused_with_sizes() {
         })
     );
     // Exactly at the limit is fine.
-    let report = run_with(&runtime, &registry, "Oversized", json!({ "bytes": 1 << 20 }), limits).await;
+    let report = run_with(&registry, "Oversized", json!({ "bytes": 1 << 20 }), limits).await;
     assert!(report.outcome.is_ok(), "{:?}", report.outcome.err());
-    next_call_is_served(&runtime, &registry).await;
+    next_call_is_served(&registry).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -263,7 +325,7 @@ async fn a_log_flood_is_bounded_and_counted() {
     let runtime = common::runtime(EpochMode::Ticker);
     let registry = common::misbehave(&runtime).await;
     let limits = limits_of(&registry, "LogFlood");
-    let report = run_with(&runtime, &registry, "LogFlood", json!({}), limits.clone()).await;
+    let report = run_with(&registry, "LogFlood", json!({}), limits.clone()).await;
     assert_eq!(
         report.outcome,
         Ok(Outcome::Result {
@@ -273,10 +335,18 @@ async fn a_log_flood_is_bounded_and_counted() {
     );
     let kept: usize = report.logs.iter().map(|l| l.message.len()).sum::<usize>()
         + report.progress.iter().map(String::len).sum::<usize>()
-        + report.updates.iter().map(|u| u.partial.len()).sum::<usize>();
+        + report
+            .updates
+            .iter()
+            .map(|u| u.partial.len())
+            .sum::<usize>();
     assert!(kept as u64 <= limits.log_bytes, "kept {kept} bytes");
-    assert!(report.dropped_log_entries > 10_000, "dropped {}", report.dropped_log_entries);
-    next_call_is_served(&runtime, &registry).await;
+    assert!(
+        report.dropped_log_entries > 10_000,
+        "dropped {}",
+        report.dropped_log_entries
+    );
+    next_call_is_served(&registry).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -284,20 +354,23 @@ async fn stdout_and_stderr_floods_are_captured_up_to_the_limit() {
     let runtime = common::runtime(EpochMode::Ticker);
     let registry = common::misbehave(&runtime).await;
     let limits = limits_of(&registry, "StdioFlood");
-    let report = run_with(&runtime, &registry, "StdioFlood", json!({}), limits.clone()).await;
+    let report = run_with(&registry, "StdioFlood", json!({}), limits.clone()).await;
     assert!(report.outcome.is_ok(), "{:?}", report.outcome);
     for captured in [&report.stdout, &report.stderr] {
         assert_eq!(captured.bytes.len() as u64, limits.stdio_bytes);
         assert_eq!(captured.dropped, (16 << 20) - limits.stdio_bytes);
     }
-    next_call_is_served(&runtime, &registry).await;
+    next_call_is_served(&registry).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_finite_and_negative_costs_are_refused_and_logged() {
     let runtime = common::runtime(EpochMode::Ticker);
     let registry = common::misbehave(&runtime).await;
-    let report = registry.call(&runtime, "BadCost", json!({}), "t1", None).await.unwrap();
+    let report = registry
+        .call("BadCost", json!({}), "t1", None)
+        .await
+        .unwrap();
     assert!(report.outcome.is_ok());
     assert_eq!(report.cost, 0.25, "only the valid report counts");
     let warnings: Vec<&str> = report
@@ -307,17 +380,23 @@ async fn non_finite_and_negative_costs_are_refused_and_logged() {
         .map(|l| l.message.as_str())
         .collect();
     assert_eq!(warnings.len(), 4, "{warnings:?}");
-    assert!(warnings[0].contains("NaN") && warnings[0].contains("finite"), "{warnings:?}");
+    assert!(
+        warnings[0].contains("NaN") && warnings[0].contains("finite"),
+        "{warnings:?}"
+    );
     assert!(warnings[2].contains("negative"), "{warnings:?}");
     assert!(warnings[3].contains("returned cost -3"), "{warnings:?}");
-    next_call_is_served(&runtime, &registry).await;
+    next_call_is_served(&registry).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reported_costs_survive_a_failure() {
     let runtime = common::runtime(EpochMode::Ticker);
     let registry = common::misbehave(&runtime).await;
-    let report = registry.call(&runtime, "CostThenFail", json!({}), "t1", None).await.unwrap();
+    let report = registry
+        .call("CostThenFail", json!({}), "t1", None)
+        .await
+        .unwrap();
     assert_eq!(
         report.outcome,
         Err(CallError::Failed {
@@ -333,9 +412,16 @@ async fn each_call_gets_a_fresh_instance_and_calls_run_in_parallel() {
     let registry = Arc::new(common::misbehave(&runtime).await);
     let mut handles = Vec::new();
     for i in 0..64 {
-        let (runtime, registry) = (runtime.clone(), registry.clone());
+        let registry = registry.clone();
         handles.push(tokio::spawn(async move {
-            registry.call(&runtime, "Echo", json!({ "text": format!("n{i}") }), &format!("c{i}"), None).await
+            registry
+                .call(
+                    "Echo",
+                    json!({ "text": format!("n{i}") }),
+                    &format!("c{i}"),
+                    None,
+                )
+                .await
         }));
     }
     for (i, handle) in handles.into_iter().enumerate() {

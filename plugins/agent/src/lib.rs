@@ -26,12 +26,16 @@ impl Gadget for TaskComplete {
     const EXCLUSIVE: bool = true;
 
     fn examples() -> Vec<Example> {
-        vec![Example::new(json!({ "summary": "Renamed the 3 files and updated the index." }))]
+        vec![Example::new(
+            json!({ "summary": "Renamed the 3 files and updated the index." }),
+        )]
     }
 
     fn invoke(params: CompleteParams, _ctx: &Context) -> Result<Outcome, GadgetError> {
         if params.summary.trim().is_empty() {
-            return Err(GadgetError::invalid_arguments("summary must say what was done"));
+            return Err(GadgetError::invalid_arguments(
+                "summary must say what was done",
+            ));
         }
         Ok(Outcome::finish(params.summary))
     }
@@ -52,7 +56,9 @@ impl Gadget for AskUser {
     const DESCRIPTION: &'static str = "Asks the person you are working for a question and returns their answer. Use it when a decision is theirs to make.";
 
     fn examples() -> Vec<Example> {
-        vec![Example::new(json!({ "question": "Should the backup overwrite yesterday's?" }))]
+        vec![Example::new(
+            json!({ "question": "Should the backup overwrite yesterday's?" }),
+        )]
     }
 
     fn invoke(params: AskParams, _ctx: &Context) -> Result<Outcome, GadgetError> {

@@ -52,7 +52,9 @@ impl Gadget for Calculator {
             Operation::Subtract => a - b,
             Operation::Multiply => a * b,
             Operation::Divide if b == 0.0 => {
-                return Err(GadgetError::invalid_arguments("division by zero: b must not be 0"));
+                return Err(GadgetError::invalid_arguments(
+                    "division by zero: b must not be 0",
+                ));
             }
             Operation::Divide => a / b,
         };

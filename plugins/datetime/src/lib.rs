@@ -18,7 +18,13 @@ const MIN_YEAR: i64 = 1;
 const MAX_YEAR: i64 = 9999;
 
 const WEEKDAYS: [&str; 7] = [
-    "Thursday", "Friday", "Saturday", "Sunday", "Monday", "Tuesday", "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
 ];
 
 /// Days since 1970-01-01 for a civil date.
@@ -61,7 +67,12 @@ fn parse_date(field: &str, text: &str) -> Result<i64, GadgetError> {
         ))
     };
     let mut parts = text.trim().splitn(3, '-');
-    let mut next = || parts.next().and_then(|p| p.parse::<i64>().ok()).ok_or_else(bad);
+    let mut next = || {
+        parts
+            .next()
+            .and_then(|p| p.parse::<i64>().ok())
+            .ok_or_else(bad)
+    };
     let (y, m, d) = (next()?, next()?, next()?);
     if !(MIN_YEAR..=MAX_YEAR).contains(&y) || !(1..=12).contains(&m) || d < 1 {
         return Err(bad());
@@ -133,8 +144,7 @@ impl Gadget for DaysBetween {
     type Params = BetweenParams;
     const NAME: &'static str = "DaysBetween";
     const LABEL: Option<&'static str> = Some("Days between dates");
-    const DESCRIPTION: &'static str =
-        "Counts the days from one date to another (negative when `to` is earlier) and names both weekdays.";
+    const DESCRIPTION: &'static str = "Counts the days from one date to another (negative when `to` is earlier) and names both weekdays.";
 
     fn examples() -> Vec<Example> {
         vec![
@@ -173,8 +183,7 @@ impl Gadget for AddDays {
     type Params = AddParams;
     const NAME: &'static str = "AddDays";
     const LABEL: Option<&'static str> = Some("Add days to a date");
-    const DESCRIPTION: &'static str =
-        "Adds a number of days (negative to subtract) to a date and returns the new date and its weekday.";
+    const DESCRIPTION: &'static str = "Adds a number of days (negative to subtract) to a date and returns the new date and its weekday.";
 
     fn examples() -> Vec<Example> {
         vec![Example::new(json!({ "date": "2024-02-28", "days": 2 })).output("2024-03-01 (Friday)")]

@@ -53,7 +53,9 @@ impl Gadget for TextStats {
         Ok(Outcome::result(format!(
             "lines: {lines}, words: {words}, characters: {characters}, bytes: {bytes}"
         ))
-        .with_details(json!({ "lines": lines, "words": words, "characters": characters, "bytes": bytes })))
+        .with_details(
+            json!({ "lines": lines, "words": words, "characters": characters, "bytes": bytes }),
+        ))
     }
 }
 
@@ -234,8 +236,10 @@ impl Gadget for JsonQuery {
 
     fn examples() -> Vec<Example> {
         vec![
-            Example::new(json!({ "json": "{\"items\":[{\"name\":\"bolt\"}]}", "pointer": "/items/0/name" }))
-                .output("bolt"),
+            Example::new(
+                json!({ "json": "{\"items\":[{\"name\":\"bolt\"}]}", "pointer": "/items/0/name" }),
+            )
+            .output("bolt"),
         ]
     }
 
@@ -266,7 +270,11 @@ fn describe_keys(root: &Value, pointer: &str) -> String {
     while let Some(cut) = prefix.rfind('/') {
         prefix = &prefix[..cut];
         if let Some(found) = root.pointer(prefix) {
-            let place = if prefix.is_empty() { "the document" } else { prefix };
+            let place = if prefix.is_empty() {
+                "the document"
+            } else {
+                prefix
+            };
             return match found {
                 Value::Object(map) => {
                     let keys: Vec<&str> = map.keys().take(20).map(String::as_str).collect();

@@ -89,7 +89,9 @@ pub trait Gadget {
     /// The parameters, as a struct deriving `serde::Deserialize` and
     /// `schemars::JsonSchema`. Doc comments become the descriptions the
     /// model reads; `#[serde(default)]` fields are optional and their default
-    /// is shown; `Option<T>` fields are optional; enums become `enum` lists.
+    /// is shown (derive `serde::Serialize` on a field's type, such as an
+    /// enum, so its default can be written into the schema); `Option<T>`
+    /// fields are optional; unit-variant enums become `enum` lists.
     /// Use [`NoParams`] for a gadget that takes none.
     type Params: DeserializeOwned + JsonSchema;
 
@@ -400,7 +402,9 @@ pub fn parameters_schema<T: JsonSchema>() -> Value {
 pub mod __private {
     use super::*;
     pub use __bindings::exports::gadget::plugin::gadget::Guest;
-    pub use __bindings::gadget::plugin::types::{GadgetError as WitError, GadgetSpec, Outcome as WitOutcome};
+    pub use __bindings::gadget::plugin::types::{
+        GadgetError as WitError, GadgetSpec, Outcome as WitOutcome,
+    };
 
     pub fn spec<G: Gadget>() -> GadgetSpec {
         GadgetSpec {
@@ -423,8 +427,12 @@ pub mod __private {
     }
 
     pub fn invoke<G: Gadget>(invocation_id: String, params: &str) -> Result<WitOutcome, WitError> {
-        let params: G::Params = serde_json::from_str(if params.trim().is_empty() { "{}" } else { params })
-            .map_err(|e| WitError::InvalidArguments(e.to_string()))?;
+        let params: G::Params = serde_json::from_str(if params.trim().is_empty() {
+            "{}"
+        } else {
+            params
+        })
+        .map_err(|e| WitError::InvalidArguments(e.to_string()))?;
         let ctx = Context { invocation_id };
         match G::invoke(params, &ctx) {
             Ok(Outcome::Result(out)) => Ok(WitOutcome::Result(to_wit_result(out))),

@@ -1,0 +1,256 @@
+//! The `gadget` binary, run as a user would.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+use crate::common;
+
+fn gadget(args: &[&str], stdin: Option<&str>) -> Output {
+    let cache = tempfile::tempdir().unwrap();
+    let plugins = common::shipped_plugins();
+    let mut child = Command::new(common::gadget_bin())
+        .arg("--plugins")
+        .arg(&plugins)
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run gadget");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn call_prints_the_result_and_exits_zero() {
+    let out = gadget(
+        &[
+            "call",
+            "Calculator",
+            "--params",
+            r#"{"operation":"add","a":15,"b":23}"#,
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "38\n");
+}
+
+#[test]
+fn call_reads_params_from_stdin_and_prints_json() {
+    let out = gadget(
+        &["call", "textstats", "--json"],
+        Some(r#"{"text": "one two\nthree"}"#),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(report["gadget"], "TextStats");
+    assert_eq!(
+        report["result"],
+        "lines: 2, words: 3, characters: 13, bytes: 13"
+    );
+    assert_eq!(report["details"]["words"], 3);
+    assert_eq!(report["ok"], true);
+    assert!(report["duration_ms"].as_f64().unwrap() > 0.0);
+    for key in [
+        "cost_usd", "logs", "progress", "updates", "error", "outcome",
+    ] {
+        assert!(report.get(key).is_some(), "missing {key}");
+    }
+}
+
+#[test]
+fn gadget_errors_invalid_params_and_unknown_names_exit_non_zero() {
+    let out = gadget(
+        &[
+            "call",
+            "Calculator",
+            "--params",
+            r#"{"operation":"divide","a":1,"b":0}"#,
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("division by zero"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = gadget(
+        &[
+            "call",
+            "Calculator",
+            "--params",
+            r#"{"operation":"add","a":"x","b":1}"#,
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("Invalid parameters for 'Calculator':\n  - a: "),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = gadget(&["call", "Nope", "--json"], None);
+    assert_eq!(out.status.code(), Some(2));
+    let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(report["error"]["kind"], "unknown-gadget");
+    assert!(
+        report["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Available gadgets: AddDays")
+    );
+
+    let out = gadget(&["call", "Calculator", "--params", "[1]"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("must be a JSON object, not an array"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn list_and_describe_show_the_catalogue() {
+    let out = gadget(&["list", "--json"], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let list: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    for expected in [
+        "Calculator",
+        "TextStats",
+        "RegexReplace",
+        "JsonQuery",
+        "AddDays",
+        "TaskComplete",
+    ] {
+        assert!(names.contains(&expected), "{names:?}");
+    }
+
+    let out = gadget(&["describe", "regexfind"], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for expected in [
+        "RegexFind",
+        "max_matches  (integer; optional, default 50)",
+        "Examples:",
+        "Limits: timeout 5000 ms",
+        "Plugin: text 0.1.0",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+    }
+    let out = gadget(&["describe", "Calculator", "--json"], None);
+    let described: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        described["parameters_schema"]["properties"]["operation"]["enum"][3],
+        "divide"
+    );
+    assert_eq!(described["limits"]["memory_bytes"], 16 << 20);
+    assert_eq!(described["plugin"]["name"], "calculator");
+}
+
+#[test]
+fn check_passes_good_plugins_and_fails_bad_ones() {
+    let out = gadget(
+        &[
+            "check",
+            common::workspace().join("plugins/text").to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("✓ gadget JsonQuery") && text.ends_with("PASS\n"),
+        "{text}"
+    );
+
+    let wrong = common::guests().join("fixture-wrong-world.wasm");
+    let out = gadget(&["check", wrong.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("built for another world") && stdout(&out).ends_with("FAIL\n"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn strict_makes_load_errors_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("broken.wasm"), b"not wasm").unwrap();
+    let plugins = common::shipped_plugins();
+    let run = |strict: bool| {
+        let mut cmd = Command::new(common::gadget_bin());
+        cmd.arg("--no-cache")
+            .arg("--plugins")
+            .arg(&plugins)
+            .arg("--plugins")
+            .arg(dir.path());
+        if strict {
+            cmd.arg("--strict");
+        }
+        cmd.arg("list").output().unwrap()
+    };
+    let lenient = run(false);
+    assert!(lenient.status.success());
+    assert!(
+        stderr(&lenient).contains("warning: ") && stderr(&lenient).contains("broken.wasm"),
+        "{}",
+        stderr(&lenient)
+    );
+    let strict = run(true);
+    assert_eq!(strict.status.code(), Some(2));
+    assert!(
+        stderr(&strict).contains("failed to load (--strict)"),
+        "{}",
+        stderr(&strict)
+    );
+}
+
+#[test]
+fn every_command_has_an_example_in_its_help() {
+    for command in ["list", "describe", "call", "check"] {
+        let out = Command::new(common::gadget_bin())
+            .args([command, "--help"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let help = stdout(&out);
+        assert!(
+            help.contains("Example"),
+            "{command} --help has no example:\n{help}"
+        );
+    }
+}

@@ -115,7 +115,7 @@ impl Gadget for RegexFind {
                 let line = line_starts.partition_point(|&start| start <= m.start());
                 listed.push(format!("line {line}: {}", m.as_str()));
             }
-            if total % 10_000 == 0 {
+            if total.is_multiple_of(10_000) {
                 ctx.check_cancelled()?;
             }
         }

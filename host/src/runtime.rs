@@ -238,13 +238,30 @@ pub struct CallReport {
 }
 
 /// How the engine is built.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RuntimeConfig {
     pub epoch: EpochMode,
-    /// Use wasmtime's pooling allocator (faster instantiation, large
-    /// virtual-memory reservation up front).
+    /// Use wasmtime's pooling allocator: memories, tables and async stacks
+    /// are reused instead of mapped and unmapped per call, which is what
+    /// makes fresh-instance-per-call cheap under parallel load. It reserves
+    /// virtual memory up front; if that fails the engine falls back to
+    /// on-demand allocation with a warning.
     pub pooling: bool,
 }
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            epoch: EpochMode::Ticker,
+            pooling: true,
+        }
+    }
+}
+
+/// Instances the pooling allocator holds at once: the most calls (plus
+/// plugin loads) in flight. A call past it fails with an explicit
+/// "too many calls in flight" error rather than waiting.
+pub const POOL_CONCURRENT_INSTANCES: u32 = 1_000;
 
 /// The engine, its linker and its clock. Cheap to share behind an `Arc`.
 pub struct Runtime {
@@ -282,6 +299,8 @@ pub struct CallState {
     cancel: Option<Arc<AtomicBool>>,
     /// The epoch callback trapped the call at the hard deadline.
     timed_out: bool,
+    /// Keeps the epoch ticker running while this store exists.
+    _activity: epoch::ActivityGuard,
 }
 
 impl WasiView for CallState {
@@ -438,19 +457,27 @@ impl wit_host::Host for CallState {
 
 impl Runtime {
     pub fn new(config: &RuntimeConfig) -> Result<Runtime, RuntimeError> {
-        let mut wasm = Config::new();
-        wasm.wasm_component_model(true).epoch_interruption(true);
-        if config.pooling {
-            let mut pool = wasmtime::PoolingAllocationConfig::default();
-            pool.total_component_instances(256)
-                .total_core_instances(2048)
-                .total_memories(512)
-                .total_tables(1024)
-                .total_stacks(256)
-                .max_memory_size(crate::limits::MAX_MEMORY_BYTES as usize);
+        let base = || {
+            let mut wasm = Config::new();
+            wasm.wasm_component_model(true).epoch_interruption(true);
+            wasm
+        };
+        let engine = if config.pooling {
+            let mut wasm = base();
+            let pool = pooling_config();
             wasm.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
-        }
-        let engine = Engine::new(&wasm).map_err(|e| RuntimeError::Engine(e.to_string()))?;
+            match Engine::new(&wasm) {
+                Ok(engine) => engine,
+                Err(e) => {
+                    tracing::warn!(
+                        "pooling allocator unavailable ({e}); allocating per call instead"
+                    );
+                    Engine::new(&base()).map_err(|e| RuntimeError::Engine(e.to_string()))?
+                }
+            }
+        } else {
+            Engine::new(&base()).map_err(|e| RuntimeError::Engine(e.to_string()))?
+        };
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| RuntimeError::Link(e.to_string()))?;
@@ -641,6 +668,7 @@ impl Runtime {
             .allow_ip_name_lookup(false)
             .build();
         let clock = self.clock().clone();
+        let activity = clock.activity();
         let now = clock.now();
         let timeout_ticks = (limits.timeout.as_millis() as u64).max(1);
         let grace_ticks = limits.grace.as_millis() as u64;
@@ -667,6 +695,7 @@ impl Runtime {
             aborted: false,
             cancel,
             timed_out: false,
+            _activity: activity,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
@@ -677,6 +706,38 @@ impl Runtime {
         store
     }
 }
+
+/// The pooling allocator's configuration (public so benchmarks can give
+/// a bare-wasmtime baseline the same allocator).
+pub fn pooling_config() -> wasmtime::PoolingAllocationConfig {
+    let mut pool = wasmtime::PoolingAllocationConfig::default();
+    let n = POOL_CONCURRENT_INSTANCES;
+    // A component instance holds several core instances (CPython's holds
+    // dozens), a few memories and tables, and one async stack.
+    pool.total_component_instances(n)
+        .total_core_instances(n * 16)
+        .total_memories(n * 2)
+        .total_tables(n * 4)
+        .total_stacks(n)
+        .table_elements(crate::limits::DEFAULT_TABLE_ELEMENTS)
+        .max_memory_size(crate::limits::MAX_MEMORY_BYTES as usize)
+        // Reset only the pages a call dirtied (Linux 6.7+, PAGEMAP_SCAN)
+        // and keep them mapped, instead of `madvise` over the whole slot.
+        .pagemap_scan(wasmtime::Enabled::Auto)
+        .linear_memory_keep_resident(POOL_KEEP_RESIDENT_BYTES)
+        .table_keep_resident(POOL_KEEP_RESIDENT_BYTES)
+        // Return freed pages to the kernel in batches, not one call at a time.
+        .decommit_batch_size(POOL_DECOMMIT_BATCH);
+    pool
+}
+
+/// Bytes of each pooled memory and table kept resident between calls
+/// (dirty pages found by PAGEMAP_SCAN are reset in place): a small Rust
+/// gadget's working set.
+pub const POOL_KEEP_RESIDENT_BYTES: usize = 1 << 20;
+
+/// Slots decommitted together.
+pub const POOL_DECOMMIT_BATCH: usize = 32;
 
 /// Where a call's wasmtime error came from.
 enum Failure {

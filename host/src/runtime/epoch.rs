@@ -1,5 +1,5 @@
-//! The engine's clock: the epoch counter, kept equal to the milliseconds
-//! since the engine started.
+//! The engine's clock: the epoch counter, one tick per millisecond while
+//! calls run.
 //!
 //! wasmtime checks the epoch at function entries and loop back-edges; every
 //! store's deadline is "epoch N". One ticker thread per engine advances the
@@ -7,11 +7,17 @@
 //! a 1 ms sleep that takes 1.1 ms still yields the right count), which
 //! makes a deadline of `now + timeout_ms` fire within a tick of wall time.
 //!
+//! While no call is running the ticker parks instead of waking 1,000 times
+//! a second, so an idle host costs no CPU. Deadlines are relative to the
+//! epoch when a call starts, so the epoch standing still while nothing runs
+//! changes no deadline; it just means the epoch counts milliseconds of
+//! activity, not milliseconds since start.
+//!
 //! Tests can use [`EpochMode::Manual`] and advance the clock by hand, which
 //! makes timeout tests deterministic.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -46,6 +52,10 @@ struct ClockInner {
     now: AtomicU64,
     mode: EpochMode,
     engine: EngineWeak,
+    /// Calls in flight; the ticker parks at zero.
+    active: AtomicUsize,
+    /// The ticker thread, to wake it when a call starts.
+    ticker: std::sync::OnceLock<std::thread::Thread>,
 }
 
 impl std::fmt::Debug for ClockInner {
@@ -67,6 +77,19 @@ impl EpochClock {
         self.inner.mode
     }
 
+    /// Marks a call as running until the guard drops: the ticker runs
+    /// while any call does.
+    pub fn activity(&self) -> ActivityGuard {
+        if self.inner.active.fetch_add(1, Ordering::AcqRel) == 0
+            && let Some(thread) = self.inner.ticker.get()
+        {
+            thread.unpark();
+        }
+        ActivityGuard {
+            clock: self.clone(),
+        }
+    }
+
     /// Advances the clock by `ticks` milliseconds: the manual mode's only
     /// way forward; in ticker mode it adds to wall time (tests only).
     pub fn advance(&self, ticks: u64) {
@@ -76,6 +99,18 @@ impl EpochClock {
             }
         }
         self.inner.now.fetch_add(ticks, Ordering::AcqRel);
+    }
+}
+
+/// Keeps the ticker running while a call is in flight.
+#[derive(Debug)]
+pub struct ActivityGuard {
+    clock: EpochClock,
+}
+
+impl Drop for ActivityGuard {
+    fn drop(&mut self) {
+        self.clock.inner.active.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -94,19 +129,21 @@ impl EpochTicker {
                 now: AtomicU64::new(0),
                 mode,
                 engine: engine.weak(),
+                active: AtomicUsize::new(0),
+                ticker: std::sync::OnceLock::new(),
             }),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let thread = match mode {
             EpochMode::Manual => None,
             EpochMode::Ticker => {
-                let clock = clock.clone();
+                let ticking = clock.clone();
                 let stop = stop.clone();
-                Some(
-                    std::thread::Builder::new()
-                        .name("gadget-epoch".into())
-                        .spawn(move || tick(clock, stop))?,
-                )
+                let handle = std::thread::Builder::new()
+                    .name("gadget-epoch".into())
+                    .spawn(move || tick(ticking, stop))?;
+                let _ = clock.inner.ticker.set(handle.thread().clone());
+                Some(handle)
             }
         };
         Ok(EpochTicker {
@@ -122,15 +159,25 @@ impl EpochTicker {
 }
 
 fn tick(clock: EpochClock, stop: Arc<AtomicBool>) {
-    let start = Instant::now();
+    // Ticks are counted from `resumed` (the last time the ticker woke from
+    // idle), starting at the count published then.
+    let mut resumed = Instant::now();
+    let mut base: u64 = 0;
     let mut published: u64 = 0;
     while !stop.load(Ordering::Relaxed) {
+        if clock.inner.active.load(Ordering::Acquire) == 0 {
+            // Idle: sleep until a call starts (or the ticker is stopped).
+            std::thread::park_timeout(IDLE_RECHECK);
+            resumed = Instant::now();
+            base = published;
+            continue;
+        }
         std::thread::sleep(EPOCH_TICK);
         let Some(engine) = clock.inner.engine.upgrade() else {
             return;
         };
-        let target = start.elapsed().as_millis() as u64;
-        // Catch up every tick the sleep overshot, so epoch == elapsed ms.
+        let target = base + resumed.elapsed().as_millis() as u64;
+        // Catch up every tick the sleep overshot.
         while published < target {
             engine.increment_epoch();
             published += 1;
@@ -139,10 +186,15 @@ fn tick(clock: EpochClock, stop: Arc<AtomicBool>) {
     }
 }
 
+/// An idle ticker also wakes this often, as a backstop; it costs nothing
+/// measurable and bounds the damage of any missed wake-up.
+const IDLE_RECHECK: Duration = Duration::from_millis(500);
+
 impl Drop for EpochTicker {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
             let _ = thread.join();
         }
     }

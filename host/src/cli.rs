@@ -94,6 +94,27 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Parse block-format text from stdin and print the events as JSON lines.
+    #[command(
+        after_help = "Examples:\n  gadget parse < response.txt\n  gadget parse --chunk 7 --start '<<TOOL:' --end '<<END' --arg '@' < custom.txt\n  gadget parse --count < big.txt"
+    )]
+    Parse {
+        /// Feed the input N bytes at a time (moved to the next character boundary), as a stream would arrive.
+        #[arg(long, value_name = "N")]
+        chunk: Option<usize>,
+        /// The start marker.
+        #[arg(long, value_name = "MARKER", allow_hyphen_values = true, default_value = crate::parser::DEFAULT_START)]
+        start: String,
+        /// The end marker.
+        #[arg(long, value_name = "MARKER", allow_hyphen_values = true, default_value = crate::parser::DEFAULT_END)]
+        end: String,
+        /// The argument marker.
+        #[arg(long, value_name = "MARKER", allow_hyphen_values = true, default_value = crate::parser::DEFAULT_ARG)]
+        arg: String,
+        /// Print only counts (text events, calls, parse errors), for timing.
+        #[arg(long)]
+        count: bool,
+    },
     /// Check a plugin directory or component: manifest, world, specs, schemas, examples.
     #[command(after_help = "Example:\n  gadget check plugins/calculator && echo ok")]
     Check {
@@ -142,12 +163,23 @@ fn init_tracing(verbose: u8) {
 }
 
 async fn run(cli: Cli) -> Result<ExitCode> {
+    if let Command::Parse {
+        chunk,
+        start,
+        end,
+        arg,
+        count,
+    } = &cli.command
+    {
+        return parse(*chunk, start, end, arg, *count);
+    }
     let runtime = Arc::new(
         Runtime::new(&RuntimeConfig::default()).context("starting the WebAssembly runtime")?,
     );
     let options = load_options(&cli.global)?;
     match cli.command {
         Command::Check { path } => check(&runtime, &path, &options).await,
+        Command::Parse { .. } => unreachable!("handled before the runtime starts"),
         Command::List { json } => {
             let Some(registry) = load(&runtime, &cli.global, &options).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
@@ -785,6 +817,77 @@ async fn check(
         println!("  ! {warning}");
     }
     println!("PASS");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `gadget parse`: stdin through the block-format parser, events out as
+/// JSON lines in the conformance kit's format.
+fn parse(chunk: Option<usize>, start: &str, end: &str, arg: &str, count: bool) -> Result<ExitCode> {
+    use crate::parser::{ParseEvent, ParserBuilder};
+    let mut parser = ParserBuilder::new()
+        .start_marker(start)
+        .end_marker(end)
+        .arg_marker(arg)
+        .build()
+        .context("invalid markers")?;
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .lock()
+        .read_to_end(&mut bytes)
+        .context("reading stdin")?;
+    let input = String::from_utf8_lossy(&bytes);
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let (mut texts, mut calls, mut errors) = (0usize, 0usize, 0usize);
+    let mut emit = |events: Vec<ParseEvent>, out: &mut dyn Write| -> Result<()> {
+        for event in events {
+            match event {
+                ParseEvent::Text(content) => {
+                    texts += 1;
+                    if !count {
+                        writeln!(out, "{}", json!({ "type": "text", "content": content }))?;
+                    }
+                }
+                ParseEvent::Call(call) => {
+                    calls += 1;
+                    errors += usize::from(call.parse_error.is_some());
+                    if !count {
+                        let line = json!({ "type": "gadget_call", "call": {
+                            "gadgetName": call.name,
+                            "invocationId": call.invocation_id,
+                            "dependencies": call.dependencies,
+                            "parametersRaw": call.parameters_raw,
+                            "parameters": call.parameters,
+                            "parseError": call.parse_error,
+                        }});
+                        writeln!(out, "{line}")?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    };
+    match chunk {
+        None | Some(0) => emit(parser.feed(&input), &mut out)?,
+        Some(size) => {
+            let mut rest: &str = &input;
+            while !rest.is_empty() {
+                let mut cut = size.min(rest.len());
+                while !rest.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                emit(parser.feed(&rest[..cut]), &mut out)?;
+                rest = &rest[cut..];
+            }
+        }
+    }
+    emit(parser.finish(), &mut out)?;
+    if count {
+        writeln!(
+            out,
+            "text events: {texts}, calls: {calls}, parse errors: {errors}"
+        )?;
+    }
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -36,6 +36,7 @@
 
 pub mod limits;
 pub mod params;
+pub mod parser;
 pub mod plugins;
 pub mod runtime;
 

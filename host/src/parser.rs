@@ -1,0 +1,676 @@
+//! The llmist block format, parsed as a stream.
+//!
+//! ```text
+//! !!!GADGET_START:Name:invocation_id:dep1,dep2
+//! !!!ARG:pointer/into/params
+//! value
+//! !!!GADGET_END
+//! ```
+//!
+//! [`Parser::feed`] takes chunks of model output as they arrive and
+//! [`Parser::finish`] ends the stream; both return [`ParseEvent`]s: text
+//! between blocks and one [`GadgetCall`] per completed block. The behaviour
+//! is llmist 18.4.0's, call for call (see the project's llmist reference,
+//! section 1), minus its bugs: text is never emitted twice, pointer
+//! segments like `__proto__` are ordinary keys, only fences that wrap the
+//! whole parameter section are stripped, and the auto-id counter
+//! (`gadget_N`) belongs to a [`Session`], not to the process.
+//!
+//! Pure: no I/O, no wasmtime, no tokio. Linear in the input for every
+//! chunking: each byte is searched a bounded number of times, and the
+//! buffer is compacted once per `feed`. One block's size is capped
+//! ([`MAX_BLOCK_BYTES`]); past it the block becomes a call with a parse
+//! error and the rest of the block is skipped. No input panics it.
+
+use std::fmt;
+
+use memchr::memmem::Finder;
+use serde_json::{Map, Number, Value};
+
+/// The default start, end and argument markers.
+pub const DEFAULT_START: &str = "!!!GADGET_START:";
+pub const DEFAULT_END: &str = "!!!GADGET_END";
+pub const DEFAULT_ARG: &str = "!!!ARG:";
+
+/// Largest block (header and body) parsed, in bytes. A model writing a
+/// single 16 MiB tool call is broken or hostile; the cap bounds the
+/// parser's memory for one block. Past it, the call carries a parse error.
+pub const MAX_BLOCK_BYTES: usize = 16 << 20;
+
+/// Why a parser could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("the {0} marker must not be empty")]
+    Empty(&'static str),
+    #[error("the {0} and {1} markers must differ (both are {2:?})")]
+    Same(&'static str, &'static str, String),
+}
+
+/// Builds a [`Parser`] with custom markers.
+#[derive(Debug, Clone)]
+pub struct ParserBuilder {
+    start: String,
+    end: String,
+    arg: String,
+    max_block_bytes: usize,
+}
+
+impl Default for ParserBuilder {
+    fn default() -> Self {
+        ParserBuilder {
+            start: DEFAULT_START.into(),
+            end: DEFAULT_END.into(),
+            arg: DEFAULT_ARG.into(),
+            max_block_bytes: MAX_BLOCK_BYTES,
+        }
+    }
+}
+
+impl ParserBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn start_marker(mut self, marker: impl Into<String>) -> Self {
+        self.start = marker.into();
+        self
+    }
+
+    pub fn end_marker(mut self, marker: impl Into<String>) -> Self {
+        self.end = marker.into();
+        self
+    }
+
+    pub fn arg_marker(mut self, marker: impl Into<String>) -> Self {
+        self.arg = marker.into();
+        self
+    }
+
+    /// Lowers the block-size cap (tests; hosts with tight memory).
+    pub fn max_block_bytes(mut self, bytes: usize) -> Self {
+        self.max_block_bytes = bytes.min(MAX_BLOCK_BYTES);
+        self
+    }
+
+    /// A parser for one stream; its auto ids come from `session`.
+    pub fn build(&self) -> Result<Parser, ConfigError> {
+        let markers = [
+            ("start", &self.start),
+            ("end", &self.end),
+            ("arg", &self.arg),
+        ];
+        for (what, marker) in markers {
+            if marker.is_empty() {
+                return Err(ConfigError::Empty(what));
+            }
+        }
+        for i in 0..markers.len() {
+            for j in i + 1..markers.len() {
+                if markers[i].1 == markers[j].1 {
+                    return Err(ConfigError::Same(
+                        markers[i].0,
+                        markers[j].0,
+                        markers[i].1.clone(),
+                    ));
+                }
+            }
+        }
+        Ok(Parser {
+            start: Finder::new(self.start.as_bytes()).into_owned(),
+            end: Finder::new(self.end.as_bytes()).into_owned(),
+            start_text: self.start.clone(),
+            arg: self.arg.clone(),
+            max_block_bytes: self.max_block_bytes,
+            buf: String::new(),
+            pos: 0,
+            search_from: 0,
+            state: State::Text,
+            session: Session::default(),
+            pending_header: None,
+        })
+    }
+}
+
+/// What a session shares across the responses of one conversation: the
+/// auto-id counter, so `gadget_N` ids never repeat within it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Session {
+    auto_ids: u64,
+}
+
+impl Session {
+    fn next_auto_id(&mut self) -> String {
+        self.auto_ids += 1;
+        format!("gadget_{}", self.auto_ids)
+    }
+}
+
+/// One completed block.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GadgetCall {
+    /// As written (not trimmed per part, as llmist).
+    pub name: String,
+    pub invocation_id: String,
+    pub dependencies: Vec<String>,
+    /// The block body, trimmed.
+    pub parameters_raw: String,
+    /// The parameters with llmist's schema-less coercion; `None` on a parse error.
+    pub parameters: Option<Map<String, Value>>,
+    /// Each argument's raw value, by pointer, in order (for schema-aware coercion).
+    pub arguments: Vec<(String, String)>,
+    pub parse_error: Option<String>,
+}
+
+/// What the parser saw.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ParseEvent {
+    /// Text outside blocks: a whole segment, never whitespace only.
+    Text(String),
+    /// A completed block.
+    Call(GadgetCall),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Outside blocks, looking for a start marker.
+    Text,
+    /// After a start marker, looking for the header's `\n`.
+    Header,
+    /// In a block body, looking for the end marker or the next start.
+    Body,
+    /// Discarding the rest of an oversized block.
+    Skip,
+}
+
+/// An incremental block-format parser for one stream.
+pub struct Parser {
+    start: Finder<'static>,
+    end: Finder<'static>,
+    start_text: String,
+    arg: String,
+    max_block_bytes: usize,
+    /// Unconsumed input starts at `pos`; compacted once per `feed`.
+    buf: String,
+    pos: usize,
+    /// Where the current search resumes (absolute in `buf`).
+    search_from: usize,
+    state: State,
+    session: Session,
+    /// Name, id and dependencies of the block being read.
+    pending_header: Option<Header>,
+}
+
+type Header = (String, String, Vec<String>);
+
+impl fmt::Debug for Parser {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Parser")
+            .field("state", &self.state)
+            .field("buffered", &(self.buf.len() - self.pos))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Parser {
+    /// A parser with the default markers and a fresh session.
+    pub fn new() -> Parser {
+        ParserBuilder::new()
+            .build()
+            .expect("default markers are valid")
+    }
+
+    /// Continues `session`'s auto-id numbering (the next response of a conversation).
+    pub fn with_session(mut self, session: Session) -> Parser {
+        self.session = session;
+        self
+    }
+
+    /// The session, to hand to the parser of the next response.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// Parses the next chunk.
+    pub fn feed(&mut self, chunk: &str) -> Vec<ParseEvent> {
+        let mut events = Vec::new();
+        self.buf.push_str(chunk);
+        self.scan(&mut events);
+        self.compact();
+        events
+    }
+
+    /// Ends the stream: what is still open completes as it stands.
+    pub fn finish(&mut self) -> Vec<ParseEvent> {
+        let mut events = Vec::new();
+        let rest = &self.buf[self.pos..];
+        match self.state {
+            State::Text => push_text(&mut events, rest),
+            // A start marker whose header never ended is text [016].
+            State::Header => push_text(&mut events, &format!("{}{rest}", self.start_text)),
+            State::Body => {
+                let (name, id, deps) = self.pending_header.take().unwrap_or_default();
+                events.push(ParseEvent::Call(build_call(
+                    name, id, deps, rest, &self.arg,
+                )));
+            }
+            State::Skip => {}
+        }
+        self.buf.clear();
+        self.pos = 0;
+        self.search_from = 0;
+        self.state = State::Text;
+        self.pending_header = None;
+        events
+    }
+
+    /// Runs the state machine over the unconsumed input.
+    fn scan(&mut self, events: &mut Vec<ParseEvent>) {
+        loop {
+            let bytes = self.buf.as_bytes();
+            let from = self.search_from.max(self.pos);
+            match self.state {
+                State::Text => match self.start.find(&bytes[from..]) {
+                    Some(offset) => {
+                        let at = from + offset;
+                        push_text(events, &self.buf[self.pos..at]);
+                        self.pos = at + self.start_text.len();
+                        self.search_from = self.pos;
+                        self.state = State::Header;
+                    }
+                    None => {
+                        self.search_from =
+                            resume_point(bytes.len(), self.start.needle().len(), self.pos);
+                        return;
+                    }
+                },
+                State::Header => match memchr::memchr(b'\n', &bytes[from..]) {
+                    Some(offset) => {
+                        let at = from + offset;
+                        let header = parse_header(&self.buf[self.pos..at], &mut self.session);
+                        self.pending_header = Some(header);
+                        self.pos = at + 1;
+                        self.search_from = self.pos;
+                        self.state = State::Body;
+                    }
+                    None => {
+                        self.search_from = bytes.len();
+                        if bytes.len() - self.pos > self.max_block_bytes {
+                            self.oversized(events);
+                        } else {
+                            return;
+                        }
+                    }
+                },
+                State::Body | State::Skip => {
+                    let end = self.end.find(&bytes[from..]).map(|o| from + o);
+                    let limit = end.unwrap_or(bytes.len());
+                    let start = self.start.find(&bytes[from..limit]).map(|o| from + o);
+                    let (body_end, resume) = match (start, end) {
+                        // Implicit termination: the next block starts here; its marker stays.
+                        (Some(s), _) => (s, s),
+                        (None, Some(e)) => (e, e + self.end.needle().len()),
+                        (None, None) => {
+                            let longest = self.start.needle().len().max(self.end.needle().len());
+                            self.search_from = resume_point(bytes.len(), longest, self.pos);
+                            if self.state == State::Body
+                                && bytes.len() - self.pos > self.max_block_bytes
+                            {
+                                self.oversized(events);
+                                continue;
+                            }
+                            if self.state == State::Skip {
+                                // Nothing of a skipped block is kept but a possible marker prefix.
+                                self.pos = self.search_from;
+                            }
+                            return;
+                        }
+                    };
+                    if self.state == State::Body {
+                        let (name, id, deps) = self.pending_header.take().unwrap_or_default();
+                        let body = &self.buf[self.pos..body_end];
+                        events.push(ParseEvent::Call(build_call(
+                            name, id, deps, body, &self.arg,
+                        )));
+                    }
+                    self.pos = resume;
+                    self.search_from = resume;
+                    self.state = State::Text;
+                }
+            }
+        }
+    }
+
+    /// The block being read passed the size cap: report it as a call with
+    /// a parse error, and skip the rest of it.
+    fn oversized(&mut self, events: &mut Vec<ParseEvent>) {
+        let (name, id, deps) = match self.pending_header.take() {
+            Some(header) => header,
+            // Still in the header: take what there is of it.
+            None => {
+                let cut = floor_char_boundary(&self.buf, (self.pos + 256).min(self.buf.len()));
+                (
+                    self.buf[self.pos..cut].trim().to_string(),
+                    String::new(),
+                    Vec::new(),
+                )
+            }
+        };
+        events.push(ParseEvent::Call(GadgetCall {
+            name,
+            invocation_id: id,
+            dependencies: deps,
+            parameters_raw: String::new(),
+            parameters: None,
+            arguments: Vec::new(),
+            parse_error: Some(format!(
+                "Block exceeds the {}-byte limit on one gadget call; it was not parsed",
+                self.max_block_bytes
+            )),
+        }));
+        self.state = State::Skip;
+        self.pos = self.search_from.min(self.buf.len());
+    }
+
+    /// Drops consumed input, once per `feed` (never per event, which
+    /// would make many small blocks in one chunk quadratic).
+    fn compact(&mut self) {
+        if self.pos > 0 {
+            self.buf.drain(..self.pos);
+            self.search_from = self.search_from.saturating_sub(self.pos);
+            self.pos = 0;
+        }
+    }
+}
+
+/// Where a search resumes after finding nothing: far enough back that a
+/// marker split across chunks is still found, never before `floor`.
+fn resume_point(len: usize, needle: usize, floor: usize) -> usize {
+    len.saturating_sub(needle.saturating_sub(1)).max(floor)
+}
+
+fn floor_char_boundary(s: &str, mut at: usize) -> usize {
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+fn push_text(events: &mut Vec<ParseEvent>, text: &str) {
+    if !js_trim(text).is_empty() {
+        events.push(ParseEvent::Text(text.to_string()));
+    }
+}
+
+/// The header line: `Name`, `Name:id` or `Name:id:dep,dep` (extra colons
+/// separate dependencies too). The line is trimmed as a whole, not per part.
+fn parse_header(line: &str, session: &mut Session) -> Header {
+    let line = js_trim(line);
+    let parts: Vec<&str> = line.split(':').collect();
+    let name = parts[0].to_string();
+    let id = match parts.get(1) {
+        Some(id) => js_trim(id).to_string(),
+        None => session.next_auto_id(),
+    };
+    let mut deps: Vec<String> = Vec::new();
+    if parts.len() > 2 {
+        for dep in parts[2..].iter().flat_map(|p| p.split(',')) {
+            let dep = js_trim(dep);
+            if !dep.is_empty() && !deps.iter().any(|d| d == dep) {
+                deps.push(dep.to_string());
+            }
+        }
+    }
+    (name, id, deps)
+}
+
+fn build_call(
+    name: String,
+    invocation_id: String,
+    dependencies: Vec<String>,
+    body: &str,
+    arg: &str,
+) -> GadgetCall {
+    let parameters_raw = js_trim(body).to_string();
+    let (parameters, arguments, parse_error) =
+        match parse_block_params(strip_fences(&parameters_raw), arg) {
+            Ok((parameters, arguments)) => (Some(parameters), arguments, None),
+            Err((arguments, error)) => (None, arguments, Some(error)),
+        };
+    GadgetCall {
+        name,
+        invocation_id,
+        dependencies,
+        parameters_raw,
+        parameters,
+        arguments,
+        parse_error,
+    }
+}
+
+/// Removes a markdown fence that wraps the whole parameter section
+/// (```` ``` ````, ```` ```toml ````, ```` ```yaml ````, ```` ```json ````). Unlike
+/// llmist, a closing fence is removed only with an opening one, so a last
+/// value that itself ends with a fence keeps it.
+pub fn strip_fences(raw: &str) -> &str {
+    let content = js_trim(raw);
+    let Some(after_ticks) = content.strip_prefix("```") else {
+        return content;
+    };
+    let mut rest = after_ticks;
+    for lang in ["toml", "yaml", "json"] {
+        if rest.len() >= lang.len() && rest[..lang.len()].eq_ignore_ascii_case(lang) {
+            rest = &rest[lang.len()..];
+            break;
+        }
+    }
+    // `\s*\n`: spaces (which include newlines) then the newline that ends the fence line.
+    let spaces = rest.len() - rest.trim_start_matches(is_js_space).len();
+    let Some(newline) = rest[..spaces].rfind('\n') else {
+        return content;
+    };
+    let inner = &rest[newline + 1..];
+    let trimmed_end = inner.trim_end_matches(is_js_space);
+    let Some(before) = trimmed_end.strip_suffix("```") else {
+        return content;
+    };
+    js_trim(before.strip_suffix('\n').unwrap_or(before))
+}
+
+type Arguments = Vec<(String, String)>;
+
+/// Splits the body on the argument marker and builds the parameters.
+fn parse_block_params(
+    content: &str,
+    arg: &str,
+) -> Result<(Map<String, Value>, Arguments), (Arguments, String)> {
+    let mut root = Value::Object(Map::new());
+    let mut arguments: Arguments = Vec::new();
+    let mut error = None;
+    // Text before the first marker is ignored, as llmist does.
+    for part in content.split(arg).skip(1) {
+        let (pointer, value) = match part.find('\n') {
+            Some(nl) => {
+                let value = &part[nl + 1..];
+                (
+                    js_trim(&part[..nl]),
+                    value.strip_suffix('\n').unwrap_or(value),
+                )
+            }
+            None => (js_trim(part), ""),
+        };
+        if pointer.is_empty() {
+            continue;
+        }
+        if error.is_none() {
+            if arguments.iter().any(|(p, _)| p == pointer) {
+                error = Some(format!("Duplicate pointer: {pointer}"));
+            } else if let Err(e) = set_by_pointer(&mut root, pointer, coerce(value)) {
+                error = Some(e);
+            }
+        }
+        arguments.push((pointer.to_string(), value.to_string()));
+    }
+    match (error, root) {
+        (Some(e), _) => Err((arguments, e)),
+        (None, Value::Object(map)) => Ok((map, arguments)),
+        (None, _) => Err((arguments, "parameters are not an object".into())),
+    }
+}
+
+/// Writes `value` at a `/`-separated pointer (no `~0`/`~1` unescaping, as
+/// llmist). Containers are created on the way: an array when the next
+/// segment is all ASCII digits, else an object.
+fn set_by_pointer(root: &mut Value, pointer: &str, value: Value) -> Result<(), String> {
+    let segments: Vec<&str> = pointer.split('/').collect();
+    let mut current = root;
+    for (i, segment) in segments.iter().enumerate() {
+        let last = i + 1 == segments.len();
+        let fresh = || {
+            if segments.get(i + 1).is_some_and(|next| is_ascii_index(next)) {
+                Value::Array(Vec::new())
+            } else {
+                Value::Object(Map::new())
+            }
+        };
+        current = match current {
+            Value::Object(map) => {
+                if last {
+                    map.insert(segment.to_string(), value);
+                    return Ok(());
+                }
+                let entry = map.entry(segment.to_string()).or_insert_with(fresh);
+                entry
+            }
+            Value::Array(items) => {
+                let index = parse_index(segment)
+                    .ok_or_else(|| format!("Invalid array index: {segment}"))?;
+                if index > items.len() {
+                    return Err(format!(
+                        "Array index gap: expected {}, got {index}",
+                        items.len()
+                    ));
+                }
+                if last {
+                    if index == items.len() {
+                        items.push(value);
+                    } else {
+                        items[index] = value;
+                    }
+                    return Ok(());
+                }
+                if index == items.len() {
+                    items.push(fresh());
+                }
+                &mut items[index]
+            }
+            scalar => {
+                return Err(format!(
+                    "Cannot write '{segment}' below the {} value at '{}' (pointer '{pointer}')",
+                    kind(scalar),
+                    segments[..i].join("/")
+                ));
+            }
+        };
+    }
+    Ok(())
+}
+
+fn is_ascii_index(segment: &str) -> bool {
+    !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// JavaScript's `parseInt(segment, 10)` for array indices: leading
+/// whitespace, then digits (a sign makes it negative, so invalid).
+fn parse_index(segment: &str) -> Option<usize> {
+    let digits: &str = segment.trim_start_matches(is_js_space);
+    let digits = digits.strip_prefix('+').unwrap_or(digits);
+    let end = digits
+        .bytes()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(digits.len());
+    if end == 0 {
+        return None;
+    }
+    digits[..end].parse().ok().or(Some(usize::MAX))
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// llmist's schema-less coercion: multi-line values stay strings; `true` /
+/// `false` are booleans; `-?digits(.digits)?` is a number when finite;
+/// anything else is the original, untrimmed text.
+pub fn coerce(value: &str) -> Value {
+    if value.contains('\n') {
+        return Value::String(value.to_string());
+    }
+    let t = js_trim(value);
+    match t {
+        "true" => return Value::Bool(true),
+        "false" => return Value::Bool(false),
+        _ => {}
+    }
+    if is_plain_decimal(t)
+        && let Ok(number) = t.parse::<f64>()
+        && number.is_finite()
+    {
+        return json_number(number);
+    }
+    Value::String(value.to_string())
+}
+
+/// `^-?\d+(\.\d+)?$` with ASCII digits, as JavaScript's `\d`.
+fn is_plain_decimal(t: &str) -> bool {
+    let t = t.strip_prefix('-').unwrap_or(t);
+    let (int, frac) = match t.split_once('.') {
+        Some((int, frac)) => (int, Some(frac)),
+        None => (t, None),
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    digits(int) && frac.is_none_or(digits)
+}
+
+/// A JSON number as JavaScript would print it: integers without a
+/// fraction (and `-0` as `0`), others as doubles.
+pub fn json_number(number: f64) -> Value {
+    if number.fract() == 0.0 && number.abs() < 9_007_199_254_740_992.0 {
+        Value::Number(Number::from(number as i64))
+    } else {
+        Number::from_f64(number).map_or(Value::Null, Value::Number)
+    }
+}
+
+/// JavaScript's `String.prototype.trim` whitespace: it includes U+FEFF and
+/// excludes U+0085, unlike Rust's `char::is_whitespace`.
+pub fn is_js_space(c: char) -> bool {
+    matches!(
+        c,
+        '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r' | ' ' | '\u{A0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200A}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202F}'
+                | '\u{205F}'
+                | '\u{3000}'
+                | '\u{FEFF}'
+    )
+}
+
+/// JavaScript's `trim()`.
+pub fn js_trim(s: &str) -> &str {
+    s.trim_matches(is_js_space)
+}
+
+impl Default for Parser {
+    fn default() -> Self {
+        Parser::new()
+    }
+}

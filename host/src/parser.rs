@@ -538,8 +538,7 @@ fn set_by_pointer(root: &mut Value, pointer: &str, value: Value) -> Result<(), S
                     map.insert(segment.to_string(), value);
                     return Ok(());
                 }
-                let entry = map.entry(segment.to_string()).or_insert_with(fresh);
-                entry
+                map.entry(segment.to_string()).or_insert_with(fresh)
             }
             Value::Array(items) => {
                 let index = parse_index(segment)

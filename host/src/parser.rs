@@ -32,9 +32,11 @@ pub const DEFAULT_START: &str = "!!!GADGET_START:";
 pub const DEFAULT_END: &str = "!!!GADGET_END";
 pub const DEFAULT_ARG: &str = "!!!ARG:";
 
-/// Largest block (header and body) parsed, in bytes. A model writing a
-/// single 16 MiB tool call is broken or hostile; the cap bounds the
-/// parser's memory for one block. Past it, the call carries a parse error.
+/// Largest header line, and largest body, of one block, in bytes. A model
+/// writing a single 16 MiB tool call is broken or hostile; the cap bounds
+/// the parser's memory for one block. Past it, the call carries a parse
+/// error and the rest of the block is skipped, the same for every chunking
+/// (only bytes certain to belong to the block are counted).
 pub const MAX_BLOCK_BYTES: usize = 16 << 20;
 
 /// Why a parser could not be built.
@@ -286,6 +288,11 @@ impl Parser {
                 State::Header => match memchr::memchr(b'\n', &bytes[from..]) {
                     Some(offset) => {
                         let at = from + offset;
+                        if at - self.pos > self.max_block_bytes {
+                            self.search_from = at + 1;
+                            self.oversized(events);
+                            continue;
+                        }
                         let header = parse_header(&self.buf[self.pos..at], &mut self.session);
                         self.pending_header = Some(header);
                         self.pos = at + 1;
@@ -313,7 +320,7 @@ impl Parser {
                             let longest = self.start.needle().len().max(self.end.needle().len());
                             self.search_from = resume_point(bytes.len(), longest, self.pos);
                             if self.state == State::Body
-                                && bytes.len() - self.pos > self.max_block_bytes
+                                && self.search_from - self.pos > self.max_block_bytes
                             {
                                 self.oversized(events);
                                 continue;
@@ -327,10 +334,12 @@ impl Parser {
                     };
                     if self.state == State::Body {
                         let (name, id, deps) = self.pending_header.take().unwrap_or_default();
-                        let body = &self.buf[self.pos..body_end];
-                        events.push(ParseEvent::Call(build_call(
-                            name, id, deps, body, &self.arg,
-                        )));
+                        let call = if body_end - self.pos > self.max_block_bytes {
+                            oversized_call((name, id, deps), self.max_block_bytes)
+                        } else {
+                            build_call(name, id, deps, &self.buf[self.pos..body_end], &self.arg)
+                        };
+                        events.push(ParseEvent::Call(call));
                     }
                     self.pos = resume;
                     self.search_from = resume;
@@ -343,30 +352,22 @@ impl Parser {
     /// The block being read passed the size cap: report it as a call with
     /// a parse error, and skip the rest of it.
     fn oversized(&mut self, events: &mut Vec<ParseEvent>) {
-        let (name, id, deps) = match self.pending_header.take() {
+        let header = match self.pending_header.take() {
             Some(header) => header,
-            // Still in the header: take what there is of it.
+            // Still in the header: name the call after its first bytes.
             None => {
-                let cut = floor_char_boundary(&self.buf, (self.pos + 256).min(self.buf.len()));
+                let cut = floor_char_boundary(&self.buf, (self.pos + 64).min(self.buf.len()));
                 (
-                    self.buf[self.pos..cut].trim().to_string(),
+                    js_trim(&self.buf[self.pos..cut]).to_string(),
                     String::new(),
                     Vec::new(),
                 )
             }
         };
-        events.push(ParseEvent::Call(GadgetCall {
-            name,
-            invocation_id: id,
-            dependencies: deps,
-            parameters_raw: String::new(),
-            parameters: None,
-            arguments: Vec::new(),
-            parse_error: Some(format!(
-                "Block exceeds the {}-byte limit on one gadget call; it was not parsed",
-                self.max_block_bytes
-            )),
-        }));
+        events.push(ParseEvent::Call(oversized_call(
+            header,
+            self.max_block_bytes,
+        )));
         self.state = State::Skip;
         self.pos = self.search_from.min(self.buf.len());
     }
@@ -379,6 +380,20 @@ impl Parser {
             self.search_from = self.search_from.saturating_sub(self.pos);
             self.pos = 0;
         }
+    }
+}
+
+fn oversized_call((name, invocation_id, dependencies): Header, limit: usize) -> GadgetCall {
+    GadgetCall {
+        name,
+        invocation_id,
+        dependencies,
+        parameters_raw: String::new(),
+        parameters: None,
+        arguments: Vec::new(),
+        parse_error: Some(format!(
+            "Block exceeds the {limit}-byte limit on one gadget call's header or body; it was not parsed"
+        )),
     }
 }
 
@@ -671,5 +686,168 @@ pub fn js_trim(s: &str) -> &str {
 impl Default for Parser {
     fn default() -> Self {
         Parser::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse_all(parser: &mut Parser, input: &str) -> Vec<ParseEvent> {
+        let mut events = parser.feed(input);
+        events.extend(parser.finish());
+        events
+    }
+
+    fn calls(events: &[ParseEvent]) -> Vec<&GadgetCall> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                ParseEvent::Call(c) => Some(c),
+                ParseEvent::Text(_) => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn markers_are_validated() {
+        assert_eq!(
+            ParserBuilder::new().start_marker("").build().unwrap_err(),
+            ConfigError::Empty("start")
+        );
+        assert!(matches!(
+            ParserBuilder::new()
+                .end_marker("!!!ARG:")
+                .build()
+                .unwrap_err(),
+            ConfigError::Same("end", "arg", _)
+        ));
+    }
+
+    #[test]
+    fn auto_ids_continue_across_responses_of_a_session() {
+        let mut first = Parser::new();
+        let events = parse_all(
+            &mut first,
+            "!!!GADGET_START:A\n!!!GADGET_END\n!!!GADGET_START:B:b1\n!!!GADGET_END",
+        );
+        assert_eq!(calls(&events)[0].invocation_id, "gadget_1");
+        let mut second = Parser::new().with_session(first.session().clone());
+        let events = parse_all(&mut second, "!!!GADGET_START:C\n!!!GADGET_END");
+        assert_eq!(calls(&events)[0].invocation_id, "gadget_2");
+        // A new session starts again at 1.
+        let events = parse_all(&mut Parser::new(), "!!!GADGET_START:C\n!!!GADGET_END");
+        assert_eq!(calls(&events)[0].invocation_id, "gadget_1");
+    }
+
+    #[test]
+    fn an_oversized_block_is_an_error_and_the_next_block_still_parses() {
+        let big = "x".repeat(1000);
+        let input = format!(
+            "before\n!!!GADGET_START:Big:b1\n!!!ARG:v\n{big}\n!!!GADGET_END\nmid\n!!!GADGET_START:Small:s1\n!!!ARG:v\n1\n!!!GADGET_END"
+        );
+        for chunk in [0usize, 1, 7, 64] {
+            let mut parser = ParserBuilder::new().max_block_bytes(100).build().unwrap();
+            let mut events = Vec::new();
+            if chunk == 0 {
+                events.extend(parser.feed(&input));
+            } else {
+                for piece in input.as_bytes().chunks(chunk) {
+                    events.extend(parser.feed(std::str::from_utf8(piece).unwrap()));
+                }
+            }
+            events.extend(parser.finish());
+            let calls = calls(&events);
+            assert_eq!(calls.len(), 2, "chunk {chunk}: {events:?}");
+            assert_eq!(calls[0].invocation_id, "b1");
+            assert!(
+                calls[0]
+                    .parse_error
+                    .as_deref()
+                    .unwrap()
+                    .contains("100-byte limit")
+            );
+            assert_eq!(
+                calls[1].parameters,
+                Some(json!({ "v": 1 }).as_object().unwrap().clone())
+            );
+            let text: String = events
+                .iter()
+                .filter_map(|e| {
+                    if let ParseEvent::Text(t) = e {
+                        Some(t.as_str())
+                    } else {
+                        None
+                    }
+                })
+                .collect();
+            assert_eq!(text, "before\n\nmid\n", "chunk {chunk}");
+        }
+    }
+
+    #[test]
+    fn coercion_follows_llmist() {
+        for (input, expected) in [
+            ("42", json!(42)),
+            (" 42 ", json!(42)),
+            ("007", json!(7)),
+            ("-0", json!(0)),
+            ("1.0", json!(1)),
+            ("1.5", json!(1.5)),
+            ("true", json!(true)),
+            ("false", json!(false)),
+            ("True", json!("True")),
+            ("1e3", json!("1e3")),
+            ("0x10", json!("0x10")),
+            ("+5", json!("+5")),
+            (".5", json!(".5")),
+            ("5.", json!("5.")),
+            ("NaN", json!("NaN")),
+            ("   ", json!("   ")),
+            ("null", json!("null")),
+            ("42\n", json!("42\n")),
+            ("١٢", json!("١٢")),
+        ] {
+            assert_eq!(coerce(input), expected, "{input:?}");
+        }
+        assert_eq!(
+            coerce(&"9".repeat(401)),
+            json!("9".repeat(401)),
+            "Infinity stays a string"
+        );
+    }
+
+    #[test]
+    fn js_trim_differs_from_rust_trim_where_javascript_does() {
+        assert_eq!(js_trim("\u{FEFF} a \u{A0}"), "a");
+        assert_eq!(js_trim("\u{85}a"), "\u{85}a");
+    }
+
+    #[test]
+    fn fences_are_stripped_only_when_they_wrap_everything() {
+        assert_eq!(strip_fences("```toml\n!!!ARG:a\n1\n```"), "!!!ARG:a\n1");
+        assert_eq!(
+            strip_fences("!!!ARG:a\n```\ncode\n```"),
+            "!!!ARG:a\n```\ncode\n```"
+        );
+    }
+
+    #[test]
+    fn writing_below_a_scalar_is_a_parse_error_not_a_panic() {
+        let events = parse_all(
+            &mut Parser::new(),
+            "!!!GADGET_START:A\n!!!ARG:a\nx\n!!!ARG:a/b\ny\n!!!GADGET_END",
+        );
+        let call = calls(&events)[0];
+        assert!(call.parameters.is_none());
+        assert!(
+            call.parse_error
+                .as_deref()
+                .unwrap()
+                .contains("below the string value"),
+            "{call:?}"
+        );
+        assert_eq!(call.arguments.len(), 2, "raw arguments are kept");
     }
 }

@@ -5,4 +5,5 @@ mod cli;
 mod common;
 mod containment;
 mod loading;
+mod parser;
 mod shipped;

@@ -1,0 +1,231 @@
+//! The llmist conformance corpus (`tests/cases/parser/llmist-corpus`), run
+//! through the library parser whole and in many chunkings, and through the
+//! `gadget parse` binary.
+
+use std::path::{Path, PathBuf};
+
+use gadget_host::parser::{ParseEvent, ParserBuilder};
+use serde_json::{Value, json};
+
+use crate::common;
+
+struct Case {
+    name: String,
+    input: String,
+    markers: (String, String, String),
+    calls: Vec<Value>,
+    text: String,
+}
+
+fn corpus() -> PathBuf {
+    common::workspace().join("tests/cases/parser/llmist-corpus")
+}
+
+fn load_cases() -> Vec<Case> {
+    let dir = corpus();
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|f| f.strip_suffix(".txt").map(str::to_string))
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| load_case(&dir, name))
+        .collect()
+}
+
+fn load_case(dir: &Path, name: String) -> Case {
+    let input = std::fs::read_to_string(dir.join(format!("{name}.txt"))).unwrap();
+    let mut markers = (
+        gadget_host::parser::DEFAULT_START.to_string(),
+        gadget_host::parser::DEFAULT_END.to_string(),
+        gadget_host::parser::DEFAULT_ARG.to_string(),
+    );
+    if let Ok(args) = std::fs::read_to_string(dir.join(format!("{name}.args"))) {
+        let lines: Vec<&str> = args.lines().collect();
+        for pair in lines.chunks(2) {
+            match pair {
+                ["--start", v] => markers.0 = v.to_string(),
+                ["--end", v] => markers.1 = v.to_string(),
+                ["--arg", v] => markers.2 = v.to_string(),
+                other => panic!("{name}.args: unexpected {other:?}"),
+            }
+        }
+    }
+    let ours = dir.join(format!("{name}.ours.jsonl"));
+    let expected = if ours.is_file() {
+        ours
+    } else {
+        dir.join(format!("{name}.expected.jsonl"))
+    };
+    let (mut calls, mut text) = (Vec::new(), String::new());
+    for line in std::fs::read_to_string(expected)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with('{'))
+    {
+        let event: Value = serde_json::from_str(line).unwrap();
+        match event["type"].as_str() {
+            Some("gadget_call") => calls.push(normalize_call(&event["call"])),
+            Some("text") => text.push_str(event["content"].as_str().unwrap()),
+            _ => {}
+        }
+    }
+    Case {
+        name,
+        input,
+        markers,
+        calls,
+        text,
+    }
+}
+
+/// The compared fields, numbers as doubles (as the conformance checker does).
+fn normalize_call(call: &Value) -> Value {
+    fn numbers(v: &Value) -> Value {
+        match v {
+            Value::Number(n) => json!(n.as_f64().unwrap()),
+            Value::Array(items) => Value::Array(items.iter().map(numbers).collect()),
+            Value::Object(map) => {
+                Value::Object(map.iter().map(|(k, v)| (k.clone(), numbers(v))).collect())
+            }
+            other => other.clone(),
+        }
+    }
+    let keys = [
+        "gadgetName",
+        "invocationId",
+        "dependencies",
+        "parametersRaw",
+        "parameters",
+        "parseError",
+    ];
+    Value::Object(
+        keys.iter()
+            .map(|k| (k.to_string(), numbers(call.get(*k).unwrap_or(&Value::Null))))
+            .collect(),
+    )
+}
+
+/// Feeds `input` in chunks of `size` bytes (moved to char boundaries; 0 = whole).
+fn run(case: &Case, size: usize) -> (Vec<Value>, String) {
+    let (start, end, arg) = &case.markers;
+    let mut parser = ParserBuilder::new()
+        .start_marker(start)
+        .end_marker(end)
+        .arg_marker(arg)
+        .build()
+        .unwrap();
+    let mut events = Vec::new();
+    let mut rest = case.input.as_str();
+    while !rest.is_empty() {
+        let mut cut = if size == 0 {
+            rest.len()
+        } else {
+            size.min(rest.len())
+        };
+        while !rest.is_char_boundary(cut) {
+            cut += 1;
+        }
+        events.extend(parser.feed(&rest[..cut]));
+        rest = &rest[cut..];
+    }
+    events.extend(parser.finish());
+    let (mut calls, mut text) = (Vec::new(), String::new());
+    for event in events {
+        match event {
+            ParseEvent::Text(t) => text.push_str(&t),
+            ParseEvent::Call(c) => calls.push(normalize_call(&json!({
+                "gadgetName": c.name,
+                "invocationId": c.invocation_id,
+                "dependencies": c.dependencies,
+                "parametersRaw": c.parameters_raw,
+                "parameters": c.parameters,
+                "parseError": c.parse_error,
+            }))),
+        }
+    }
+    (calls, text)
+}
+
+fn matches(expected: &[Value], got: &[Value]) -> bool {
+    expected.len() == got.len()
+        && expected.iter().zip(got).all(|(e, g)| {
+            e.as_object()
+                .unwrap()
+                .iter()
+                .all(|(k, v)| match (k.as_str(), v) {
+                    ("parseError", Value::String(s)) if s == "*" => {
+                        g[k].as_str().is_some_and(|m| !m.is_empty())
+                    }
+                    _ => &g[k] == v,
+                })
+        })
+}
+
+#[test]
+fn the_llmist_corpus_passes_whole_and_in_every_chunk_size() {
+    let cases = load_cases();
+    assert!(cases.len() >= 40, "corpus has only {} cases", cases.len());
+    let mut failures = Vec::new();
+    for case in &cases {
+        for size in [0, 1, 2, 3, 7, 13, 64, 4096] {
+            let (calls, text) = run(case, size);
+            if !matches(&case.calls, &calls) || text != case.text {
+                failures.push(format!(
+                    "{} (chunk {size}):\n  expected calls {}\n  got      {}\n  expected text {:?}\n  got           {:?}",
+                    case.name,
+                    serde_json::to_string(&case.calls).unwrap(),
+                    serde_json::to_string(&calls).unwrap(),
+                    case.text,
+                    text
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn gadget_parse_prints_conformance_events() {
+    let case = load_case(&corpus(), "001-basic-single".into());
+    let mut child = std::process::Command::new(common::gadget_bin())
+        .args(["parse", "--chunk", "5"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(case.input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let calls: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "gadget_call")
+        .map(|e| normalize_call(&e["call"]))
+        .collect();
+    assert!(matches(&case.calls, &calls), "{calls:?}");
+
+    let counted = std::process::Command::new(common::gadget_bin())
+        .args(["parse", "--count"])
+        .stdin(std::fs::File::open(corpus().join("001-basic-single.txt")).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&counted.stdout),
+        "text events: 0, calls: 1, parse errors: 0\n"
+    );
+}

@@ -229,3 +229,116 @@ fn gadget_parse_prints_conformance_events() {
         "text events: 0, calls: 1, parse errors: 0\n"
     );
 }
+
+mod chunk_invariance {
+    //! Every chunking of a block-format input gives the same events as
+    //! feeding it whole (text compared as its concatenation).
+
+    use gadget_host::parser::{ParseEvent, Parser, ParserBuilder};
+    use proptest::prelude::*;
+
+    fn piece() -> impl Strategy<Value = String> {
+        let text = prop_oneof![
+            "[a-z \\n]{0,20}",
+            "[\\u{0}-\\u{7f}]{0,12}",
+            Just("héllo wörld ✓ 🎉\r\n".to_string()),
+            Just("\r\n\r\n".to_string()),
+            Just("   \n\t".to_string()),
+        ];
+        let value = prop_oneof![
+            "[0-9]{1,5}",
+            "[a-z ]{0,10}",
+            Just("multi\nline\n\nvalue".to_string()),
+            Just("true".to_string()),
+            Just("é✓\r".to_string())
+        ];
+        let pointer = prop_oneof![
+            "[a-z]{1,4}",
+            Just("items/0".to_string()),
+            Just("items/1/name".to_string()),
+            Just("a/b".to_string())
+        ];
+        let header = prop_oneof![
+            "[A-Za-z]{1,6}",
+            "[A-Za-z]{1,6}:[a-z0-9_]{0,4}",
+            "[A-Za-z]{1,4}:[a-z]{1,3}:[a-z, ]{0,8}"
+        ];
+        let block = (
+            header,
+            prop::collection::vec((pointer, value), 0..4),
+            prop_oneof![Just(0u8), Just(1), Just(2)],
+        )
+            .prop_map(|(header, args, ending)| {
+                let mut block = format!("!!!GADGET_START:{header}\n");
+                for (pointer, value) in args {
+                    block.push_str(&format!("!!!ARG:{pointer}\n{value}\n"));
+                }
+                match ending {
+                    0 => block.push_str("!!!GADGET_END"),
+                    1 => block.push_str("!!!GADGET_END\n"),
+                    _ => {} // implicitly terminated by what follows, or by the end
+                }
+                block
+            });
+        prop_oneof![
+            text,
+            block,
+            Just("!!!GADGET_".to_string()),
+            Just("!!!ARG:x\n".to_string())
+        ]
+    }
+
+    fn feed_all(parser: &mut Parser, input: &str, cuts: &[usize]) -> (Vec<String>, String) {
+        let mut events = Vec::new();
+        let mut last = 0;
+        let mut points: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
+        points.sort_unstable();
+        for mut point in points {
+            while !input.is_char_boundary(point) {
+                point += 1;
+            }
+            if point > last {
+                events.extend(parser.feed(&input[last..point]));
+                last = point;
+            }
+        }
+        events.extend(parser.feed(&input[last..]));
+        events.extend(parser.finish());
+        let mut calls = Vec::new();
+        let mut text = String::new();
+        for event in events {
+            match event {
+                ParseEvent::Text(t) => text.push_str(&t),
+                ParseEvent::Call(c) => calls.push(format!("{c:?}")),
+            }
+        }
+        (calls, text)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+        #[test]
+        fn any_chunking_gives_the_same_events(pieces in prop::collection::vec(piece(), 0..12), cuts in prop::collection::vec(any::<usize>(), 0..40)) {
+            let input: String = pieces.concat();
+            let whole = feed_all(&mut Parser::new(), &input, &[]);
+            let chunked = feed_all(&mut Parser::new(), &input, &cuts);
+            prop_assert_eq!(&whole, &chunked);
+            let bytewise: Vec<usize> = (0..input.len()).collect();
+            prop_assert_eq!(&whole, &feed_all(&mut Parser::new(), &input, &bytewise));
+        }
+
+        #[test]
+        fn custom_markers_are_chunk_invariant_too(pieces in prop::collection::vec(piece(), 0..10), cuts in prop::collection::vec(any::<usize>(), 0..30)) {
+            let input = pieces.concat().replace("!!!GADGET_START:", "<<T:").replace("!!!GADGET_END", "<<E").replace("!!!ARG:", "@@");
+            let build = || ParserBuilder::new().start_marker("<<T:").end_marker("<<E").arg_marker("@@").build().unwrap();
+            prop_assert_eq!(feed_all(&mut build(), &input, &[]), feed_all(&mut build(), &input, &cuts));
+        }
+
+        #[test]
+        fn arbitrary_text_never_panics(input in "\\PC{0,200}", cuts in prop::collection::vec(any::<usize>(), 0..20)) {
+            let whole = feed_all(&mut Parser::new(), &input, &[]);
+            prop_assert_eq!(whole, feed_all(&mut Parser::new(), &input, &cuts));
+        }
+    }
+}

@@ -662,6 +662,150 @@ pub fn json_number(number: f64) -> Value {
     }
 }
 
+/// The type a schema expects at one place, for schema-aware coercion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expected {
+    String,
+    Number,
+    Boolean,
+    /// Unions, unknown paths, anything else: the schema-less rules.
+    Unknown,
+}
+
+/// Rebuilds a call's parameters from its raw argument values, coerced by
+/// the gadget's schema as llmist's executor does: a string field keeps the
+/// raw text untrimmed (`"42"` stays `"42"`); a number field takes
+/// JavaScript's `Number(trimmed)` when finite (`1e3`, `0x10`, `+5`, `.5`);
+/// a boolean field takes exactly `true` / `false`; unions and unknown paths
+/// fall back to the schema-less rules; multi-line values are never coerced
+/// to numbers or booleans.
+pub fn coerce_with_schema(
+    arguments: &[(String, String)],
+    schema: &Value,
+) -> Result<Map<String, Value>, String> {
+    let mut root = Value::Object(Map::new());
+    for (pointer, raw) in arguments {
+        let value = match expected_at(schema, pointer) {
+            Expected::String => Value::String(raw.clone()),
+            _ if raw.contains('\n') => Value::String(raw.clone()),
+            Expected::Number => match js_number(js_trim(raw)) {
+                Some(number) => json_number(number),
+                None => Value::String(raw.clone()),
+            },
+            Expected::Boolean => match js_trim(raw) {
+                "true" => Value::Bool(true),
+                "false" => Value::Bool(false),
+                _ => Value::String(raw.clone()),
+            },
+            Expected::Unknown => coerce(raw),
+        };
+        set_by_pointer(&mut root, pointer, value)?;
+    }
+    match root {
+        Value::Object(map) => Ok(map),
+        _ => Err("parameters are not an object".into()),
+    }
+}
+
+/// What the schema expects at a `/`-separated pointer.
+fn expected_at(schema: &Value, pointer: &str) -> Expected {
+    let mut current = unwrap_optional(schema);
+    for segment in pointer.split('/') {
+        let next = current
+            .get("properties")
+            .and_then(|p| p.get(segment))
+            .or_else(|| current.get("items").filter(|_| is_ascii_index(segment)));
+        match next {
+            Some(next) => current = unwrap_optional(next),
+            None => return Expected::Unknown,
+        }
+    }
+    let types: Vec<&str> = match current.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|t| *t != "null")
+            .collect(),
+        _ if current
+            .get("enum")
+            .and_then(Value::as_array)
+            .is_some_and(|e| e.iter().all(Value::is_string)) =>
+        {
+            vec!["string"]
+        }
+        _ => Vec::new(),
+    };
+    match types.as_slice() {
+        ["string"] => Expected::String,
+        ["number"] | ["integer"] => Expected::Number,
+        ["boolean"] => Expected::Boolean,
+        _ => Expected::Unknown,
+    }
+}
+
+/// `anyOf` / `oneOf` of one schema and `null` (an optional field, as
+/// schemars writes `Option<T>`) is that schema.
+fn unwrap_optional(schema: &Value) -> &Value {
+    for key in ["anyOf", "oneOf"] {
+        if let Some(options) = schema.get(key).and_then(Value::as_array) {
+            let non_null: Vec<&Value> = options
+                .iter()
+                .filter(|o| o.get("type") != Some(&Value::from("null")))
+                .collect();
+            if let [only] = non_null.as_slice() {
+                return only;
+            }
+        }
+    }
+    schema
+}
+
+/// JavaScript's `Number(text)` for already-trimmed, non-empty text, when
+/// finite: decimal with optional sign, fraction and exponent, or `0x`,
+/// `0o`, `0b` integers.
+fn js_number(text: &str) -> Option<f64> {
+    if text.is_empty() {
+        return None;
+    }
+    for (prefix, radix) in [
+        ("0x", 16),
+        ("0X", 16),
+        ("0o", 8),
+        ("0O", 8),
+        ("0b", 2),
+        ("0B", 2),
+    ] {
+        if let Some(digits) = text.strip_prefix(prefix) {
+            if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+                return None;
+            }
+            // Digit by digit, as doubles, so long literals round like JS (every
+            // digit was checked above, so `to_digit` cannot fail here).
+            let value = digits.chars().fold(0f64, |acc, c| {
+                acc * f64::from(radix) + f64::from(c.to_digit(radix).unwrap_or(0))
+            });
+            return value.is_finite().then_some(value);
+        }
+    }
+    let unsigned = text.strip_prefix(['+', '-']).unwrap_or(text);
+    let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
+        Some(at) => (&unsigned[..at], Some(&unsigned[at + 1..])),
+        None => (unsigned, None),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    let mantissa_ok = digits(int) && digits(frac) && !(int.is_empty() && frac.is_empty());
+    let exponent_ok = exponent.is_none_or(|e| {
+        let e = e.strip_prefix(['+', '-']).unwrap_or(e);
+        !e.is_empty() && digits(e)
+    });
+    if !mantissa_ok || !exponent_ok {
+        return None;
+    }
+    text.parse::<f64>().ok().filter(|n| n.is_finite())
+}
+
 /// JavaScript's `String.prototype.trim` whitespace: it includes U+FEFF and
 /// excludes U+0085, unlike Rust's `char::is_whitespace`.
 pub fn is_js_space(c: char) -> bool {
@@ -816,6 +960,68 @@ mod tests {
             json!("9".repeat(401)),
             "Infinity stays a string"
         );
+    }
+
+    #[test]
+    fn schema_aware_coercion_follows_llmists_executor() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "n": { "type": "number" },
+                "s": { "type": "string" },
+                "b": { "type": "boolean" },
+                "opt": { "anyOf": [{ "type": "integer" }, { "type": "null" }] },
+                "either": { "type": ["number", "string"] },
+                "mode": { "enum": ["a", "b"] },
+                "items": { "type": "array", "items": { "type": "object", "properties": { "qty": { "type": "number" } } } }
+            }
+        });
+        let args: Vec<(String, String)> = [
+            ("n", "1e3"),
+            ("s", "42"),
+            ("b", "true"),
+            ("opt", " 0x10 "),
+            ("either", "7"),
+            ("mode", "1"),
+            ("items/0/qty", ".5"),
+            ("unknown", "12"),
+        ]
+        .iter()
+        .map(|(p, v)| (p.to_string(), v.to_string()))
+        .collect();
+        let params = Value::Object(coerce_with_schema(&args, &schema).unwrap());
+        assert_eq!(
+            params,
+            json!({ "n": 1000, "s": "42", "b": true, "opt": 16, "either": 7, "mode": "1", "items": [{ "qty": 0.5 }], "unknown": 12 })
+        );
+        // A string field keeps its raw text, untrimmed; multi-line never becomes a number.
+        let args = vec![
+            ("s".to_string(), "  x \n".to_string()),
+            ("n".to_string(), "4\n2".to_string()),
+        ];
+        let params = coerce_with_schema(&args, &schema).unwrap();
+        assert_eq!(params["s"], json!("  x \n"));
+        assert_eq!(params["n"], json!("4\n2"));
+    }
+
+    #[test]
+    fn js_number_accepts_what_javascript_accepts() {
+        for (text, expected) in [
+            ("1e3", Some(1000.0)),
+            ("+5", Some(5.0)),
+            (".5", Some(0.5)),
+            ("5.", Some(5.0)),
+            ("0x10", Some(16.0)),
+            ("0b101", Some(5.0)),
+            ("-2.5e-1", Some(-0.25)),
+        ] {
+            assert_eq!(js_number(text), expected, "{text}");
+        }
+        for text in [
+            "", "inf", "Infinity", "NaN", "1_000", "1,5", "e5", ".", "0x", "-0x10", "1e", "١",
+        ] {
+            assert_eq!(js_number(text), None, "{text}");
+        }
     }
 
     #[test]

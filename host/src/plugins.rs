@@ -34,7 +34,7 @@ pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;
 /// or whitespace; 64 bytes at most, the longest tool name OpenAI accepts.
 pub const MAX_GADGET_NAME_BYTES: usize = 64;
 
-/// The sha256 pin of a component was not what the manifest says, and such.
+/// Why one plugin did not load: its path (directory or `.wasm`) and the reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}: {reason}", path.display())]
 pub struct LoadError {

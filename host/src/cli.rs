@@ -163,34 +163,40 @@ fn init_tracing(verbose: u8) {
 }
 
 async fn run(cli: Cli) -> Result<ExitCode> {
-    if let Command::Parse {
-        chunk,
-        start,
-        end,
-        arg,
-        count,
-    } = &cli.command
-    {
-        return parse(*chunk, start, end, arg, *count);
-    }
-    let runtime = Arc::new(
-        Runtime::new(&RuntimeConfig::default()).context("starting the WebAssembly runtime")?,
-    );
-    let options = load_options(&cli.global)?;
-    match cli.command {
-        Command::Check { path } => check(&runtime, &path, &options).await,
-        Command::Parse { .. } => unreachable!("handled before the runtime starts"),
+    // Each command starts only what it needs: `parse` needs no WebAssembly
+    // runtime and no cache.
+    let start = || -> Result<Arc<Runtime>> {
+        // A CLI process makes at most one call, so the pooling allocator's
+        // up-front reservation would only slow start-up down.
+        let config = RuntimeConfig {
+            pooling: false,
+            ..RuntimeConfig::default()
+        };
+        Ok(Arc::new(
+            Runtime::new(&config).context("starting the WebAssembly runtime")?,
+        ))
+    };
+    let options = || load_options(&cli.global);
+    match &cli.command {
+        Command::Parse {
+            chunk,
+            start: start_marker,
+            end,
+            arg,
+            count,
+        } => parse(*chunk, start_marker, end, arg, *count),
+        Command::Check { path } => check(&start()?, path, &options()).await,
         Command::List { json } => {
-            let Some(registry) = load(&runtime, &cli.global, &options).await? else {
+            let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
-            list(&registry, json)
+            list(&registry, *json)
         }
         Command::Describe { name, json } => {
-            let Some(registry) = load(&runtime, &cli.global, &options).await? else {
+            let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
-            describe(&registry, &name, json)
+            describe(&registry, name, *json)
         }
         Command::Call {
             name,
@@ -198,16 +204,16 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             id,
             json,
         } => {
-            let params = read_params(params)?;
-            let Some(registry) = load(&runtime, &cli.global, &options).await? else {
+            let params = read_params(params.clone())?;
+            let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
-            call(&registry, &name, params, &id, json).await
+            call(&registry, name, params, id, *json).await
         }
     }
 }
 
-fn load_options(global: &GlobalArgs) -> Result<LoadOptions> {
+fn load_options(global: &GlobalArgs) -> LoadOptions {
     let cache = if global.no_cache {
         None
     } else {
@@ -229,10 +235,10 @@ fn load_options(global: &GlobalArgs) -> Result<LoadOptions> {
             None => None,
         }
     };
-    Ok(LoadOptions {
+    LoadOptions {
         cache,
         ..LoadOptions::default()
-    })
+    }
 }
 
 /// The plugin directories: `--plugins`, else `$GADGET_PLUGINS` (separated
@@ -350,18 +356,16 @@ fn list(registry: &Registry, json: bool) -> Result<ExitCode> {
         print_json(&Value::Array(items))?;
         return Ok(ExitCode::SUCCESS);
     }
-    let name_width = registry
-        .gadgets()
-        .map(|g| g.spec.name.len())
-        .max()
-        .unwrap_or(4)
-        .max(4);
-    let plugin_width = registry
-        .gadgets()
-        .map(|g| g.plugin.name.len())
-        .max()
-        .unwrap_or(6)
-        .max(6);
+    let width = |len: fn(&plugins::Gadget) -> usize, header: &str| {
+        registry
+            .gadgets()
+            .map(|g| len(g))
+            .max()
+            .unwrap_or(0)
+            .max(header.len())
+    };
+    let name_width = width(|g| g.spec.name.len(), "NAME");
+    let plugin_width = width(|g| g.plugin.name.len(), "PLUGIN");
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
@@ -587,23 +591,15 @@ fn read_params(params: Option<String>) -> Result<Value> {
     }
     let value: Value = serde_json::from_str(&text).context("parameters are not valid JSON")?;
     if !value.is_object() {
-        bail!(
-            "parameters must be a JSON object, not {}",
-            json_kind(&value)
-        );
+        let kind = crate::parser::json_type(&value);
+        let article = if kind.starts_with(['a', 'o']) {
+            "an"
+        } else {
+            "a"
+        };
+        bail!("parameters must be a JSON object, not {article} {kind}");
     }
     Ok(value)
-}
-
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 async fn call(

@@ -580,7 +580,7 @@ fn set_by_pointer(root: &mut Value, pointer: &str, value: Value) -> Result<(), S
             scalar => {
                 return Err(format!(
                     "Cannot write '{segment}' below the {} value at '{}' (pointer '{pointer}')",
-                    kind(scalar),
+                    json_type(scalar),
                     segments[..i].join("/")
                 ));
             }
@@ -608,7 +608,8 @@ fn parse_index(segment: &str) -> Option<usize> {
     digits[..end].parse().ok().or(Some(usize::MAX))
 }
 
-fn kind(value: &Value) -> &'static str {
+/// The JSON type of a value, as a word ("string", "array", ...).
+pub fn json_type(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "boolean",

@@ -270,6 +270,20 @@ mod tests {
     }
 
     #[test]
+    fn an_oversized_manifest_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(MANIFEST_FILE),
+            " ".repeat(MAX_MANIFEST_BYTES as usize + 1),
+        )
+        .unwrap();
+        assert!(matches!(
+            Manifest::from_dir(dir.path()),
+            Err(ManifestError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
     fn missing_fields_are_reported() {
         let err = parse("name = \"x\"").unwrap_err().to_string();
         assert!(err.contains("missing field"), "{err}");

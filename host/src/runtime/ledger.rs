@@ -252,6 +252,26 @@ mod tests {
     }
 
     #[test]
+    fn one_long_message_is_truncated_to_the_per_message_limit() {
+        let mut ledger = Ledger::new(u64::MAX, None);
+        ledger.log(
+            LogLevel::Info,
+            "x".repeat(MAX_LOG_MESSAGE_BYTES + 100),
+            Value::Null,
+            LogSource::Gadget,
+            0,
+        );
+        ledger.progress("y".repeat(MAX_LOG_MESSAGE_BYTES * 2));
+        assert!(
+            ledger.logs[0]
+                .message
+                .starts_with(&"x".repeat(MAX_LOG_MESSAGE_BYTES))
+        );
+        assert!(ledger.logs[0].message.ends_with("[truncated 100 bytes]"));
+        assert!(ledger.progress[0].len() < MAX_LOG_MESSAGE_BYTES + 64);
+    }
+
+    #[test]
     fn bad_costs_are_refused_and_noted() {
         let mut ledger = Ledger::new(1000, None);
         for bad in [f64::NAN, f64::INFINITY, -1.0] {

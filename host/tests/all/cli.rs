@@ -137,6 +137,19 @@ fn gadget_errors_invalid_params_and_unknown_names_exit_non_zero() {
 }
 
 #[test]
+fn parameters_on_stdin_past_the_limit_are_refused() {
+    // 16 MiB is the limit; one byte more must be refused, not read on.
+    let big = format!("{{\"text\": \"{}\"}}", "x".repeat(16 << 20));
+    let out = gadget(&["call", "TextStats"], Some(&big));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("exceed 16777216 bytes"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn list_and_describe_show_the_catalogue() {
     let out = gadget(&["list", "--json"], None);
     assert!(out.status.success(), "{}", stderr(&out));

@@ -852,7 +852,7 @@ fn parse(chunk: Option<usize>, start: &str, end: &str, arg: &str, count: bool) -
                             "invocationId": call.invocation_id,
                             "dependencies": call.dependencies,
                             "parametersRaw": call.parameters_raw,
-                            "parameters": call.parameters,
+                            "parameters": call.parameters(),
                             "parseError": call.parse_error,
                         }});
                         writeln!(out, "{line}")?;

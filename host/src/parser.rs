@@ -120,15 +120,18 @@ impl ParserBuilder {
         Ok(Parser {
             start: Finder::new(self.start.as_bytes()).into_owned(),
             end: Finder::new(self.end.as_bytes()).into_owned(),
+            arg: Finder::new(self.arg.as_bytes()).into_owned(),
+            candidates: Candidates::new([&self.start, &self.end, &self.arg]),
             start_text: self.start.clone(),
-            arg: self.arg.clone(),
             max_block_bytes: self.max_block_bytes,
             buf: String::new(),
-            pos: 0,
             search_from: 0,
             state: State::Text,
             session: Session::default(),
             pending_header: None,
+            arg_marks: Vec::new(),
+            arg_next: 0,
+            scratch: Vec::new(),
         })
     }
 }
@@ -148,6 +151,12 @@ impl Session {
 }
 
 /// One completed block.
+///
+/// The body is kept once, as [`GadgetCall::parameters_raw`]; the arguments
+/// are spans into it, and the parameters are built on demand
+/// ([`GadgetCall::parameters`], or [`GadgetCall::parameters_with_schema`]
+/// for the executor), so a block costs a handful of allocations however
+/// many arguments it has.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GadgetCall {
     /// As written (not trimmed per part, as llmist).
@@ -156,11 +165,59 @@ pub struct GadgetCall {
     pub dependencies: Vec<String>,
     /// The block body, trimmed.
     pub parameters_raw: String,
-    /// The parameters with llmist's schema-less coercion; `None` on a parse error.
-    pub parameters: Option<Map<String, Value>>,
-    /// Each argument's raw value, by pointer, in order (for schema-aware coercion).
-    pub arguments: Vec<(String, String)>,
+    /// Why the parameters could not be built, if they could not.
     pub parse_error: Option<String>,
+    /// Each argument's pointer and raw value, as byte ranges of `parameters_raw`, in order.
+    spans: Vec<ArgumentSpan>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ArgumentSpan {
+    pointer: std::ops::Range<usize>,
+    value: std::ops::Range<usize>,
+}
+
+impl GadgetCall {
+    /// A call assembled by hand (tests, synthetic calls): the body is
+    /// parsed with the default argument marker, as a block would be.
+    pub fn new(
+        name: impl Into<String>,
+        invocation_id: impl Into<String>,
+        dependencies: Vec<String>,
+        body: &str,
+    ) -> GadgetCall {
+        let arg = Finder::new(DEFAULT_ARG.as_bytes());
+        let header = (name.into(), invocation_id.into(), dependencies);
+        build_call(header, body, &arg, None, &mut Vec::new())
+    }
+
+    /// Each argument's pointer and raw (uncoerced) value, in block order.
+    pub fn arguments(&self) -> impl ExactSizeIterator<Item = (&str, &str)> + '_ {
+        self.spans.iter().map(|span| {
+            (
+                &self.parameters_raw[span.pointer.clone()],
+                &self.parameters_raw[span.value.clone()],
+            )
+        })
+    }
+
+    /// The parameters with llmist's schema-less coercion (what its
+    /// `gadget_call` event carries); `None` when there is a parse error.
+    pub fn parameters(&self) -> Option<Map<String, Value>> {
+        if self.parse_error.is_some() {
+            return None;
+        }
+        build_parameters(self.arguments(), coerce).ok()
+    }
+
+    /// The parameters coerced by the gadget's JSON Schema, as llmist's
+    /// executor re-parses them; see [`coerce_with_schema`].
+    pub fn parameters_with_schema(&self, schema: &Value) -> Result<Map<String, Value>, String> {
+        if let Some(error) = &self.parse_error {
+            return Err(error.clone());
+        }
+        coerce_with_schema(self.arguments(), schema)
+    }
 }
 
 /// What the parser saw.
@@ -188,27 +245,86 @@ enum State {
 pub struct Parser {
     start: Finder<'static>,
     end: Finder<'static>,
+    arg: Finder<'static>,
+    /// Finds the places where any of the three markers may begin.
+    candidates: Candidates,
     start_text: String,
-    arg: String,
     max_block_bytes: usize,
-    /// Unconsumed input starts at `pos`; compacted once per `feed`.
+    /// Input not consumed yet. A feed scans the chunk in place when
+    /// nothing is buffered, and keeps only the unconsumed tail.
     buf: String,
-    pos: usize,
-    /// Where the current search resumes (absolute in `buf`).
+    /// Where the current search resumes, relative to the unconsumed input.
     search_from: usize,
     state: State,
     session: Session,
     /// Name, id and dependencies of the block being read.
     pending_header: Option<Header>,
+    /// Argument markers of the block being read, relative to its body
+    /// (which is never consumed while the block is open, so these stay valid).
+    arg_marks: Vec<usize>,
+    /// Where the next argument marker may begin (markers do not overlap,
+    /// as `str::split`), relative to the body.
+    arg_next: usize,
+    /// Reused by the pointer check of every block.
+    scratch: Vec<PointerNode>,
 }
 
 type Header = (String, String, Vec<String>);
+
+/// Where a block body ends, as far as the input read so far tells.
+enum BodyEnd {
+    /// At the next block's start marker, which stays in the input.
+    Start(usize),
+    /// At the end marker, which is consumed.
+    End(usize),
+    /// Not yet known; the search resumes here when more input comes.
+    Undecided(usize),
+}
+
+/// Candidate positions for a marker: the markers' common prefix, or, when
+/// they share none, any of their first bytes.
+enum Candidates {
+    Prefix(Box<Finder<'static>>),
+    FirstBytes(u8, u8, u8),
+}
+
+impl Candidates {
+    fn new(markers: [&str; 3]) -> Candidates {
+        let [a, b, c] = markers.map(str::as_bytes);
+        let common = a
+            .iter()
+            .zip(b)
+            .zip(c)
+            .take_while(|((x, y), z)| x == y && y == z)
+            .count();
+        if common > 0 {
+            Candidates::Prefix(Box::new(Finder::new(&a[..common]).into_owned()))
+        } else {
+            Candidates::FirstBytes(a[0], b[0], c[0])
+        }
+    }
+
+    fn find(&self, haystack: &[u8]) -> Option<usize> {
+        match self {
+            Candidates::Prefix(finder) => finder.find(haystack),
+            Candidates::FirstBytes(a, b, c) => memchr::memchr3(*a, *b, *c, haystack),
+        }
+    }
+
+    /// How many bytes at the end of the input may begin a candidate that is not found yet.
+    fn holdback(&self) -> usize {
+        match self {
+            Candidates::Prefix(finder) => finder.needle().len() - 1,
+            Candidates::FirstBytes(..) => 0,
+        }
+    }
+}
 
 impl fmt::Debug for Parser {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Parser")
             .field("state", &self.state)
-            .field("buffered", &(self.buf.len() - self.pos))
+            .field("buffered", &self.buf.len())
             .finish_non_exhaustive()
     }
 }
@@ -235,113 +351,145 @@ impl Parser {
     /// Parses the next chunk.
     pub fn feed(&mut self, chunk: &str) -> Vec<ParseEvent> {
         let mut events = Vec::new();
-        self.buf.push_str(chunk);
-        self.scan(&mut events);
-        self.compact();
+        self.feed_with(chunk, |event| events.push(event));
         events
+    }
+
+    /// Parses the next chunk, handing each event to `sink` as soon as it
+    /// is complete (no batch is built: a large chunk's events need not all
+    /// be alive at once).
+    pub fn feed_with(&mut self, chunk: &str, mut sink: impl FnMut(ParseEvent)) {
+        let sink: &mut dyn FnMut(ParseEvent) = &mut sink;
+        if self.buf.is_empty() {
+            // Nothing buffered: scan the chunk where it is, keep the tail.
+            let consumed = self.scan(chunk, sink);
+            self.buf.push_str(&chunk[consumed..]);
+            self.search_from -= consumed;
+        } else {
+            let mut buf = std::mem::take(&mut self.buf);
+            buf.push_str(chunk);
+            let consumed = self.scan(&buf, sink);
+            // Once per feed, never per event (many blocks in one chunk stay linear).
+            buf.drain(..consumed);
+            self.buf = buf;
+            self.search_from -= consumed;
+        }
     }
 
     /// Ends the stream: what is still open completes as it stands.
     pub fn finish(&mut self) -> Vec<ParseEvent> {
         let mut events = Vec::new();
-        let rest = &self.buf[self.pos..];
+        self.finish_with(|event| events.push(event));
+        events
+    }
+
+    /// [`Parser::finish`], handing each event to `sink`.
+    pub fn finish_with(&mut self, mut sink: impl FnMut(ParseEvent)) {
+        let sink: &mut dyn FnMut(ParseEvent) = &mut sink;
+        let rest = &self.buf;
         match self.state {
-            State::Text => push_text(&mut events, rest),
+            State::Text => push_text(sink, rest),
             // A start marker whose header never ended is text [016].
-            State::Header => push_text(&mut events, &format!("{}{rest}", self.start_text)),
+            State::Header => push_text(sink, &format!("{}{rest}", self.start_text)),
             State::Body => {
-                let (name, id, deps) = self.pending_header.take().unwrap_or_default();
-                events.push(ParseEvent::Call(build_call(
-                    name, id, deps, rest, &self.arg,
+                let header = self.pending_header.take().unwrap_or_default();
+                // The marks of a tail still undecided are not known: split afresh.
+                sink(ParseEvent::Call(build_call(
+                    header,
+                    rest,
+                    &self.arg,
+                    None,
+                    &mut self.scratch,
                 )));
             }
             State::Skip => {}
         }
         self.buf.clear();
-        self.pos = 0;
         self.search_from = 0;
         self.state = State::Text;
         self.pending_header = None;
-        events
+        self.arg_marks.clear();
+        self.arg_next = 0;
     }
 
-    /// Runs the state machine over the unconsumed input.
-    fn scan(&mut self, events: &mut Vec<ParseEvent>) {
+    /// Runs the state machine over `text` (the unconsumed input); returns
+    /// how many of its bytes are consumed.
+    fn scan(&mut self, text: &str, events: &mut dyn FnMut(ParseEvent)) -> usize {
+        let bytes = text.as_bytes();
+        let mut pos = 0;
         loop {
-            let bytes = self.buf.as_bytes();
-            let from = self.search_from.max(self.pos);
+            let from = self.search_from.max(pos);
             match self.state {
                 State::Text => match self.start.find(&bytes[from..]) {
                     Some(offset) => {
                         let at = from + offset;
-                        push_text(events, &self.buf[self.pos..at]);
-                        self.pos = at + self.start_text.len();
-                        self.search_from = self.pos;
+                        push_text(events, &text[pos..at]);
+                        pos = at + self.start_text.len();
+                        self.search_from = pos;
                         self.state = State::Header;
                     }
                     None => {
                         self.search_from =
-                            resume_point(bytes.len(), self.start.needle().len(), self.pos);
-                        return;
+                            resume_point(bytes.len(), self.start.needle().len(), pos);
+                        return pos;
                     }
                 },
                 State::Header => match memchr::memchr(b'\n', &bytes[from..]) {
                     Some(offset) => {
                         let at = from + offset;
-                        if at - self.pos > self.max_block_bytes {
+                        if at - pos > self.max_block_bytes {
                             self.search_from = at + 1;
-                            self.oversized(events);
+                            pos = self.oversized(text, pos, events);
                             continue;
                         }
-                        let header = parse_header(&self.buf[self.pos..at], &mut self.session);
+                        let header = parse_header(&text[pos..at], &mut self.session);
                         self.pending_header = Some(header);
-                        self.pos = at + 1;
-                        self.search_from = self.pos;
+                        pos = at + 1;
+                        self.search_from = pos;
+                        self.arg_marks.clear();
+                        self.arg_next = 0;
                         self.state = State::Body;
                     }
                     None => {
                         self.search_from = bytes.len();
-                        if bytes.len() - self.pos > self.max_block_bytes {
-                            self.oversized(events);
+                        if bytes.len() - pos > self.max_block_bytes {
+                            pos = self.oversized(text, pos, events);
                         } else {
-                            return;
+                            return pos;
                         }
                     }
                 },
                 State::Body | State::Skip => {
-                    let end = self.end.find(&bytes[from..]).map(|o| from + o);
-                    let limit = end.unwrap_or(bytes.len());
-                    let start = self.start.find(&bytes[from..limit]).map(|o| from + o);
-                    let (body_end, resume) = match (start, end) {
-                        // Implicit termination: the next block starts here; its marker stays.
-                        (Some(s), _) => (s, s),
-                        (None, Some(e)) => (e, e + self.end.needle().len()),
-                        (None, None) => {
-                            let longest = self.start.needle().len().max(self.end.needle().len());
-                            self.search_from = resume_point(bytes.len(), longest, self.pos);
+                    let (body_end, resume) = match self.body_end(bytes, pos, from) {
+                        BodyEnd::Start(at) => (at, at),
+                        BodyEnd::End(at) => (at, at + self.end.needle().len()),
+                        BodyEnd::Undecided(resume) => {
+                            self.search_from = resume;
                             if self.state == State::Body
-                                && self.search_from - self.pos > self.max_block_bytes
+                                && self.search_from - pos > self.max_block_bytes
                             {
-                                self.oversized(events);
+                                pos = self.oversized(text, pos, events);
                                 continue;
                             }
                             if self.state == State::Skip {
                                 // Nothing of a skipped block is kept but a possible marker prefix.
-                                self.pos = self.search_from;
+                                pos = self.search_from;
                             }
-                            return;
+                            return pos;
                         }
                     };
                     if self.state == State::Body {
-                        let (name, id, deps) = self.pending_header.take().unwrap_or_default();
-                        let call = if body_end - self.pos > self.max_block_bytes {
-                            oversized_call((name, id, deps), self.max_block_bytes)
+                        let header = self.pending_header.take().unwrap_or_default();
+                        let call = if body_end - pos > self.max_block_bytes {
+                            oversized_call(header, self.max_block_bytes)
                         } else {
-                            build_call(name, id, deps, &self.buf[self.pos..body_end], &self.arg)
+                            let body = &text[pos..body_end];
+                            let marks = Some(self.arg_marks.as_slice());
+                            build_call(header, body, &self.arg, marks, &mut self.scratch)
                         };
-                        events.push(ParseEvent::Call(call));
+                        events(ParseEvent::Call(call));
                     }
-                    self.pos = resume;
+                    pos = resume;
                     self.search_from = resume;
                     self.state = State::Text;
                 }
@@ -349,37 +497,71 @@ impl Parser {
         }
     }
 
+    /// One pass over a block body from `from` (the body starts at
+    /// `body_start`): finds where it ends (the first end or start marker;
+    /// at the same place the end marker wins, as in llmist) and, on the
+    /// way, records the argument markers. A candidate that the input ends
+    /// inside of a marker leaves the end undecided.
+    fn body_end(&mut self, bytes: &[u8], body_start: usize, from: usize) -> BodyEnd {
+        let record = self.state == State::Body;
+        let (start, end, arg) = (self.start.needle(), self.end.needle(), self.arg.needle());
+        let cut_short =
+            |rest: &[u8], marker: &[u8]| rest.len() < marker.len() && marker.starts_with(rest);
+        let mut at = from;
+        loop {
+            let Some(offset) = self.candidates.find(&bytes[at..]) else {
+                let holdback = self.candidates.holdback();
+                return BodyEnd::Undecided(bytes.len().saturating_sub(holdback).max(at));
+            };
+            let candidate = at + offset;
+            let rest = &bytes[candidate..];
+            if rest.starts_with(end) {
+                return BodyEnd::End(candidate);
+            }
+            if cut_short(rest, end) {
+                return BodyEnd::Undecided(candidate);
+            }
+            if rest.starts_with(start) {
+                return BodyEnd::Start(candidate);
+            }
+            if cut_short(rest, start) {
+                return BodyEnd::Undecided(candidate);
+            }
+            let relative = candidate - body_start;
+            if record && relative >= self.arg_next {
+                if rest.starts_with(arg) {
+                    self.arg_marks.push(relative);
+                    self.arg_next = relative + arg.len();
+                } else if cut_short(rest, arg) {
+                    return BodyEnd::Undecided(candidate);
+                }
+            }
+            at = candidate + 1;
+        }
+    }
+
     /// The block being read passed the size cap: report it as a call with
-    /// a parse error, and skip the rest of it.
-    fn oversized(&mut self, events: &mut Vec<ParseEvent>) {
+    /// a parse error, and skip the rest of it. Returns the new position.
+    fn oversized(&mut self, text: &str, pos: usize, events: &mut dyn FnMut(ParseEvent)) -> usize {
         let header = match self.pending_header.take() {
             Some(header) => header,
             // Still in the header: name the call after its first bytes.
             None => {
-                let cut = floor_char_boundary(&self.buf, (self.pos + 64).min(self.buf.len()));
+                let cut = floor_char_boundary(text, (pos + 64).min(text.len()));
                 (
-                    js_trim(&self.buf[self.pos..cut]).to_string(),
+                    js_trim(&text[pos..cut]).to_string(),
                     String::new(),
                     Vec::new(),
                 )
             }
         };
-        events.push(ParseEvent::Call(oversized_call(
+        events(ParseEvent::Call(oversized_call(
             header,
             self.max_block_bytes,
         )));
         self.state = State::Skip;
-        self.pos = self.search_from.min(self.buf.len());
-    }
-
-    /// Drops consumed input, once per `feed` (never per event, which
-    /// would make many small blocks in one chunk quadratic).
-    fn compact(&mut self) {
-        if self.pos > 0 {
-            self.buf.drain(..self.pos);
-            self.search_from = self.search_from.saturating_sub(self.pos);
-            self.pos = 0;
-        }
+        self.arg_marks.clear();
+        self.search_from.min(text.len())
     }
 }
 
@@ -389,8 +571,7 @@ fn oversized_call((name, invocation_id, dependencies): Header, limit: usize) -> 
         invocation_id,
         dependencies,
         parameters_raw: String::new(),
-        parameters: None,
-        arguments: Vec::new(),
+        spans: Vec::new(),
         parse_error: Some(format!(
             "Block exceeds the {limit}-byte limit on one gadget call's header or body; it was not parsed"
         )),
@@ -410,9 +591,9 @@ fn floor_char_boundary(s: &str, mut at: usize) -> usize {
     at
 }
 
-fn push_text(events: &mut Vec<ParseEvent>, text: &str) {
+fn push_text(events: &mut dyn FnMut(ParseEvent), text: &str) {
     if !js_trim(text).is_empty() {
-        events.push(ParseEvent::Text(text.to_string()));
+        events(ParseEvent::Text(text.to_string()));
     }
 }
 
@@ -420,45 +601,322 @@ fn push_text(events: &mut Vec<ParseEvent>, text: &str) {
 /// separate dependencies too). The line is trimmed as a whole, not per part.
 fn parse_header(line: &str, session: &mut Session) -> Header {
     let line = js_trim(line);
-    let parts: Vec<&str> = line.split(':').collect();
-    let name = parts[0].to_string();
-    let id = match parts.get(1) {
+    let mut parts = line.split(':');
+    let name = parts.next().unwrap_or_default().to_string();
+    let id = match parts.next() {
         Some(id) => js_trim(id).to_string(),
         None => session.next_auto_id(),
     };
     let mut deps: Vec<String> = Vec::new();
-    if parts.len() > 2 {
-        for dep in parts[2..].iter().flat_map(|p| p.split(',')) {
-            let dep = js_trim(dep);
-            if !dep.is_empty() && !deps.iter().any(|d| d == dep) {
-                deps.push(dep.to_string());
-            }
+    for dep in parts.flat_map(|p| p.split(',')) {
+        let dep = js_trim(dep);
+        if !dep.is_empty() && !deps.iter().any(|d| d == dep) {
+            deps.push(dep.to_string());
         }
     }
     (name, id, deps)
 }
 
+/// Builds the call for one block body. `marks` are the argument markers
+/// the scan found in the body, if it recorded them; otherwise (and when
+/// trimming or fence stripping cut through one) the parameter section is
+/// searched again.
 fn build_call(
-    name: String,
-    invocation_id: String,
-    dependencies: Vec<String>,
+    (name, invocation_id, dependencies): Header,
     body: &str,
-    arg: &str,
+    arg: &Finder,
+    marks: Option<&[usize]>,
+    scratch: &mut Vec<PointerNode>,
 ) -> GadgetCall {
-    let parameters_raw = js_trim(body).to_string();
-    let (parameters, arguments, parse_error) =
-        match parse_block_params(strip_fences(&parameters_raw), arg) {
-            Ok((parameters, arguments)) => (Some(parameters), arguments, None),
-            Err((arguments, error)) => (None, arguments, Some(error)),
-        };
-    GadgetCall {
+    let trimmed = js_trim(body);
+    let parameters_raw = trimmed.to_string();
+    let content = strip_fences(&parameters_raw);
+    // `content` is a slice of `parameters_raw`: spans are offsets into it.
+    let base = content.as_ptr() as usize - parameters_raw.as_ptr() as usize;
+    // Where `content` starts and ends in `body`.
+    let in_body = trimmed.as_ptr() as usize - body.as_ptr() as usize + base;
+    let (lo, hi) = (in_body, in_body + content.len());
+    let marker = arg.needle().len();
+    let marks = marks.filter(|marks| {
+        // A mark cut by the section's edges would change how `split` pairs the rest.
+        !marks
+            .iter()
+            .any(|&m| (m < lo && m + marker > lo) || (m < hi && m + marker > hi))
+    });
+    let spans = match marks {
+        Some(marks) => {
+            let inside = marks
+                .iter()
+                .filter(|&&m| m >= lo && m + marker <= hi)
+                .map(|&m| m - lo);
+            split_arguments(content, inside, marker, base)
+        }
+        None => {
+            let bytes = content.as_bytes();
+            let mut next = 0;
+            let found = std::iter::from_fn(|| {
+                let at = next + arg.find(&bytes[next..])?;
+                next = at + marker;
+                Some(at)
+            });
+            split_arguments(content, found, marker, base)
+        }
+    };
+    let mut call = GadgetCall {
         name,
         invocation_id,
         dependencies,
         parameters_raw,
-        parameters,
-        arguments,
-        parse_error,
+        parse_error: None,
+        spans,
+    };
+    call.parse_error = first_parse_error(&call, scratch);
+    call
+}
+
+/// Splits the parameter section on the argument marker, as llmist's
+/// `content.split(argPrefix)`: text before the first marker is ignored; per
+/// part, the pointer is the trimmed first line (an empty one skips the
+/// part) and the value is the rest minus exactly one trailing `\n`.
+fn split_arguments(
+    content: &str,
+    mut marks: impl Iterator<Item = usize>,
+    marker: usize,
+    base: usize,
+) -> Vec<ArgumentSpan> {
+    let bytes = content.as_bytes();
+    let mut spans = Vec::new();
+    let Some(first) = marks.next() else {
+        return spans;
+    };
+    let mut part_start = first + marker;
+    loop {
+        let next = marks.next();
+        let part_end = next.unwrap_or(bytes.len());
+        let part = &content[part_start..part_end];
+        let (pointer, value) = match memchr::memchr(b'\n', part.as_bytes()) {
+            Some(nl) => {
+                let value_start = part_start + nl + 1;
+                let value_end = if part.ends_with('\n') && part_end > value_start {
+                    part_end - 1
+                } else {
+                    part_end
+                };
+                (
+                    trim_range(content, part_start, part_start + nl),
+                    value_start..value_end,
+                )
+            }
+            None => (
+                trim_range(content, part_start, part_end),
+                part_end..part_end,
+            ),
+        };
+        if !pointer.is_empty() {
+            spans.push(ArgumentSpan {
+                pointer: pointer.start + base..pointer.end + base,
+                value: value.start + base..value.end + base,
+            });
+        }
+        match next {
+            Some(at) => part_start = at + marker,
+            None => return spans,
+        }
+    }
+}
+
+/// The byte range of `text[start..end]` after a JavaScript trim.
+fn trim_range(text: &str, start: usize, end: usize) -> std::ops::Range<usize> {
+    let slice = &text[start..end];
+    let trimmed = js_trim(slice);
+    let offset = trimmed.as_ptr() as usize - slice.as_ptr() as usize;
+    start + offset..start + offset + trimmed.len()
+}
+
+/// Past this many arguments the pointer check builds the parameters
+/// instead: its node lookup is linear, so quadratic in the argument count.
+const POINTER_CHECK_MAX_ARGUMENTS: usize = 64;
+
+/// The error building the parameters would hit, found without building
+/// them: only the shape (containers, scalar types, array lengths) decides
+/// whether `set_by_pointer` fails, so a small tree of segments in a reused
+/// arena stands in for the JSON value. The unit tests compare the two.
+fn first_parse_error(call: &GadgetCall, nodes: &mut Vec<PointerNode>) -> Option<String> {
+    if call.spans.len() > POINTER_CHECK_MAX_ARGUMENTS {
+        return build_parameters(call.arguments(), coerce).err();
+    }
+    nodes.clear();
+    nodes.push(PointerNode::root());
+    for (i, (pointer, raw)) in call.arguments().enumerate() {
+        if call
+            .arguments()
+            .take(i)
+            .any(|(earlier, _)| earlier == pointer)
+        {
+            return Some(format!("Duplicate pointer: {pointer}"));
+        }
+        if let Err(error) = check_pointer(nodes, &call.parameters_raw, pointer, coerced_type(raw)) {
+            return Some(error);
+        }
+    }
+    None
+}
+
+/// One place in the parameters' shape: a child of `parent` (as it was in
+/// generation `parent_generation`: a container replaced by a scalar orphans
+/// its children) under `key`.
+#[derive(Debug, Clone)]
+struct PointerNode {
+    parent: usize,
+    parent_generation: u32,
+    key: NodeKey,
+    kind: NodeKind,
+    generation: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum NodeKey {
+    /// An object key: the segment's byte range in the call's `parameters_raw`
+    /// (every pointer is a slice of it), so the check allocates nothing.
+    Name(std::ops::Range<usize>),
+    Index(usize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NodeKind {
+    Object,
+    Array(usize),
+    Scalar(&'static str),
+}
+
+impl PointerNode {
+    fn root() -> PointerNode {
+        PointerNode {
+            parent: usize::MAX,
+            parent_generation: 0,
+            key: NodeKey::Index(0),
+            kind: NodeKind::Object,
+            generation: 0,
+        }
+    }
+}
+
+/// The JSON type `coerce` gives a raw value, without building it.
+fn coerced_type(raw: &str) -> &'static str {
+    match coerce_kind(raw) {
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        _ => "string",
+    }
+}
+
+/// `coerce` for everything but strings, which it leaves empty.
+fn coerce_kind(raw: &str) -> Value {
+    if raw.contains('\n') {
+        return Value::Null;
+    }
+    let t = js_trim(raw);
+    if t == "true" || t == "false" {
+        return Value::Bool(true);
+    }
+    if is_plain_decimal(t) && t.parse::<f64>().is_ok_and(f64::is_finite) {
+        return Value::Number(0.into());
+    }
+    Value::Null
+}
+
+/// `set_by_pointer` on the shape tree: the same walk, the same errors.
+fn check_pointer(
+    nodes: &mut Vec<PointerNode>,
+    text: &str,
+    pointer: &str,
+    leaf: &'static str,
+) -> Result<(), String> {
+    let offset = |part: &str| part.as_ptr() as usize - text.as_ptr() as usize;
+    let same_key = |a: &NodeKey, b: &NodeKey| match (a, b) {
+        (NodeKey::Name(a), NodeKey::Name(b)) => text[a.clone()] == text[b.clone()],
+        (NodeKey::Index(a), NodeKey::Index(b)) => a == b,
+        _ => false,
+    };
+    let mut segments = pointer.split('/').peekable();
+    let mut current = 0;
+    let mut walked = 0;
+    while let Some(segment) = segments.next() {
+        let next = segments.peek().copied();
+        let fresh = if next.is_some_and(is_ascii_index) {
+            NodeKind::Array(0)
+        } else {
+            NodeKind::Object
+        };
+        let key = match nodes[current].kind {
+            NodeKind::Object => NodeKey::Name(offset(segment)..offset(segment) + segment.len()),
+            NodeKind::Array(len) => {
+                let index = parse_index(segment)
+                    .ok_or_else(|| format!("Invalid array index: {segment}"))?;
+                if index > len {
+                    return Err(format!("Array index gap: expected {len}, got {index}"));
+                }
+                if index == len {
+                    nodes[current].kind = NodeKind::Array(len + 1);
+                }
+                NodeKey::Index(index)
+            }
+            NodeKind::Scalar(kind) => {
+                return Err(format!(
+                    "Cannot write '{segment}' below the {kind} value at '{}' (pointer '{pointer}')",
+                    &pointer[..walked.max(1) - 1]
+                ));
+            }
+        };
+        walked += segment.len() + 1;
+        let generation = nodes[current].generation;
+        let existing = nodes.iter().position(|node| {
+            node.parent == current
+                && node.parent_generation == generation
+                && same_key(&node.key, &key)
+        });
+        let child = match existing {
+            Some(child) => child,
+            None => {
+                nodes.push(PointerNode {
+                    parent: current,
+                    parent_generation: generation,
+                    key,
+                    kind: fresh,
+                    generation: 0,
+                });
+                nodes.len() - 1
+            }
+        };
+        if next.is_none() {
+            // The leaf is written: whatever was here is replaced.
+            let node = &mut nodes[child];
+            node.kind = NodeKind::Scalar(leaf);
+            node.generation += 1;
+            return Ok(());
+        }
+        current = child;
+    }
+    Ok(())
+}
+
+/// Builds the parameters from (pointer, raw value) pairs with `coerce_value`.
+fn build_parameters<'a>(
+    arguments: impl Iterator<Item = (&'a str, &'a str)>,
+    coerce_value: impl Fn(&str) -> Value,
+) -> Result<Map<String, Value>, String> {
+    let mut root = Value::Object(Map::new());
+    let mut seen: Vec<&str> = Vec::new();
+    for (pointer, raw) in arguments {
+        if seen.contains(&pointer) {
+            return Err(format!("Duplicate pointer: {pointer}"));
+        }
+        seen.push(pointer);
+        set_by_pointer(&mut root, pointer, coerce_value(raw))?;
+    }
+    match root {
+        Value::Object(map) => Ok(map),
+        _ => Err("parameters are not an object".into()),
     }
 }
 
@@ -489,47 +947,6 @@ pub fn strip_fences(raw: &str) -> &str {
         return content;
     };
     js_trim(before.strip_suffix('\n').unwrap_or(before))
-}
-
-type Arguments = Vec<(String, String)>;
-
-/// Splits the body on the argument marker and builds the parameters.
-fn parse_block_params(
-    content: &str,
-    arg: &str,
-) -> Result<(Map<String, Value>, Arguments), (Arguments, String)> {
-    let mut root = Value::Object(Map::new());
-    let mut arguments: Arguments = Vec::new();
-    let mut error = None;
-    // Text before the first marker is ignored, as llmist does.
-    for part in content.split(arg).skip(1) {
-        let (pointer, value) = match part.find('\n') {
-            Some(nl) => {
-                let value = &part[nl + 1..];
-                (
-                    js_trim(&part[..nl]),
-                    value.strip_suffix('\n').unwrap_or(value),
-                )
-            }
-            None => (js_trim(part), ""),
-        };
-        if pointer.is_empty() {
-            continue;
-        }
-        if error.is_none() {
-            if arguments.iter().any(|(p, _)| p == pointer) {
-                error = Some(format!("Duplicate pointer: {pointer}"));
-            } else if let Err(e) = set_by_pointer(&mut root, pointer, coerce(value)) {
-                error = Some(e);
-            }
-        }
-        arguments.push((pointer.to_string(), value.to_string()));
-    }
-    match (error, root) {
-        (Some(e), _) => Err((arguments, e)),
-        (None, Value::Object(map)) => Ok((map, arguments)),
-        (None, _) => Err((arguments, "parameters are not an object".into())),
-    }
 }
 
 /// Writes `value` at a `/`-separated pointer (no `~0`/`~1` unescaping, as
@@ -680,23 +1097,23 @@ enum Expected {
 /// a boolean field takes exactly `true` / `false`; unions and unknown paths
 /// fall back to the schema-less rules; multi-line values are never coerced
 /// to numbers or booleans.
-pub fn coerce_with_schema(
-    arguments: &[(String, String)],
+pub fn coerce_with_schema<'a>(
+    arguments: impl IntoIterator<Item = (&'a str, &'a str)>,
     schema: &Value,
 ) -> Result<Map<String, Value>, String> {
     let mut root = Value::Object(Map::new());
     for (pointer, raw) in arguments {
         let value = match expected_at(schema, pointer) {
-            Expected::String => Value::String(raw.clone()),
-            _ if raw.contains('\n') => Value::String(raw.clone()),
+            Expected::String => Value::String(raw.to_string()),
+            _ if raw.contains('\n') => Value::String(raw.to_string()),
             Expected::Number => match js_number(js_trim(raw)) {
                 Some(number) => json_number(number),
-                None => Value::String(raw.clone()),
+                None => Value::String(raw.to_string()),
             },
             Expected::Boolean => match js_trim(raw) {
                 "true" => Value::Bool(true),
                 "false" => Value::Bool(false),
-                _ => Value::String(raw.clone()),
+                _ => Value::String(raw.to_string()),
             },
             Expected::Unknown => coerce(raw),
         };
@@ -914,7 +1331,7 @@ mod tests {
                     .contains("100-byte limit")
             );
             assert_eq!(
-                calls[1].parameters,
+                calls[1].parameters(),
                 Some(json!({ "v": 1 }).as_object().unwrap().clone())
             );
             let text: String = events
@@ -977,7 +1394,7 @@ mod tests {
                 "items": { "type": "array", "items": { "type": "object", "properties": { "qty": { "type": "number" } } } }
             }
         });
-        let args: Vec<(String, String)> = [
+        let args = [
             ("n", "1e3"),
             ("s", "42"),
             ("b", "true"),
@@ -986,21 +1403,15 @@ mod tests {
             ("mode", "1"),
             ("items/0/qty", ".5"),
             ("unknown", "12"),
-        ]
-        .iter()
-        .map(|(p, v)| (p.to_string(), v.to_string()))
-        .collect();
-        let params = Value::Object(coerce_with_schema(&args, &schema).unwrap());
+        ];
+        let params = Value::Object(coerce_with_schema(args, &schema).unwrap());
         assert_eq!(
             params,
             json!({ "n": 1000, "s": "42", "b": true, "opt": 16, "either": 7, "mode": "1", "items": [{ "qty": 0.5 }], "unknown": 12 })
         );
         // A string field keeps its raw text, untrimmed; multi-line never becomes a number.
-        let args = vec![
-            ("s".to_string(), "  x \n".to_string()),
-            ("n".to_string(), "4\n2".to_string()),
-        ];
-        let params = coerce_with_schema(&args, &schema).unwrap();
+        let args = [("s", "  x \n"), ("n", "4\n2")];
+        let params = coerce_with_schema(args, &schema).unwrap();
         assert_eq!(params["s"], json!("  x \n"));
         assert_eq!(params["n"], json!("4\n2"));
     }
@@ -1047,7 +1458,7 @@ mod tests {
             "!!!GADGET_START:A\n!!!ARG:a\nx\n!!!ARG:a/b\ny\n!!!GADGET_END",
         );
         let call = calls(&events)[0];
-        assert!(call.parameters.is_none());
+        assert!(call.parameters().is_none());
         assert!(
             call.parse_error
                 .as_deref()
@@ -1055,6 +1466,33 @@ mod tests {
                 .contains("below the string value"),
             "{call:?}"
         );
-        assert_eq!(call.arguments.len(), 2, "raw arguments are kept");
+        assert_eq!(call.arguments().len(), 2, "raw arguments are kept");
+    }
+
+    proptest::proptest! {
+        /// The shape check finds exactly the error building the parameters
+        /// finds (or none), for pointers full of arrays, gaps, bad indices,
+        /// scalars written over and below.
+        #[test]
+        fn pointer_check_agrees_with_building(
+            arguments in proptest::collection::vec(
+                (
+                    proptest::collection::vec(
+                        proptest::sample::select(vec!["a", "b", "0", "1", "2", "00", "-1", "x", ""]),
+                        1..4,
+                    ),
+                    proptest::sample::select(vec!["s", "1", "true", "a\nb", " 2 "]),
+                ),
+                0..8,
+            )
+        ) {
+            let body: String = arguments
+                .iter()
+                .map(|(segments, value)| format!("!!!ARG:{}\n{value}\n", segments.join("/")))
+                .collect();
+            let call = GadgetCall::new("G", "g", Vec::new(), &body);
+            let built = build_parameters(call.arguments(), coerce).err();
+            proptest::prop_assert_eq!(&call.parse_error, &built, "{}", body);
+        }
     }
 }

@@ -141,7 +141,7 @@ fn run(case: &Case, size: usize) -> (Vec<Value>, String) {
                 "invocationId": c.invocation_id,
                 "dependencies": c.dependencies,
                 "parametersRaw": c.parameters_raw,
-                "parameters": c.parameters,
+                "parameters": c.parameters(),
                 "parseError": c.parse_error,
             }))),
         }
@@ -234,7 +234,7 @@ mod chunk_invariance {
     //! Every chunking of a block-format input gives the same events as
     //! feeding it whole (text compared as its concatenation).
 
-    use gadget_host::parser::{ParseEvent, Parser, ParserBuilder};
+    use gadget_host::parser::{ParseEvent, Parser, ParserBuilder, js_trim, strip_fences};
     use proptest::prelude::*;
 
     fn piece() -> impl Strategy<Value = String> {
@@ -284,11 +284,39 @@ mod chunk_invariance {
             text,
             block,
             Just("!!!GADGET_".to_string()),
-            Just("!!!ARG:x\n".to_string())
+            Just("!!!ARG:x\n".to_string()),
+            // With `@@` as the argument marker: markers that overlap themselves.
+            Just("!!!ARG:@@@ y\n@\n@@@@@\n".to_string())
         ]
     }
 
+    /// llmist's argument split, written plainly: the reference for the
+    /// parser's one-pass marker scan.
+    fn reference_arguments(raw: &str, arg: &str) -> Vec<(String, String)> {
+        strip_fences(raw)
+            .split(arg)
+            .skip(1)
+            .filter_map(|part| {
+                let (pointer, value) = match part.split_once('\n') {
+                    Some((pointer, value)) => (pointer, value.strip_suffix('\n').unwrap_or(value)),
+                    None => (part, ""),
+                };
+                let pointer = js_trim(pointer);
+                (!pointer.is_empty()).then(|| (pointer.to_string(), value.to_string()))
+            })
+            .collect()
+    }
+
     fn feed_all(parser: &mut Parser, input: &str, cuts: &[usize]) -> (Vec<String>, String) {
+        feed_all_with(parser, "!!!ARG:", input, cuts)
+    }
+
+    fn feed_all_with(
+        parser: &mut Parser,
+        arg: &str,
+        input: &str,
+        cuts: &[usize],
+    ) -> (Vec<String>, String) {
         let mut events = Vec::new();
         let mut last = 0;
         let mut points: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
@@ -309,7 +337,18 @@ mod chunk_invariance {
         for event in events {
             match event {
                 ParseEvent::Text(t) => text.push_str(&t),
-                ParseEvent::Call(c) => calls.push(format!("{c:?}")),
+                ParseEvent::Call(c) => {
+                    let arguments: Vec<(String, String)> = c
+                        .arguments()
+                        .map(|(p, v)| (p.to_string(), v.to_string()))
+                        .collect();
+                    assert_eq!(
+                        arguments,
+                        reference_arguments(&c.parameters_raw, arg),
+                        "{c:?}"
+                    );
+                    calls.push(format!("{c:?}"))
+                }
             }
         }
         (calls, text)
@@ -332,7 +371,7 @@ mod chunk_invariance {
         fn custom_markers_are_chunk_invariant_too(pieces in prop::collection::vec(piece(), 0..10), cuts in prop::collection::vec(any::<usize>(), 0..30)) {
             let input = pieces.concat().replace("!!!GADGET_START:", "<<T:").replace("!!!GADGET_END", "<<E").replace("!!!ARG:", "@@");
             let build = || ParserBuilder::new().start_marker("<<T:").end_marker("<<E").arg_marker("@@").build().unwrap();
-            prop_assert_eq!(feed_all(&mut build(), &input, &[]), feed_all(&mut build(), &input, &cuts));
+            prop_assert_eq!(feed_all_with(&mut build(), "@@", &input, &[]), feed_all_with(&mut build(), "@@", &input, &cuts));
         }
 
         #[test]

@@ -281,41 +281,23 @@ enum BodyEnd {
     Undecided(usize),
 }
 
-/// Candidate positions for a marker: the markers' common prefix, or, when
-/// they share none, any of their first bytes.
-enum Candidates {
-    Prefix(Box<Finder<'static>>),
-    FirstBytes(u8, u8, u8),
-}
+/// Candidate positions for a marker: any of the markers' first bytes. A
+/// byte search has no set-up cost, which matters for small chunks, and
+/// every candidate is checked against each marker (a bounded comparison,
+/// so even input made of nothing but first bytes stays linear).
+struct Candidates([u8; 3]);
 
 impl Candidates {
     fn new(markers: [&str; 3]) -> Candidates {
-        let [a, b, c] = markers.map(str::as_bytes);
-        let common = a
-            .iter()
-            .zip(b)
-            .zip(c)
-            .take_while(|((x, y), z)| x == y && y == z)
-            .count();
-        if common > 0 {
-            Candidates::Prefix(Box::new(Finder::new(&a[..common]).into_owned()))
-        } else {
-            Candidates::FirstBytes(a[0], b[0], c[0])
-        }
+        Candidates(markers.map(|marker| marker.as_bytes()[0]))
     }
 
     fn find(&self, haystack: &[u8]) -> Option<usize> {
-        match self {
-            Candidates::Prefix(finder) => finder.find(haystack),
-            Candidates::FirstBytes(a, b, c) => memchr::memchr3(*a, *b, *c, haystack),
-        }
-    }
-
-    /// How many bytes at the end of the input may begin a candidate that is not found yet.
-    fn holdback(&self) -> usize {
-        match self {
-            Candidates::Prefix(finder) => finder.needle().len() - 1,
-            Candidates::FirstBytes(..) => 0,
+        let [a, b, c] = self.0;
+        if a == b && b == c {
+            memchr::memchr(a, haystack)
+        } else {
+            memchr::memchr3(a, b, c, haystack)
         }
     }
 }
@@ -510,8 +492,7 @@ impl Parser {
         let mut at = from;
         loop {
             let Some(offset) = self.candidates.find(&bytes[at..]) else {
-                let holdback = self.candidates.holdback();
-                return BodyEnd::Undecided(bytes.len().saturating_sub(holdback).max(at));
+                return BodyEnd::Undecided(bytes.len());
             };
             let candidate = at + offset;
             let rest = &bytes[candidate..];
@@ -745,9 +726,10 @@ fn first_parse_error(call: &GadgetCall, nodes: &mut Vec<PointerNode>) -> Option<
     if call.spans.len() > POINTER_CHECK_MAX_ARGUMENTS {
         return build_parameters(call.arguments(), coerce).err();
     }
+    let nested = call.arguments().any(|(pointer, _)| pointer.as_bytes().contains(&b'/'));
     nodes.clear();
     nodes.push(PointerNode::root());
-    for (i, (pointer, raw)) in call.arguments().enumerate() {
+    for (i, (pointer, _)) in call.arguments().enumerate() {
         if call
             .arguments()
             .take(i)
@@ -755,7 +737,9 @@ fn first_parse_error(call: &GadgetCall, nodes: &mut Vec<PointerNode>) -> Option<
         {
             return Some(format!("Duplicate pointer: {pointer}"));
         }
-        if let Err(error) = check_pointer(nodes, &call.parameters_raw, pointer, coerced_type(raw)) {
+        // Without a `/` anywhere, every pointer is a key of the root
+        // object, and only a duplicate can fail.
+        if nested && let Err(error) = check_pointer(nodes, call, pointer, i) {
             return Some(error);
         }
     }
@@ -786,7 +770,8 @@ enum NodeKey {
 enum NodeKind {
     Object,
     Array(usize),
-    Scalar(&'static str),
+    /// Written by the argument with this index.
+    Scalar(usize),
 }
 
 impl PointerNode {
@@ -812,7 +797,7 @@ fn coerced_type(raw: &str) -> &'static str {
 
 /// `coerce` for everything but strings, which it leaves empty.
 fn coerce_kind(raw: &str) -> Value {
-    if raw.contains('\n') {
+    if memchr::memchr(b'\n', raw.as_bytes()).is_some() {
         return Value::Null;
     }
     let t = js_trim(raw);
@@ -828,10 +813,11 @@ fn coerce_kind(raw: &str) -> Value {
 /// `set_by_pointer` on the shape tree: the same walk, the same errors.
 fn check_pointer(
     nodes: &mut Vec<PointerNode>,
-    text: &str,
+    call: &GadgetCall,
     pointer: &str,
-    leaf: &'static str,
+    argument: usize,
 ) -> Result<(), String> {
+    let text = call.parameters_raw.as_str();
     let offset = |part: &str| part.as_ptr() as usize - text.as_ptr() as usize;
     let same_key = |a: &NodeKey, b: &NodeKey| match (a, b) {
         (NodeKey::Name(a), NodeKey::Name(b)) => text[a.clone()] == text[b.clone()],
@@ -861,7 +847,9 @@ fn check_pointer(
                 }
                 NodeKey::Index(index)
             }
-            NodeKind::Scalar(kind) => {
+            NodeKind::Scalar(writer) => {
+                let raw = call.arguments().nth(writer).map_or("", |(_, raw)| raw);
+                let kind = coerced_type(raw);
                 return Err(format!(
                     "Cannot write '{segment}' below the {kind} value at '{}' (pointer '{pointer}')",
                     &pointer[..walked.max(1) - 1]
@@ -891,7 +879,7 @@ fn check_pointer(
         if next.is_none() {
             // The leaf is written: whatever was here is replaced.
             let node = &mut nodes[child];
-            node.kind = NodeKind::Scalar(leaf);
+            node.kind = NodeKind::Scalar(argument);
             node.generation += 1;
             return Ok(());
         }
@@ -1041,7 +1029,7 @@ pub fn json_type(value: &Value) -> &'static str {
 /// `false` are booleans; `-?digits(.digits)?` is a number when finite;
 /// anything else is the original, untrimmed text.
 pub fn coerce(value: &str) -> Value {
-    if value.contains('\n') {
+    if memchr::memchr(b'\n', value.as_bytes()).is_some() {
         return Value::String(value.to_string());
     }
     let t = js_trim(value);
@@ -1105,7 +1093,7 @@ pub fn coerce_with_schema<'a>(
     for (pointer, raw) in arguments {
         let value = match expected_at(schema, pointer) {
             Expected::String => Value::String(raw.to_string()),
-            _ if raw.contains('\n') => Value::String(raw.to_string()),
+            _ if memchr::memchr(b'\n', raw.as_bytes()).is_some() => Value::String(raw.to_string()),
             Expected::Number => match js_number(js_trim(raw)) {
                 Some(number) => json_number(number),
                 None => Value::String(raw.to_string()),
@@ -1242,7 +1230,21 @@ pub fn is_js_space(c: char) -> bool {
 
 /// JavaScript's `trim()`.
 pub fn js_trim(s: &str) -> &str {
-    s.trim_matches(is_js_space)
+    // ASCII first: whitespace around model output is almost always ASCII,
+    // and a byte test is much cheaper than decoding characters.
+    let is_ascii_space = |b: &u8| matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ');
+    let bytes = s.as_bytes();
+    let start = bytes.iter().position(|b| !is_ascii_space(b)).unwrap_or(bytes.len());
+    let end = bytes.iter().rposition(|b| !is_ascii_space(b)).map_or(start, |i| i + 1);
+    let rest = &s[start..end.max(start)];
+    // Only a non-ASCII byte at either edge can be more JavaScript whitespace.
+    if rest.as_bytes().first().is_some_and(|b| !b.is_ascii())
+        || rest.as_bytes().last().is_some_and(|b| !b.is_ascii())
+    {
+        rest.trim_matches(is_js_space)
+    } else {
+        rest
+    }
 }
 
 impl Default for Parser {

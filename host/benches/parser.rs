@@ -20,12 +20,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
-use gadget_host::parser::{ParseEvent, Parser};
+use gadget_host::parser::{EventRef, ParseEvent, Parser};
 
 struct Case {
     name: &'static str,
     generator: &'static [&'static str],
     chunk: Option<usize>,
+    owned: bool,
 }
 
 const CASES: &[Case] = &[
@@ -33,26 +34,37 @@ const CASES: &[Case] = &[
         name: "mixed-20MB/whole",
         generator: &["mixed", "--mb", "20", "--seed", "1"],
         chunk: None,
+        owned: false,
     },
     Case {
         name: "mixed-20MB/chunk-64",
         generator: &["mixed", "--mb", "20", "--seed", "1"],
         chunk: Some(64),
+        owned: false,
     },
     Case {
         name: "mixed-20MB/chunk-7",
         generator: &["mixed", "--mb", "20", "--seed", "1"],
         chunk: Some(7),
+        owned: false,
+    },
+    Case {
+        name: "mixed-20MB/whole, owned events",
+        generator: &["mixed", "--mb", "20", "--seed", "1"],
+        chunk: None,
+        owned: true,
     },
     Case {
         name: "textonly-2MB/chunk-64",
         generator: &["textonly", "--mb", "2"],
         chunk: Some(64),
+        owned: false,
     },
     Case {
         name: "bigvalue-2MB/chunk-64",
         generator: &["bigvalue", "--mb", "2"],
         chunk: Some(64),
+        owned: false,
     },
 ];
 
@@ -83,8 +95,29 @@ fn chunks(text: &str, size: usize) -> Vec<&str> {
     pieces
 }
 
-/// Parses every piece and consumes every event; returns (events, calls).
+/// Parses every piece and looks at every event as it is lent (the
+/// allocation-free path a host reads calls through); returns (events, calls).
 fn parse_all(pieces: &[&str]) -> (usize, usize) {
+    let mut parser = Parser::new();
+    let (mut events, mut calls) = (0, 0);
+    let mut consume = |event: EventRef<'_>| {
+        events += 1;
+        if let EventRef::Call(call) = event {
+            calls += 1;
+            black_box(call.header.name);
+            black_box(call.arguments().len());
+        }
+        black_box(event);
+    };
+    for piece in pieces {
+        parser.feed_events(piece, &mut consume);
+    }
+    parser.finish_events(&mut consume);
+    (events, calls)
+}
+
+/// The same with owned events (a `GadgetCall` per block).
+fn parse_all_owned(pieces: &[&str]) -> (usize, usize) {
     let mut parser = Parser::new();
     let (mut events, mut calls) = (0, 0);
     let mut consume = |event: ParseEvent| {
@@ -146,14 +179,19 @@ fn main() {
         };
         let mut group = criterion.benchmark_group("parser");
         group.throughput(Throughput::Bytes(text.len() as u64));
-        group.bench_function(case.name, |b| b.iter(|| parse_all(&pieces)));
+        let run = if case.owned {
+            parse_all_owned
+        } else {
+            parse_all
+        };
+        group.bench_function(case.name, |b| b.iter(|| run(&pieces)));
         group.finish();
 
         // Our figure for the table: the median of 15 timed runs.
         let mut times: Vec<Duration> = (0..15)
             .map(|_| {
                 let started = Instant::now();
-                black_box(parse_all(&pieces));
+                black_box(run(&pieces));
                 started.elapsed()
             })
             .collect();

@@ -98,29 +98,39 @@ enum Command {
     #[command(
         after_help = "Examples:\n  gadget parse < response.txt\n  gadget parse --chunk 7 --start '<<TOOL:' --end '<<END' --arg '@' < custom.txt\n  gadget parse --count < big.txt"
     )]
-    Parse {
-        /// Feed the input N bytes at a time (moved to the next character boundary), as a stream would arrive.
-        #[arg(long, value_name = "N")]
-        chunk: Option<usize>,
-        /// The start marker.
-        #[arg(long, value_name = "MARKER", allow_hyphen_values = true, default_value = crate::parser::DEFAULT_START)]
-        start: String,
-        /// The end marker.
-        #[arg(long, value_name = "MARKER", allow_hyphen_values = true, default_value = crate::parser::DEFAULT_END)]
-        end: String,
-        /// The argument marker.
-        #[arg(long, value_name = "MARKER", allow_hyphen_values = true, default_value = crate::parser::DEFAULT_ARG)]
-        arg: String,
-        /// Print only counts (text events, calls, parse errors), for timing.
-        #[arg(long)]
-        count: bool,
-    },
+    Parse(ParseOptions),
     /// Check a plugin directory or component: manifest, world, specs, schemas, examples.
     #[command(after_help = "Example:\n  gadget check plugins/calculator && echo ok")]
     Check {
         /// A plugin directory (with plugin.toml) or a .wasm component.
         path: PathBuf,
     },
+}
+
+/// Options of `gadget parse`.
+#[derive(Debug, clap::Args)]
+struct ParseOptions {
+    /// Feed the input N bytes at a time (moved to the next character boundary), as a stream would arrive.
+    #[arg(long, value_name = "N")]
+    chunk: Option<usize>,
+    /// The start marker.
+    #[arg(long, value_name = "MARKER", allow_hyphen_values = true, default_value = crate::parser::DEFAULT_START)]
+    start: String,
+    /// The end marker.
+    #[arg(long, value_name = "MARKER", allow_hyphen_values = true, default_value = crate::parser::DEFAULT_END)]
+    end: String,
+    /// The argument marker.
+    #[arg(long, value_name = "MARKER", allow_hyphen_values = true, default_value = crate::parser::DEFAULT_ARG)]
+    arg: String,
+    /// Print only counts (text events, calls, parse errors), for timing.
+    #[arg(long)]
+    count: bool,
+    /// Emit text as it arrives (pieces of segments) instead of whole segments.
+    #[arg(long)]
+    text_deltas: bool,
+    /// Emit `gadget_args_partial` events for argument values of blocks still open at the end of a chunk.
+    #[arg(long)]
+    partials: bool,
 }
 
 /// Runs the CLI; the exit code says how it went.
@@ -178,13 +188,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     };
     let options = || load_options(&cli.global);
     match &cli.command {
-        Command::Parse {
-            chunk,
-            start: start_marker,
-            end,
-            arg,
-            count,
-        } => parse(*chunk, start_marker, end, arg, *count),
+        Command::Parse(options) => parse(options),
         Command::Check { path } => check(&start()?, path, &options()).await,
         Command::List { json } => {
             let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
@@ -818,12 +822,14 @@ async fn check(
 
 /// `gadget parse`: stdin through the block-format parser, events out as
 /// JSON lines in the conformance kit's format.
-fn parse(chunk: Option<usize>, start: &str, end: &str, arg: &str, count: bool) -> Result<ExitCode> {
-    use crate::parser::{ParseEvent, ParserBuilder};
+fn parse(options: &ParseOptions) -> Result<ExitCode> {
+    use crate::parser::{EventRef, ParserBuilder};
     let mut parser = ParserBuilder::new()
-        .start_marker(start)
-        .end_marker(end)
-        .arg_marker(arg)
+        .start_marker(&options.start)
+        .end_marker(&options.end)
+        .arg_marker(&options.arg)
+        .text_deltas(options.text_deltas)
+        .partial_arguments(options.partials)
         .build()
         .context("invalid markers")?;
     let mut bytes = Vec::new();
@@ -831,39 +837,59 @@ fn parse(chunk: Option<usize>, start: &str, end: &str, arg: &str, count: bool) -
         .lock()
         .read_to_end(&mut bytes)
         .context("reading stdin")?;
-    let input = String::from_utf8_lossy(&bytes);
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let (mut texts, mut calls, mut errors) = (0usize, 0usize, 0usize);
-    let mut emit = |events: Vec<ParseEvent>, out: &mut dyn Write| -> Result<()> {
-        for event in events {
-            match event {
-                ParseEvent::Text(content) => {
-                    texts += 1;
-                    if !count {
-                        writeln!(out, "{}", json!({ "type": "text", "content": content }))?;
-                    }
-                }
-                ParseEvent::Call(call) => {
-                    calls += 1;
-                    errors += usize::from(call.parse_error.is_some());
-                    if !count {
-                        let line = json!({ "type": "gadget_call", "call": {
-                            "gadgetName": call.name,
-                            "invocationId": call.invocation_id,
-                            "dependencies": call.dependencies,
-                            "parametersRaw": call.parameters_raw,
-                            "parameters": call.parameters(),
-                            "parseError": call.parse_error,
-                        }});
-                        writeln!(out, "{line}")?;
-                    }
-                }
-            }
-        }
-        Ok(())
+    let input = match std::str::from_utf8(&bytes) {
+        Ok(text) => std::borrow::Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(&bytes),
     };
-    match chunk {
-        None | Some(0) => emit(parser.feed(&input), &mut out)?,
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let (mut texts, mut calls, mut errors, mut partials) = (0usize, 0usize, 0usize, 0usize);
+    let mut failure: Option<std::io::Error> = None;
+    let count = options.count;
+    let mut emit = |event: EventRef<'_>| {
+        let line = match event {
+            EventRef::Text(content) => {
+                texts += 1;
+                if count {
+                    return;
+                }
+                json!({ "type": "text", "content": content })
+            }
+            EventRef::Call(call) => {
+                calls += 1;
+                errors += usize::from(call.parse_error.is_some());
+                if count {
+                    return;
+                }
+                let call = call.to_owned();
+                json!({ "type": "gadget_call", "call": {
+                    "gadgetName": call.name,
+                    "invocationId": call.invocation_id,
+                    "dependencies": call.dependencies,
+                    "parametersRaw": call.parameters_raw,
+                    "parameters": call.parameters(),
+                    "parseError": call.parse_error,
+                }})
+            }
+            EventRef::ArgumentDelta(delta) => {
+                partials += 1;
+                json!({
+                    "type": "gadget_args_partial",
+                    "gadgetName": delta.header.name,
+                    "invocationId": delta.header.invocation_id.to_string(),
+                    "fieldPath": delta.pointer,
+                    "delta": delta.delta,
+                })
+            }
+        };
+        if !count
+            && failure.is_none()
+            && let Err(error) = writeln!(out, "{line}")
+        {
+            failure = Some(error);
+        }
+    };
+    match options.chunk {
+        None | Some(0) => parser.feed_events(&input, &mut emit),
         Some(size) => {
             let mut rest: &str = &input;
             while !rest.is_empty() {
@@ -871,17 +897,24 @@ fn parse(chunk: Option<usize>, start: &str, end: &str, arg: &str, count: bool) -
                 while !rest.is_char_boundary(cut) {
                     cut += 1;
                 }
-                emit(parser.feed(&rest[..cut]), &mut out)?;
+                parser.feed_events(&rest[..cut], &mut emit);
                 rest = &rest[cut..];
             }
         }
     }
-    emit(parser.finish(), &mut out)?;
+    parser.finish_events(&mut emit);
+    if let Some(error) = failure {
+        return Err(error).context("writing stdout");
+    }
     if count {
-        writeln!(
+        write!(
             out,
             "text events: {texts}, calls: {calls}, parse errors: {errors}"
         )?;
+        if options.partials {
+            write!(out, ", argument deltas: {partials}")?;
+        }
+        writeln!(out)?;
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)

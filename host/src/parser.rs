@@ -23,6 +23,7 @@
 //! error and the rest of the block is skipped. No input panics it.
 
 use std::fmt;
+use std::ops::Range;
 
 use memchr::memmem::Finder;
 use serde_json::{Map, Number, Value};
@@ -55,6 +56,8 @@ pub struct ParserBuilder {
     end: String,
     arg: String,
     max_block_bytes: usize,
+    text_deltas: bool,
+    partial_arguments: bool,
 }
 
 impl Default for ParserBuilder {
@@ -64,6 +67,8 @@ impl Default for ParserBuilder {
             end: DEFAULT_END.into(),
             arg: DEFAULT_ARG.into(),
             max_block_bytes: MAX_BLOCK_BYTES,
+            text_deltas: false,
+            partial_arguments: false,
         }
     }
 }
@@ -91,6 +96,30 @@ impl ParserBuilder {
     /// Lowers the block-size cap (tests; hosts with tight memory).
     pub fn max_block_bytes(mut self, bytes: usize) -> Self {
         self.max_block_bytes = bytes.min(MAX_BLOCK_BYTES);
+        self
+    }
+
+    /// Text as it arrives, for live display: each feed emits the text it
+    /// can (holding back only a possible start-marker prefix, and leading
+    /// whitespace until the segment shows something else), so a segment
+    /// comes as several `Text` events whose concatenation is the segment
+    /// the default mode would emit whole. Whitespace-only segments are
+    /// still dropped.
+    pub fn text_deltas(mut self, on: bool) -> Self {
+        self.text_deltas = on;
+        self
+    }
+
+    /// Argument values of a block still being written, for live display:
+    /// at the end of each feed that leaves a block open, an
+    /// `ArgumentDelta` for each argument that grew (the first, possibly
+    /// empty, announces it). A value's deltas concatenate to the start of
+    /// its raw value (held back: one `\n` that may precede the next
+    /// marker, and any possible marker prefix); the last value may show
+    /// trailing whitespace the finished call trims. The `Call` event stays
+    /// the authority; a block completed within one feed has no deltas.
+    pub fn partial_arguments(mut self, on: bool) -> Self {
+        self.partial_arguments = on;
         self
     }
 
@@ -122,15 +151,24 @@ impl ParserBuilder {
             end: Finder::new(self.end.as_bytes()).into_owned(),
             arg: Finder::new(self.arg.as_bytes()).into_owned(),
             candidates: Candidates::new([&self.start, &self.end, &self.arg]),
+            heads: [&self.start, &self.end, &self.arg].map(|m| Head::new(m.as_bytes())),
             start_text: self.start.clone(),
             max_block_bytes: self.max_block_bytes,
+            text_deltas: self.text_deltas,
+            partial_arguments: self.partial_arguments,
             buf: String::new(),
             search_from: 0,
             state: State::Text,
             session: Session::default(),
-            pending_header: None,
+            header_len: 0,
+            auto_id: 0,
             arg_marks: Vec::new(),
             arg_next: 0,
+            partial: PartialProgress::default(),
+            text_has_content: false,
+            text_blank_to: 0,
+            spans: Vec::new(),
+            error: None,
             scratch: Vec::new(),
         })
     }
@@ -144,19 +182,19 @@ pub struct Session {
 }
 
 impl Session {
-    fn next_auto_id(&mut self) -> String {
+    fn next_auto_id(&mut self) -> u64 {
         self.auto_ids += 1;
-        format!("gadget_{}", self.auto_ids)
+        self.auto_ids
     }
 }
 
-/// One completed block.
+/// One completed block, owned. See [`CallRef`] for the borrowed form the
+/// parser produces first.
 ///
 /// The body is kept once, as [`GadgetCall::parameters_raw`]; the arguments
 /// are spans into it, and the parameters are built on demand
 /// ([`GadgetCall::parameters`], or [`GadgetCall::parameters_with_schema`]
-/// for the executor), so a block costs a handful of allocations however
-/// many arguments it has.
+/// for the executor).
 #[derive(Debug, Clone, PartialEq)]
 pub struct GadgetCall {
     /// As written (not trimmed per part, as llmist).
@@ -173,8 +211,18 @@ pub struct GadgetCall {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ArgumentSpan {
-    pointer: std::ops::Range<usize>,
-    value: std::ops::Range<usize>,
+    pointer: Range<usize>,
+    value: Range<usize>,
+}
+
+/// The (pointer, raw value) pairs of a parameter section.
+fn arguments_of<'a>(
+    raw: &'a str,
+    spans: &'a [ArgumentSpan],
+) -> impl ExactSizeIterator<Item = (&'a str, &'a str)> + 'a {
+    spans
+        .iter()
+        .map(move |span| (&raw[span.pointer.clone()], &raw[span.value.clone()]))
 }
 
 impl GadgetCall {
@@ -187,18 +235,22 @@ impl GadgetCall {
         body: &str,
     ) -> GadgetCall {
         let arg = Finder::new(DEFAULT_ARG.as_bytes());
-        let header = (name.into(), invocation_id.into(), dependencies);
-        build_call(header, body, &arg, None, &mut Vec::new())
+        let mut spans = Vec::new();
+        let (parameters_raw, parse_error) =
+            parse_body(body, &arg, None, &mut spans, &mut Vec::new());
+        GadgetCall {
+            name: name.into(),
+            invocation_id: invocation_id.into(),
+            dependencies,
+            parameters_raw: parameters_raw.to_string(),
+            parse_error,
+            spans,
+        }
     }
 
     /// Each argument's pointer and raw (uncoerced) value, in block order.
     pub fn arguments(&self) -> impl ExactSizeIterator<Item = (&str, &str)> + '_ {
-        self.spans.iter().map(|span| {
-            (
-                &self.parameters_raw[span.pointer.clone()],
-                &self.parameters_raw[span.value.clone()],
-            )
-        })
+        arguments_of(&self.parameters_raw, &self.spans)
     }
 
     /// The parameters with llmist's schema-less coercion (what its
@@ -220,13 +272,160 @@ impl GadgetCall {
     }
 }
 
-/// What the parser saw.
+/// An invocation id as written, or one the session assigned (`gadget_N`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvocationId<'a> {
+    Written(&'a str),
+    Auto(u64),
+}
+
+impl fmt::Display for InvocationId<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InvocationId::Written(id) => f.write_str(id),
+            InvocationId::Auto(n) => write!(f, "gadget_{n}"),
+        }
+    }
+}
+
+/// A block's header line, borrowed: `Name`, `Name:id` or `Name:id:dep,dep`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderRef<'a> {
+    /// As written (the line is trimmed as a whole, not per part, as llmist).
+    pub name: &'a str,
+    pub invocation_id: InvocationId<'a>,
+    /// Everything after the id's colon: dependencies separated by `,` or `:`.
+    dependencies_raw: &'a str,
+}
+
+impl<'a> HeaderRef<'a> {
+    /// Parses a header line; `auto` is the id the session gave it if it has none.
+    fn parse(line: &'a str, auto: u64) -> HeaderRef<'a> {
+        let line = js_trim(line);
+        let (name, rest) = match memchr::memchr(b':', line.as_bytes()) {
+            Some(colon) => (&line[..colon], Some(&line[colon + 1..])),
+            None => (line, None),
+        };
+        let (invocation_id, dependencies_raw) = match rest {
+            None => (InvocationId::Auto(auto), ""),
+            Some(rest) => match memchr::memchr(b':', rest.as_bytes()) {
+                Some(colon) => (
+                    InvocationId::Written(js_trim(&rest[..colon])),
+                    &rest[colon + 1..],
+                ),
+                None => (InvocationId::Written(js_trim(rest)), ""),
+            },
+        };
+        HeaderRef {
+            name,
+            invocation_id,
+            dependencies_raw,
+        }
+    }
+
+    /// The dependencies: trimmed, empties dropped, duplicates dropped
+    /// (first occurrence order).
+    pub fn dependencies(&self) -> Vec<&'a str> {
+        let mut deps: Vec<&str> = Vec::new();
+        for dep in self.dependencies_raw.split([':', ',']) {
+            let dep = js_trim(dep);
+            if !dep.is_empty() && !deps.contains(&dep) {
+                deps.push(dep);
+            }
+        }
+        deps
+    }
+}
+
+/// One completed block, borrowed from the parser's input: what
+/// [`Parser::feed_events`] hands out without allocating (the owned
+/// [`GadgetCall`] is one [`CallRef::to_owned`] away).
+#[derive(Debug, Clone, Copy)]
+pub struct CallRef<'a> {
+    pub header: HeaderRef<'a>,
+    /// The block body, trimmed.
+    pub parameters_raw: &'a str,
+    pub parse_error: Option<&'a str>,
+    spans: &'a [ArgumentSpan],
+}
+
+impl<'a> CallRef<'a> {
+    /// Each argument's pointer and raw (uncoerced) value, in block order.
+    pub fn arguments(&self) -> impl ExactSizeIterator<Item = (&'a str, &'a str)> + 'a {
+        arguments_of(self.parameters_raw, self.spans)
+    }
+
+    /// The owned call.
+    pub fn to_owned(&self) -> GadgetCall {
+        GadgetCall {
+            name: self.header.name.to_string(),
+            invocation_id: self.header.invocation_id.to_string(),
+            dependencies: self
+                .header
+                .dependencies()
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+            parameters_raw: self.parameters_raw.to_string(),
+            parse_error: self.parse_error.map(str::to_string),
+            spans: self.spans.to_vec(),
+        }
+    }
+}
+
+/// More of one argument's raw value of a block still being written, for
+/// live display (see [`ParserBuilder::partial_arguments`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArgumentDeltaRef<'a> {
+    pub header: HeaderRef<'a>,
+    pub pointer: &'a str,
+    /// The next piece of the value; empty when the argument is first seen.
+    pub delta: &'a str,
+}
+
+/// What the parser saw, borrowed from its input.
+#[derive(Debug, Clone, Copy)]
+pub enum EventRef<'a> {
+    /// Text outside blocks (a whole segment, or with
+    /// [`ParserBuilder::text_deltas`] the next piece of one).
+    Text(&'a str),
+    /// A completed block.
+    Call(CallRef<'a>),
+    /// More of an argument of the block still open.
+    ArgumentDelta(ArgumentDeltaRef<'a>),
+}
+
+/// What the parser saw, owned.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ParseEvent {
-    /// Text outside blocks: a whole segment, never whitespace only.
+    /// Text outside blocks: a whole segment, never whitespace only (with
+    /// [`ParserBuilder::text_deltas`], the next piece of such a segment).
     Text(String),
     /// A completed block.
     Call(GadgetCall),
+    /// More of an argument of the block still open (with
+    /// [`ParserBuilder::partial_arguments`]).
+    ArgumentDelta {
+        gadget_name: String,
+        invocation_id: String,
+        pointer: String,
+        delta: String,
+    },
+}
+
+impl From<EventRef<'_>> for ParseEvent {
+    fn from(event: EventRef<'_>) -> ParseEvent {
+        match event {
+            EventRef::Text(text) => ParseEvent::Text(text.to_string()),
+            EventRef::Call(call) => ParseEvent::Call(call.to_owned()),
+            EventRef::ArgumentDelta(delta) => ParseEvent::ArgumentDelta {
+                gadget_name: delta.header.name.to_string(),
+                invocation_id: delta.header.invocation_id.to_string(),
+                pointer: delta.pointer.to_string(),
+                delta: delta.delta.to_string(),
+            },
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -248,28 +447,54 @@ pub struct Parser {
     arg: Finder<'static>,
     /// Finds the places where any of the three markers may begin.
     candidates: Candidates,
+    /// Heads of the start, end and argument markers.
+    heads: [Head; 3],
     start_text: String,
     max_block_bytes: usize,
+    text_deltas: bool,
+    partial_arguments: bool,
     /// Input not consumed yet. A feed scans the chunk in place when
-    /// nothing is buffered, and keeps only the unconsumed tail.
+    /// nothing is buffered, and keeps only the unconsumed tail. While a
+    /// block is open, its header line stays in the input, so events can
+    /// borrow it.
     buf: String,
     /// Where the current search resumes, relative to the unconsumed input.
     search_from: usize,
     state: State,
     session: Session,
-    /// Name, id and dependencies of the block being read.
-    pending_header: Option<Header>,
-    /// Argument markers of the block being read, relative to its body
-    /// (which is never consumed while the block is open, so these stay valid).
+    /// The open block: its header line's length (the body starts one byte
+    /// later), and the auto id the session gave it (0 if it has an id).
+    header_len: usize,
+    auto_id: u64,
+    /// Argument markers of the open block, relative to its body.
     arg_marks: Vec<usize>,
     /// Where the next argument marker may begin (markers do not overlap,
     /// as `str::split`), relative to the body.
     arg_next: usize,
-    /// Reused by the pointer check of every block.
+    /// Partial-argument progress of the open block.
+    partial: PartialProgress,
+    /// Text-delta mode: whether the current text segment has shown
+    /// anything but whitespace, and how far it is known to be whitespace.
+    text_has_content: bool,
+    text_blank_to: usize,
+    /// Reused per block: argument spans, the parse error, and the pointer check's arena.
+    spans: Vec<ArgumentSpan>,
+    error: Option<String>,
     scratch: Vec<PointerNode>,
 }
 
-type Header = (String, String, Vec<String>);
+/// How far partial-argument events of the open block have got (positions
+/// relative to its body).
+#[derive(Debug, Clone, Default)]
+struct PartialProgress {
+    /// The argument being shown (an index into the block's markers).
+    field: usize,
+    /// Its pointer line's end, once found, and how far it was searched.
+    pointer_end: Option<usize>,
+    searched_to: usize,
+    /// How much of its value has been shown.
+    shown_to: usize,
+}
 
 /// Where a block body ends, as far as the input read so far tells.
 enum BodyEnd {
@@ -279,6 +504,74 @@ enum BodyEnd {
     End(usize),
     /// Not yet known; the search resumes here when more input comes.
     Undecided(usize),
+}
+
+/// The first (up to) 8 bytes of a marker as a little-endian word and the
+/// mask of the bytes that count: most candidates are told apart by one
+/// word comparison instead of a `memcmp` call.
+#[derive(Debug, Clone, Copy)]
+struct Head {
+    word: u64,
+    mask: u64,
+}
+
+impl Head {
+    fn new(marker: &[u8]) -> Head {
+        let n = marker.len().min(8);
+        let mut word = [0u8; 8];
+        word[..n].copy_from_slice(&marker[..n]);
+        Head {
+            word: u64::from_le_bytes(word),
+            mask: if n == 8 {
+                u64::MAX
+            } else {
+                (1u64 << (8 * n)) - 1
+            },
+        }
+    }
+}
+
+/// What a candidate position holds of one marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    /// The whole marker.
+    Whole,
+    /// The input ends inside what may be the marker: undecided.
+    Prefix,
+    No,
+}
+
+struct MarkerTest<'m> {
+    marker: &'m [u8],
+    head: Head,
+}
+
+impl<'m> MarkerTest<'m> {
+    fn new(marker: &'m [u8], head: Head) -> Self {
+        MarkerTest { marker, head }
+    }
+
+    fn at(&self, rest: &[u8]) -> Seen {
+        if let Some(first) = rest.first_chunk::<8>() {
+            if u64::from_le_bytes(*first) & self.head.mask != self.head.word {
+                return Seen::No;
+            }
+            if self.marker.len() <= 8 {
+                return Seen::Whole;
+            }
+        }
+        if rest.len() >= self.marker.len() {
+            if rest.starts_with(self.marker) {
+                Seen::Whole
+            } else {
+                Seen::No
+            }
+        } else if self.marker.starts_with(rest) {
+            Seen::Prefix
+        } else {
+            Seen::No
+        }
+    }
 }
 
 /// Candidate positions for a marker: any of the markers' first bytes. A
@@ -333,20 +626,26 @@ impl Parser {
     /// Parses the next chunk.
     pub fn feed(&mut self, chunk: &str) -> Vec<ParseEvent> {
         let mut events = Vec::new();
-        self.feed_with(chunk, |event| events.push(event));
+        self.feed_events(chunk, |event| events.push(event.into()));
         events
     }
 
-    /// Parses the next chunk, handing each event to `sink` as soon as it
-    /// is complete (no batch is built: a large chunk's events need not all
-    /// be alive at once).
+    /// Parses the next chunk, handing each owned event to `sink` as soon
+    /// as it is complete.
     pub fn feed_with(&mut self, chunk: &str, mut sink: impl FnMut(ParseEvent)) {
-        let sink: &mut dyn FnMut(ParseEvent) = &mut sink;
+        self.feed_events(chunk, |event| sink(event.into()));
+    }
+
+    /// Parses the next chunk, lending each event to `sink` as soon as it
+    /// is complete: events borrow the input, so a block costs no
+    /// allocation unless the sink keeps something.
+    pub fn feed_events(&mut self, chunk: &str, mut sink: impl FnMut(EventRef<'_>)) {
+        let sink: &mut dyn FnMut(EventRef<'_>) = &mut sink;
         if self.buf.is_empty() {
             // Nothing buffered: scan the chunk where it is, keep the tail.
             let consumed = self.scan(chunk, sink);
             self.buf.push_str(&chunk[consumed..]);
-            self.search_from -= consumed;
+            self.rebase(consumed);
         } else {
             let mut buf = std::mem::take(&mut self.buf);
             buf.push_str(chunk);
@@ -354,49 +653,61 @@ impl Parser {
             // Once per feed, never per event (many blocks in one chunk stay linear).
             buf.drain(..consumed);
             self.buf = buf;
-            self.search_from -= consumed;
+            self.rebase(consumed);
         }
     }
 
     /// Ends the stream: what is still open completes as it stands.
     pub fn finish(&mut self) -> Vec<ParseEvent> {
         let mut events = Vec::new();
-        self.finish_with(|event| events.push(event));
+        self.finish_events(|event| events.push(event.into()));
         events
     }
 
-    /// [`Parser::finish`], handing each event to `sink`.
+    /// [`Parser::finish`], handing each owned event to `sink`.
     pub fn finish_with(&mut self, mut sink: impl FnMut(ParseEvent)) {
-        let sink: &mut dyn FnMut(ParseEvent) = &mut sink;
-        let rest = &self.buf;
+        self.finish_events(|event| sink(event.into()));
+    }
+
+    /// [`Parser::finish`], lending each event to `sink`.
+    pub fn finish_events(&mut self, mut sink: impl FnMut(EventRef<'_>)) {
+        let sink: &mut dyn FnMut(EventRef<'_>) = &mut sink;
+        let buf = std::mem::take(&mut self.buf);
         match self.state {
-            State::Text => push_text(sink, rest),
+            State::Text => {
+                self.text_until(&buf, 0, buf.len(), true, sink);
+            }
             // A start marker whose header never ended is text [016].
-            State::Header => push_text(sink, &format!("{}{rest}", self.start_text)),
+            State::Header => {
+                let text = format!("{}{buf}", self.start_text);
+                self.text_has_content = false;
+                self.text_blank_to = 0;
+                self.text_until(&text, 0, text.len(), true, sink);
+            }
             State::Body => {
-                let header = self.pending_header.take().unwrap_or_default();
                 // The marks of a tail still undecided are not known: split afresh.
-                sink(ParseEvent::Call(build_call(
-                    header,
-                    rest,
-                    &self.arg,
-                    None,
-                    &mut self.scratch,
-                )));
+                let call = self.call(&buf, 0, buf.len(), false);
+                sink(EventRef::Call(call));
             }
             State::Skip => {}
         }
+        self.buf = buf;
         self.buf.clear();
         self.search_from = 0;
         self.state = State::Text;
-        self.pending_header = None;
-        self.arg_marks.clear();
-        self.arg_next = 0;
+        self.text_has_content = false;
+        self.text_blank_to = 0;
+    }
+
+    /// Positions relative to the unconsumed input move with it.
+    fn rebase(&mut self, consumed: usize) {
+        self.search_from = self.search_from.saturating_sub(consumed);
+        self.text_blank_to = self.text_blank_to.saturating_sub(consumed);
     }
 
     /// Runs the state machine over `text` (the unconsumed input); returns
     /// how many of its bytes are consumed.
-    fn scan(&mut self, text: &str, events: &mut dyn FnMut(ParseEvent)) -> usize {
+    fn scan(&mut self, text: &str, events: &mut dyn FnMut(EventRef<'_>)) -> usize {
         let bytes = text.as_bytes();
         let mut pos = 0;
         loop {
@@ -405,14 +716,21 @@ impl Parser {
                 State::Text => match self.start.find(&bytes[from..]) {
                     Some(offset) => {
                         let at = from + offset;
-                        push_text(events, &text[pos..at]);
+                        self.text_until(text, pos, at, true, events);
+                        self.text_has_content = false;
                         pos = at + self.start_text.len();
                         self.search_from = pos;
+                        self.text_blank_to = pos;
                         self.state = State::Header;
                     }
                     None => {
                         self.search_from =
                             resume_point(bytes.len(), self.start.needle().len(), pos);
+                        if self.text_deltas {
+                            // Show all but a possible start-marker prefix.
+                            let held = held_prefix(bytes, self.start.needle());
+                            pos = self.text_until(text, pos, bytes.len() - held, false, events);
+                        }
                         return pos;
                     }
                 },
@@ -424,12 +742,18 @@ impl Parser {
                             pos = self.oversized(text, pos, events);
                             continue;
                         }
-                        let header = parse_header(&text[pos..at], &mut self.session);
-                        self.pending_header = Some(header);
-                        pos = at + 1;
-                        self.search_from = pos;
+                        // The auto id is taken when the header is read, as llmist does.
+                        let has_id = memchr::memchr(b':', &bytes[pos..at]).is_some();
+                        self.auto_id = if has_id {
+                            0
+                        } else {
+                            self.session.next_auto_id()
+                        };
+                        self.header_len = at - pos;
+                        self.search_from = at + 1;
                         self.arg_marks.clear();
                         self.arg_next = 0;
+                        self.partial = PartialProgress::default();
                         self.state = State::Body;
                     }
                     None => {
@@ -442,40 +766,165 @@ impl Parser {
                     }
                 },
                 State::Body | State::Skip => {
-                    let (body_end, resume) = match self.body_end(bytes, pos, from) {
+                    let body_start = if self.state == State::Body {
+                        pos + self.header_len + 1
+                    } else {
+                        pos
+                    };
+                    let (body_end, resume) = match self.body_end(bytes, body_start, from) {
                         BodyEnd::Start(at) => (at, at),
                         BodyEnd::End(at) => (at, at + self.end.needle().len()),
                         BodyEnd::Undecided(resume) => {
                             self.search_from = resume;
-                            if self.state == State::Body
-                                && self.search_from - pos > self.max_block_bytes
-                            {
+                            if self.state == State::Skip {
+                                // Nothing of a skipped block is kept but a possible marker prefix.
+                                return resume;
+                            }
+                            if resume - body_start > self.max_block_bytes {
                                 pos = self.oversized(text, pos, events);
                                 continue;
                             }
-                            if self.state == State::Skip {
-                                // Nothing of a skipped block is kept but a possible marker prefix.
-                                pos = self.search_from;
+                            if self.partial_arguments {
+                                self.partials(text, pos, resume, events);
                             }
                             return pos;
                         }
                     };
                     if self.state == State::Body {
-                        let header = self.pending_header.take().unwrap_or_default();
-                        let call = if body_end - pos > self.max_block_bytes {
-                            oversized_call(header, self.max_block_bytes)
+                        if body_end - body_start > self.max_block_bytes {
+                            self.oversized(text, pos, events);
                         } else {
-                            let body = &text[pos..body_end];
-                            let marks = Some(self.arg_marks.as_slice());
-                            build_call(header, body, &self.arg, marks, &mut self.scratch)
-                        };
-                        events(ParseEvent::Call(call));
+                            let call = self.call(text, pos, body_end, true);
+                            events(EventRef::Call(call));
+                        }
                     }
                     pos = resume;
                     self.search_from = resume;
+                    self.text_blank_to = resume;
                     self.state = State::Text;
                 }
             }
+        }
+    }
+
+    /// The open block's header, its line starting at `pos` in `text`.
+    fn header<'a>(&self, text: &'a str, pos: usize) -> HeaderRef<'a> {
+        HeaderRef::parse(&text[pos..pos + self.header_len], self.auto_id)
+    }
+
+    /// The open block, complete: header at `pos`, body up to `body_end`.
+    /// `use_marks`: the argument markers the scan recorded cover the body.
+    fn call<'a>(
+        &'a mut self,
+        text: &'a str,
+        pos: usize,
+        body_end: usize,
+        use_marks: bool,
+    ) -> CallRef<'a> {
+        let header = self.header(text, pos);
+        let body = &text[(pos + self.header_len + 1).min(body_end)..body_end];
+        let marks = use_marks.then_some(self.arg_marks.as_slice());
+        let (parameters_raw, error) =
+            parse_body(body, &self.arg, marks, &mut self.spans, &mut self.scratch);
+        // The error lives in the parser until the next block.
+        self.error = error;
+        CallRef {
+            header,
+            parameters_raw,
+            parse_error: self.error.as_deref(),
+            spans: &self.spans,
+        }
+    }
+
+    /// Emits text `text[pos..to]` (whole segments, or pieces in text-delta
+    /// mode) unless it is whitespace only; returns the new position.
+    /// `segment_ends`: a start marker or the end of input follows.
+    fn text_until(
+        &mut self,
+        text: &str,
+        pos: usize,
+        to: usize,
+        segment_ends: bool,
+        events: &mut dyn FnMut(EventRef<'_>),
+    ) -> usize {
+        let to = to.max(pos);
+        if !self.text_deltas {
+            if segment_ends && !js_trim(&text[pos..to]).is_empty() {
+                events(EventRef::Text(&text[pos..to]));
+            }
+            return if segment_ends { to } else { pos };
+        }
+        if !self.text_has_content {
+            // Hold leading whitespace until the segment shows content, so
+            // that a whitespace-only segment is dropped as in whole mode.
+            let from = self.text_blank_to.clamp(pos, to);
+            if js_trim(&text[from..to]).is_empty() {
+                self.text_blank_to = to;
+                return if segment_ends { to } else { pos };
+            }
+            self.text_has_content = true;
+        }
+        if to > pos {
+            events(EventRef::Text(&text[pos..to]));
+        }
+        to
+    }
+
+    /// Partial-argument events for the open block (header at `pos`),
+    /// whose body is certain up to `decided` (exclusive).
+    fn partials(
+        &mut self,
+        text: &str,
+        pos: usize,
+        decided: usize,
+        events: &mut dyn FnMut(EventRef<'_>),
+    ) {
+        let header = self.header(text, pos);
+        let body_start = pos + self.header_len + 1;
+        let body = &text[body_start..decided];
+        let marker = self.arg.needle().len();
+        let progress = &mut self.partial;
+        while let Some(&mark) = self.arg_marks.get(progress.field) {
+            let next_mark = self.arg_marks.get(progress.field + 1).copied();
+            let field_end = next_mark.unwrap_or(body.len());
+            let line_start = mark + marker;
+            if progress.pointer_end.is_none() {
+                let from = progress.searched_to.max(line_start);
+                match memchr::memchr(b'\n', &body.as_bytes()[from..field_end]) {
+                    Some(offset) => progress.pointer_end = Some(from + offset),
+                    None if next_mark.is_some() => progress.pointer_end = Some(field_end),
+                    None => {
+                        progress.searched_to = field_end;
+                        return;
+                    }
+                }
+            }
+            let pointer_end = progress.pointer_end.unwrap_or(field_end);
+            let pointer = js_trim(&body[line_start..pointer_end]);
+            let value_start = (pointer_end + 1).min(field_end);
+            // One `\n` before the next marker (or maybe before one still to come) is not value.
+            let value_end = if body[value_start..field_end].ends_with('\n') {
+                field_end - 1
+            } else {
+                field_end
+            };
+            let first = progress.shown_to == 0;
+            let shown = progress.shown_to.max(value_start);
+            if !pointer.is_empty() && (first || value_end > shown) {
+                events(EventRef::ArgumentDelta(ArgumentDeltaRef {
+                    header,
+                    pointer,
+                    delta: &body[shown..value_end.max(shown)],
+                }));
+            }
+            progress.shown_to = value_end.max(shown);
+            if next_mark.is_none() {
+                return;
+            }
+            *progress = PartialProgress {
+                field: progress.field + 1,
+                ..PartialProgress::default()
+            };
         }
     }
 
@@ -486,76 +935,71 @@ impl Parser {
     /// inside of a marker leaves the end undecided.
     fn body_end(&mut self, bytes: &[u8], body_start: usize, from: usize) -> BodyEnd {
         let record = self.state == State::Body;
-        let (start, end, arg) = (self.start.needle(), self.end.needle(), self.arg.needle());
-        let cut_short =
-            |rest: &[u8], marker: &[u8]| rest.len() < marker.len() && marker.starts_with(rest);
-        let mut at = from;
+        let [start, end, arg] = &self.heads;
+        let (start, end, arg) = (
+            MarkerTest::new(self.start.needle(), *start),
+            MarkerTest::new(self.end.needle(), *end),
+            MarkerTest::new(self.arg.needle(), *arg),
+        );
+        let mut at = from.max(body_start);
         loop {
             let Some(offset) = self.candidates.find(&bytes[at..]) else {
                 return BodyEnd::Undecided(bytes.len());
             };
             let candidate = at + offset;
             let rest = &bytes[candidate..];
-            if rest.starts_with(end) {
-                return BodyEnd::End(candidate);
+            match end.at(rest) {
+                Seen::Whole => return BodyEnd::End(candidate),
+                Seen::Prefix => return BodyEnd::Undecided(candidate),
+                Seen::No => {}
             }
-            if cut_short(rest, end) {
-                return BodyEnd::Undecided(candidate);
-            }
-            if rest.starts_with(start) {
-                return BodyEnd::Start(candidate);
-            }
-            if cut_short(rest, start) {
-                return BodyEnd::Undecided(candidate);
+            match start.at(rest) {
+                Seen::Whole => return BodyEnd::Start(candidate),
+                Seen::Prefix => return BodyEnd::Undecided(candidate),
+                Seen::No => {}
             }
             let relative = candidate - body_start;
             if record && relative >= self.arg_next {
-                if rest.starts_with(arg) {
-                    self.arg_marks.push(relative);
-                    self.arg_next = relative + arg.len();
-                } else if cut_short(rest, arg) {
-                    return BodyEnd::Undecided(candidate);
+                match arg.at(rest) {
+                    Seen::Whole => {
+                        self.arg_marks.push(relative);
+                        self.arg_next = relative + arg.marker.len();
+                    }
+                    Seen::Prefix => return BodyEnd::Undecided(candidate),
+                    Seen::No => {}
                 }
             }
             at = candidate + 1;
         }
     }
 
-    /// The block being read passed the size cap: report it as a call with
-    /// a parse error, and skip the rest of it. Returns the new position.
-    fn oversized(&mut self, text: &str, pos: usize, events: &mut dyn FnMut(ParseEvent)) -> usize {
-        let header = match self.pending_header.take() {
-            Some(header) => header,
+    /// The block being read (its header line starts at `pos`) passed the
+    /// size cap: report it as a call with a parse error, and skip the rest
+    /// of it. Returns the new position.
+    fn oversized(&mut self, text: &str, pos: usize, events: &mut dyn FnMut(EventRef<'_>)) -> usize {
+        let header = if self.state == State::Body {
+            self.header(text, pos)
+        } else {
             // Still in the header: name the call after its first bytes.
-            None => {
-                let cut = floor_char_boundary(text, (pos + 64).min(text.len()));
-                (
-                    js_trim(&text[pos..cut]).to_string(),
-                    String::new(),
-                    Vec::new(),
-                )
+            let cut = floor_char_boundary(text, (pos + 64).min(text.len()));
+            HeaderRef {
+                name: js_trim(&text[pos..cut]),
+                invocation_id: InvocationId::Written(""),
+                dependencies_raw: "",
             }
         };
-        events(ParseEvent::Call(oversized_call(
+        self.error = Some(format!(
+            "Block exceeds the {}-byte limit on one gadget call's header or body; it was not parsed",
+            self.max_block_bytes
+        ));
+        events(EventRef::Call(CallRef {
             header,
-            self.max_block_bytes,
-        )));
+            parameters_raw: "",
+            parse_error: self.error.as_deref(),
+            spans: &[],
+        }));
         self.state = State::Skip;
-        self.arg_marks.clear();
         self.search_from.min(text.len())
-    }
-}
-
-fn oversized_call((name, invocation_id, dependencies): Header, limit: usize) -> GadgetCall {
-    GadgetCall {
-        name,
-        invocation_id,
-        dependencies,
-        parameters_raw: String::new(),
-        spans: Vec::new(),
-        parse_error: Some(format!(
-            "Block exceeds the {limit}-byte limit on one gadget call's header or body; it was not parsed"
-        )),
     }
 }
 
@@ -565,6 +1009,14 @@ fn resume_point(len: usize, needle: usize, floor: usize) -> usize {
     len.saturating_sub(needle.saturating_sub(1)).max(floor)
 }
 
+/// The length of the longest end of `bytes` that is a proper prefix of `marker`.
+fn held_prefix(bytes: &[u8], marker: &[u8]) -> usize {
+    (1..marker.len().min(bytes.len() + 1))
+        .rev()
+        .find(|&n| bytes.ends_with(&marker[..n]))
+        .unwrap_or(0)
+}
+
 fn floor_char_boundary(s: &str, mut at: usize) -> usize {
     while !s.is_char_boundary(at) {
         at -= 1;
@@ -572,50 +1024,24 @@ fn floor_char_boundary(s: &str, mut at: usize) -> usize {
     at
 }
 
-fn push_text(events: &mut dyn FnMut(ParseEvent), text: &str) {
-    if !js_trim(text).is_empty() {
-        events(ParseEvent::Text(text.to_string()));
-    }
-}
-
-/// The header line: `Name`, `Name:id` or `Name:id:dep,dep` (extra colons
-/// separate dependencies too). The line is trimmed as a whole, not per part.
-fn parse_header(line: &str, session: &mut Session) -> Header {
-    let line = js_trim(line);
-    let mut parts = line.split(':');
-    let name = parts.next().unwrap_or_default().to_string();
-    let id = match parts.next() {
-        Some(id) => js_trim(id).to_string(),
-        None => session.next_auto_id(),
-    };
-    let mut deps: Vec<String> = Vec::new();
-    for dep in parts.flat_map(|p| p.split(',')) {
-        let dep = js_trim(dep);
-        if !dep.is_empty() && !deps.iter().any(|d| d == dep) {
-            deps.push(dep.to_string());
-        }
-    }
-    (name, id, deps)
-}
-
-/// Builds the call for one block body. `marks` are the argument markers
-/// the scan found in the body, if it recorded them; otherwise (and when
-/// trimming or fence stripping cut through one) the parameter section is
-/// searched again.
-fn build_call(
-    (name, invocation_id, dependencies): Header,
-    body: &str,
+/// Trims a block body and splits its parameter section into `spans`
+/// (relative to the trimmed body); returns the trimmed body and the parse
+/// error, if any. `marks` are the argument markers the scan found in the
+/// body, if it recorded them; otherwise (and when trimming or fence
+/// stripping cut through one) the parameter section is searched again.
+fn parse_body<'a>(
+    body: &'a str,
     arg: &Finder,
     marks: Option<&[usize]>,
+    spans: &mut Vec<ArgumentSpan>,
     scratch: &mut Vec<PointerNode>,
-) -> GadgetCall {
-    let trimmed = js_trim(body);
-    let parameters_raw = trimmed.to_string();
-    let content = strip_fences(&parameters_raw);
+) -> (&'a str, Option<String>) {
+    let parameters_raw = js_trim(body);
+    let content = strip_fences(parameters_raw);
     // `content` is a slice of `parameters_raw`: spans are offsets into it.
     let base = content.as_ptr() as usize - parameters_raw.as_ptr() as usize;
     // Where `content` starts and ends in `body`.
-    let in_body = trimmed.as_ptr() as usize - body.as_ptr() as usize + base;
+    let in_body = parameters_raw.as_ptr() as usize - body.as_ptr() as usize + base;
     let (lo, hi) = (in_body, in_body + content.len());
     let marker = arg.needle().len();
     let marks = marks.filter(|marks| {
@@ -624,13 +1050,14 @@ fn build_call(
             .iter()
             .any(|&m| (m < lo && m + marker > lo) || (m < hi && m + marker > hi))
     });
-    let spans = match marks {
+    spans.clear();
+    match marks {
         Some(marks) => {
             let inside = marks
                 .iter()
                 .filter(|&&m| m >= lo && m + marker <= hi)
                 .map(|&m| m - lo);
-            split_arguments(content, inside, marker, base)
+            split_arguments(content, inside, marker, base, spans);
         }
         None => {
             let bytes = content.as_bytes();
@@ -640,19 +1067,11 @@ fn build_call(
                 next = at + marker;
                 Some(at)
             });
-            split_arguments(content, found, marker, base)
+            split_arguments(content, found, marker, base, spans);
         }
-    };
-    let mut call = GadgetCall {
-        name,
-        invocation_id,
-        dependencies,
-        parameters_raw,
-        parse_error: None,
-        spans,
-    };
-    call.parse_error = first_parse_error(&call, scratch);
-    call
+    }
+    let error = first_parse_error(parameters_raw, spans, scratch);
+    (parameters_raw, error)
 }
 
 /// Splits the parameter section on the argument marker, as llmist's
@@ -664,11 +1083,11 @@ fn split_arguments(
     mut marks: impl Iterator<Item = usize>,
     marker: usize,
     base: usize,
-) -> Vec<ArgumentSpan> {
+    spans: &mut Vec<ArgumentSpan>,
+) {
     let bytes = content.as_bytes();
-    let mut spans = Vec::new();
     let Some(first) = marks.next() else {
-        return spans;
+        return;
     };
     let mut part_start = first + marker;
     loop {
@@ -701,7 +1120,7 @@ fn split_arguments(
         }
         match next {
             Some(at) => part_start = at + marker,
-            None => return spans,
+            None => return,
         }
     }
 }
@@ -722,24 +1141,33 @@ const POINTER_CHECK_MAX_ARGUMENTS: usize = 64;
 /// them: only the shape (containers, scalar types, array lengths) decides
 /// whether `set_by_pointer` fails, so a small tree of segments in a reused
 /// arena stands in for the JSON value. The unit tests compare the two.
-fn first_parse_error(call: &GadgetCall, nodes: &mut Vec<PointerNode>) -> Option<String> {
-    if call.spans.len() > POINTER_CHECK_MAX_ARGUMENTS {
-        return build_parameters(call.arguments(), coerce).err();
+fn first_parse_error(
+    raw: &str,
+    spans: &[ArgumentSpan],
+    nodes: &mut Vec<PointerNode>,
+) -> Option<String> {
+    let arguments = || arguments_of(raw, spans);
+    if spans.len() > POINTER_CHECK_MAX_ARGUMENTS {
+        return build_parameters(arguments(), coerce).err();
     }
-    let nested = call.arguments().any(|(pointer, _)| pointer.as_bytes().contains(&b'/'));
+    let nested = arguments().any(|(pointer, _)| pointer.as_bytes().contains(&b'/'));
     nodes.clear();
     nodes.push(PointerNode::root());
-    for (i, (pointer, _)) in call.arguments().enumerate() {
-        if call
-            .arguments()
-            .take(i)
-            .any(|(earlier, _)| earlier == pointer)
-        {
+    let mut hashes = [0u64; POINTER_CHECK_MAX_ARGUMENTS];
+    for (i, (pointer, _)) in arguments().enumerate() {
+        hashes[i] = key_hash(pointer.as_bytes());
+        let duplicate = (0..i).any(|j| {
+            hashes[j] == hashes[i]
+                && arguments()
+                    .nth(j)
+                    .is_some_and(|(earlier, _)| earlier == pointer)
+        });
+        if duplicate {
             return Some(format!("Duplicate pointer: {pointer}"));
         }
         // Without a `/` anywhere, every pointer is a key of the root
         // object, and only a duplicate can fail.
-        if nested && let Err(error) = check_pointer(nodes, call, pointer, i) {
+        if nested && let Err(error) = check_pointer(nodes, raw, spans, pointer, i) {
             return Some(error);
         }
     }
@@ -760,9 +1188,10 @@ struct PointerNode {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum NodeKey {
-    /// An object key: the segment's byte range in the call's `parameters_raw`
-    /// (every pointer is a slice of it), so the check allocates nothing.
-    Name(std::ops::Range<usize>),
+    /// An object key: its hash and its byte range in the call's
+    /// `parameters_raw` (every pointer is a slice of it), so the check
+    /// allocates nothing.
+    Name(u64, Range<usize>),
     Index(usize),
 }
 
@@ -813,29 +1242,41 @@ fn coerce_kind(raw: &str) -> Value {
 /// `set_by_pointer` on the shape tree: the same walk, the same errors.
 fn check_pointer(
     nodes: &mut Vec<PointerNode>,
-    call: &GadgetCall,
+    text: &str,
+    spans: &[ArgumentSpan],
     pointer: &str,
     argument: usize,
 ) -> Result<(), String> {
-    let text = call.parameters_raw.as_str();
     let offset = |part: &str| part.as_ptr() as usize - text.as_ptr() as usize;
     let same_key = |a: &NodeKey, b: &NodeKey| match (a, b) {
-        (NodeKey::Name(a), NodeKey::Name(b)) => text[a.clone()] == text[b.clone()],
+        (NodeKey::Name(ha, a), NodeKey::Name(hb, b)) => {
+            ha == hb && text[a.clone()] == text[b.clone()]
+        }
         (NodeKey::Index(a), NodeKey::Index(b)) => a == b,
         _ => false,
     };
-    let mut segments = pointer.split('/').peekable();
+    // Splits at `/` (a byte search: pointers are short, and a char pattern costs more).
+    fn split(rest: &str) -> (&str, Option<&str>) {
+        match memchr::memchr(b'/', rest.as_bytes()) {
+            Some(at) => (&rest[..at], Some(&rest[at + 1..])),
+            None => (rest, None),
+        }
+    }
     let mut current = 0;
-    let mut walked = 0;
-    while let Some(segment) = segments.next() {
-        let next = segments.peek().copied();
+    let mut rest = Some(pointer);
+    while let Some(remaining) = rest {
+        let (segment, after) = split(remaining);
+        let next = after.map(|after| split(after).0);
         let fresh = if next.is_some_and(is_ascii_index) {
             NodeKind::Array(0)
         } else {
             NodeKind::Object
         };
         let key = match nodes[current].kind {
-            NodeKind::Object => NodeKey::Name(offset(segment)..offset(segment) + segment.len()),
+            NodeKind::Object => NodeKey::Name(
+                key_hash(segment.as_bytes()),
+                offset(segment)..offset(segment) + segment.len(),
+            ),
             NodeKind::Array(len) => {
                 let index = parse_index(segment)
                     .ok_or_else(|| format!("Invalid array index: {segment}"))?;
@@ -848,15 +1289,18 @@ fn check_pointer(
                 NodeKey::Index(index)
             }
             NodeKind::Scalar(writer) => {
-                let raw = call.arguments().nth(writer).map_or("", |(_, raw)| raw);
+                let raw = arguments_of(text, spans)
+                    .nth(writer)
+                    .map_or("", |(_, raw)| raw);
                 let kind = coerced_type(raw);
+                // The root is an object, so a scalar is never the first segment.
+                let walked = segment.as_ptr() as usize - pointer.as_ptr() as usize;
                 return Err(format!(
                     "Cannot write '{segment}' below the {kind} value at '{}' (pointer '{pointer}')",
-                    &pointer[..walked.max(1) - 1]
+                    &pointer[..walked.saturating_sub(1)]
                 ));
             }
         };
-        walked += segment.len() + 1;
         let generation = nodes[current].generation;
         let existing = nodes.iter().position(|node| {
             node.parent == current
@@ -876,7 +1320,7 @@ fn check_pointer(
                 nodes.len() - 1
             }
         };
-        if next.is_none() {
+        if after.is_none() {
             // The leaf is written: whatever was here is replaced.
             let node = &mut nodes[child];
             node.kind = NodeKind::Scalar(argument);
@@ -884,8 +1328,17 @@ fn check_pointer(
             return Ok(());
         }
         current = child;
+        rest = after;
     }
     Ok(())
+}
+
+/// A fast, non-cryptographic hash of a short key (compared before the
+/// bytes, so most mismatches cost one integer comparison).
+fn key_hash(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(bytes.len() as u64, |hash, &byte| {
+        (hash.rotate_left(5) ^ u64::from(byte)).wrapping_mul(0x517c_c1b7_2722_0a95)
+    })
 }
 
 /// Builds the parameters from (pointer, raw value) pairs with `coerce_value`.
@@ -1234,8 +1687,14 @@ pub fn js_trim(s: &str) -> &str {
     // and a byte test is much cheaper than decoding characters.
     let is_ascii_space = |b: &u8| matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ');
     let bytes = s.as_bytes();
-    let start = bytes.iter().position(|b| !is_ascii_space(b)).unwrap_or(bytes.len());
-    let end = bytes.iter().rposition(|b| !is_ascii_space(b)).map_or(start, |i| i + 1);
+    let start = bytes
+        .iter()
+        .position(|b| !is_ascii_space(b))
+        .unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|b| !is_ascii_space(b))
+        .map_or(start, |i| i + 1);
     let rest = &s[start..end.max(start)];
     // Only a non-ASCII byte at either edge can be more JavaScript whitespace.
     if rest.as_bytes().first().is_some_and(|b| !b.is_ascii())
@@ -1269,7 +1728,7 @@ mod tests {
             .iter()
             .filter_map(|e| match e {
                 ParseEvent::Call(c) => Some(c),
-                ParseEvent::Text(_) => None,
+                _ => None,
             })
             .collect()
     }

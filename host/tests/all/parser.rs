@@ -144,6 +144,7 @@ fn run(case: &Case, size: usize) -> (Vec<Value>, String) {
                 "parameters": c.parameters(),
                 "parseError": c.parse_error,
             }))),
+            ParseEvent::ArgumentDelta { .. } => unreachable!("partial arguments are off"),
         }
     }
     (calls, text)
@@ -349,6 +350,70 @@ mod chunk_invariance {
                     );
                     calls.push(format!("{c:?}"))
                 }
+                ParseEvent::ArgumentDelta { .. } => {}
+            }
+        }
+        (calls, text)
+    }
+
+    /// Feeds with text deltas and partial arguments on; checks that each
+    /// argument's deltas start its final raw value (up to trailing
+    /// whitespace the call trims) and name the call they belong to.
+    fn feed_live(input: &str, cuts: &[usize]) -> (Vec<String>, String) {
+        let mut parser = ParserBuilder::new()
+            .text_deltas(true)
+            .partial_arguments(true)
+            .build()
+            .unwrap();
+        let mut events = Vec::new();
+        let mut last = 0;
+        let mut points: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
+        points.sort_unstable();
+        points.push(input.len());
+        for mut point in points {
+            while !input.is_char_boundary(point) {
+                point += 1;
+            }
+            if point > last {
+                events.extend(parser.feed(&input[last..point]));
+                last = point;
+            }
+        }
+        events.extend(parser.finish());
+        let (mut calls, mut text) = (Vec::new(), String::new());
+        let mut shown: Vec<(String, String, String, String)> = Vec::new();
+        for event in events {
+            match event {
+                ParseEvent::Text(t) => {
+                    assert!(!t.is_empty());
+                    text.push_str(&t)
+                }
+                ParseEvent::ArgumentDelta {
+                    gadget_name,
+                    invocation_id,
+                    pointer,
+                    delta,
+                } => match shown.iter_mut().find(|(_, _, p, _)| *p == pointer) {
+                    Some((_, _, _, value)) => value.push_str(&delta),
+                    None => shown.push((gadget_name, invocation_id, pointer, delta)),
+                },
+                ParseEvent::Call(c) => {
+                    for (name, id, pointer, value) in shown.drain(..) {
+                        assert_eq!((&name, &id), (&c.name, &c.invocation_id));
+                        let finals: Vec<&str> = c
+                            .arguments()
+                            .filter(|(p, _)| *p == pointer)
+                            .map(|(_, v)| v)
+                            .collect();
+                        if let [final_value] = finals[..] {
+                            assert!(
+                                final_value.starts_with(value.trim_end()),
+                                "deltas {value:?} do not start {final_value:?} in {c:?}"
+                            );
+                        }
+                    }
+                    calls.push(format!("{c:?}"));
+                }
             }
         }
         (calls, text)
@@ -356,6 +421,15 @@ mod chunk_invariance {
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+        #[test]
+        fn live_display_events_agree_with_whole_text(pieces in prop::collection::vec(piece(), 0..12), cuts in prop::collection::vec(any::<usize>(), 0..40)) {
+            let input: String = pieces.concat();
+            let whole = feed_all(&mut Parser::new(), &input, &[]);
+            prop_assert_eq!(&whole, &feed_live(&input, &cuts));
+            let bytewise: Vec<usize> = (0..input.len()).collect();
+            prop_assert_eq!(&whole, &feed_live(&input, &bytewise));
+        }
 
         #[test]
         fn any_chunking_gives_the_same_events(pieces in prop::collection::vec(piece(), 0..12), cuts in prop::collection::vec(any::<usize>(), 0..40)) {

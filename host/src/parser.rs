@@ -33,11 +33,14 @@ pub const DEFAULT_START: &str = "!!!GADGET_START:";
 pub const DEFAULT_END: &str = "!!!GADGET_END";
 pub const DEFAULT_ARG: &str = "!!!ARG:";
 
-/// Largest header line, and largest body, of one block, in bytes. A model
-/// writing a single 16 MiB tool call is broken or hostile; the cap bounds
-/// the parser's memory for one block. Past it, the call carries a parse
-/// error and the rest of the block is skipped, the same for every chunking
-/// (only bytes certain to belong to the block are counted).
+/// Largest header line, and largest body, of one block, and largest text
+/// segment held before it is emitted, in bytes. A model writing a single
+/// 16 MiB tool call is broken or hostile; the cap bounds the parser's
+/// memory (at most two caps, the longest marker and the current chunk are
+/// buffered). Past it, the call carries a parse error and the rest of the
+/// block is skipped; a longer text segment comes as several `Text`
+/// events. Both happen at the same places for every chunking (only bytes
+/// certain to belong to the block or the text are counted).
 pub const MAX_BLOCK_BYTES: usize = 16 << 20;
 
 /// Why a parser could not be built.
@@ -104,7 +107,8 @@ impl ParserBuilder {
     /// whitespace until the segment shows something else), so a segment
     /// comes as several `Text` events whose concatenation is the segment
     /// the default mode would emit whole. Whitespace-only segments are
-    /// still dropped.
+    /// still dropped, unless longer than the block cap (memory stays
+    /// bounded, so such a run is shown rather than held).
     pub fn text_deltas(mut self, on: bool) -> Self {
         self.text_deltas = on;
         self
@@ -623,6 +627,11 @@ impl Parser {
         &self.session
     }
 
+    /// Bytes of input held, waiting for more (see [`MAX_BLOCK_BYTES`] for the bound).
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
     /// Parses the next chunk.
     pub fn feed(&mut self, chunk: &str) -> Vec<ParseEvent> {
         let mut events = Vec::new();
@@ -651,7 +660,9 @@ impl Parser {
             buf.push_str(chunk);
             let consumed = self.scan(&buf, sink);
             // Once per feed, never per event (many blocks in one chunk stay linear).
-            buf.drain(..consumed);
+            if consumed > 0 {
+                buf.drain(..consumed);
+            }
             self.buf = buf;
             self.rebase(consumed);
         }
@@ -713,58 +724,81 @@ impl Parser {
         loop {
             let from = self.search_from.max(pos);
             match self.state {
-                State::Text => match self.start.find(&bytes[from..]) {
-                    Some(offset) => {
-                        let at = from + offset;
-                        self.text_until(text, pos, at, true, events);
-                        self.text_has_content = false;
-                        pos = at + self.start_text.len();
-                        self.search_from = pos;
-                        self.text_blank_to = pos;
-                        self.state = State::Header;
-                    }
-                    None => {
-                        self.search_from =
-                            resume_point(bytes.len(), self.start.needle().len(), pos);
-                        if self.text_deltas {
-                            // Show all but a possible start-marker prefix.
-                            let held = held_prefix(bytes, self.start.needle());
-                            pos = self.text_until(text, pos, bytes.len() - held, false, events);
-                        }
-                        return pos;
-                    }
-                },
-                State::Header => match memchr::memchr(b'\n', &bytes[from..]) {
-                    Some(offset) => {
-                        let at = from + offset;
-                        if at - pos > self.max_block_bytes {
-                            self.search_from = at + 1;
-                            pos = self.oversized(text, pos, events);
-                            continue;
-                        }
-                        // The auto id is taken when the header is read, as llmist does.
-                        let has_id = memchr::memchr(b':', &bytes[pos..at]).is_some();
-                        self.auto_id = if has_id {
-                            0
+                State::Text => {
+                    let found = self.start.find(&bytes[from..]).map(|offset| from + offset);
+                    // Text before here is certain: a marker, or where one may yet begin.
+                    let certain = found.unwrap_or_else(|| {
+                        resume_point(bytes.len(), self.start.needle().len(), pos)
+                    });
+                    if !self.text_deltas && certain - pos > self.max_block_bytes {
+                        // Memory stays bounded: a segment past the cap is emitted
+                        // in cap-sized pieces, cut at the same places whatever the
+                        // chunking (whitespace-only pieces are dropped).
+                        let cut =
+                            floor_char_boundary(text, pos + self.max_block_bytes).max(pos + 1);
+                        let cut = if text.is_char_boundary(cut) {
+                            cut
                         } else {
-                            self.session.next_auto_id()
+                            certain
                         };
-                        self.header_len = at - pos;
-                        self.search_from = at + 1;
-                        self.arg_marks.clear();
-                        self.arg_next = 0;
-                        self.partial = PartialProgress::default();
-                        self.state = State::Body;
+                        self.text_until(text, pos, cut, true, events);
+                        pos = cut;
+                        self.search_from = certain;
+                        continue;
                     }
-                    None => {
-                        self.search_from = bytes.len();
-                        if bytes.len() - pos > self.max_block_bytes {
-                            pos = self.oversized(text, pos, events);
-                        } else {
+                    match found {
+                        Some(at) => {
+                            self.text_until(text, pos, at, true, events);
+                            self.text_has_content = false;
+                            pos = at + self.start_text.len();
+                            self.search_from = pos;
+                            self.text_blank_to = pos;
+                            self.state = State::Header;
+                        }
+                        None => {
+                            self.search_from = certain;
+                            if self.text_deltas {
+                                // Show all but a possible start-marker prefix.
+                                let held = held_prefix(bytes, self.start.needle());
+                                pos = self.text_until(text, pos, bytes.len() - held, false, events);
+                            }
                             return pos;
                         }
                     }
-                },
+                }
+                State::Header => {
+                    // The header's newline counts only within the cap.
+                    let limit = (pos + self.max_block_bytes + 1).min(bytes.len());
+                    match memchr::memchr(b'\n', &bytes[from.min(limit)..limit]) {
+                        Some(offset) => {
+                            let at = from.min(limit) + offset;
+                            // The auto id is taken when the header is read, as llmist does.
+                            let has_id = memchr::memchr(b':', &bytes[pos..at]).is_some();
+                            self.auto_id = if has_id {
+                                0
+                            } else {
+                                self.session.next_auto_id()
+                            };
+                            self.header_len = at - pos;
+                            self.search_from = at + 1;
+                            self.arg_marks.clear();
+                            self.arg_next = 0;
+                            self.partial = PartialProgress::default();
+                            self.state = State::Body;
+                        }
+                        None if bytes.len() - pos > self.max_block_bytes => {
+                            // No newline within the cap: the block is skipped from
+                            // the cap on, whatever the chunking.
+                            let cap = pos + self.max_block_bytes + 1;
+                            self.search_from = floor_char_boundary(text, cap).max(pos);
+                            pos = self.oversized(text, pos, events);
+                        }
+                        None => {
+                            self.search_from = bytes.len();
+                            return pos;
+                        }
+                    }
+                }
                 State::Body | State::Skip => {
                     let body_start = if self.state == State::Body {
                         pos + self.header_len + 1
@@ -858,7 +892,8 @@ impl Parser {
             // Hold leading whitespace until the segment shows content, so
             // that a whitespace-only segment is dropped as in whole mode.
             let from = self.text_blank_to.clamp(pos, to);
-            if js_trim(&text[from..to]).is_empty() {
+            // Past the cap, whitespace is shown too: memory stays bounded.
+            if js_trim(&text[from..to]).is_empty() && to - pos <= self.max_block_bytes {
                 self.text_blank_to = to;
                 return if segment_ends { to } else { pos };
             }
@@ -980,8 +1015,9 @@ impl Parser {
         let header = if self.state == State::Body {
             self.header(text, pos)
         } else {
-            // Still in the header: name the call after its first bytes.
-            let cut = floor_char_boundary(text, (pos + 64).min(text.len()));
+            // Still in the header: name the call after its first bytes
+            // (never more than the cap, so the name is the same for every chunking).
+            let cut = floor_char_boundary(text, pos + 64.min(self.max_block_bytes));
             HeaderRef {
                 name: js_trim(&text[pos..cut]),
                 invocation_id: InvocationId::Written(""),
@@ -1372,7 +1408,9 @@ pub fn strip_fences(raw: &str) -> &str {
     };
     let mut rest = after_ticks;
     for lang in ["toml", "yaml", "json"] {
-        if rest.len() >= lang.len() && rest[..lang.len()].eq_ignore_ascii_case(lang) {
+        // Compared as bytes: the text after the ticks may be any UTF-8.
+        let head = rest.as_bytes().get(..lang.len());
+        if head.is_some_and(|head| head.eq_ignore_ascii_case(lang.as_bytes())) {
             rest = &rest[lang.len()..];
             break;
         }
@@ -1762,6 +1800,55 @@ mod tests {
         // A new session starts again at 1.
         let events = parse_all(&mut Parser::new(), "!!!GADGET_START:C\n!!!GADGET_END");
         assert_eq!(calls(&events)[0].invocation_id, "gadget_1");
+    }
+
+    #[test]
+    fn a_fence_followed_by_multibyte_text_is_no_language_tag() {
+        // Found by the fuzzer: `to` then a 2-byte character must not be cut at byte 4.
+        assert_eq!(
+            strip_fences("```to\u{5c0}ml\nx\n```"),
+            "```to\u{5c0}ml\nx\n```"
+        );
+        assert_eq!(strip_fences("```TOML\n!!!ARG:x\n1\n```"), "!!!ARG:x\n1");
+    }
+
+    #[test]
+    fn a_text_segment_past_the_cap_comes_in_pieces_at_the_same_places_for_every_chunking() {
+        let input = format!("{}é{}", "a".repeat(150), "b".repeat(120));
+        let mut expected = None;
+        for chunk in [0usize, 1, 7, 64] {
+            let mut parser = ParserBuilder::new().max_block_bytes(100).build().unwrap();
+            let mut events = Vec::new();
+            let mut rest = input.as_str();
+            while !rest.is_empty() {
+                let mut cut = if chunk == 0 {
+                    rest.len()
+                } else {
+                    chunk.min(rest.len())
+                };
+                while !rest.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                events.extend(parser.feed(&rest[..cut]));
+                assert!(parser.buffered() <= 100 + DEFAULT_START.len() + chunk.max(input.len()));
+                rest = &rest[cut..];
+            }
+            events.extend(parser.finish());
+            let texts: Vec<String> = events
+                .into_iter()
+                .map(|e| match e {
+                    ParseEvent::Text(t) => t,
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            assert!(texts.len() >= 3, "{texts:?}");
+            assert!(texts.iter().all(|t| t.len() <= 100));
+            assert_eq!(texts.concat(), input);
+            match &expected {
+                None => expected = Some(texts),
+                Some(first) => assert_eq!(first, &texts, "chunk {chunk}"),
+            }
+        }
     }
 
     #[test]

@@ -21,7 +21,10 @@ use parser::{ParseEvent, Parser, ParserBuilder};
 
 fn build(cap: usize, custom: bool, deltas: bool, partials: bool) -> Parser {
     let builder = if custom {
-        ParserBuilder::new().start_marker("<T").end_marker("<E").arg_marker("@@")
+        ParserBuilder::new()
+            .start_marker("<T")
+            .end_marker("<E")
+            .arg_marker("@@")
     } else {
         ParserBuilder::new()
     };

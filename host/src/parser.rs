@@ -306,13 +306,13 @@ impl<'a> HeaderRef<'a> {
     /// Parses a header line; `auto` is the id the session gave it if it has none.
     fn parse(line: &'a str, auto: u64) -> HeaderRef<'a> {
         let line = js_trim(line);
-        let (name, rest) = match memchr::memchr(b':', line.as_bytes()) {
+        let (name, rest) = match find_short(b':', line.as_bytes()) {
             Some(colon) => (&line[..colon], Some(&line[colon + 1..])),
             None => (line, None),
         };
         let (invocation_id, dependencies_raw) = match rest {
             None => (InvocationId::Auto(auto), ""),
-            Some(rest) => match memchr::memchr(b':', rest.as_bytes()) {
+            Some(rest) => match find_short(b':', rest.as_bytes()) {
                 Some(colon) => (
                     InvocationId::Written(js_trim(&rest[..colon])),
                     &rest[colon + 1..],
@@ -773,7 +773,7 @@ impl Parser {
                         Some(offset) => {
                             let at = from.min(limit) + offset;
                             // The auto id is taken when the header is read, as llmist does.
-                            let has_id = memchr::memchr(b':', &bytes[pos..at]).is_some();
+                            let has_id = find_short(b':', &bytes[pos..at]).is_some();
                             self.auto_id = if has_id {
                                 0
                             } else {
@@ -1161,6 +1161,12 @@ fn split_arguments(
     }
 }
 
+/// A byte in a slice that is usually short (a header, a pointer): a plain
+/// loop, without the set-up a vectorised search pays on every call.
+fn find_short(byte: u8, haystack: &[u8]) -> Option<usize> {
+    haystack.iter().position(|&b| b == byte)
+}
+
 /// The byte range of `text[start..end]` after a JavaScript trim.
 fn trim_range(text: &str, start: usize, end: usize) -> std::ops::Range<usize> {
     let slice = &text[start..end];
@@ -1293,7 +1299,7 @@ fn check_pointer(
     };
     // Splits at `/` (a byte search: pointers are short, and a char pattern costs more).
     fn split(rest: &str) -> (&str, Option<&str>) {
-        match memchr::memchr(b'/', rest.as_bytes()) {
+        match find_short(b'/', rest.as_bytes()) {
             Some(at) => (&rest[..at], Some(&rest[at + 1..])),
             None => (rest, None),
         }

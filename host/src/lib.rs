@@ -39,6 +39,7 @@ pub mod params;
 pub mod parser;
 pub mod plugins;
 pub mod runtime;
+pub mod schedule;
 
 #[doc(hidden)]
 pub mod cli;

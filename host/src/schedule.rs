@@ -1024,4 +1024,85 @@ mod tests {
         assert!(h.s.stop_reading());
         assert!(h.s.idle());
     }
+
+    proptest::proptest! {
+        /// Random responses (ids, dependencies on earlier, later, missing
+        /// and own ids, duplicates, hints), random outcomes and finishing
+        /// order, every strategy: every call ends exactly once, nothing
+        /// starts before its dependencies succeeded, the limits hold, and
+        /// the session ends idle.
+        #[test]
+        fn every_call_ends_once_and_no_rule_is_broken(
+            calls in proptest::collection::vec(
+                (0u8..12, proptest::collection::vec(0u8..14, 0..3), 0u8..4, proptest::bool::ANY),
+                0..16,
+            ),
+            strategy in 0u8..3,
+            max_parallel in 1usize..4,
+            finish_order in proptest::collection::vec(proptest::num::usize::ANY, 0..64),
+        ) {
+            let strategy = match strategy {
+                0 => Strategy::Parallel,
+                1 => Strategy::Sequential,
+                _ => Strategy::Batched { size: 2 },
+            };
+            let config = ScheduleConfig { strategy, max_parallel, ..ScheduleConfig::default() };
+            let limit = if strategy == Strategy::Sequential { 1 } else { max_parallel };
+            let mut s = Scheduler::new(config);
+            let mut ended = vec![0u32; calls.len()];
+            let mut succeeded: Vec<String> = Vec::new();
+            let mut running: Vec<CallIx> = Vec::new();
+            let mut order = finish_order.into_iter();
+            let mut policy = |_: CallIx, _: &str, _: &str| DependencyPolicy::Skip;
+            let mut apply = |actions: Vec<Action>, s: &Scheduler, running: &mut Vec<CallIx>, ended: &mut Vec<u32>, succeeded: &Vec<String>| {
+                for action in actions {
+                    match action {
+                        Action::Start(c) => {
+                            for dep in &s.spec(c).dependencies {
+                                if *dep != s.spec(c).invocation_id {
+                                    assert!(succeeded.contains(dep), "{} started before {dep}", s.spec(c).invocation_id);
+                                }
+                            }
+                            running.push(c);
+                            assert!(running.len() <= limit, "{} running, limit {limit}", running.len());
+                            let exclusive = running.iter().filter(|c| s.spec(**c).gadget.as_ref().is_some_and(|g| g.exclusive)).count();
+                            assert!(exclusive == 0 || running.len() == 1, "an exclusive call ran beside others");
+                        }
+                        Action::Skip(c, _) | Action::Fallback(c, _) | Action::DuplicateId(c) => ended[c] += 1,
+                    }
+                }
+            };
+            for (i, (id, deps, hint, fails)) in calls.iter().enumerate() {
+                let spec = CallSpec {
+                    invocation_id: format!("c{id}"),
+                    dependencies: deps.iter().map(|d| format!("c{d}")).collect(),
+                    gadget: Some(GadgetHints { key: format!("g{}", hint % 2), exclusive: *hint == 3, max_concurrent: u32::from(*hint == 2) }),
+                };
+                let (call, actions) = s.add(spec, &mut policy);
+                assert_eq!(call, i);
+                apply(actions, &s, &mut running, &mut ended, &succeeded);
+                // Sometimes finish a running call between parses.
+                if let Some(pick) = order.next().filter(|p| p % 2 == 0 && !running.is_empty()) {
+                    let c = running.remove(pick % running.len());
+                    ended[c] += 1;
+                    let outcome = if calls[c].3 { Err("failed".to_string()) } else { succeeded.push(s.spec(c).invocation_id.clone()); Ok(()) };
+                    let actions = s.finished(c, outcome, true, &mut policy);
+                    apply(actions, &s, &mut running, &mut ended, &succeeded);
+                }
+                let _ = fails;
+            }
+            let actions = s.end_of_stream(&mut policy);
+            apply(actions, &s, &mut running, &mut ended, &succeeded);
+            while !running.is_empty() {
+                let pick = order.next().unwrap_or(0);
+                let c = running.remove(pick % running.len());
+                ended[c] += 1;
+                let outcome = if calls[c].3 { Err("failed".to_string()) } else { succeeded.push(s.spec(c).invocation_id.clone()); Ok(()) };
+                let actions = s.finished(c, outcome, true, &mut policy);
+                apply(actions, &s, &mut running, &mut ended, &succeeded);
+            }
+            proptest::prop_assert!(ended.iter().all(|&n| n == 1), "ended counts {:?}", ended);
+            proptest::prop_assert!(s.idle());
+        }
+    }
 }

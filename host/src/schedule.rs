@@ -1054,7 +1054,7 @@ mod tests {
             let mut running: Vec<CallIx> = Vec::new();
             let mut order = finish_order.into_iter();
             let mut policy = |_: CallIx, _: &str, _: &str| DependencyPolicy::Skip;
-            let mut apply = |actions: Vec<Action>, s: &Scheduler, running: &mut Vec<CallIx>, ended: &mut Vec<u32>, succeeded: &Vec<String>| {
+            let apply = |actions: Vec<Action>, s: &Scheduler, running: &mut Vec<CallIx>, ended: &mut [u32], succeeded: &[String]| {
                 for action in actions {
                     match action {
                         Action::Start(c) => {

@@ -11,6 +11,8 @@
 //!
 //! ```text
 //! plugins   plugin directories -> manifests -> compiled, pre-instantiated gadgets (Registry)
+//! parser    the llmist block format, parsed as a stream (pure)
+//! schedule  which call runs when: dependencies, policies, concurrency (pure)
 //! params    JSON Schema defaults + validation (pure)
 //! runtime   wasmtime: engine, epoch deadlines, store data, host imports, invoke
 //! cli       the `gadget` commands; the only place that prints

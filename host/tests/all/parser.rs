@@ -312,6 +312,27 @@ mod chunk_invariance {
             .collect()
     }
 
+    /// Feeds `input` cut at `cuts` (taken modulo its length, moved to
+    /// character boundaries), then finishes.
+    fn feed_cut(parser: &mut Parser, input: &str, cuts: &[usize]) -> Vec<ParseEvent> {
+        let mut events = Vec::new();
+        let mut last = 0;
+        let mut points: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
+        points.sort_unstable();
+        points.push(input.len());
+        for mut point in points {
+            while !input.is_char_boundary(point) {
+                point += 1;
+            }
+            if point > last {
+                events.extend(parser.feed(&input[last..point]));
+                last = point;
+            }
+        }
+        events.extend(parser.finish());
+        events
+    }
+
     fn feed_all(parser: &mut Parser, input: &str, cuts: &[usize]) -> (Vec<String>, String) {
         feed_all_with(parser, "!!!ARG:", input, cuts)
     }
@@ -322,21 +343,7 @@ mod chunk_invariance {
         input: &str,
         cuts: &[usize],
     ) -> (Vec<String>, String) {
-        let mut events = Vec::new();
-        let mut last = 0;
-        let mut points: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
-        points.sort_unstable();
-        for mut point in points {
-            while !input.is_char_boundary(point) {
-                point += 1;
-            }
-            if point > last {
-                events.extend(parser.feed(&input[last..point]));
-                last = point;
-            }
-        }
-        events.extend(parser.feed(&input[last..]));
-        events.extend(parser.finish());
+        let events = feed_cut(parser, input, cuts);
         let mut calls = Vec::new();
         let mut text = String::new();
         for event in events {
@@ -369,21 +376,7 @@ mod chunk_invariance {
             .partial_arguments(true)
             .build()
             .unwrap();
-        let mut events = Vec::new();
-        let mut last = 0;
-        let mut points: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
-        points.sort_unstable();
-        points.push(input.len());
-        for mut point in points {
-            while !input.is_char_boundary(point) {
-                point += 1;
-            }
-            if point > last {
-                events.extend(parser.feed(&input[last..point]));
-                last = point;
-            }
-        }
-        events.extend(parser.finish());
+        let events = feed_cut(&mut parser, input, cuts);
         let (mut calls, mut text) = (Vec::new(), String::new());
         let mut shown: Vec<(String, String, String, String)> = Vec::new();
         for event in events {

@@ -36,6 +36,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod executor;
 pub mod limits;
 pub mod params;
 pub mod parser;

@@ -4,6 +4,7 @@
 mod cli;
 mod common;
 mod containment;
+mod executor;
 mod loading;
 mod parser;
 mod shipped;

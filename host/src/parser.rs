@@ -1809,6 +1809,26 @@ mod tests {
     }
 
     #[test]
+    fn past_the_pointer_check_limit_the_parameters_are_built_to_find_errors() {
+        // More arguments than the shape check takes: the same errors, found the slow way.
+        let many = POINTER_CHECK_MAX_ARGUMENTS + 6;
+        let mut body: String = (0..many).map(|i| format!("!!!ARG:k{i}/v\n{i}\n")).collect();
+        let call = GadgetCall::new("G", "g", Vec::new(), &body);
+        assert_eq!(call.parse_error, None);
+        assert_eq!(call.parameters().unwrap().len(), many);
+        body.push_str("!!!ARG:k3/v/deeper\nx\n");
+        let call = GadgetCall::new("G", "g", Vec::new(), &body);
+        assert!(
+            call.parse_error
+                .as_deref()
+                .unwrap()
+                .contains("below the number value at 'k3/v'"),
+            "{:?}",
+            call.parse_error
+        );
+    }
+
+    #[test]
     fn a_fence_followed_by_multibyte_text_is_no_language_tag() {
         // Found by the fuzzer: `to` then a 2-byte character must not be cut at byte 4.
         assert_eq!(

@@ -267,3 +267,108 @@ fn every_command_has_an_example_in_its_help() {
         );
     }
 }
+
+const RESPONSE: &str = "Two calls and a chain.
+!!!GADGET_START:Calculator:sum1
+!!!ARG:operation
+add
+!!!ARG:a
+15
+!!!ARG:b
+27
+!!!GADGET_END
+!!!GADGET_START:Calculator:div:sum1
+!!!ARG:operation
+divide
+!!!ARG:a
+1
+!!!ARG:b
+0
+!!!GADGET_END
+!!!GADGET_START:Calculator:after:div
+!!!ARG:operation
+add
+!!!ARG:a
+1
+!!!ARG:b
+1
+!!!GADGET_END
+Done.
+";
+
+#[test]
+fn run_executes_a_response_from_stdin_and_reports_failures_in_the_exit_code() {
+    let out = gadget(&["run", "--json"], Some(RESPONSE));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a call failed and one was skipped"
+    );
+    let events: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |kind: &'static str| events.iter().filter(move |e| e["type"] == kind);
+    assert_eq!(of("call_parsed").count(), 3);
+    let finished: Vec<&Value> = of("call_finished").collect();
+    assert_eq!(finished[0]["id"], "sum1");
+    assert_eq!(finished[0]["result"], "42");
+    assert_eq!(finished[1]["error"]["kind"], "invalid-arguments");
+    let skipped: Vec<&Value> = of("call_skipped").collect();
+    assert_eq!(skipped.len(), 1);
+    assert_eq!(skipped[0]["id"], "after");
+    assert_eq!(skipped[0]["failed_dependency"], "div");
+    let summary = events.last().unwrap();
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(
+        (
+            summary["succeeded"].as_u64(),
+            summary["failed"].as_u64(),
+            summary["skipped"].as_u64()
+        ),
+        (Some(1), Some(1), Some(1))
+    );
+
+    // A fallback policy lets the dependent count as a success; the failure still sets the exit code.
+    let out = gadget(
+        &["run", "--on-dependency-failure", "fallback:n/a", "-"],
+        Some(RESPONSE),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("✓ Calculator (after) in 0.0 ms [fallback]: n/a"),
+        "{}",
+        stdout(&out)
+    );
+
+    // Every call succeeding exits 0; a bad option exits 2.
+    let ok = RESPONSE.replace("!!!ARG:b\n0", "!!!ARG:b\n4");
+    assert_eq!(gadget(&["run"], Some(&ok)).status.code(), Some(0));
+    assert_eq!(
+        gadget(&["run", "--strategy", "batched:0"], Some(&ok))
+            .status
+            .code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn run_replays_a_file_in_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("response.txt");
+    std::fs::write(&file, RESPONSE.replace("!!!ARG:b\n0", "!!!ARG:b\n4")).unwrap();
+    let out = gadget(&["run", "--replay", "1", file.to_str().unwrap()], None);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = stdout(&out);
+    assert!(text.starts_with("Two calls and a chain.\n"), "{text}");
+    assert!(text.contains("✓ Calculator (after)"), "{text}");
+    assert!(
+        text.contains("3 calls: 3 succeeded, 0 failed, 0 skipped"),
+        "{text}"
+    );
+}

@@ -27,6 +27,9 @@ use crate::schedule::{
     self, Action, CallIx, CallSpec, DependencyPolicy, GadgetHints, ScheduleConfig, Scheduler,
 };
 
+/// llmist's error when a gadget asks a person and nobody can answer.
+const NO_HUMAN_INPUT: &str = "Human input required but not available (stdin is not interactive)";
+
 /// How responses are executed.
 #[derive(Debug, Clone)]
 pub struct ExecConfig {
@@ -256,65 +259,37 @@ impl Executor {
         let (id, gadget) = (entry.call.invocation_id.clone(), entry.call.name.clone());
         summary.cost += ended.cost;
         let outcome = match ended.outcome {
-            Ok(outcome) => {
+            Ok(Outcome::Result { result, .. }) => Ok(("result", result)),
+            Ok(Outcome::Finish { result, .. }) => {
+                summary.finished = true;
+                Ok(("finish", result))
+            }
+            // No human-input handler yet: llmist's text for a non-interactive run.
+            Ok(Outcome::AskHuman { .. }) => Err(Failure {
+                kind: "human-input".into(),
+                message: NO_HUMAN_INPUT.into(),
+            }),
+            Err(failure) => Err(failure),
+        };
+        let settled = match &outcome {
+            Ok(_) => {
                 summary.succeeded += 1;
-                let (kind, text) = match outcome {
-                    Outcome::Result { result, .. } => ("result", result),
-                    Outcome::Finish { result, .. } => {
-                        summary.finished = true;
-                        ("finish", result)
-                    }
-                    // No human-input handler here yet: llmist's text for a non-interactive run.
-                    Outcome::AskHuman { question } => {
-                        let _ = question;
-                        summary.succeeded -= 1;
-                        summary.failed += 1;
-                        sink(finished_event(
-                            &id,
-                            &gadget,
-                            Err(Failure {
-                                kind: "human-input".into(),
-                                message: "Human input required but not available (stdin is not interactive)".into(),
-                            }),
-                            ended.cost,
-                            ended.duration,
-                        ));
-                        let policy = &mut policy_for(&self.config, &self.entries);
-                        return self.scheduler.finished(
-                            ended.call,
-                            Err(
-                                "Human input required but not available (stdin is not interactive)"
-                                    .into(),
-                            ),
-                            true,
-                            policy,
-                        );
-                    }
-                };
-                sink(finished_event(
-                    &id,
-                    &gadget,
-                    Ok((kind, text)),
-                    ended.cost,
-                    ended.duration,
-                ));
                 Ok(())
             }
             Err(failure) => {
                 summary.failed += 1;
-                let message = failure.message.clone();
-                sink(finished_event(
-                    &id,
-                    &gadget,
-                    Err(failure),
-                    ended.cost,
-                    ended.duration,
-                ));
-                Err(message)
+                Err(failure.message.clone())
             }
         };
+        sink(finished_event(
+            &id,
+            &gadget,
+            outcome,
+            ended.cost,
+            ended.duration,
+        ));
         let policy = &mut policy_for(&self.config, &self.entries);
-        self.scheduler.finished(ended.call, outcome, true, policy)
+        self.scheduler.finished(ended.call, settled, true, policy)
     }
 
     /// Carries out the scheduler's actions, and those they lead to.
@@ -422,10 +397,9 @@ impl Executor {
                 message: format!("Error: {rejected}"),
             });
         };
-        let schema: Value =
-            serde_json::from_str(&gadget.spec.parameters_schema).unwrap_or(Value::Null);
+        // The schema parsed once, at load time (no per-call re-parse).
         let params = call
-            .parameters_with_schema(&schema)
+            .parameters_with_schema(gadget.schema.schema().unwrap_or(&Value::Null))
             .map_err(|error| Failure {
                 kind: "parse".into(),
                 message: format!(

@@ -734,13 +734,11 @@ impl Parser {
                         // Memory stays bounded: a segment past the cap is emitted
                         // in cap-sized pieces, cut at the same places whatever the
                         // chunking (whitespace-only pieces are dropped).
-                        let cut =
-                            floor_char_boundary(text, pos + self.max_block_bytes).max(pos + 1);
-                        let cut = if text.is_char_boundary(cut) {
-                            cut
-                        } else {
-                            certain
-                        };
+                        let mut cut = floor_char_boundary(text, pos + self.max_block_bytes);
+                        if cut == pos {
+                            // A cap smaller than one character: take the character.
+                            cut += text[pos..].chars().next().map_or(1, char::len_utf8);
+                        }
                         self.text_until(text, pos, cut, true, events);
                         pos = cut;
                         self.search_from = certain;
@@ -1257,28 +1255,9 @@ impl PointerNode {
     }
 }
 
-/// The JSON type `coerce` gives a raw value, without building it.
+/// The JSON type `coerce` gives a raw value (only for an error message).
 fn coerced_type(raw: &str) -> &'static str {
-    match coerce_kind(raw) {
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        _ => "string",
-    }
-}
-
-/// `coerce` for everything but strings, which it leaves empty.
-fn coerce_kind(raw: &str) -> Value {
-    if memchr::memchr(b'\n', raw.as_bytes()).is_some() {
-        return Value::Null;
-    }
-    let t = js_trim(raw);
-    if t == "true" || t == "false" {
-        return Value::Bool(true);
-    }
-    if is_plain_decimal(t) && t.parse::<f64>().is_ok_and(f64::is_finite) {
-        return Value::Number(0.into());
-    }
-    Value::Null
+    json_type(&coerce(raw))
 }
 
 /// `set_by_pointer` on the shape tree: the same walk, the same errors.

@@ -330,9 +330,8 @@ impl Scheduler {
         if self.ids.contains_key(&id) {
             // The id keeps pointing at its first owner.
             self.nodes[call].state = State::Failed(Some(duplicate_id_error(&id)));
+            // Its dependents wait for the owner: nothing settles here.
             actions.push(Action::DuplicateId(call));
-            self.settle(call, policy, &mut actions);
-            self.pump(&mut actions);
             return (call, actions);
         }
         self.ids.insert(id.clone(), call);
@@ -495,9 +494,6 @@ impl Scheduler {
         actions: &mut Vec<Action>,
     ) {
         let id = self.nodes[call].spec.invocation_id.clone();
-        if self.ids.get(&id) != Some(&call) {
-            return; // a duplicate id: its dependents wait for the owner
-        }
         let Some(dependents) = self.waiting_on.remove(&id) else {
             return;
         };

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use gadget_host::executor::{ExecConfig, ExecEvent, Executor};
+use gadget_host::executor::{ExecConfig, ExecEvent, Executor, ResponseSummary};
 use gadget_host::plugins::{self, LoadOptions, NoProgress};
 use gadget_host::runtime::EpochMode;
 
@@ -55,8 +55,8 @@ add
 !!!GADGET_END
 Done.";
 
-#[tokio::test]
-async fn a_streamed_response_runs_with_dependencies_errors_and_skips() {
+/// Runs `response`, streamed in 9-byte chunks, on the shipped plugins.
+async fn execute(response: &'static str) -> (Vec<ExecEvent>, ResponseSummary) {
     let runtime = common::runtime(EpochMode::Ticker);
     let (registry, errors) = plugins::load_dirs(
         runtime,
@@ -69,7 +69,7 @@ async fn a_streamed_response_runs_with_dependencies_errors_and_skips() {
     let mut executor = Executor::new(Arc::new(registry), ExecConfig::default()).unwrap();
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     tokio::spawn(async move {
-        for piece in RESPONSE.as_bytes().chunks(9) {
+        for piece in response.as_bytes().chunks(9) {
             tx.send(String::from_utf8(piece.to_vec()).unwrap())
                 .await
                 .unwrap();
@@ -77,6 +77,32 @@ async fn a_streamed_response_runs_with_dependencies_errors_and_skips() {
     });
     let mut events = Vec::new();
     let summary = executor.run_response(rx, |event| events.push(event)).await;
+    (events, summary)
+}
+
+#[tokio::test]
+async fn a_question_for_a_person_without_one_is_llmists_error_and_a_finish_is_reported() {
+    let (events, summary) = execute(
+        "!!!GADGET_START:AskUser:q\n!!!ARG:question\nOverwrite?\n!!!GADGET_END\n!!!GADGET_START:TaskComplete:t\n!!!ARG:summary\nall done\n!!!GADGET_END",
+    )
+    .await;
+    let q = events.iter().find_map(|e| match e {
+        ExecEvent::CallFinished { id, error, .. } if id == "q" => error.clone(),
+        _ => None,
+    });
+    let q = q.expect("q failed");
+    assert_eq!(q.kind, "human-input");
+    assert_eq!(
+        q.message,
+        "Human input required but not available (stdin is not interactive)"
+    );
+    assert!(summary.finished, "{events:#?}");
+    assert_eq!((summary.succeeded, summary.failed), (1, 1));
+}
+
+#[tokio::test]
+async fn a_streamed_response_runs_with_dependencies_errors_and_skips() {
+    let (events, summary) = execute(RESPONSE).await;
 
     let finished = |id: &str| {
         events

@@ -20,6 +20,8 @@ use crate::plugins::{
 };
 use crate::runtime::{CallError, CallReport, Outcome, Runtime, RuntimeConfig};
 
+mod run;
+
 const EXIT_FAILED: u8 = 1;
 const EXIT_BAD_INPUT: u8 = 2;
 
@@ -103,69 +105,18 @@ enum Command {
     #[command(
         after_help = "Examples:\n  gadget run response.txt\n  gadget run --replay 20 response.txt     # stream it as a model would\n  my-llm-client | gadget run -\n  gadget run --json response.txt | jq 'select(.type == \"call_finished\")'\n\nExit code: 0 when every call succeeded, 1 when one failed or was skipped, 2 on bad input."
     )]
-    Run(RunOptions),
+    Run(Box<run::RunOptions>),
+    /// Print the instruction text a model needs: the loaded gadgets, their parameters and examples, and the block format.
+    #[command(
+        after_help = "Examples:\n  gadget prompt > system-prompt.txt\n  gadget prompt --start-marker '<<TOOL:' --end-marker '<<END' --arg-marker '@'"
+    )]
+    Prompt(run::PromptOptions),
     /// Check a plugin directory or component: manifest, world, specs, schemas, examples.
     #[command(after_help = "Example:\n  gadget check plugins/calculator && echo ok")]
     Check {
         /// A plugin directory (with plugin.toml) or a .wasm component.
         path: PathBuf,
     },
-}
-
-/// Options of `gadget run`.
-#[derive(Debug, clap::Args)]
-struct RunOptions {
-    /// The response: a file, or `-` (the default) for stdin, read as it arrives.
-    file: Option<PathBuf>,
-    /// Feed the file in small chunks with this many milliseconds between them, as a streaming model would.
-    #[arg(long, value_name = "MS")]
-    replay: Option<u64>,
-    /// One JSON event per line (text, call_parsed, call_started, call_finished, call_skipped, summary).
-    #[arg(long)]
-    json: bool,
-    /// Calls running at once, over all gadgets.
-    #[arg(long, value_name = "N", default_value_t = crate::schedule::DEFAULT_MAX_PARALLEL)]
-    max_parallel: usize,
-    /// How independent calls share the machine: parallel, sequential, or batched:N.
-    #[arg(long, value_name = "STRATEGY", default_value = "parallel", value_parser = parse_strategy)]
-    strategy: crate::schedule::Strategy,
-    /// What a call whose dependency failed gets: skip, execute-anyway, or fallback:TEXT.
-    #[arg(long, value_name = "POLICY", default_value = "skip", value_parser = parse_policy)]
-    on_dependency_failure: crate::schedule::DependencyPolicy,
-    /// After the first failed call, skip the calls not started yet and stop reading.
-    #[arg(long)]
-    stop_on_error: bool,
-    /// Calls accepted per response; the next is skipped and the rest is not read.
-    #[arg(long, value_name = "N")]
-    max_calls: Option<usize>,
-}
-
-fn parse_strategy(text: &str) -> Result<crate::schedule::Strategy, String> {
-    use crate::schedule::Strategy;
-    match text {
-        "parallel" => Ok(Strategy::Parallel),
-        "sequential" => Ok(Strategy::Sequential),
-        _ => match text.strip_prefix("batched:").map(str::parse::<usize>) {
-            Some(Ok(size)) if size > 0 => Ok(Strategy::Batched { size }),
-            _ => Err(format!(
-                "'{text}' is not a strategy: use parallel, sequential or batched:N (N > 0)"
-            )),
-        },
-    }
-}
-
-fn parse_policy(text: &str) -> Result<crate::schedule::DependencyPolicy, String> {
-    use crate::schedule::DependencyPolicy;
-    match text {
-        "skip" => Ok(DependencyPolicy::Skip),
-        "execute-anyway" => Ok(DependencyPolicy::ExecuteAnyway),
-        _ => match text.strip_prefix("fallback:") {
-            Some(fallback) => Ok(DependencyPolicy::UseFallback(fallback.to_string())),
-            None => Err(format!(
-                "'{text}' is not a policy: use skip, execute-anyway or fallback:TEXT"
-            )),
-        },
-    }
 }
 
 /// Options of `gadget parse`.
@@ -237,7 +188,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     // Each command starts only what it needs: `parse` needs no WebAssembly
     // runtime and no cache.
     let start = || -> Result<Arc<Runtime>> {
-        // A CLI process makes at most one call, so the pooling allocator's
+        // These commands make at most one call, so the pooling allocator's
         // up-front reservation would only slow start-up down.
         let config = RuntimeConfig {
             pooling: false,
@@ -251,10 +202,22 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     match &cli.command {
         Command::Parse(options) => parse(options),
         Command::Run(run_options) => {
+            // A response may hold thousands of calls: the pooling
+            // allocator pays for its reservation there.
+            let runtime = Arc::new(
+                Runtime::new(&RuntimeConfig::default())
+                    .context("starting the WebAssembly runtime")?,
+            );
+            let Some(registry) = load(&runtime, &cli.global, &options()).await? else {
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            };
+            run::run(Arc::new(registry), run_options).await
+        }
+        Command::Prompt(prompt_options) => {
             let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
-            run_response(Arc::new(registry), run_options).await
+            run::prompt(Arc::new(registry), prompt_options)
         }
         Command::Check { path } => check(&start()?, path, &options()).await,
         Command::List { json } => {
@@ -985,196 +948,6 @@ fn parse(options: &ParseOptions) -> Result<ExitCode> {
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// How many bytes `--replay` feeds at a time: about what a streaming
-/// model sends per event.
-const REPLAY_CHUNK_BYTES: usize = 16;
-
-/// How many bytes one read of a streamed input takes at most.
-const READ_CHUNK_BYTES: usize = 8192;
-
-/// `gadget run`: the response through the executor, events out as they happen.
-async fn run_response(registry: Arc<Registry>, options: &RunOptions) -> Result<ExitCode> {
-    use crate::executor::{ExecConfig, Executor};
-    use crate::schedule::ScheduleConfig;
-    let config = ExecConfig {
-        schedule: ScheduleConfig {
-            strategy: options.strategy,
-            max_parallel: options.max_parallel,
-            max_calls_per_response: options.max_calls,
-            stop_on_error: options.stop_on_error,
-        },
-        dependency_policy: options.on_dependency_failure.clone(),
-        ..ExecConfig::default()
-    };
-    let mut executor = Executor::new(registry, config).context("invalid markers")?;
-    let (tx, rx) = tokio::sync::mpsc::channel::<String>(64);
-    let source = options.file.clone().filter(|f| f.as_os_str() != "-");
-    let reader = match (source, options.replay) {
-        (Some(path), Some(delay)) => {
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            tokio::spawn(async move {
-                let mut rest = text.as_str();
-                while !rest.is_empty() {
-                    let mut cut = REPLAY_CHUNK_BYTES.min(rest.len());
-                    while !rest.is_char_boundary(cut) {
-                        cut += 1;
-                    }
-                    if tx.send(rest[..cut].to_string()).await.is_err() {
-                        break; // the executor stopped reading
-                    }
-                    rest = &rest[cut..];
-                    tokio::time::sleep(Duration::from_millis(delay)).await;
-                }
-                Ok(())
-            })
-        }
-        (source, _) => {
-            let input: Box<dyn Read + Send> = match &source {
-                Some(path) => Box::new(
-                    std::fs::File::open(path)
-                        .with_context(|| format!("opening {}", path.display()))?,
-                ),
-                None => Box::new(std::io::stdin()),
-            };
-            tokio::task::spawn_blocking(move || stream_utf8(input, &tx))
-        }
-    };
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    let json = options.json;
-    let mut failure: Option<std::io::Error> = None;
-    let summary = executor
-        .run_response(rx, |event| {
-            let written = if json {
-                serde_json::to_string(&event)
-                    .map_err(std::io::Error::other)
-                    .and_then(|line| writeln!(out, "{line}"))
-            } else {
-                write_event(&mut out, &event)
-            };
-            if let Err(error) = written.and_then(|()| out.flush())
-                && failure.is_none()
-            {
-                failure = Some(error);
-            }
-        })
-        .await;
-    if let Some(error) = failure {
-        return Err(error).context("writing stdout");
-    }
-    reader.await.context("the input reader stopped")??;
-    if json {
-        let mut line = serde_json::to_value(&summary)?;
-        line["type"] = json!("summary");
-        writeln!(out, "{line}")?;
-    } else {
-        writeln!(
-            out,
-            "\n{} calls: {} succeeded, {} failed, {} skipped; cost ${:.6}; {:.0} ms{}",
-            summary.calls,
-            summary.succeeded,
-            summary.failed,
-            summary.skipped,
-            summary.cost,
-            summary.duration_ms,
-            if summary.finished {
-                "; task complete"
-            } else {
-                ""
-            }
-        )?;
-    }
-    Ok(if summary.failed == 0 && summary.skipped == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_FAILED)
-    })
-}
-
-/// Reads `input` as it arrives and sends it as UTF-8 text, never splitting
-/// a character (invalid bytes become U+FFFD).
-fn stream_utf8(
-    mut input: Box<dyn Read + Send>,
-    tx: &tokio::sync::mpsc::Sender<String>,
-) -> Result<()> {
-    let mut pending: Vec<u8> = Vec::new();
-    let mut buf = vec![0u8; READ_CHUNK_BYTES];
-    loop {
-        let n = input.read(&mut buf).context("reading the response")?;
-        if n == 0 {
-            break;
-        }
-        pending.extend_from_slice(&buf[..n]);
-        // Keep an incomplete character at the end for the next read.
-        let valid = match std::str::from_utf8(&pending) {
-            Ok(_) => pending.len(),
-            Err(e) if e.error_len().is_none() => e.valid_up_to(),
-            Err(_) => pending.len(),
-        };
-        let text = String::from_utf8_lossy(&pending[..valid]).into_owned();
-        pending.drain(..valid);
-        if !text.is_empty() && tx.blocking_send(text).is_err() {
-            return Ok(()); // the executor stopped reading
-        }
-    }
-    if !pending.is_empty() {
-        let _ = tx.blocking_send(String::from_utf8_lossy(&pending).into_owned());
-    }
-    Ok(())
-}
-
-/// The readable form of one event.
-fn write_event(out: &mut impl Write, event: &crate::executor::ExecEvent) -> std::io::Result<()> {
-    use crate::executor::ExecEvent;
-    match event {
-        ExecEvent::Text { content } => write!(out, "{content}"),
-        ExecEvent::CallParsed { .. } => Ok(()),
-        ExecEvent::CallStarted { id, gadget } => writeln!(out, "\n▶ {gadget} ({id}) started"),
-        ExecEvent::CallFinished {
-            id,
-            gadget,
-            outcome,
-            result,
-            error,
-            cost,
-            duration_ms,
-        } => {
-            let cost = if *cost > 0.0 {
-                format!(", ${cost:.6}")
-            } else {
-                String::new()
-            };
-            match (result, error) {
-                (Some(result), _) => {
-                    let label = if outcome == "result" {
-                        String::new()
-                    } else {
-                        format!(" [{outcome}]")
-                    };
-                    writeln!(
-                        out,
-                        "✓ {gadget} ({id}) in {duration_ms:.1} ms{cost}{label}: {result}"
-                    )
-                }
-                (None, Some(error)) => {
-                    writeln!(
-                        out,
-                        "✗ {gadget} ({id}) failed ({}){cost}: {}",
-                        error.kind, error.message
-                    )
-                }
-                (None, None) => writeln!(out, "✓ {gadget} ({id})"),
-            }
-        }
-        ExecEvent::CallSkipped {
-            id, gadget, reason, ..
-        } => {
-            writeln!(out, "⤼ {gadget} ({id}) skipped: {reason}")
-        }
-    }
 }
 
 fn print_json(value: &Value) -> Result<()> {

@@ -9,38 +9,86 @@
 //! (parse, unknown gadget, invalid parameters, execution, timeout) are
 //! results the model sees, in llmist's wording.
 //!
-//! The session (auto ids, finished ids, costs) carries over from one
-//! response to the next.
+//! Around each call, in llmist's order: the [`Controller`] may skip it with
+//! a synthetic result; the gadget runs with its timeout (the run's
+//! per-gadget setting, else the gadget's own, else the run's default, all
+//! capped by the operator); ask-human goes to the [`HumanInput`] handler;
+//! oversized results are stored for `GadgetOutputViewer` (the
+//! [viewer](crate::viewer), built in); the controller may then recover a
+//! failure with a fallback. Progress, updates and logs arrive as events
+//! while the call runs.
+//!
+//! The session (auto ids, finished ids, stored outputs, costs) carries
+//! over from one response to the next; [`Executor::history`] is what the
+//! model is shown of the last response.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::Value;
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use crate::params::ParamSchema;
 use crate::parser::{self, ConfigError, EventRef, GadgetCall, ParserBuilder};
 use crate::plugins::{CallRejected, Gadget, Registry};
-use crate::runtime::{CallError, Outcome};
+use crate::render::{self, GadgetDoc, HistoryEntry, Markers};
+use crate::runtime::{CallError, CallRequest, Outcome};
+use crate::runtime::{CallEvent, LogLevel, LogSource};
 use crate::schedule::{
     self, Action, CallIx, CallSpec, DependencyPolicy, GadgetHints, ScheduleConfig, Scheduler,
 };
+use crate::viewer::{self, OutputLimiter, VIEWER_NAME};
 
 /// llmist's error when a gadget asks a person and nobody can answer.
-const NO_HUMAN_INPUT: &str = "Human input required but not available (stdin is not interactive)";
+pub const NO_HUMAN_INPUT: &str =
+    "Human input required but not available (stdin is not interactive)";
+
+/// Timeouts of a run, on top of what each gadget declares.
+#[derive(Debug, Clone, Default)]
+pub struct Timeouts {
+    /// For gadgets that declare none (in their spec or their manifest).
+    pub default: Option<Duration>,
+    /// Per gadget (lower-cased name); wins over the gadget's own.
+    pub per_gadget: HashMap<String, Duration>,
+    /// The operator's cap: no call runs longer, whatever was asked.
+    pub cap: Option<Duration>,
+}
+
+impl Timeouts {
+    /// The deadline of a call to `gadget`.
+    pub fn for_gadget(&self, gadget: &Gadget) -> Duration {
+        let chosen = match self.per_gadget.get(&gadget.spec.name.to_lowercase()) {
+            Some(timeout) => *timeout,
+            None if gadget.timeout_declared => gadget.limits.timeout,
+            None => self.default.unwrap_or(gadget.limits.timeout),
+        };
+        chosen
+            .min(self.cap.unwrap_or(crate::limits::MAX_TIMEOUT))
+            .min(crate::limits::MAX_TIMEOUT)
+    }
+}
 
 /// How responses are executed.
 #[derive(Debug, Clone)]
 pub struct ExecConfig {
     pub schedule: ScheduleConfig,
-    /// What a call whose dependency failed gets, unless its gadget has its own policy.
+    /// What a call whose dependency failed gets, unless its gadget has its
+    /// own policy or the controller decides.
     pub dependency_policy: DependencyPolicy,
     /// Per gadget (case-insensitive name), overriding `dependency_policy`.
     pub gadget_policies: HashMap<String, DependencyPolicy>,
-    pub start_marker: String,
-    pub end_marker: String,
-    pub arg_marker: String,
+    pub markers: Markers,
+    pub timeouts: Timeouts,
+    /// Characters a result may have before it is stored for
+    /// `GadgetOutputViewer` instead; `None` turns output limiting (and the
+    /// viewer) off. Default: 15% of a 128k-token window at 4 characters
+    /// per token, 76,800.
+    pub output_limit: Option<usize>,
 }
 
 impl Default for ExecConfig {
@@ -49,9 +97,12 @@ impl Default for ExecConfig {
             schedule: ScheduleConfig::default(),
             dependency_policy: DependencyPolicy::Skip,
             gadget_policies: HashMap::new(),
-            start_marker: parser::DEFAULT_START.into(),
-            end_marker: parser::DEFAULT_END.into(),
-            arg_marker: parser::DEFAULT_ARG.into(),
+            markers: Markers::default(),
+            timeouts: Timeouts::default(),
+            output_limit: Some(viewer::char_limit(
+                viewer::DEFAULT_CONTEXT_WINDOW_TOKENS,
+                viewer::DEFAULT_OUTPUT_LIMIT_PERCENT,
+            )),
         }
     }
 }
@@ -59,33 +110,156 @@ impl Default for ExecConfig {
 /// Why a call failed, as a kind and the text the model sees.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Failure {
-    /// `parse`, `unknown-gadget`, `invalid-parameters`, `duplicate-id`, or
-    /// a runtime error kind (`failed`, `timeout`, `crashed`, ...).
+    /// `parse`, `unknown-gadget`, `invalid-parameters`, `duplicate-id`,
+    /// `human-input`, or a runtime error kind (`failed`, `timeout`,
+    /// `crashed`, ...).
     pub kind: String,
     pub message: String,
 }
 
-/// What happened, in order. Serialised, one per line, by `gadget run --json`.
+/// A call, as controllers see it.
+#[derive(Debug, Clone, Copy)]
+pub struct CallView<'a> {
+    pub id: &'a str,
+    pub gadget: &'a str,
+    pub dependencies: &'a [String],
+    /// The validated parameters; before validation (a dependency was
+    /// skipped), what could be parsed of them, or `null`.
+    pub parameters: &'a Value,
+}
+
+/// A controller's decision before a call runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BeforeExecution {
+    Proceed,
+    /// Do not run it; the model sees this result instead.
+    Skip {
+        result: String,
+    },
+}
+
+/// A controller's decision after a call ran.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AfterExecution {
+    Keep,
+    /// Turn a failure into this result (dependents then run).
+    Recover {
+        result: String,
+    },
+}
+
+/// Steers execution (the seeds' controllers). Every method has a default
+/// that changes nothing. Called on the executor's task: keep them quick.
+pub trait Controller: Send + Sync {
+    /// Before a call runs (its parameters are valid).
+    fn before_execution(&self, _call: &CallView<'_>) -> BeforeExecution {
+        BeforeExecution::Proceed
+    }
+
+    /// After a call ended, with the text the model would see.
+    fn after_execution(
+        &self,
+        _call: &CallView<'_>,
+        _outcome: &Result<String, Failure>,
+    ) -> AfterExecution {
+        AfterExecution::Keep
+    }
+
+    /// A dependency of `call` failed; `None` leaves it to the configured
+    /// policy.
+    fn on_dependency_skipped(
+        &self,
+        _call: &CallView<'_>,
+        _failed_dependency: &str,
+        _error: &str,
+    ) -> Option<DependencyPolicy> {
+        None
+    }
+
+    /// With stop-on-error on, whether this failure stops the response
+    /// (`true`, the default) or is let pass.
+    fn stop_on(&self, _call: &CallView<'_>, _failure: &Failure) -> bool {
+        true
+    }
+}
+
+/// The controller that changes nothing.
+pub struct NoController;
+impl Controller for NoController {}
+
+/// A future answer of a person (or an error text for the model).
+pub type Answer<'a> = Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
+
+/// Answers a gadget's question (ask-human). The answer is the call's
+/// result; an error is its failure. The wait is not part of the gadget's
+/// timeout (as llmist).
+pub trait HumanInput: Send + Sync {
+    fn ask<'a>(&'a self, call_id: &'a str, gadget: &'a str, question: &'a str) -> Answer<'a>;
+}
+
+/// What happened, in order. Serialised, one per line, by `gadget run --json`
+/// (the schema is documented in `docs/events.md`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ExecEvent {
     /// Text outside blocks.
-    Text {
-        content: String,
-    },
+    Text { content: String },
     /// A block is complete.
     CallParsed {
         id: String,
         gadget: String,
         dependencies: Vec<String>,
         parameters_raw: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parse_error: Option<String>,
     },
+    /// The gadget is running.
     CallStarted {
         id: String,
         gadget: String,
+        parameters: Value,
+        timeout_ms: u64,
     },
-    /// A call ended: its result (with the outcome kind: `result`,
-    /// `finish`, `ask-human`, `fallback`) or its failure.
+    /// A status line from a running gadget.
+    Progress {
+        id: String,
+        gadget: String,
+        message: String,
+    },
+    /// A partial result from a running gadget.
+    Update {
+        id: String,
+        gadget: String,
+        partial: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        details: Option<Value>,
+    },
+    /// A log entry of a running gadget (or of the host about it).
+    Log {
+        id: String,
+        gadget: String,
+        level: LogLevel,
+        message: String,
+        fields: Value,
+        source: LogSource,
+    },
+    /// A running gadget reported a cost (USD).
+    Cost {
+        id: String,
+        gadget: String,
+        usd: f64,
+    },
+    /// A gadget asked a person; the handler is asking.
+    HumanInput {
+        id: String,
+        gadget: String,
+        question: String,
+    },
+    /// A call ended: its result (with the outcome kind) or its failure.
+    /// Outcome kinds: `result`, `finish`, `ask-human` (answered),
+    /// `fallback` (dependency policy), `synthetic` (a controller skipped
+    /// it), `recovered` (a controller turned a failure into a result),
+    /// `error`.
     CallFinished {
         id: String,
         gadget: String,
@@ -94,6 +268,10 @@ pub enum ExecEvent {
         result: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<Failure>,
+        /// The id under which an oversized output was stored for
+        /// `GadgetOutputViewer` (the result says so too).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stored_output: Option<String>,
         cost: f64,
         duration_ms: f64,
     },
@@ -112,7 +290,10 @@ pub struct ResponseSummary {
     pub succeeded: usize,
     pub failed: usize,
     pub skipped: usize,
+    /// USD, this response.
     pub cost: f64,
+    /// USD, every response of the session so far.
+    pub session_cost: f64,
     /// A gadget signalled that the task is complete.
     pub finished: bool,
     pub duration_ms: f64,
@@ -123,51 +304,118 @@ pub struct ResponseSummary {
 struct Entry {
     call: GadgetCall,
     gadget: Option<Arc<Gadget>>,
+    /// The built-in `GadgetOutputViewer`.
+    viewer: bool,
+    /// Validated parameters, once known.
+    params: Option<Value>,
 }
 
-/// How a started call ended.
+impl Entry {
+    fn view<'a>(&'a self, params: &'a Value) -> CallView<'a> {
+        CallView {
+            id: &self.call.invocation_id,
+            gadget: &self.call.name,
+            dependencies: &self.call.dependencies,
+            parameters: params,
+        }
+    }
+}
+
+/// How a call ended, before output limiting and controllers.
 struct Ended {
     call: CallIx,
-    outcome: Result<Outcome, Failure>,
+    /// The outcome kind and text the model sees, or the failure.
+    outcome: Result<(&'static str, String), Failure>,
     cost: f64,
     duration: Duration,
+}
+
+/// What a running call reports while it runs.
+enum Live {
+    Call(CallEvent),
+    Asking(String),
 }
 
 /// Executes the responses of one session.
 pub struct Executor {
     registry: Arc<Registry>,
     config: ExecConfig,
+    controller: Arc<dyn Controller>,
+    human: Option<Arc<dyn HumanInput>>,
     scheduler: Scheduler,
     session: parser::Session,
     entries: Vec<Entry>,
+    limiter: Option<OutputLimiter>,
+    viewer_schema: ParamSchema,
+    history: Vec<HistoryEntry>,
+    session_cost: f64,
 }
 
 impl Executor {
     /// Checks the markers; nothing runs yet.
     pub fn new(registry: Arc<Registry>, config: ExecConfig) -> Result<Executor, ConfigError> {
+        let viewer_schema = ParamSchema::compile(&viewer::viewer_schema().to_string())
+            .expect("the viewer's schema is valid");
         let executor = Executor {
             scheduler: Scheduler::new(config.schedule.clone()),
+            limiter: config.output_limit.map(OutputLimiter::new),
             registry,
             config,
+            controller: Arc::new(NoController),
+            human: None,
             session: parser::Session::default(),
             entries: Vec::new(),
+            viewer_schema,
+            history: Vec::new(),
+            session_cost: 0.0,
         };
         executor.parser_builder().build()?;
         Ok(executor)
     }
 
+    /// Steers calls: skip before, recover after, dependency decisions,
+    /// stop-on-error decisions.
+    pub fn with_controller(mut self, controller: Arc<dyn Controller>) -> Executor {
+        self.controller = controller;
+        self
+    }
+
+    /// Answers ask-human outcomes; without one they fail with llmist's
+    /// "not available" text.
+    pub fn with_human_input(mut self, human: Arc<dyn HumanInput>) -> Executor {
+        self.human = Some(human);
+        self
+    }
+
+    /// What the model is shown of the last response: its finished calls,
+    /// in completion order (render with [`render::history`]).
+    pub fn history(&self) -> &[HistoryEntry] {
+        &self.history
+    }
+
+    /// The documentation of every gadget a response can call, the built-in
+    /// viewer included when output limiting is on: for
+    /// [`render::prompt`].
+    pub fn gadget_docs(&self) -> Vec<GadgetDoc> {
+        let mut docs: Vec<GadgetDoc> = self.registry.gadgets().map(|g| g.doc()).collect();
+        if self.limiter.is_some() {
+            docs.push(viewer_doc());
+        }
+        docs
+    }
+
     fn parser_builder(&self) -> ParserBuilder {
         ParserBuilder::new()
-            .start_marker(&self.config.start_marker)
-            .end_marker(&self.config.end_marker)
-            .arg_marker(&self.config.arg_marker)
+            .start_marker(&self.config.markers.start)
+            .end_marker(&self.config.markers.end)
+            .arg_marker(&self.config.markers.arg)
     }
 
     /// Runs one response: reads `chunks` until it ends (or the scheduler
     /// says to stop reading), and returns when every call has ended.
     pub async fn run_response(
         &mut self,
-        mut chunks: tokio::sync::mpsc::Receiver<String>,
+        mut chunks: mpsc::Receiver<String>,
         mut sink: impl FnMut(ExecEvent),
     ) -> ResponseSummary {
         let started = Instant::now();
@@ -177,12 +425,20 @@ impl Executor {
             .expect("markers were checked in Executor::new")
             .with_session(self.session.clone());
         let mut running: JoinSet<Ended> = JoinSet::new();
+        let (live_tx, mut live_rx) = mpsc::unbounded_channel::<(CallIx, Live)>();
         let mut summary = ResponseSummary::default();
         let mut reading = true;
         let first = self.entries.len();
+        self.history.clear();
         loop {
             let mut actions = Vec::new();
             tokio::select! {
+                // Live events first, so a call's progress is never reported
+                // after the call itself. Only running calls send them.
+                biased;
+                Some((ix, live)) = live_rx.recv(), if !running.is_empty() => {
+                    self.live(ix, live, &mut sink);
+                }
                 chunk = chunks.recv(), if reading => {
                     let mut parsed = Vec::new();
                     match &chunk {
@@ -200,7 +456,7 @@ impl Executor {
                     }
                     if chunk.is_none() || self.scheduler.stop_reading() {
                         reading = false;
-                        let policy = &mut policy_for(&self.config, &self.entries);
+                        let policy = &mut policy_for(&self.config, &*self.controller, &self.entries);
                         actions.extend(self.scheduler.end_of_stream(policy));
                     }
                 }
@@ -210,14 +466,20 @@ impl Executor {
                         // The task panicked or was aborted: not a gadget's doing.
                         Err(error) => std::panic::resume_unwind(error.into_panic()),
                     };
+                    // Whatever the call sent before it ended comes first.
+                    while let Ok((ix, live)) = live_rx.try_recv() {
+                        self.live(ix, live, &mut sink);
+                    }
                     actions.extend(self.ended(ended, &mut summary, &mut sink));
                 }
                 else => break,
             }
-            self.carry_out(actions, &mut running, &mut summary, &mut sink);
+            self.carry_out(actions, &mut running, &live_tx, &mut summary, &mut sink);
         }
         self.session = parser.session().clone();
         self.scheduler.next_response();
+        self.session_cost += summary.cost;
+        summary.session_cost = self.session_cost;
         summary.calls = self.entries.len() - first;
         summary.duration_ms = started.elapsed().as_secs_f64() * 1e3;
         summary
@@ -230,8 +492,12 @@ impl Executor {
             gadget: call.name.clone(),
             dependencies: call.dependencies.clone(),
             parameters_raw: call.parameters_raw.clone(),
+            parse_error: call.parse_error.clone(),
         });
         let gadget = self.registry.get(&call.name).cloned();
+        let viewer = gadget.is_none()
+            && self.limiter.is_some()
+            && call.name.eq_ignore_ascii_case(VIEWER_NAME);
         let spec = CallSpec {
             invocation_id: call.invocation_id.clone(),
             dependencies: call.dependencies.clone(),
@@ -241,55 +507,153 @@ impl Executor {
                 max_concurrent: g.spec.max_concurrent.unwrap_or(0),
             }),
         };
-        self.entries.push(Entry { call, gadget });
-        let policy = &mut policy_for(&self.config, &self.entries);
+        self.entries.push(Entry {
+            call,
+            gadget,
+            viewer,
+            params: None,
+        });
+        let policy = &mut policy_for(&self.config, &*self.controller, &self.entries);
         let (ix, actions) = self.scheduler.add(spec, policy);
         debug_assert_eq!(ix, self.entries.len() - 1);
         actions
     }
 
-    /// A started call ended: reported, and the scheduler moves on.
+    /// Something a running call reported.
+    fn live(&self, ix: CallIx, live: Live, sink: &mut impl FnMut(ExecEvent)) {
+        let entry = &self.entries[ix];
+        let (id, gadget) = (entry.call.invocation_id.clone(), entry.call.name.clone());
+        sink(match live {
+            Live::Asking(question) => ExecEvent::HumanInput {
+                id,
+                gadget,
+                question,
+            },
+            Live::Call(CallEvent::Progress(message)) => ExecEvent::Progress {
+                id,
+                gadget,
+                message,
+            },
+            Live::Call(CallEvent::Update(update)) => ExecEvent::Update {
+                id,
+                gadget,
+                partial: update.partial,
+                details: update.details,
+            },
+            Live::Call(CallEvent::Log(entry)) => ExecEvent::Log {
+                id,
+                gadget,
+                level: entry.level,
+                message: entry.message,
+                fields: entry.fields,
+                source: entry.source,
+            },
+            Live::Call(CallEvent::Cost(usd)) => ExecEvent::Cost { id, gadget, usd },
+        });
+    }
+
+    /// A call ended (ran, or could not start): output limiting, the
+    /// controller's last word, the report, and the scheduler moves on.
     fn ended(
         &mut self,
         ended: Ended,
         summary: &mut ResponseSummary,
         sink: &mut impl FnMut(ExecEvent),
     ) -> Vec<Action> {
-        let entry = &self.entries[ended.call];
-        let (id, gadget) = (entry.call.invocation_id.clone(), entry.call.name.clone());
-        summary.cost += ended.cost;
-        let outcome = match ended.outcome {
-            Ok(Outcome::Result { result, .. }) => Ok(("result", result)),
-            Ok(Outcome::Finish { result, .. }) => {
-                summary.finished = true;
-                Ok(("finish", result))
-            }
-            // No human-input handler yet: llmist's text for a non-interactive run.
-            Ok(Outcome::AskHuman { .. }) => Err(Failure {
-                kind: "human-input".into(),
-                message: NO_HUMAN_INPUT.into(),
-            }),
-            Err(failure) => Err(failure),
+        let Ended {
+            call: ix,
+            outcome,
+            cost,
+            duration,
+        } = ended;
+        let name = self.entries[ix].call.name.clone();
+        // Results and error texts alike are limited (llmist's interceptor).
+        let mut stored_output = None;
+        let outcome = match &mut self.limiter {
+            None => outcome,
+            Some(limiter) => match outcome {
+                Ok((kind, text)) => {
+                    let (text, stored) = limiter.limit(&name, text);
+                    stored_output = stored;
+                    Ok((kind, text))
+                }
+                Err(mut failure) => {
+                    let (text, stored) = limiter.limit(&name, failure.message);
+                    failure.message = text;
+                    stored_output = stored;
+                    Err(failure)
+                }
+            },
         };
-        let settled = match &outcome {
-            Ok(_) => {
+        let entry = &self.entries[ix];
+        let params = entry.params.clone().unwrap_or(Value::Null);
+        let view = entry.view(&params);
+        let outcome = match self
+            .controller
+            .after_execution(&view, &outcome.clone().map(|(_, text)| text))
+        {
+            AfterExecution::Recover { result } if outcome.is_err() => Ok(("recovered", result)),
+            _ => outcome,
+        };
+        summary.cost += cost;
+        let (settled, halt) = match &outcome {
+            Ok((kind, _)) => {
                 summary.succeeded += 1;
-                Ok(())
+                summary.finished |= *kind == "finish";
+                (Ok(()), false)
             }
             Err(failure) => {
                 summary.failed += 1;
-                Err(failure.message.clone())
+                let halt = self.controller.stop_on(&view, failure);
+                (Err(failure.message.clone()), halt)
             }
         };
-        sink(finished_event(
-            &id,
-            &gadget,
+        self.record(ix, outcome, stored_output, cost, duration, sink);
+        let policy = &mut policy_for(&self.config, &*self.controller, &self.entries);
+        self.scheduler.finished(ix, settled, halt, policy)
+    }
+
+    /// Reports a finished call and adds it to the history.
+    fn record(
+        &mut self,
+        ix: CallIx,
+        outcome: Result<(&'static str, String), Failure>,
+        stored_output: Option<String>,
+        cost: f64,
+        duration: Duration,
+        sink: &mut impl FnMut(ExecEvent),
+    ) {
+        let entry = &self.entries[ix];
+        let text = match &outcome {
+            Ok((_, text)) => text.clone(),
+            Err(failure) => failure.message.clone(),
+        };
+        self.history.push(HistoryEntry {
+            id: entry.call.invocation_id.clone(),
+            gadget: entry.call.name.clone(),
+            parameters: entry.params.clone().unwrap_or_else(|| {
+                entry
+                    .call
+                    .parameters()
+                    .map(Value::Object)
+                    .unwrap_or_else(|| Value::Object(Default::default()))
+            }),
+            result: text,
+        });
+        let (outcome, result, error) = match outcome {
+            Ok((kind, text)) => (kind.to_string(), Some(text), None),
+            Err(failure) => ("error".to_string(), None, Some(failure)),
+        };
+        sink(ExecEvent::CallFinished {
+            id: entry.call.invocation_id.clone(),
+            gadget: entry.call.name.clone(),
             outcome,
-            ended.cost,
-            ended.duration,
-        ));
-        let policy = &mut policy_for(&self.config, &self.entries);
-        self.scheduler.finished(ended.call, settled, true, policy)
+            result,
+            error,
+            stored_output,
+            cost,
+            duration_ms: duration.as_secs_f64() * 1e3,
+        });
     }
 
     /// Carries out the scheduler's actions, and those they lead to.
@@ -297,6 +661,7 @@ impl Executor {
         &mut self,
         mut actions: Vec<Action>,
         running: &mut JoinSet<Ended>,
+        live: &mpsc::UnboundedSender<(CallIx, Live)>,
         summary: &mut ResponseSummary,
         sink: &mut impl FnMut(ExecEvent),
     ) {
@@ -304,34 +669,11 @@ impl Executor {
             let mut next = Vec::new();
             for action in actions {
                 match action {
-                    Action::Start(ix) => match self.prepare(ix) {
-                        Ok((gadget, params)) => {
-                            let entry = &self.entries[ix];
-                            sink(ExecEvent::CallStarted {
-                                id: entry.call.invocation_id.clone(),
-                                gadget: entry.call.name.clone(),
-                            });
-                            let id = entry.call.invocation_id.clone();
-                            running.spawn(async move {
-                                let report = gadget.invoke(params, &id, None).await;
-                                Ended {
-                                    call: ix,
-                                    outcome: report.outcome.map_err(runtime_failure),
-                                    cost: report.cost,
-                                    duration: report.duration,
-                                }
-                            });
-                        }
-                        Err(failure) => {
-                            let ended = Ended {
-                                call: ix,
-                                outcome: Err(failure),
-                                cost: 0.0,
-                                duration: Duration::ZERO,
-                            };
+                    Action::Start(ix) => {
+                        if let Some(ended) = self.start(ix, running, live, sink) {
                             next.extend(self.ended(ended, summary, sink));
                         }
-                    },
+                    }
                     Action::Skip(ix, reason) => {
                         summary.skipped += 1;
                         let entry = &self.entries[ix];
@@ -344,29 +686,17 @@ impl Executor {
                     }
                     Action::Fallback(ix, text) => {
                         summary.succeeded += 1;
-                        let entry = &self.entries[ix];
-                        sink(finished_event(
-                            &entry.call.invocation_id,
-                            &entry.call.name,
-                            Ok(("fallback", text)),
-                            0.0,
-                            Duration::ZERO,
-                        ));
+                        self.record(ix, Ok(("fallback", text)), None, 0.0, Duration::ZERO, sink);
                     }
                     Action::DuplicateId(ix) => {
                         summary.failed += 1;
-                        let entry = &self.entries[ix];
-                        let message = schedule::duplicate_id_error(&entry.call.invocation_id);
-                        sink(finished_event(
-                            &entry.call.invocation_id,
-                            &entry.call.name,
-                            Err(Failure {
-                                kind: "duplicate-id".into(),
-                                message,
-                            }),
-                            0.0,
-                            Duration::ZERO,
-                        ));
+                        let message =
+                            schedule::duplicate_id_error(&self.entries[ix].call.invocation_id);
+                        let failure = Failure {
+                            kind: "duplicate-id".into(),
+                            message,
+                        };
+                        self.record(ix, Err(failure), None, 0.0, Duration::ZERO, sink);
                     }
                 }
             }
@@ -374,47 +704,177 @@ impl Executor {
         }
     }
 
-    /// The gadget and validated parameters of a call about to start, or
-    /// why it cannot start (errors in llmist's wording).
-    fn prepare(&self, ix: CallIx) -> Result<(Arc<Gadget>, String), Failure> {
-        let Entry { call, gadget } = &self.entries[ix];
-        if let Some(error) = &call.parse_error {
-            return Err(Failure {
-                kind: "parse".into(),
-                message: format!(
-                    "Error: Failed to parse parameters for '{}':\n  {error}",
-                    call.name
-                ),
+    /// Starts a call the scheduler let go: `Some` when it ended at once
+    /// (it could not start, a controller skipped it, or it is the built-in
+    /// viewer), `None` when it runs.
+    fn start(
+        &mut self,
+        ix: CallIx,
+        running: &mut JoinSet<Ended>,
+        live: &mpsc::UnboundedSender<(CallIx, Live)>,
+        sink: &mut impl FnMut(ExecEvent),
+    ) -> Option<Ended> {
+        let at_once = |outcome| {
+            Some(Ended {
+                call: ix,
+                outcome,
+                cost: 0.0,
+                duration: Duration::ZERO,
+            })
+        };
+        let params = match self.prepare(ix) {
+            Ok(params) => params,
+            Err(failure) => return at_once(Err(failure)),
+        };
+        self.entries[ix].params = Some(params.clone());
+        let entry = &self.entries[ix];
+        if let BeforeExecution::Skip { result } =
+            self.controller.before_execution(&entry.view(&params))
+        {
+            return at_once(Ok(("synthetic", result)));
+        }
+        if entry.viewer {
+            sink(ExecEvent::CallStarted {
+                id: entry.call.invocation_id.clone(),
+                gadget: entry.call.name.clone(),
+                parameters: params.clone(),
+                timeout_ms: 0,
+            });
+            let limiter = self.limiter.as_ref().expect("viewer calls need a limiter");
+            let started = Instant::now();
+            let outcome = limiter.view(&params).map(|text| ("result", text));
+            return Some(Ended {
+                call: ix,
+                outcome: outcome.map_err(|message| Failure {
+                    kind: "failed".into(),
+                    message,
+                }),
+                cost: 0.0,
+                duration: started.elapsed(),
             });
         }
-        let Some(gadget) = gadget else {
+        let gadget = entry.gadget.clone().expect("prepare found the gadget");
+        let timeout = self.config.timeouts.for_gadget(&gadget);
+        sink(ExecEvent::CallStarted {
+            id: entry.call.invocation_id.clone(),
+            gadget: entry.call.name.clone(),
+            parameters: params.clone(),
+            timeout_ms: timeout.as_millis() as u64,
+        });
+        let observer_tx = live.clone();
+        let request = CallRequest {
+            gadget: gadget.spec.name.clone(),
+            invocation_id: entry.call.invocation_id.clone(),
+            params: params.to_string(),
+            limits: crate::limits::Limits {
+                timeout,
+                ..gadget.limits.clone()
+            },
+            cancel: None,
+            observer: Some(Arc::new(move |event: &CallEvent| {
+                let _ = observer_tx.send((ix, Live::Call(event.clone())));
+            })),
+        };
+        let human = self.human.clone();
+        let live = live.clone();
+        let call_id = entry.call.invocation_id.clone();
+        running.spawn(async move {
+            let report = gadget.invoke_request(request).await;
+            let outcome = match report.outcome {
+                Ok(Outcome::Result { result, .. }) => Ok(("result", result)),
+                Ok(Outcome::Finish { result, .. }) => Ok(("finish", result)),
+                Ok(Outcome::AskHuman { question }) => match human {
+                    Some(human) => {
+                        let _ = live.send((ix, Live::Asking(question.clone())));
+                        human
+                            .ask(&call_id, &gadget.spec.name, &question)
+                            .await
+                            .map(|answer| ("ask-human", answer))
+                            .map_err(|message| Failure {
+                                kind: "human-input".into(),
+                                message,
+                            })
+                    }
+                    None => Err(Failure {
+                        kind: "human-input".into(),
+                        message: NO_HUMAN_INPUT.into(),
+                    }),
+                },
+                Err(error) => Err(runtime_failure(error)),
+            };
+            Ended {
+                call: ix,
+                outcome,
+                cost: report.cost,
+                duration: report.duration,
+            }
+        });
+        None
+    }
+
+    /// The validated parameters of a call about to start, or why it cannot
+    /// start (errors in llmist's wording, with the gadget's usage).
+    fn prepare(&self, ix: CallIx) -> Result<Value, Failure> {
+        let entry = &self.entries[ix];
+        let call = &entry.call;
+        let (schema, doc) = if entry.viewer {
+            (&self.viewer_schema, None)
+        } else if let Some(gadget) = &entry.gadget {
+            (&gadget.schema, Some(gadget))
+        } else {
+            let mut available = self.registry.names();
+            if self.limiter.is_some() {
+                available.push(VIEWER_NAME.to_lowercase());
+            }
             let rejected = CallRejected::UnknownGadget {
                 name: call.name.clone(),
-                available: self.registry.names(),
+                available,
             };
             return Err(Failure {
                 kind: "unknown-gadget".into(),
                 message: format!("Error: {rejected}"),
             });
         };
+        let usage = || doc.map(|g| g.doc()).unwrap_or_else(viewer_doc);
+        let parse_failure = |error: &str| Failure {
+            kind: "parse".into(),
+            message: render::parse_error(&call.name, error, Some(&usage()), &self.config.markers),
+        };
+        if let Some(error) = &call.parse_error {
+            return Err(parse_failure(error));
+        }
         // The schema parsed once, at load time (no per-call re-parse).
         let params = call
-            .parameters_with_schema(gadget.schema.schema().unwrap_or(&Value::Null))
-            .map_err(|error| Failure {
-                kind: "parse".into(),
-                message: format!(
-                    "Error: Failed to parse parameters for '{}':\n  {error}",
-                    call.name
-                ),
-            })?;
-        let params = gadget
-            .schema
-            .validate(&gadget.spec.name, Value::Object(params))
+            .parameters_with_schema(schema.schema().unwrap_or(&Value::Null))
+            .map_err(|error| parse_failure(&error.to_string()))?;
+        let name = doc.map_or(VIEWER_NAME, |g| g.spec.name.as_str());
+        schema
+            .validate(name, Value::Object(params))
             .map_err(|failure| Failure {
                 kind: "invalid-parameters".into(),
-                message: format!("Error: {failure}"),
-            })?;
-        Ok((gadget.clone(), params.to_string()))
+                message: render::validation_error(
+                    &failure.to_string(),
+                    &usage(),
+                    &self.config.markers,
+                ),
+            })
+    }
+}
+
+/// The built-in viewer, as the prompt describes it.
+fn viewer_doc() -> GadgetDoc {
+    GadgetDoc {
+        name: VIEWER_NAME.into(),
+        description: viewer::VIEWER_DESCRIPTION.into(),
+        schema: Some(viewer::viewer_schema()),
+        examples: viewer::viewer_examples()
+            .into_iter()
+            .map(|(comment, params)| render::ExampleDoc {
+                comment: Some(comment),
+                params,
+                output: None,
+            })
+            .collect(),
     }
 }
 
@@ -432,16 +892,30 @@ fn collect(event: EventRef<'_>, into: &mut Vec<Parsed>) {
     }
 }
 
-/// The dependency policy of each call: its gadget's, else the run's.
+/// The dependency policy of a call whose dependency failed: the
+/// controller's, else its gadget's, else the run's.
 fn policy_for<'a>(
     config: &'a ExecConfig,
+    controller: &'a dyn Controller,
     entries: &'a [Entry],
 ) -> impl FnMut(CallIx, &str, &str) -> DependencyPolicy + 'a {
-    move |call, _, _| {
-        let name = entries[call].call.name.to_lowercase();
+    move |call, failed_dependency, error| {
+        let entry = &entries[call];
+        let params = entry.params.clone().unwrap_or_else(|| {
+            entry
+                .call
+                .parameters()
+                .map(Value::Object)
+                .unwrap_or(Value::Null)
+        });
+        if let Some(policy) =
+            controller.on_dependency_skipped(&entry.view(&params), failed_dependency, error)
+        {
+            return policy;
+        }
         config
             .gadget_policies
-            .get(&name)
+            .get(&entry.call.name.to_lowercase())
             .unwrap_or(&config.dependency_policy)
             .clone()
     }
@@ -451,27 +925,5 @@ fn runtime_failure(error: CallError) -> Failure {
     Failure {
         kind: error.kind().into(),
         message: error.to_string(),
-    }
-}
-
-fn finished_event(
-    id: &str,
-    gadget: &str,
-    outcome: Result<(&str, String), Failure>,
-    cost: f64,
-    duration: Duration,
-) -> ExecEvent {
-    let (outcome, result, error) = match outcome {
-        Ok((kind, text)) => (kind.to_string(), Some(text), None),
-        Err(failure) => ("error".to_string(), None, Some(failure)),
-    };
-    ExecEvent::CallFinished {
-        id: id.into(),
-        gadget: gadget.into(),
-        outcome,
-        result,
-        error,
-        cost,
-        duration_ms: duration.as_secs_f64() * 1e3,
     }
 }

@@ -15,6 +15,9 @@
 //! schedule  which call runs when: dependencies, policies, concurrency (pure)
 //! params    JSON Schema defaults + validation (pure)
 //! runtime   wasmtime: engine, epoch deadlines, store data, host imports, invoke
+//! executor  a streamed response: parse -> schedule -> runtime, events out
+//! viewer    output limiting and GadgetOutputViewer (pure)
+//! render    the prompt and the history the model is shown (pure)
 //! cli       the `gadget` commands; the only place that prints
 //! ```
 //!
@@ -41,8 +44,10 @@ pub mod limits;
 pub mod params;
 pub mod parser;
 pub mod plugins;
+pub mod render;
 pub mod runtime;
 pub mod schedule;
+pub mod viewer;
 
 #[doc(hidden)]
 pub mod cli;

@@ -148,6 +148,9 @@ pub struct Gadget {
     pub plugin: Arc<Plugin>,
     /// The plugin's limits with the gadget's own timeout applied.
     pub limits: Limits,
+    /// The gadget or its manifest chose its timeout: a run's default
+    /// timeout does not replace it.
+    pub timeout_declared: bool,
 }
 
 /// Why a call was not started.
@@ -246,6 +249,7 @@ impl Registry {
             spec,
             schema,
             limits,
+            timeout_declared,
         } in gadgets
         {
             let gadget = Gadget {
@@ -253,6 +257,7 @@ impl Registry {
                 schema,
                 plugin: plugin.clone(),
                 limits,
+                timeout_declared,
             };
             self.gadgets
                 .insert(gadget.spec.name.to_lowercase(), Arc::new(gadget));
@@ -269,9 +274,31 @@ pub struct LoadedGadget {
     pub schema: ParamSchema,
     /// The plugin's limits with the gadget's own timeout (capped) applied.
     pub limits: Limits,
+    /// The gadget or its manifest chose its timeout.
+    pub timeout_declared: bool,
 }
 
 impl Gadget {
+    /// The gadget as the prompt and error texts describe it.
+    pub fn doc(&self) -> crate::render::GadgetDoc {
+        crate::render::GadgetDoc {
+            name: self.spec.name.clone(),
+            description: self.spec.description.clone(),
+            schema: self.schema.schema().cloned(),
+            examples: self
+                .spec
+                .examples
+                .iter()
+                .map(|e| crate::render::ExampleDoc {
+                    comment: e.comment.clone(),
+                    // Checked to be a JSON object when the plugin loaded.
+                    params: serde_json::from_str(&e.params).unwrap_or(Value::Null),
+                    output: e.output.clone(),
+                })
+                .collect(),
+        }
+    }
+
     /// Runs one call with already-validated parameters.
     pub async fn invoke(
         &self,
@@ -489,6 +516,7 @@ pub async fn load_plugin(
             ..limits.clone()
         };
         gadgets.push(LoadedGadget {
+            timeout_declared: spec.timeout_ms.is_some() || manifest.limits.timeout_ms.is_some(),
             spec,
             schema,
             limits: gadget_limits,

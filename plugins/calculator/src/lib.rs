@@ -77,4 +77,63 @@ fn format_number(value: f64) -> String {
     }
 }
 
-gadget_sdk::export_gadgets!(Calculator);
+/// The most numbers one `Sequence` call lists: at most about 2 MB of text, under
+/// the host's default 4 MiB result limit.
+const MAX_SEQUENCE_ITEMS: u64 = 100_000;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+struct SequenceParams {
+    /// The first number.
+    start: i64,
+    /// The last number (included when the steps land on it).
+    end: i64,
+    /// The distance between numbers; negative to count down.
+    #[serde(default = "one")]
+    step: i64,
+}
+
+fn one() -> i64 {
+    1
+}
+
+struct Sequence;
+
+impl Gadget for Sequence {
+    type Params = SequenceParams;
+    const NAME: &'static str = "Sequence";
+    const LABEL: Option<&'static str> = Some("Number sequence");
+    const DESCRIPTION: &'static str =
+        "Lists the integers from start to end in steps, one per line (at most 100,000 numbers).";
+
+    fn examples() -> Vec<Example> {
+        vec![
+            Example::new(json!({ "start": 1, "end": 5 })).output("1\n2\n3\n4\n5"),
+            Example::new(json!({ "start": 10, "end": 0, "step": -5 })).output("10\n5\n0"),
+        ]
+    }
+
+    fn invoke(params: SequenceParams, _ctx: &Context) -> Result<Outcome, GadgetError> {
+        let SequenceParams { start, end, step } = params;
+        if step == 0 || (end - start).signum() * step.signum() < 0 {
+            return Err(GadgetError::invalid_arguments(format!(
+                "step {step} never gets from {start} to {end}"
+            )));
+        }
+        let count = (i128::from(end) - i128::from(start)) / i128::from(step) + 1;
+        if count > i128::from(MAX_SEQUENCE_ITEMS) {
+            return Err(GadgetError::invalid_arguments(format!(
+                "that is {count} numbers; at most {MAX_SEQUENCE_ITEMS} per call"
+            )));
+        }
+        let mut text = String::new();
+        for i in 0..count as i64 {
+            if i > 0 {
+                text.push('\n');
+            }
+            text.push_str(&(start + i * step).to_string());
+        }
+        Ok(Outcome::result(text).with_details(json!({ "count": count as i64 })))
+    }
+}
+
+gadget_sdk::export_gadgets!(Calculator, Sequence);

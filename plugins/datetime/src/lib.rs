@@ -196,4 +196,55 @@ impl Gadget for AddDays {
     }
 }
 
-gadget_sdk::export_gadgets!(CurrentTime, DaysBetween, AddDays);
+/// The longest wait `Sleep` accepts, in milliseconds: ten minutes, the
+/// host's ceiling for any timeout.
+const MAX_SLEEP_MS: u64 = 600_000;
+
+/// How often `Sleep` wakes to check the abort signal, in milliseconds: a
+/// cancelled wait ends within this.
+const SLEEP_SLICE_MS: u64 = 10;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+struct SleepParams {
+    /// How long to wait, in milliseconds (at most 600000).
+    ms: u64,
+}
+
+struct Sleep;
+
+impl Gadget for Sleep {
+    type Params = SleepParams;
+    const NAME: &'static str = "Sleep";
+    const LABEL: Option<&'static str> = Some("Wait");
+    const DESCRIPTION: &'static str = "Waits the given number of milliseconds, then says how long it waited. Useful to pace work or to wait for something outside to change. Stops early, with an error, when its 3-second deadline passes.";
+    const TIMEOUT_MS: Option<u32> = Some(3_000);
+
+    fn examples() -> Vec<Example> {
+        vec![Example::new(json!({ "ms": 250 })).output("slept 250 ms")]
+    }
+
+    fn invoke(params: SleepParams, ctx: &Context) -> Result<Outcome, GadgetError> {
+        if params.ms > MAX_SLEEP_MS {
+            return Err(GadgetError::invalid_arguments(format!(
+                "ms must be at most {MAX_SLEEP_MS}, got {}",
+                params.ms
+            )));
+        }
+        let started = std::time::Instant::now();
+        let total = std::time::Duration::from_millis(params.ms);
+        let mut next_progress = std::time::Duration::from_secs(1);
+        while started.elapsed() < total {
+            ctx.check_cancelled()?;
+            let elapsed = started.elapsed();
+            if elapsed >= next_progress {
+                ctx.progress(format!("{} of {} ms", elapsed.as_millis(), params.ms));
+                next_progress += std::time::Duration::from_secs(1);
+            }
+            let slice = std::time::Duration::from_millis(SLEEP_SLICE_MS);
+            std::thread::sleep(slice.min(total.saturating_sub(elapsed)));
+        }
+        Ok(format!("slept {} ms", params.ms).into())
+    }
+}
+
+gadget_sdk::export_gadgets!(CurrentTime, DaysBetween, AddDays, Sleep);

@@ -10,6 +10,8 @@
 //! - a parameter with a `default` is listed as optional and shows the
 //!   default (llmist lists it as required, though the model may omit it);
 //! - the properties of objects inside arrays are listed too;
+//! - a gadget whose schema has no properties gets no empty "Parameters:"
+//!   section;
 //! - error texts quote examples with the configured start and end markers
 //!   (llmist uses its defaults there).
 //!
@@ -90,7 +92,13 @@ pub fn usage(markers: &Markers) -> String {
 /// One gadget's usage text: description, parameters, examples.
 pub fn instruction(gadget: &GadgetDoc, markers: &Markers) -> String {
     let mut parts: Vec<String> = vec![gadget.description.clone()];
-    if let Some(schema) = &gadget.schema {
+    // A schema without properties has nothing to list (llmist prints an
+    // empty "Parameters:" section).
+    if let Some(schema) = gadget.schema.as_ref().filter(|s| {
+        s.get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|p| !p.is_empty())
+    }) {
         parts.push("\n\nParameters:".into());
         parts.push(schema_text(schema));
     }

@@ -610,9 +610,26 @@ impl Runtime {
                     CallError::InvalidArguments { message }
                 }
                 wit::GadgetError::Failed(message) => CallError::Failed { message },
-                wit::GadgetError::Cancelled => CallError::Cancelled {
-                    gadget: request.gadget.clone(),
-                },
+                // Stopping on the abort signal the deadline raised is a
+                // timeout, as the model should be told; only a cancellation
+                // from outside is reported as one.
+                wit::GadgetError::Cancelled => {
+                    let state = store.data();
+                    let external = state
+                        .cancel
+                        .as_ref()
+                        .is_some_and(|cancel| cancel.load(Ordering::Relaxed));
+                    if !external && state.clock.now() >= state.deadline_epoch {
+                        CallError::Timeout {
+                            gadget: request.gadget.clone(),
+                            timeout_ms: limits.timeout.as_millis() as u64,
+                        }
+                    } else {
+                        CallError::Cancelled {
+                            gadget: request.gadget.clone(),
+                        }
+                    }
+                }
             }),
             Some(Ok(Ok(outcome))) => {
                 let state = store.data_mut();

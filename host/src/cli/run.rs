@@ -532,8 +532,13 @@ impl View {
 
 fn summary_line(summary: &ResponseSummary) -> String {
     let mut line = format!(
-        "{} calls: {} succeeded, {} failed, {} skipped; cost ${:.6}",
-        summary.calls, summary.succeeded, summary.failed, summary.skipped, summary.cost,
+        "{} call{}: {} succeeded, {} failed, {} skipped; cost ${:.6}",
+        summary.calls,
+        if summary.calls == 1 { "" } else { "s" },
+        summary.succeeded,
+        summary.failed,
+        summary.skipped,
+        summary.cost,
     );
     if summary.session_cost != summary.cost {
         line.push_str(&format!(" (session ${:.6})", summary.session_cost));
@@ -557,7 +562,7 @@ fn shown(text: &str) -> String {
     }
     if more_lines > 0 {
         joined.push_str(&format!(
-            "\n  … {more_lines} more lines (--json or --history show all)"
+            "\n… {more_lines} more lines (--json or --history show all)"
         ));
     }
     if joined.contains('\n') {
@@ -571,7 +576,14 @@ fn shown(text: &str) -> String {
 /// not need to see.
 fn plain_line(event: &ExecEvent) -> Option<String> {
     Some(match event {
-        ExecEvent::Text { content } => content.clone(),
+        // Whole lines: the events around it start on lines of their own.
+        ExecEvent::Text { content } => {
+            let content = content.trim_matches('\n');
+            if content.is_empty() {
+                return None;
+            }
+            format!("{content}\n")
+        }
         ExecEvent::CallParsed { .. } => return None,
         ExecEvent::CallStarted {
             id,
@@ -580,9 +592,9 @@ fn plain_line(event: &ExecEvent) -> Option<String> {
             ..
         } => {
             if *timeout_ms > 0 {
-                format!("\n▶ {gadget} ({id}) started (timeout {timeout_ms} ms)\n")
+                format!("▶ {gadget} ({id}) started (timeout {timeout_ms} ms)\n")
             } else {
-                format!("\n▶ {gadget} ({id}) started\n")
+                format!("▶ {gadget} ({id}) started\n")
             }
         }
         ExecEvent::Progress {

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::common;
 
-fn gadget(args: &[&str], stdin: Option<&str>) -> Output {
+pub fn gadget(args: &[&str], stdin: Option<&str>) -> Output {
     let cache = tempfile::tempdir().unwrap();
     let plugins = common::shipped_plugins();
     let mut child = Command::new(common::gadget_bin())
@@ -36,11 +36,11 @@ fn gadget(args: &[&str], stdin: Option<&str>) -> Output {
     child.wait_with_output().unwrap()
 }
 
-fn stdout(output: &Output) -> String {
+pub fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-fn stderr(output: &Output) -> String {
+pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 

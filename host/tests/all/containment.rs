@@ -97,7 +97,7 @@ async fn loop_forever_is_trapped_after_deadline_plus_grace_manual_epoch() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_gadget_polling_cancelled_returns_cancellation_not_a_trap() {
+async fn a_gadget_stopping_on_the_deadline_signal_returns_the_timeout_not_a_trap() {
     let runtime = common::runtime(EpochMode::Manual);
     let registry = Arc::new(common::misbehave(&runtime).await);
     let handle = {
@@ -112,6 +112,7 @@ async fn a_gadget_polling_cancelled_returns_cancellation_not_a_trap() {
     assert!(!handle.is_finished());
     // Exactly the deadline: the abort signal rises; the grace period has not
     // passed (the manual clock stands still), so only the gadget can end it.
+    // Stopping on the deadline's signal is reported as the timeout.
     runtime.clock().advance(100);
     let report = tokio::time::timeout(Duration::from_secs(10), handle)
         .await
@@ -120,8 +121,9 @@ async fn a_gadget_polling_cancelled_returns_cancellation_not_a_trap() {
         .unwrap();
     assert_eq!(
         report.outcome,
-        Err(CallError::Cancelled {
-            gadget: "LoopUntilCancelled".into()
+        Err(CallError::Timeout {
+            gadget: "LoopUntilCancelled".into(),
+            timeout_ms: 100,
         })
     );
     assert_eq!(report.progress, vec!["working until cancelled".to_string()]);

@@ -8,3 +8,4 @@ mod executor;
 mod loading;
 mod parser;
 mod shipped;
+mod transcripts;

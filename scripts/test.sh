@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 
 cargo fmt --all --check
-cargo clippy --quiet --release -p gadget-host --all-targets -- -D warnings
+cargo clippy --quiet --release -p gadget-host -p example-embed --all-targets -- -D warnings
 cargo clippy --quiet --target wasm32-wasip2 --profile guest \
     -p gadget-sdk -p example-hello-gadget \
     $(for d in plugins/*/ tests/fixtures/*/; do printf -- '-p %s ' "$(sed -n 's/^name = "\(.*\)"/\1/p' "$d/Cargo.toml" | head -1)"; done) \
@@ -14,3 +14,6 @@ cargo clippy --quiet --target wasm32-wasip2 --profile guest \
 # Release profile: the same build the benchmarks and the CLI use, and the
 # containment tests (memory bombs, floods) run faster optimised.
 cargo test --release -p gadget-host
+
+# The embedding example must keep compiling and running against the library.
+cargo run --quiet --release -p example-embed > /dev/null

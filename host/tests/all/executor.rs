@@ -4,9 +4,13 @@
 
 use std::sync::Arc;
 
-use gadget_host::executor::{ExecConfig, ExecEvent, Executor, ResponseSummary};
+use gadget_host::executor::{
+    AfterExecution, BeforeExecution, CallView, Controller, ExecConfig, ExecEvent, Executor,
+    Failure, ResponseSummary,
+};
 use gadget_host::plugins::{self, LoadOptions, NoProgress};
 use gadget_host::runtime::EpochMode;
+use gadget_host::schedule::{DependencyPolicy, ScheduleConfig};
 
 use crate::common;
 
@@ -57,6 +61,14 @@ Done.";
 
 /// Runs `response`, streamed in 9-byte chunks, on the shipped plugins.
 async fn execute(response: &'static str) -> (Vec<ExecEvent>, ResponseSummary) {
+    execute_with(response, ExecConfig::default(), None).await
+}
+
+async fn execute_with(
+    response: &'static str,
+    config: ExecConfig,
+    controller: Option<Arc<dyn Controller>>,
+) -> (Vec<ExecEvent>, ResponseSummary) {
     let runtime = common::runtime(EpochMode::Ticker);
     let (registry, errors) = plugins::load_dirs(
         runtime,
@@ -66,7 +78,10 @@ async fn execute(response: &'static str) -> (Vec<ExecEvent>, ResponseSummary) {
     )
     .await;
     assert!(errors.is_empty(), "{errors:?}");
-    let mut executor = Executor::new(Arc::new(registry), ExecConfig::default()).unwrap();
+    let mut executor = Executor::new(Arc::new(registry), config).unwrap();
+    if let Some(controller) = controller {
+        executor = executor.with_controller(controller);
+    }
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     tokio::spawn(async move {
         for piece in response.as_bytes().chunks(9) {
@@ -185,4 +200,137 @@ async fn a_streamed_response_runs_with_dependencies_errors_and_skips() {
         .position(|e| matches!(e, ExecEvent::Text { content } if content.contains("Done")))
         .unwrap();
     assert!(a_started < done_text);
+}
+
+/// Every controller decision, each checked by its outcome.
+struct Steering;
+
+impl Controller for Steering {
+    fn before_execution(&self, call: &CallView<'_>) -> BeforeExecution {
+        if call.id == "skipme" {
+            BeforeExecution::Skip {
+                result: format!("synthetic for {}", call.parameters["ms"]),
+            }
+        } else {
+            BeforeExecution::Proceed
+        }
+    }
+
+    fn after_execution(
+        &self,
+        call: &CallView<'_>,
+        outcome: &Result<String, Failure>,
+    ) -> AfterExecution {
+        match outcome {
+            Err(failure) if call.id == "recover" => AfterExecution::Recover {
+                result: format!("recovered from {}", failure.kind),
+            },
+            _ => AfterExecution::Keep,
+        }
+    }
+
+    fn on_dependency_skipped(
+        &self,
+        call: &CallView<'_>,
+        failed_dependency: &str,
+        error: &str,
+    ) -> Option<DependencyPolicy> {
+        (call.id == "fallback")
+            .then(|| DependencyPolicy::UseFallback(format!("{failed_dependency} said: {error}")))
+    }
+
+    /// Stop-on-error's hook: a failure of `tolerated` does not stop the response.
+    fn stop_on(&self, call: &CallView<'_>, _failure: &Failure) -> bool {
+        call.id != "tolerated"
+    }
+}
+
+fn outcome_of(events: &[ExecEvent], wanted: &str) -> (String, Option<String>) {
+    events
+        .iter()
+        .find_map(|e| match e {
+            ExecEvent::CallFinished {
+                id,
+                outcome,
+                result,
+                ..
+            } if id == wanted => Some((outcome.clone(), result.clone())),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{wanted} did not finish: {events:#?}"))
+}
+
+#[tokio::test]
+async fn controllers_skip_recover_and_decide_dependencies() {
+    let response = "!!!GADGET_START:Sleep:skipme\n!!!ARG:ms\n60000\n!!!GADGET_END\n\
+!!!GADGET_START:Calculator:recover\n!!!ARG:operation\ndivide\n!!!ARG:a\n1\n!!!ARG:b\n0\n!!!GADGET_END\n\
+!!!GADGET_START:Calculator:broken\n!!!ARG:operation\ndivide\n!!!ARG:a\n1\n!!!ARG:b\n0\n!!!GADGET_END\n\
+!!!GADGET_START:Calculator:fallback:broken\n!!!ARG:operation\nadd\n!!!ARG:a\n1\n!!!ARG:b\n1\n!!!GADGET_END\n\
+!!!GADGET_START:Calculator:skipped:broken\n!!!ARG:operation\nadd\n!!!ARG:a\n1\n!!!ARG:b\n1\n!!!GADGET_END\n";
+    let (events, summary) =
+        execute_with(response, ExecConfig::default(), Some(Arc::new(Steering))).await;
+    assert_eq!(
+        outcome_of(&events, "skipme"),
+        ("synthetic".into(), Some("synthetic for 60000".into()))
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, ExecEvent::CallStarted { id, .. } if id == "skipme")),
+        "a skipped call never starts"
+    );
+    assert_eq!(
+        outcome_of(&events, "recover"),
+        (
+            "recovered".into(),
+            Some("recovered from invalid-arguments".into())
+        )
+    );
+    assert_eq!(
+        outcome_of(&events, "fallback"),
+        (
+            "fallback".into(),
+            Some("broken said: division by zero: b must not be 0".into())
+        )
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, ExecEvent::CallSkipped { id, .. } if id == "skipped"))
+    );
+    assert_eq!(
+        (summary.succeeded, summary.failed, summary.skipped),
+        (3, 1, 1)
+    );
+}
+
+#[tokio::test]
+async fn stop_on_error_asks_the_hook() {
+    let config = ExecConfig {
+        schedule: ScheduleConfig {
+            stop_on_error: true,
+            max_parallel: 1,
+            ..ScheduleConfig::default()
+        },
+        ..ExecConfig::default()
+    };
+    // `tolerated` fails and the hook lets it pass; `fatal` fails and stops
+    // the response: `never` is skipped, and nothing after it is read.
+    let response = "!!!GADGET_START:Calculator:tolerated\n!!!ARG:operation\ndivide\n!!!ARG:a\n1\n!!!ARG:b\n0\n!!!GADGET_END\n\
+!!!GADGET_START:Calculator:fatal:tolerated\n!!!ARG:operation\ndivide\n!!!ARG:a\n1\n!!!ARG:b\n0\n!!!GADGET_END\n\
+!!!GADGET_START:Calculator:never:fatal\n!!!ARG:operation\nadd\n!!!ARG:a\n1\n!!!ARG:b\n1\n!!!GADGET_END\n";
+    let policy_config = ExecConfig {
+        dependency_policy: DependencyPolicy::ExecuteAnyway,
+        ..config
+    };
+    let (events, summary) = execute_with(response, policy_config, Some(Arc::new(Steering))).await;
+    assert_eq!(outcome_of(&events, "tolerated").0, "error");
+    assert_eq!(outcome_of(&events, "fatal").0, "error", "{events:#?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, ExecEvent::CallSkipped { id, .. } if id == "never")),
+        "{events:#?}"
+    );
+    assert_eq!((summary.failed, summary.skipped), (2, 1));
 }

@@ -649,11 +649,23 @@ impl Scheduler {
             Strategy::Sequential => 1,
             _ => self.config.max_parallel.max(1),
         };
-        let ready: Vec<CallIx> = self.ready.iter().copied().collect();
-        for call in ready {
+        // Walk the ready set in order without copying it: with thousands
+        // of calls queued behind the parallelism limit, a copy per finished
+        // call made a response quadratic.
+        let mut after: Option<CallIx> = None;
+        loop {
             if self.running >= max || self.running_exclusive {
                 break;
             }
+            let next = match after {
+                None => self.ready.iter().next(),
+                Some(prev) => self
+                    .ready
+                    .range((std::ops::Bound::Excluded(prev), std::ops::Bound::Unbounded))
+                    .next(),
+            };
+            let Some(&call) = next else { break };
+            after = Some(call);
             if let Strategy::Batched { size } = self.config.strategy
                 && self.batch_left == 0
             {

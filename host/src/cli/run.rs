@@ -262,8 +262,9 @@ pub async fn run(registry: Arc<Registry>, options: &RunOptions) -> Result<ExitCo
         executor = executor.with_human_input(human);
     }
 
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    // Not locked for the whole run: the live view's spinner thread writes
+    // to stdout too, and would wait on the lock forever.
+    let mut out = std::io::stdout();
     let mut view = view;
     let sources: Vec<Option<PathBuf>> = if options.files.is_empty() {
         vec![None]

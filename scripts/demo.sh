@@ -9,3 +9,5 @@ set -x
 "$gadget" describe Calculator
 "$gadget" call Calculator --params '{"operation": "add", "a": 15, "b": 23}'
 "$gadget" call TextStats --params '{"text": "one two three\nfour five"}' --json
+# The main job: a model's response, streamed as a model would write it.
+"$gadget" run --replay 10 examples/transcripts/parallel.txt

@@ -452,7 +452,7 @@ mod tests {
     const LLMIST_SCHEMA: &str = r#"{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"operation":{"type":"string","enum":["add","subtract","multiply","divide"],"description":"The operation to perform"},"a":{"type":"number","description":"First operand"},"b":{"type":"number","description":"Second operand"},"precision":{"default":2,"description":"Decimal places","type":"integer","minimum":-9007199254740991,"maximum":9007199254740991},"options":{"description":"Extra options","type":"object","properties":{"round":{"type":"boolean","description":"Round the result"},"tags":{"description":"Labels","type":"array","items":{"type":"string"}}},"required":["round"],"additionalProperties":false}},"required":["operation","a","b","precision"],"additionalProperties":false}"#;
 
     const LLMIST_PROMPT: &str =
-        include_str!("../tests/cases/render/llmist-system-prompt.exact.txt");
+        include_str!("../../tests/cases/render/llmist-system-prompt.exact.txt");
 
     fn llmist_examples() -> Vec<ExampleDoc> {
         vec![

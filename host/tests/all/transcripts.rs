@@ -310,9 +310,7 @@ fn errors_quote_the_gadget_usage() {
 }
 
 fn snapshot(name: &str) -> PathBuf {
-    common::workspace()
-        .join("host/tests/cases/render")
-        .join(name)
+    common::workspace().join("tests/cases/render").join(name)
 }
 
 /// Compares with a snapshot file; `UPDATE_SNAPSHOTS=1` rewrites it.

@@ -297,8 +297,13 @@ pub async fn run(registry: Arc<Registry>, options: &RunOptions) -> Result<ExitCo
                 }
             })
             .await;
-        if let Some(error) = failure {
-            return Err(error).context("writing stdout");
+        match failure {
+            // The reader went away (`| head`): nothing more to say.
+            Some(error) if error.kind() == std::io::ErrorKind::BrokenPipe => {
+                return Ok(ExitCode::SUCCESS);
+            }
+            Some(error) => return Err(error).context("writing stdout"),
+            None => {}
         }
         reader.await.context("the input reader stopped")??;
         view.summary(&mut out, &summary)?;

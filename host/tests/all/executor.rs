@@ -334,3 +334,46 @@ async fn stop_on_error_asks_the_hook() {
     );
     assert_eq!((summary.failed, summary.skipped), (2, 1));
 }
+
+/// Costs survive failures and timeouts, reach the events live, and add up
+/// per response and per session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn costs_are_kept_on_failure_and_summed_per_response_and_session() {
+    let runtime = common::runtime(EpochMode::Ticker);
+    let registry = Arc::new(common::misbehave(&runtime).await);
+    let mut executor = Executor::new(registry, ExecConfig::default()).unwrap();
+    let mut respond = async |text: &str| {
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.send(text.to_string()).await.unwrap();
+        drop(tx);
+        let mut events = Vec::new();
+        let summary = executor.run_response(rx, |e| events.push(e)).await;
+        (events, summary)
+    };
+    let (events, first) = respond(
+        "!!!GADGET_START:CostThenFail:a\n!!!GADGET_END\n!!!GADGET_START:CostThenFail:b\n!!!GADGET_END\n",
+    )
+    .await;
+    for id in ["a", "b"] {
+        let finished = events.iter().find_map(|e| match e {
+            ExecEvent::CallFinished {
+                id: i, cost, error, ..
+            } if i == id => Some((*cost, error.clone())),
+            _ => None,
+        });
+        let (cost, error) = finished.expect("finished");
+        assert_eq!(cost, 0.01, "the reported cost survives the failure");
+        assert_eq!(error.unwrap().message, "the upstream API said no");
+        assert!(
+            events.iter().any(
+                |e| matches!(e, ExecEvent::Cost { id: i, usd, .. } if i == id && *usd == 0.01)
+            ),
+            "the cost is reported live: {events:#?}"
+        );
+    }
+    assert!((first.cost - 0.02).abs() < 1e-12, "{first:?}");
+    assert!((first.session_cost - 0.02).abs() < 1e-12);
+    let (_, second) = respond("!!!GADGET_START:CostThenFail:c\n!!!GADGET_END\n").await;
+    assert!((second.cost - 0.01).abs() < 1e-12, "{second:?}");
+    assert!((second.session_cost - 0.03).abs() < 1e-12, "{second:?}");
+}

@@ -15,6 +15,17 @@ for component in rustfmt clippy; do
     rustup component list --installed | grep -q "^$component" || rustup component add "$component"
 done
 
+# Python gadgets: componentize-py, pinned, in a private virtual environment.
+if ! .tools/python/bin/pip freeze 2>/dev/null | grep -qxF -f sdk/python/requirements.txt; then
+    python3 -m venv .tools/python
+    .tools/python/bin/pip install --quiet --disable-pip-version-check -r sdk/python/requirements.txt
+fi
+
 ./scripts/build-guests.sh
 cargo build --quiet --release -p gadget-host
 echo "host built: target/release/gadget"
+
+# The example gadgets in other languages, built by the host's own `gadget build`.
+for dir in examples/python-gadget; do
+    target/release/gadget build "$dir"
+done

@@ -21,6 +21,7 @@ use crate::plugins::{
 use crate::runtime::{CallError, CallReport, Outcome, Runtime, RuntimeConfig};
 
 mod run;
+mod scaffold;
 
 const EXIT_FAILED: u8 = 1;
 const EXIT_BAD_INPUT: u8 = 2;
@@ -111,6 +112,28 @@ enum Command {
         after_help = "Examples:\n  gadget prompt > system-prompt.txt\n  gadget prompt --start-marker '<<TOOL:' --end-marker '<<END' --arg-marker '@'"
     )]
     Prompt(run::PromptOptions),
+    /// Start a plugin directory for a gadget in a language (it builds and passes `gadget check` as created).
+    #[command(
+        after_help = "Examples:\n  gadget new word-count --lang python\n  gadget build word-count && gadget check word-count\n  gadget --plugins word-count call WordCount --params '{\"text\": \"hello world\"}'"
+    )]
+    New {
+        /// The plugin's name (letters, digits, '-'); the gadget is named after it in CamelCase.
+        name: String,
+        /// The language to write the gadget in.
+        #[arg(long, value_enum)]
+        lang: scaffold::Lang,
+        /// Where to create it. Default: ./NAME.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Build a plugin directory's component with its language's toolchain (Rust, Python).
+    #[command(
+        after_help = "Example:\n  gadget build examples/python-gadget && gadget check examples/python-gadget"
+    )]
+    Build {
+        /// The plugin directory (with plugin.toml).
+        path: PathBuf,
+    },
     /// Check a plugin directory or component: manifest, world, specs, schemas, examples.
     #[command(after_help = "Example:\n  gadget check plugins/calculator && echo ok")]
     Check {
@@ -201,6 +224,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     let options = || load_options(&cli.global);
     match &cli.command {
         Command::Parse(options) => parse(options),
+        Command::New { name, lang, dir } => scaffold::new(name, *lang, dir.as_deref()),
+        Command::Build { path } => scaffold::build(path),
         Command::Run(run_options) => {
             // A response may hold thousands of calls: the pooling
             // allocator pays for its reservation there.

@@ -5,6 +5,7 @@ mod cli;
 mod common;
 mod containment;
 mod executor;
+mod languages;
 mod loading;
 mod parser;
 mod shipped;

@@ -1,0 +1,59 @@
+"""Word statistics, written in Python: the Python SDK's example plugin.
+
+Build: `gadget build examples/python-gadget` (or `scripts/build-guests.sh`).
+"""
+
+from collections import Counter
+
+from gadget_sdk import Context, InvalidArguments, Cancelled, Result, export, gadget
+
+
+@gadget(
+    description="Counts the words of a text and lists the most frequent ones, most frequent first.",
+    schema={
+        "type": "object",
+        "properties": {
+            "text": {"type": "string", "description": "The text to analyse."},
+            "top": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 100,
+                "default": 3,
+                "description": "How many of the most frequent words to list.",
+            },
+        },
+        "required": ["text"],
+    },
+    examples=[
+        ({"text": "the cat and the hat", "top": 2}, "5 words\nthe: 2\ncat: 1", "Ties keep the order of first use"),
+    ],
+    label="Word frequency",
+)
+def WordFrequency(params: dict, ctx: Context) -> Result:
+    words = params["text"].lower().split()
+    if not words:
+        raise InvalidArguments("text has no words: give it some text")
+    ctx.info("counting words", words=len(words))
+    counts = Counter(words).most_common(params["top"])
+    # A pretend metered API: a tenth of a cent per call.
+    ctx.report_cost(0.001)
+    lines = [f"{len(words)} words"] + [f"{word}: {n}" for word, n in counts]
+    return Result("\n".join(lines), details={"words": len(words)})
+
+
+@gadget(
+    description="Works until told to stop, reporting progress: shows how a Python gadget honours the abort signal.",
+    schema={"type": "object", "properties": {}},
+)
+def WorkUntilCancelled(params: dict, ctx: Context) -> str:
+    rounds = 0
+    while True:
+        rounds += 1
+        if rounds % 100_000 == 0:
+            ctx.progress(f"{rounds} rounds")
+        if ctx.cancelled():
+            ctx.warn("stopping on the abort signal", rounds=rounds)
+            raise Cancelled()
+
+
+Gadget = export(WordFrequency, WorkUntilCancelled)

@@ -1,0 +1,403 @@
+//! `gadget new` and `gadget build`: start a plugin in a language, and build
+//! any plugin directory with the right toolchain.
+//!
+//! The language of a directory is read from its files: `Cargo.toml` is
+//! Rust, `app.py` is Python. `build` installs nothing: a missing tool is an
+//! error that says what to install. The WIT contract and the Python SDK are
+//! compiled into this binary, so a plugin builds anywhere, not only inside
+//! this repository.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::plugins::manifest::Manifest;
+
+/// The contract every component targets.
+const WIT: &str = include_str!("../../../wit/gadget.wit");
+
+/// The Python SDK module.
+const PYTHON_SDK: &str = include_str!("../../../sdk/python/gadget_sdk/__init__.py");
+
+/// The pinned Python toolchain.
+const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
+
+/// A language `gadget new` scaffolds and `gadget build` builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    Rust,
+    Python,
+}
+
+/// `gadget new NAME --lang L [--dir DIR]`.
+pub fn new(name: &str, lang: Lang, dir: Option<&Path>) -> Result<ExitCode> {
+    let plugin = plugin_name(name)?;
+    let gadget = gadget_name(name);
+    let dir = dir
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from(&plugin));
+    if dir.exists() {
+        bail!(
+            "{} already exists; choose another NAME or --dir",
+            dir.display()
+        );
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let write = |file: &str, text: String| -> Result<()> {
+        let path = dir.join(file);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    };
+    write(
+        "plugin.toml",
+        format!(
+            "name = \"{plugin}\"\nversion = \"0.1.0\"\ndescription = \"{gadget}: describe what it does\"\ncomponent = \"{plugin}.wasm\"\n\n[limits]\ntimeout-ms = 5000\n"
+        ),
+    )?;
+    write(".gitignore", "*.wasm\ntarget/\n__pycache__/\n".into())?;
+    match lang {
+        Lang::Python => write("app.py", python_template(&gadget))?,
+        Lang::Rust => {
+            write("Cargo.toml", rust_manifest(&plugin)?)?;
+            write("src/lib.rs", rust_template(&gadget))?;
+        }
+    }
+    println!(
+        "created {} ({lang:?} plugin `{plugin}`, gadget `{gadget}`)\nnext:\n  gadget build {0}\n  gadget check {0}\n  gadget --plugins {0} call {gadget} --params '{{\"text\": \"hello world\"}}'",
+        dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `gadget build DIR`: builds the component the manifest names.
+pub fn build(dir: &Path) -> Result<ExitCode> {
+    let manifest_path = dir.join("plugin.toml");
+    let text = std::fs::read_to_string(&manifest_path)
+        .with_context(|| format!("reading {}", manifest_path.display()))?;
+    let manifest = Manifest::parse(&text, &manifest_path)?;
+    let output = dir.join(&manifest.component);
+    let lang = detect(dir)?;
+    let started = std::time::Instant::now();
+    match lang {
+        Lang::Rust => build_rust(dir, &output)?,
+        Lang::Python => build_python(dir, &output)?,
+    }
+    let size = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
+    eprintln!(
+        "built {} ({lang:?}, {:.1} MiB) in {:.1} s",
+        output.display(),
+        size as f64 / (1 << 20) as f64,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The language of a plugin directory, from its files.
+fn detect(dir: &Path) -> Result<Lang> {
+    if dir.join("Cargo.toml").is_file() {
+        Ok(Lang::Rust)
+    } else if dir.join("app.py").is_file() {
+        Ok(Lang::Python)
+    } else {
+        bail!(
+            "cannot tell the language of {}: expected Cargo.toml (Rust) or app.py (Python)",
+            dir.display()
+        )
+    }
+}
+
+/// A tool on PATH, or in this checkout's `.tools/` (where
+/// `scripts/setup.sh` installs it).
+fn find_tool(name: &str, in_tools: &str) -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(name))
+            .find(|p| p.is_file())
+    });
+    on_path.or_else(|| {
+        let local = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../.tools")
+            .join(in_tools)
+            .join(name);
+        local.is_file().then_some(local)
+    })
+}
+
+fn run(command: &mut Command, what: &str) -> Result<()> {
+    let status = command
+        .status()
+        .with_context(|| format!("starting {what}"))?;
+    if !status.success() {
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
+}
+
+fn build_python(dir: &Path, output: &Path) -> Result<()> {
+    let Some(tool) = find_tool("componentize-py", "python/bin") else {
+        bail!(
+            "componentize-py is not installed. Install it with:\n  python3 -m venv .tools/python && .tools/python/bin/pip install {COMPONENTIZE_PY}\n(or run ./scripts/setup.sh in the gadget-host checkout), or put it on PATH"
+        );
+    };
+    let had_cache = dir.join("__pycache__").exists();
+    let support = tempfile_dir()?;
+    std::fs::create_dir_all(support.join("wit"))?;
+    std::fs::create_dir_all(support.join("sdk/gadget_sdk"))?;
+    std::fs::write(support.join("wit/gadget.wit"), WIT)?;
+    std::fs::write(support.join("sdk/gadget_sdk/__init__.py"), PYTHON_SDK)?;
+    let result = run(
+        Command::new(&tool)
+            .arg("-d")
+            .arg(support.join("wit"))
+            .args(["-w", "plugin", "componentize", "app", "-p"])
+            .arg(dir)
+            .arg("-p")
+            .arg(support.join("sdk"))
+            .arg("-o")
+            .arg(output)
+            // No bytecode caches left in the plugin directory.
+            .env("PYTHONDONTWRITEBYTECODE", "1"),
+        "componentize-py",
+    );
+    let _ = std::fs::remove_dir_all(&support);
+    if !had_cache {
+        // componentize-py compiles the app with its own interpreter.
+        let _ = std::fs::remove_dir_all(dir.join("__pycache__"));
+    }
+    result
+}
+
+fn build_rust(dir: &Path, output: &Path) -> Result<()> {
+    let target_ok = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l == "wasm32-wasip2")
+        })
+        .unwrap_or(false);
+    if !target_ok {
+        bail!(
+            "the wasm32-wasip2 target is not installed. Install it with:\n  rustup target add wasm32-wasip2"
+        );
+    }
+    let metadata = Command::new("cargo")
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--manifest-path",
+        ])
+        .arg(dir.join("Cargo.toml"))
+        .output()
+        .context("running cargo metadata")?;
+    if !metadata.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&metadata.stderr)
+        );
+    }
+    let metadata: serde_json::Value = serde_json::from_slice(&metadata.stdout)?;
+    let manifest = std::fs::canonicalize(dir.join("Cargo.toml"))?;
+    let package = metadata["packages"]
+        .as_array()
+        .and_then(|packages| {
+            packages.iter().find(|p| {
+                p["manifest_path"].as_str().map(PathBuf::from).as_deref() == Some(&manifest)
+            })
+        })
+        .context("cargo metadata lists no package for this Cargo.toml")?;
+    let crate_name = package["name"]
+        .as_str()
+        .unwrap_or_default()
+        .replace('-', "_");
+    let target_dir = PathBuf::from(metadata["target_directory"].as_str().unwrap_or("target"));
+    run(
+        Command::new("cargo")
+            .args([
+                "build",
+                "--release",
+                "--target",
+                "wasm32-wasip2",
+                "--manifest-path",
+            ])
+            .arg(dir.join("Cargo.toml")),
+        "cargo build",
+    )?;
+    let built = target_dir.join(format!("wasm32-wasip2/release/{crate_name}.wasm"));
+    std::fs::copy(&built, output)
+        .with_context(|| format!("copying {} to {}", built.display(), output.display()))?;
+    Ok(())
+}
+
+/// A private temporary directory (removed by the caller).
+fn tempfile_dir() -> Result<PathBuf> {
+    let base = std::env::temp_dir().join(format!(
+        "gadget-build-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    ));
+    std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+    Ok(base)
+}
+
+/// `my-tool` stays `my-tool`; `My Tool` becomes `my-tool`.
+fn plugin_name(name: &str) -> Result<String> {
+    let plugin: String = name
+        .trim()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect::<String>()
+        .split('-')
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("-");
+    if plugin.is_empty() || !plugin.starts_with(|c: char| c.is_ascii_lowercase()) {
+        bail!(
+            "'{name}' does not make a plugin name: start with a letter, then letters, digits or '-'"
+        );
+    }
+    Ok(plugin)
+}
+
+/// `word-count` → `WordCount`.
+fn gadget_name(name: &str) -> String {
+    name.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            let mut chars = s.chars();
+            chars
+                .next()
+                .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+fn python_template(gadget: &str) -> String {
+    format!(
+        r#""""{gadget}: a gadget for gadget-host, in Python.
+
+Build: gadget build .    Check: gadget check .
+Import every module you use at the top of this file: the component keeps
+only the modules imported while it is built.
+"""
+
+from gadget_sdk import Context, InvalidArguments, Result, export, gadget
+
+
+@gadget(
+    description="Counts the words of a text. Describe here, for the model, what the gadget does.",
+    schema={{
+        "type": "object",
+        "properties": {{
+            "text": {{"type": "string", "description": "The text to count the words of."}},
+        }},
+        "required": ["text"],
+    }},
+    examples=[({{"text": "hello world"}}, "2 words")],
+)
+def {gadget}(params: dict, ctx: Context) -> Result:
+    words = params["text"].split()
+    if not words:
+        raise InvalidArguments("text has no words")
+    ctx.info("counted", words=len(words))
+    return Result(f"{{len(words)}} words", details={{"words": len(words)}})
+
+
+Gadget = export({gadget})
+"#
+    )
+}
+
+fn rust_manifest(plugin: &str) -> Result<String> {
+    // The SDK of the gadget-host checkout this binary was built from.
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/rust");
+    let sdk = std::fs::canonicalize(&sdk).with_context(|| {
+        format!(
+            "the Rust SDK is not at {}: `gadget new --lang rust` needs the gadget-host checkout it was built from",
+            sdk.display()
+        )
+    })?;
+    Ok(format!(
+        r#"[package]
+name = "{plugin}"
+version = "0.1.0"
+edition = "2024"
+publish = false
+
+[lib]
+crate-type = ["cdylib"]
+
+[dependencies]
+gadget-sdk = {{ path = "{}" }}
+serde = {{ version = "1", features = ["derive"] }}
+schemars = "1.2"
+
+[profile.release]
+opt-level = "s"
+lto = true
+strip = true
+
+# A workspace of its own, wherever it is created.
+[workspace]
+"#,
+        sdk.display()
+    ))
+}
+
+fn rust_template(gadget: &str) -> String {
+    format!(
+        r#"//! {gadget}: a gadget for gadget-host, in Rust.
+//!
+//! Build: gadget build .    Check: gadget check .
+
+use gadget_sdk::{{Context, Example, Gadget, GadgetError, Outcome, json}};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Params {{
+    /// The text to count the words of.
+    text: String,
+}}
+
+struct {gadget};
+
+impl Gadget for {gadget} {{
+    type Params = Params;
+    const NAME: &'static str = "{gadget}";
+    const DESCRIPTION: &'static str =
+        "Counts the words of a text. Describe here, for the model, what the gadget does.";
+
+    fn examples() -> Vec<Example> {{
+        vec![Example::new(json!({{ "text": "hello world" }})).output("2 words")]
+    }}
+
+    fn invoke(params: Params, ctx: &Context) -> Result<Outcome, GadgetError> {{
+        let words = params.text.split_whitespace().count();
+        if words == 0 {{
+            return Err(GadgetError::invalid_arguments("text has no words"));
+        }}
+        ctx.info(format!("counted {{words}} words"));
+        Ok(format!("{{words}} words").into())
+    }}
+}}
+
+gadget_sdk::export_gadgets!({gadget});
+"#
+    )
+}

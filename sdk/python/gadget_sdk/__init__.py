@@ -1,0 +1,280 @@
+"""gadget-sdk for Python: write gadgets for gadget-host as WebAssembly components.
+
+A gadget is a function with a description, a JSON Schema for its parameters
+(a dict) and examples. It gets the validated parameters as a dict and a
+``Context`` (logging, cost reports, progress, the abort signal), and returns a
+string or a ``Result`` (with cost and details), or ``Finish`` / ``AskHuman``.
+Raising signals an error the model sees: ``InvalidArguments`` for unusable
+arguments, ``Cancelled`` after the abort signal, anything else as a failure.
+
+    from gadget_sdk import gadget, Context, InvalidArguments, export
+
+    @gadget(
+        description="Counts the words of a text.",
+        schema={"type": "object",
+                "properties": {"text": {"type": "string", "description": "The text."}},
+                "required": ["text"]},
+        examples=[({"text": "one two"}, "2")],
+    )
+    def WordCount(params: dict, ctx: Context) -> str:
+        return str(len(params["text"].split()))
+
+    Gadget = export(WordCount)   # the component's export, found by componentize-py
+
+Build with ``gadget build DIR`` (componentize-py 0.25.1 under the hood).
+The host validates parameters against the schema (after filling in defaults)
+before ``invoke``, so a gadget can trust their shape.
+"""
+
+import json
+import traceback
+
+# The standard library modules a gadget most often needs, some of which other
+# modules import lazily (`Counter.most_common` imports `heapq` on first use).
+# The component holds only modules imported while it was built (see below),
+# so they are imported here; import anything else your gadget uses at the top
+# of your app module.
+import collections  # noqa: F401
+import datetime  # noqa: F401
+import functools  # noqa: F401
+import heapq  # noqa: F401
+import itertools  # noqa: F401
+import math  # noqa: F401
+import re  # noqa: F401
+import string  # noqa: F401
+import textwrap  # noqa: F401
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+# The bindings componentize-py generates from the WIT. They are imported here,
+# at module level, because componentize-py snapshots the app after importing
+# it and keeps only the modules imported by then: a module first imported
+# during a call is not found ("No module named ...").
+try:
+    from componentize_py_types import Err
+    from wit_world.imports import host as _host
+    from wit_world.imports import types as _types
+except ImportError:  # outside a component build (docs, type checks)
+    Err = _host = _types = None
+
+__all__ = [
+    "gadget",
+    "export",
+    "Context",
+    "Result",
+    "Finish",
+    "AskHuman",
+    "InvalidArguments",
+    "Cancelled",
+    "GadgetDef",
+]
+
+
+class InvalidArguments(Exception):
+    """The parameters are well-formed but unusable; the message tells the model what to change."""
+
+
+class Cancelled(Exception):
+    """The gadget stopped because the abort signal went up (``ctx.cancelled()``)."""
+
+
+@dataclass
+class Result:
+    """A result for the model, with an optional cost (USD) and details for people."""
+
+    text: str
+    cost: Optional[float] = None
+    details: Any = None
+
+
+@dataclass
+class Finish(Result):
+    """The task is complete: the agent loop ends after this response."""
+
+
+@dataclass
+class AskHuman:
+    """A question for a person; their answer becomes the call's result."""
+
+    question: str
+
+
+@dataclass
+class GadgetDef:
+    """A gadget: its spec and its function."""
+
+    name: str
+    description: str
+    function: Callable[[dict, "Context"], Any]
+    schema: Optional[dict] = None
+    examples: List[Tuple[dict, Optional[str], Optional[str]]] = field(default_factory=list)
+    label: Optional[str] = None
+    timeout_ms: Optional[int] = None
+    exclusive: bool = False
+    max_concurrent: Optional[int] = None
+
+
+def gadget(
+    description: str,
+    schema: Optional[dict] = None,
+    examples: Sequence[Union[dict, Tuple]] = (),
+    name: Optional[str] = None,
+    label: Optional[str] = None,
+    timeout_ms: Optional[int] = None,
+    exclusive: bool = False,
+    max_concurrent: Optional[int] = None,
+) -> Callable[[Callable], GadgetDef]:
+    """Declares a gadget. The name defaults to the function's.
+
+    ``examples`` are ``params``, ``(params, output)`` or
+    ``(params, output, comment)``; the host checks them against the schema
+    when it loads the plugin.
+    """
+
+    def wrap(function: Callable) -> GadgetDef:
+        normalized = []
+        for example in examples:
+            if isinstance(example, dict):
+                example = (example,)
+            params, output, comment = (tuple(example) + (None, None))[:3]
+            normalized.append((params, output, comment))
+        return GadgetDef(
+            name=name or function.__name__,
+            description=description,
+            function=function,
+            schema=schema,
+            examples=normalized,
+            label=label,
+            timeout_ms=timeout_ms,
+            exclusive=exclusive,
+            max_concurrent=max_concurrent,
+        )
+
+    return wrap
+
+
+class Context:
+    """What a gadget can ask of the host during a call."""
+
+    def __init__(self, invocation_id: str) -> None:
+        self.invocation_id = invocation_id
+
+    def log(self, level: str, message: str, **fields: Any) -> None:
+        """A log entry for people (never shown to the model); ``fields`` become structured fields."""
+        levels = {
+            "trace": _types.Level.TRACE,
+            "debug": _types.Level.DEBUG,
+            "info": _types.Level.INFO,
+            "warn": _types.Level.WARN,
+            "error": _types.Level.ERROR,
+        }
+        _host.log(
+            levels.get(level, _types.Level.INFO),
+            str(message),
+            json.dumps(fields) if fields else "",
+        )
+
+    def debug(self, message: str, **fields: Any) -> None:
+        self.log("debug", message, **fields)
+
+    def info(self, message: str, **fields: Any) -> None:
+        self.log("info", message, **fields)
+
+    def warn(self, message: str, **fields: Any) -> None:
+        self.log("warn", message, **fields)
+
+    def error(self, message: str, **fields: Any) -> None:
+        self.log("error", message, **fields)
+
+    def report_cost(self, usd: float) -> None:
+        """Reports a cost in US dollars; kept even if the call later fails."""
+        _host.report_cost(float(usd))
+
+    def progress(self, message: str) -> None:
+        """A short status line for people."""
+        _host.progress(str(message))
+
+    def update(self, partial: str, details: Any = None) -> None:
+        """A partial result for live display (never shown to the model)."""
+        _host.update(str(partial), None if details is None else json.dumps(details))
+
+    def cancelled(self) -> bool:
+        """True once the deadline has passed or the run was cancelled."""
+        return _host.cancelled()
+
+    def check_cancelled(self) -> None:
+        """Raises ``Cancelled`` once the abort signal is up: ``ctx.check_cancelled()`` in loops."""
+        if self.cancelled():
+            raise Cancelled()
+
+    def time_left_ms(self) -> int:
+        """Milliseconds until the call's deadline."""
+        return _host.call_info().time_left_ms
+
+
+def _call_result(result: Result):
+    details = None if result.details is None else json.dumps(result.details)
+    return _types.CallResult(result=str(result.text), cost=result.cost, details=details)
+
+
+def export(*gadgets: GadgetDef):
+    """The class componentize-py exports: assign it to ``Gadget`` in the app module."""
+    by_name: Dict[str, GadgetDef] = {}
+    for g in gadgets:
+        if not isinstance(g, GadgetDef):
+            raise TypeError(f"export() takes gadgets made with @gadget, got {g!r}")
+        if g.name in by_name:
+            raise ValueError(f"gadget {g.name!r} is exported twice")
+        by_name[g.name] = g
+
+    class Gadget:
+        def specs(self):
+            return [
+                _types.GadgetSpec(
+                    name=g.name,
+                    label=g.label,
+                    description=g.description,
+                    parameters_schema="" if g.schema is None else json.dumps(g.schema),
+                    examples=[
+                        _types.Example(params=json.dumps(params), output=output, comment=comment)
+                        for params, output, comment in g.examples
+                    ],
+                    timeout_ms=g.timeout_ms,
+                    exclusive=g.exclusive,
+                    max_concurrent=g.max_concurrent,
+                )
+                for g in by_name.values()
+            ]
+
+        def invoke(self, invocation_id: str, name: str, params: str):
+            types = _types
+            g = by_name.get(name)
+            if g is None:
+                raise Err(types.GadgetError_Failed(f"this component has no gadget {name!r}"))
+            try:
+                value = g.function(json.loads(params or "{}"), Context(invocation_id))
+            except InvalidArguments as e:
+                raise Err(types.GadgetError_InvalidArguments(str(e)))
+            except Cancelled:
+                raise Err(types.GadgetError_Cancelled())
+            except Err:
+                raise
+            except Exception as e:  # any other error is a failure the model sees
+                message = str(e) or type(e).__name__
+                traceback.print_exc()  # to the host's captured stderr, for people
+                raise Err(types.GadgetError_Failed(message))
+            if isinstance(value, Finish):
+                return types.Outcome_Finish(_call_result(value))
+            if isinstance(value, Result):
+                return types.Outcome_Result(_call_result(value))
+            if isinstance(value, AskHuman):
+                return types.Outcome_AskHuman(str(value.question))
+            if isinstance(value, str):
+                return types.Outcome_Result(types.CallResult(result=value, cost=None, details=None))
+            raise Err(
+                types.GadgetError_Failed(
+                    f"gadget {name!r} returned {type(value).__name__}; return a str, Result, Finish or AskHuman"
+                )
+            )
+
+    return Gadget

@@ -21,11 +21,21 @@ if ! .tools/python/bin/pip freeze 2>/dev/null | grep -qxF -f sdk/python/requirem
     .tools/python/bin/pip install --quiet --disable-pip-version-check -r sdk/python/requirements.txt
 fi
 
+# C gadgets: Debian's clang 19 and wasi-libc (linked into components by the
+# wasm-component-ld that ships with Rust).
+c_packages="clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32"
+if ! dpkg -s $c_packages >/dev/null 2>&1; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $c_packages >/dev/null
+fi
+
 ./scripts/build-guests.sh
 cargo build --quiet --release -p gadget-host
 echo "host built: target/release/gadget"
 
 # The example gadgets in other languages, built by the host's own `gadget build`.
-for dir in examples/python-gadget; do
+for dir in examples/python-gadget examples/c-gadget; do
     target/release/gadget build "$dir"
 done

@@ -2,7 +2,7 @@
 //! any plugin directory with the right toolchain.
 //!
 //! The language of a directory is read from its files: `Cargo.toml` is
-//! Rust, `app.py` is Python. `build` installs nothing: a missing tool is an
+//! Rust, `app.py` is Python, `*.c` files are C. `build` installs nothing: a missing tool is an
 //! error that says what to install. The WIT contract and the Python SDK are
 //! compiled into this binary, so a plugin builds anywhere, not only inside
 //! this repository.
@@ -20,6 +20,28 @@ const WIT: &str = include_str!("../../../wit/gadget.wit");
 /// The Python SDK module.
 const PYTHON_SDK: &str = include_str!("../../../sdk/python/gadget_sdk/__init__.py");
 
+/// The C SDK and the bindings `wit-bindgen c` 0.63.0 generated from the
+/// WIT (`sdk/c/regen.sh`).
+const C_SDK: &[(&str, &[u8])] = &[
+    ("gadget.h", include_bytes!("../../../sdk/c/gadget.h")),
+    ("gadget.c", include_bytes!("../../../sdk/c/gadget.c")),
+    (
+        "gen/plugin.h",
+        include_bytes!("../../../sdk/c/gen/plugin.h"),
+    ),
+    (
+        "gen/plugin.c",
+        include_bytes!("../../../sdk/c/gen/plugin.c"),
+    ),
+    (
+        "gen/plugin_component_type.o",
+        include_bytes!("../../../sdk/c/gen/plugin_component_type.o"),
+    ),
+];
+
+/// The Debian packages the C toolchain comes from.
+const C_PACKAGES: &str = "clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32";
+
 /// The pinned Python toolchain.
 const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
 
@@ -28,6 +50,7 @@ const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
 pub enum Lang {
     Rust,
     Python,
+    C,
 }
 
 /// `gadget new NAME --lang L [--dir DIR]`.
@@ -60,6 +83,7 @@ pub fn new(name: &str, lang: Lang, dir: Option<&Path>) -> Result<ExitCode> {
     write(".gitignore", "*.wasm\ntarget/\n__pycache__/\n".into())?;
     match lang {
         Lang::Python => write("app.py", python_template(&gadget))?,
+        Lang::C => write("main.c", c_template(&gadget))?,
         Lang::Rust => {
             write("Cargo.toml", rust_manifest(&plugin)?)?;
             write("src/lib.rs", rust_template(&gadget))?;
@@ -84,6 +108,7 @@ pub fn build(dir: &Path) -> Result<ExitCode> {
     match lang {
         Lang::Rust => build_rust(dir, &output)?,
         Lang::Python => build_python(dir, &output)?,
+        Lang::C => build_c(dir, &output)?,
     }
     let size = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
     eprintln!(
@@ -101,9 +126,11 @@ fn detect(dir: &Path) -> Result<Lang> {
         Ok(Lang::Rust)
     } else if dir.join("app.py").is_file() {
         Ok(Lang::Python)
+    } else if !c_sources(dir)?.is_empty() {
+        Ok(Lang::C)
     } else {
         bail!(
-            "cannot tell the language of {}: expected Cargo.toml (Rust) or app.py (Python)",
+            "cannot tell the language of {}: expected Cargo.toml (Rust), app.py (Python) or .c files (C)",
             dir.display()
         )
     }
@@ -168,6 +195,96 @@ fn build_python(dir: &Path, output: &Path) -> Result<()> {
         let _ = std::fs::remove_dir_all(dir.join("__pycache__"));
     }
     result
+}
+
+/// The `.c` files of a directory, sorted.
+fn c_sources(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "c") && p.is_file())
+        .collect();
+    sources.sort();
+    Ok(sources)
+}
+
+/// clang for wasm32-wasi, linked into a component by the
+/// wasm-component-ld that ships with Rust (its reactor adapter built in).
+fn build_c(dir: &Path, output: &Path) -> Result<()> {
+    let missing = || {
+        format!(
+            "Install the C toolchain with:\n  sudo apt-get install -y {C_PACKAGES}\n(or run ./scripts/setup.sh in the gadget-host checkout)"
+        )
+    };
+    let Some(clang) = find_tool("clang-19", "c").or_else(|| find_tool("clang", "c")) else {
+        bail!("clang is not installed. {}", missing());
+    };
+    if !Path::new("/usr/include/wasm32-wasi/stdio.h").is_file() {
+        bail!(
+            "wasi-libc is not installed (no /usr/include/wasm32-wasi). {}",
+            missing()
+        );
+    }
+    let linker = wasm_component_ld()?;
+    let support = tempfile_dir()?;
+    let result = (|| -> Result<()> {
+        for (name, bytes) in C_SDK {
+            let path = support.join(name);
+            std::fs::create_dir_all(path.parent().expect("a parent"))?;
+            std::fs::write(&path, bytes)?;
+        }
+        let mut command = Command::new(&clang);
+        command
+            .args([
+                "--target=wasm32-wasi",
+                "-mexec-model=reactor",
+                "-O2",
+                "-Wall",
+            ])
+            .arg(format!("-fuse-ld={}", linker.display()))
+            .args(["-Wl,--wasi-adapter=reactor", "-Wl,--strip-all"])
+            .arg("-I")
+            .arg(&support)
+            .arg("-I")
+            .arg(support.join("gen"))
+            .arg("-o")
+            .arg(output)
+            .args(c_sources(dir)?)
+            .arg(support.join("gadget.c"))
+            .arg(support.join("gen/plugin.c"))
+            .arg(support.join("gen/plugin_component_type.o"));
+        run(&mut command, "clang")
+    })();
+    let _ = std::fs::remove_dir_all(&support);
+    result
+}
+
+/// The wasm-component-ld of the Rust toolchain on PATH.
+fn wasm_component_ld() -> Result<PathBuf> {
+    let rustc = |args: &[&str]| -> Result<String> {
+        let out = Command::new("rustc")
+            .args(args)
+            .output()
+            .context("running rustc (the C build links with Rust's wasm-component-ld; install Rust with rustup)")?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let sysroot = rustc(&["--print", "sysroot"])?;
+    let version = rustc(&["-vV"])?;
+    let host = version
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .context("rustc -vV names no host")?;
+    let path = Path::new(&sysroot)
+        .join("lib/rustlib")
+        .join(host)
+        .join("bin/wasm-component-ld");
+    if !path.is_file() {
+        bail!(
+            "wasm-component-ld is not at {}: it ships with Rust 1.82 and later (rustup update)",
+            path.display()
+        );
+    }
+    Ok(path)
 }
 
 fn build_rust(dir: &Path, output: &Path) -> Result<()> {
@@ -319,6 +436,51 @@ def {gadget}(params: dict, ctx: Context) -> Result:
 
 
 Gadget = export({gadget})
+"#
+    )
+}
+
+fn c_template(gadget: &str) -> String {
+    format!(
+        r#"/*
+ * {gadget}: a gadget for gadget-host, in C.
+ * Build: gadget build .    Check: gadget check .
+ */
+#include <ctype.h>
+
+#include "gadget.h"
+
+/* The longest text accepted, in bytes (the schema says so too). */
+#define MAX_TEXT_BYTES 65536
+
+static char text[MAX_TEXT_BYTES + 1];
+
+static gadget_status count_words(gadget_call *call) {{
+    if (!gadget_param_string(call, "text", text, sizeof text))
+        return gadget_invalid_arguments(call, "text must be a string of at most %d bytes", MAX_TEXT_BYTES);
+    int words = 0;
+    for (const char *p = text; *p; p++)
+        if (!isspace((unsigned char)*p) && (p == text || isspace((unsigned char)p[-1]))) words++;
+    if (words == 0) return gadget_invalid_arguments(call, "text has no words");
+    gadget_info("counted");
+    return gadget_result(call, "%d words", words);
+}}
+
+static const gadget_example examples[] = {{
+    {{.params = "{{\"text\": \"hello world\"}}", .output = "2 words"}},
+}};
+
+static const gadget_def gadgets[] = {{{{
+    .name = "{gadget}",
+    .description = "Counts the words of a text. Describe here, for the model, what the gadget does.",
+    .schema = "{{\"type\":\"object\",\"properties\":{{\"text\":{{\"type\":\"string\",\"maxLength\":65536,"
+              "\"description\":\"The text to count the words of.\"}}}},\"required\":[\"text\"]}}",
+    .examples = examples,
+    .example_count = 1,
+    .invoke = count_words,
+}}}};
+
+GADGET_EXPORT(gadgets)
 "#
     )
 }

@@ -134,6 +134,78 @@ async fn a_python_gadget_runs_through_the_host() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_c_gadget_runs_through_the_host() {
+    let (_runtime, registry) = load_example("c-gadget").await;
+    let caesar = registry.get("Caesar").expect("Caesar loaded");
+    assert_eq!(caesar.spec.label.as_deref(), Some("Caesar cipher"));
+    assert_eq!(caesar.spec.examples.len(), 2);
+    assert_eq!(
+        caesar.spec.examples[1].comment.as_deref(),
+        Some("ROT13 by default")
+    );
+
+    // A valid call: the default shift (13) filled in by the host, escapes
+    // decoded, a log with fields, a reported cost, details.
+    let report = registry
+        .call(
+            "Caesar",
+            json!({"text": "Uryyb, \"Jbeyq\" \u{e9}\n"}),
+            "c1",
+            None,
+        )
+        .await
+        .unwrap();
+    match &report.outcome {
+        Ok(Outcome::Result { result, details }) => {
+            assert_eq!(result, "Hello, \"World\" \u{e9}\n");
+            assert_eq!(details.as_ref().unwrap()["letters"], 10);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(report.cost, 0.0005);
+    assert_eq!(report.logs[0].message, "shifted");
+    assert_eq!(report.logs[0].fields, json!({"letters": 10}));
+
+    // Out of the schema's range: refused by the host before C runs.
+    assert!(
+        registry
+            .call("Caesar", json!({"text": "x", "shift": 40}), "c2", None)
+            .await
+            .is_err()
+    );
+
+    // Cancellation on timeout.
+    let gadget = registry.get("WorkUntilCancelled").unwrap();
+    let request = CallRequest {
+        gadget: gadget.spec.name.clone(),
+        invocation_id: "spin".into(),
+        params: "{}".into(),
+        limits: Limits {
+            timeout: Duration::from_millis(200),
+            ..gadget.limits.clone()
+        },
+        cancel: None,
+        observer: None,
+    };
+    let report = gadget.invoke_request(request).await;
+    assert_eq!(
+        report.outcome,
+        Err(CallError::Timeout {
+            gadget: "WorkUntilCancelled".into(),
+            timeout_ms: 200
+        })
+    );
+    assert!(
+        report
+            .logs
+            .iter()
+            .any(|l| l.message == "stopping on the abort signal"),
+        "{:?}",
+        report.logs
+    );
+}
+
 /// `gadget new NAME --lang L`, then `gadget build`, `gadget check` and
 /// `gadget call`, as the README says.
 fn new_build_check_call(lang: &str) {
@@ -200,6 +272,11 @@ fn new_build_check_call(lang: &str) {
 #[test]
 fn new_and_build_a_python_gadget() {
     new_build_check_call("python");
+}
+
+#[test]
+fn new_and_build_a_c_gadget() {
+    new_build_check_call("c");
 }
 
 #[test]

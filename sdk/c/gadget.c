@@ -1,0 +1,422 @@
+/*
+ * gadget.c: the C SDK's glue between gadget.h and the bindings wit-bindgen
+ * generated from wit/gadget.wit (gen/plugin.h).
+ *
+ * Ownership, as the canonical ABI wants it: the strings the host passes to
+ * `invoke` belong to us and are freed here; the strings we return are
+ * copies (plugin_string_dup) that the generated post-return functions free.
+ */
+#include "gadget.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugin.h"
+
+/* Provided by GADGET_EXPORT in the gadget's source. */
+extern const gadget_def *const gadget_defs;
+extern const size_t gadget_def_count;
+
+enum {
+    KIND_NONE,
+    KIND_RESULT,
+    KIND_FINISH,
+    KIND_ASK_HUMAN,
+    KIND_INVALID_ARGUMENTS,
+    KIND_FAILED,
+    KIND_CANCELLED,
+};
+
+/* ---- Strings ---- */
+
+static char *to_cstring(const plugin_string_t *s) {
+    char *out = malloc(s->len + 1);
+    if (out == NULL) abort();
+    memcpy(out, s->ptr, s->len);
+    out[s->len] = '\0';
+    return out;
+}
+
+static void set_option(plugin_option_string_t *opt, const char *s) {
+    opt->is_some = s != NULL;
+    if (s != NULL) plugin_string_dup(&opt->val, s);
+}
+
+static char *vformat(const char *format, va_list args) {
+    va_list copy;
+    va_copy(copy, args);
+    int len = vsnprintf(NULL, 0, format, copy);
+    va_end(copy);
+    if (len < 0) len = 0;
+    char *out = malloc((size_t)len + 1);
+    if (out == NULL) abort();
+    vsnprintf(out, (size_t)len + 1, format, args);
+    return out;
+}
+
+static gadget_status end(gadget_call *call, int kind, char *text) {
+    free(call->text);
+    call->kind = kind;
+    call->text = text;
+    return kind <= KIND_ASK_HUMAN ? GADGET_OK : GADGET_ERROR;
+}
+
+#define END_WITH(kind)                                   \
+    va_list args;                                        \
+    va_start(args, format);                              \
+    char *text = vformat(format, args);                  \
+    va_end(args);                                        \
+    return end(call, kind, text);
+
+gadget_status gadget_result(gadget_call *call, const char *format, ...) { END_WITH(KIND_RESULT) }
+gadget_status gadget_finish(gadget_call *call, const char *format, ...) { END_WITH(KIND_FINISH) }
+gadget_status gadget_ask_human(gadget_call *call, const char *format, ...) { END_WITH(KIND_ASK_HUMAN) }
+gadget_status gadget_invalid_arguments(gadget_call *call, const char *format, ...) {
+    END_WITH(KIND_INVALID_ARGUMENTS)
+}
+gadget_status gadget_failed(gadget_call *call, const char *format, ...) { END_WITH(KIND_FAILED) }
+
+gadget_status gadget_cancelled(gadget_call *call) { return end(call, KIND_CANCELLED, NULL); }
+
+void gadget_set_cost(gadget_call *call, double usd) {
+    call->has_cost = true;
+    call->cost = usd;
+}
+
+void gadget_set_details(gadget_call *call, const char *json) {
+    free(call->details);
+    call->details = json == NULL ? NULL : strdup(json);
+}
+
+/* ---- A small reader for the top-level members of a JSON object ----
+ *
+ * The host has validated the parameters against the schema, so the text is
+ * well-formed JSON; the reader still never reads past the terminating NUL. */
+
+static const char *skip_ws(const char *p) {
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    return p;
+}
+
+/* Skips a JSON string starting at its opening quote; returns the character
+ * after the closing quote, or NULL. */
+static const char *skip_string(const char *p) {
+    if (*p != '"') return NULL;
+    for (p++; *p; p++) {
+        if (*p == '\\') {
+            if (!*++p) return NULL;
+        } else if (*p == '"') {
+            return p + 1;
+        }
+    }
+    return NULL;
+}
+
+/* Skips any JSON value; returns the character after it, or NULL. */
+static const char *skip_value(const char *p) {
+    p = skip_ws(p);
+    if (*p == '"') return skip_string(p);
+    if (*p == '{' || *p == '[') {
+        int depth = 0;
+        while (*p) {
+            if (*p == '"') {
+                p = skip_string(p);
+                if (p == NULL) return NULL;
+                continue;
+            }
+            if (*p == '{' || *p == '[') depth++;
+            if (*p == '}' || *p == ']') {
+                if (--depth == 0) return p + 1;
+            }
+            p++;
+        }
+        return NULL;
+    }
+    while (*p && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\n' && *p != '\r' &&
+           *p != '\t')
+        p++;
+    return p;
+}
+
+/* Does the JSON string at p (at its quote) equal key, escapes and all?
+ * Keys with escapes are compared after decoding only for \" and \\. */
+static bool key_equals(const char *p, const char *key) {
+    p++;
+    while (*p && *p != '"') {
+        char c = *p;
+        if (c == '\\') {
+            c = *++p;
+            if (c != '"' && c != '\\' && c != '/') return false;
+        }
+        if (c != *key) return false;
+        p++;
+        key++;
+    }
+    return *p == '"' && *key == '\0';
+}
+
+/* The value of the top-level member `key`, or NULL. */
+static const char *find_member(const char *json, const char *key) {
+    const char *p = skip_ws(json);
+    if (*p != '{') return NULL;
+    p = skip_ws(p + 1);
+    while (*p == '"') {
+        bool match = key_equals(p, key);
+        p = skip_string(p);
+        if (p == NULL) return NULL;
+        p = skip_ws(p);
+        if (*p != ':') return NULL;
+        p = skip_ws(p + 1);
+        if (match) return p;
+        p = skip_value(p);
+        if (p == NULL) return NULL;
+        p = skip_ws(p);
+        if (*p != ',') return NULL;
+        p = skip_ws(p + 1);
+    }
+    return NULL;
+}
+
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static bool read_hex4(const char *p, unsigned *out) {
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        int d = hex_digit(p[i]);
+        if (d < 0) return false;
+        v = v * 16 + (unsigned)d;
+    }
+    *out = v;
+    return true;
+}
+
+/* Appends code point cp as UTF-8; false when it does not fit. */
+static bool put_utf8(char *buf, size_t cap, size_t *n, unsigned cp) {
+    char tmp[4];
+    size_t len;
+    if (cp < 0x80) {
+        tmp[0] = (char)cp;
+        len = 1;
+    } else if (cp < 0x800) {
+        tmp[0] = (char)(0xC0 | (cp >> 6));
+        tmp[1] = (char)(0x80 | (cp & 0x3F));
+        len = 2;
+    } else if (cp < 0x10000) {
+        tmp[0] = (char)(0xE0 | (cp >> 12));
+        tmp[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        tmp[2] = (char)(0x80 | (cp & 0x3F));
+        len = 3;
+    } else {
+        tmp[0] = (char)(0xF0 | (cp >> 18));
+        tmp[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        tmp[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        tmp[3] = (char)(0x80 | (cp & 0x3F));
+        len = 4;
+    }
+    if (*n + len >= cap) return false;
+    memcpy(buf + *n, tmp, len);
+    *n += len;
+    return true;
+}
+
+bool gadget_param_string(const gadget_call *call, const char *key, char *buf, size_t cap) {
+    const char *p = find_member(call->params, key);
+    if (p == NULL || *p != '"' || cap == 0) return false;
+    size_t n = 0;
+    for (p++; *p && *p != '"'; p++) {
+        unsigned cp = (unsigned char)*p;
+        if (*p == '\\') {
+            p++;
+            switch (*p) {
+                case 'n': cp = '\n'; break;
+                case 't': cp = '\t'; break;
+                case 'r': cp = '\r'; break;
+                case 'b': cp = '\b'; break;
+                case 'f': cp = '\f'; break;
+                case 'u': {
+                    if (!read_hex4(p + 1, &cp)) return false;
+                    p += 4;
+                    /* A surrogate pair encodes one character. */
+                    unsigned low;
+                    if (cp >= 0xD800 && cp < 0xDC00 && p[1] == '\\' && p[2] == 'u' &&
+                        read_hex4(p + 3, &low) && low >= 0xDC00 && low < 0xE000) {
+                        cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+                        p += 6;
+                    }
+                    if (!put_utf8(buf, cap, &n, cp)) return false;
+                    continue;
+                }
+                case '\0': return false;
+                default: cp = (unsigned char)*p; break; /* \" \\ \/ */
+            }
+        }
+        if (n + 1 >= cap) return false;
+        buf[n++] = (char)cp;
+    }
+    if (*p != '"') return false;
+    buf[n] = '\0';
+    return true;
+}
+
+bool gadget_param_number(const gadget_call *call, const char *key, double *out) {
+    const char *p = find_member(call->params, key);
+    if (p == NULL || !(*p == '-' || (*p >= '0' && *p <= '9'))) return false;
+    char *end;
+    double value = strtod(p, &end);
+    if (end == p) return false;
+    *out = value;
+    return true;
+}
+
+bool gadget_param_bool(const gadget_call *call, const char *key, bool *out) {
+    const char *p = find_member(call->params, key);
+    if (p == NULL) return false;
+    if (strncmp(p, "true", 4) == 0) {
+        *out = true;
+        return true;
+    }
+    if (strncmp(p, "false", 5) == 0) {
+        *out = false;
+        return true;
+    }
+    return false;
+}
+
+/* ---- Host services ---- */
+
+void gadget_log(gadget_level level, const char *message, const char *fields_json) {
+    plugin_string_t msg, fields;
+    plugin_string_set(&msg, message);
+    plugin_string_set(&fields, fields_json == NULL ? "" : fields_json);
+    gadget_plugin_host_log((gadget_plugin_host_level_t)level, &msg, &fields);
+}
+
+void gadget_info(const char *message) { gadget_log(GADGET_INFO, message, NULL); }
+void gadget_warn(const char *message) { gadget_log(GADGET_WARN, message, NULL); }
+
+void gadget_report_cost(double usd) { gadget_plugin_host_report_cost(usd); }
+
+void gadget_progress(const char *message) {
+    plugin_string_t msg;
+    plugin_string_set(&msg, message);
+    gadget_plugin_host_progress(&msg);
+}
+
+bool gadget_is_cancelled(void) { return gadget_plugin_host_cancelled(); }
+
+uint64_t gadget_time_left_ms(void) {
+    gadget_plugin_host_invocation_info_t info;
+    gadget_plugin_host_call_info(&info);
+    uint64_t left = info.time_left_ms;
+    gadget_plugin_host_invocation_info_free(&info);
+    return left;
+}
+
+/* ---- The component's exports ---- */
+
+void exports_gadget_plugin_gadget_specs(exports_gadget_plugin_gadget_list_gadget_spec_t *ret) {
+    ret->len = gadget_def_count;
+    ret->ptr = calloc(gadget_def_count ? gadget_def_count : 1, sizeof *ret->ptr);
+    if (ret->ptr == NULL) abort();
+    for (size_t i = 0; i < gadget_def_count; i++) {
+        const gadget_def *def = &gadget_defs[i];
+        exports_gadget_plugin_gadget_gadget_spec_t *spec = &ret->ptr[i];
+        plugin_string_dup(&spec->name, def->name);
+        set_option(&spec->label, def->label);
+        plugin_string_dup(&spec->description, def->description);
+        plugin_string_dup(&spec->parameters_schema, def->schema == NULL ? "" : def->schema);
+        spec->examples.len = def->example_count;
+        spec->examples.ptr =
+            calloc(def->example_count ? def->example_count : 1, sizeof *spec->examples.ptr);
+        if (spec->examples.ptr == NULL) abort();
+        for (size_t j = 0; j < def->example_count; j++) {
+            const gadget_example *ex = &def->examples[j];
+            plugin_string_dup(&spec->examples.ptr[j].params, ex->params);
+            set_option(&spec->examples.ptr[j].output, ex->output);
+            set_option(&spec->examples.ptr[j].comment, ex->comment);
+        }
+        spec->timeout_ms.is_some = def->timeout_ms > 0;
+        spec->timeout_ms.val = def->timeout_ms;
+        spec->exclusive = def->exclusive;
+        spec->max_concurrent.is_some = def->max_concurrent > 0;
+        spec->max_concurrent.val = def->max_concurrent;
+    }
+}
+
+bool exports_gadget_plugin_gadget_invoke(plugin_string_t *invocation_id, plugin_string_t *name,
+                                         plugin_string_t *params,
+                                         exports_gadget_plugin_gadget_outcome_t *ret,
+                                         exports_gadget_plugin_gadget_gadget_error_t *err) {
+    gadget_call call = {0};
+    char *id_c = to_cstring(invocation_id);
+    char *name_c = to_cstring(name);
+    char *params_c = to_cstring(params);
+    plugin_string_free(invocation_id);
+    plugin_string_free(name);
+    plugin_string_free(params);
+    call.invocation_id = id_c;
+    call.name = name_c;
+    call.params = params_c;
+
+    const gadget_def *def = NULL;
+    for (size_t i = 0; i < gadget_def_count; i++) {
+        if (strcmp(gadget_defs[i].name, name_c) == 0) def = &gadget_defs[i];
+    }
+    if (def == NULL) {
+        gadget_failed(&call, "this component has no gadget '%s'", name_c);
+    } else {
+        def->invoke(&call);
+        if (call.kind == KIND_NONE) {
+            gadget_failed(&call, "gadget '%s' returned without gadget_result or an error", name_c);
+        }
+    }
+
+    bool ok = true;
+    const char *text = call.text == NULL ? "" : call.text;
+    switch (call.kind) {
+        case KIND_RESULT:
+        case KIND_FINISH: {
+            ret->tag = call.kind == KIND_RESULT ? GADGET_PLUGIN_TYPES_OUTCOME_RESULT
+                                                : GADGET_PLUGIN_TYPES_OUTCOME_FINISH;
+            gadget_plugin_types_call_result_t *r =
+                call.kind == KIND_RESULT ? &ret->val.result : &ret->val.finish;
+            plugin_string_dup(&r->result, text);
+            r->cost.is_some = call.has_cost;
+            r->cost.val = call.cost;
+            set_option(&r->details, call.details);
+            break;
+        }
+        case KIND_ASK_HUMAN:
+            ret->tag = GADGET_PLUGIN_TYPES_OUTCOME_ASK_HUMAN;
+            plugin_string_dup(&ret->val.ask_human, text);
+            break;
+        case KIND_INVALID_ARGUMENTS:
+            ok = false;
+            err->tag = GADGET_PLUGIN_TYPES_GADGET_ERROR_INVALID_ARGUMENTS;
+            plugin_string_dup(&err->val.invalid_arguments, text);
+            break;
+        case KIND_CANCELLED:
+            ok = false;
+            err->tag = GADGET_PLUGIN_TYPES_GADGET_ERROR_CANCELLED;
+            break;
+        default:
+            ok = false;
+            err->tag = GADGET_PLUGIN_TYPES_GADGET_ERROR_FAILED;
+            plugin_string_dup(&err->val.failed, text);
+            break;
+    }
+    free(call.text);
+    free(call.details);
+    free(id_c);
+    free(name_c);
+    free(params_c);
+    return ok;
+}

@@ -1,0 +1,162 @@
+/*
+ * gadget.h: the C SDK for gadget-host gadgets.
+ *
+ * A gadget is a function that gets the call (its validated parameters as
+ * JSON text, with helpers to read them) and ends it with one of the
+ * gadget_result / gadget_finish / gadget_ask_human / gadget_invalid_arguments
+ * / gadget_failed / gadget_cancelled functions. The component lists its
+ * gadgets in an array of gadget_def and exports it with GADGET_EXPORT:
+ *
+ *     #include "gadget.h"
+ *
+ *     static gadget_status word_count(gadget_call *call) {
+ *         char text[4096];
+ *         if (!gadget_param_string(call, "text", text, sizeof text))
+ *             return gadget_invalid_arguments(call, "text must be a string under 4 KiB");
+ *         gadget_info("counting");
+ *         return gadget_result(call, "%d words", count_words(text));
+ *     }
+ *
+ *     static const gadget_example examples[] = {
+ *         { .params = "{\"text\": \"hello world\"}", .output = "2 words" },
+ *     };
+ *
+ *     static const gadget_def gadgets[] = {{
+ *         .name = "WordCount",
+ *         .description = "Counts the words of a text.",
+ *         .schema = "{\"type\":\"object\",\"properties\":{\"text\":{\"type\":\"string\"}},\"required\":[\"text\"]}",
+ *         .examples = examples, .example_count = 1,
+ *         .invoke = word_count,
+ *     }};
+ *     GADGET_EXPORT(gadgets)
+ *
+ * Build: `gadget build DIR` (clang-19 for wasm32-wasi, linked into a
+ * component by wasm-component-ld). The host validates the parameters
+ * against the schema before calling, so a gadget can trust their shape.
+ */
+#ifndef GADGET_SDK_H
+#define GADGET_SDK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a gadget function returns: use the return value of the gadget_*
+ * functions that end a call. */
+typedef enum {
+    GADGET_OK = 0,
+    GADGET_ERROR = 1,
+} gadget_status;
+
+/* One call in progress. Read the fields; end it with one of the functions
+ * below. */
+typedef struct gadget_call {
+    /* The call's invocation id, NUL-terminated. */
+    const char *invocation_id;
+    /* The gadget's name, as in its gadget_def. */
+    const char *name;
+    /* The validated parameters, a JSON object, NUL-terminated. */
+    const char *params;
+    /* Private: how the call ended. */
+    int kind;
+    char *text;
+    bool has_cost;
+    double cost;
+    char *details;
+} gadget_call;
+
+/* One example call, shown to the model and checked by the host at load. */
+typedef struct {
+    const char *params;  /* a JSON object */
+    const char *output;  /* what the gadget returns, or NULL */
+    const char *comment; /* what the example shows, or NULL */
+} gadget_example;
+
+/* One gadget of the component. */
+typedef struct {
+    const char *name;        /* letters, digits and '_' */
+    const char *description; /* what the model reads */
+    const char *schema;      /* JSON Schema of the parameters, or NULL for none */
+    const gadget_example *examples;
+    size_t example_count;
+    const char *label;       /* for people, or NULL */
+    uint32_t timeout_ms;     /* 0: the host's default */
+    bool exclusive;          /* runs alone */
+    uint32_t max_concurrent; /* 0: no limit */
+    gadget_status (*invoke)(gadget_call *call);
+} gadget_def;
+
+/* Exports the component's gadgets: use once, at file scope. */
+#define GADGET_EXPORT(array)                                   \
+    const gadget_def *const gadget_defs = (array);             \
+    const size_t gadget_def_count = sizeof(array) / sizeof((array)[0]);
+
+/* ---- Ending a call (printf-style texts) ---- */
+
+/* A result for the model. */
+gadget_status gadget_result(gadget_call *call, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The task is complete: the agent loop ends after this response. */
+gadget_status gadget_finish(gadget_call *call, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+/* A question for a person; the answer becomes the call's result. */
+gadget_status gadget_ask_human(gadget_call *call, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The parameters are unusable; say what to change. */
+gadget_status gadget_invalid_arguments(gadget_call *call, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The gadget tried and failed. */
+gadget_status gadget_failed(gadget_call *call, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The gadget stopped on the abort signal (gadget_is_cancelled). */
+gadget_status gadget_cancelled(gadget_call *call);
+
+/* Adds a returned cost (USD) to a result. */
+void gadget_set_cost(gadget_call *call, double usd);
+/* Adds details for people (a JSON text) to a result. */
+void gadget_set_details(gadget_call *call, const char *json);
+
+/* ---- Reading parameters (top-level members of the params object) ---- */
+
+/* Copies the string member `key` (JSON escapes decoded, UTF-8) into buf,
+ * NUL-terminated. False if absent, not a string, or longer than cap - 1. */
+bool gadget_param_string(const gadget_call *call, const char *key, char *buf, size_t cap);
+/* The number member `key`. False if absent or not a number. */
+bool gadget_param_number(const gadget_call *call, const char *key, double *out);
+/* The boolean member `key`. False if absent or not a boolean. */
+bool gadget_param_bool(const gadget_call *call, const char *key, bool *out);
+
+/* ---- Host services ---- */
+
+typedef enum {
+    GADGET_TRACE = 0,
+    GADGET_DEBUG = 1,
+    GADGET_INFO = 2,
+    GADGET_WARN = 3,
+    GADGET_ERROR_LEVEL = 4,
+} gadget_level;
+
+/* A log entry for people (never shown to the model); fields_json is a JSON
+ * object or NULL. */
+void gadget_log(gadget_level level, const char *message, const char *fields_json);
+void gadget_info(const char *message);
+void gadget_warn(const char *message);
+/* Reports a cost in USD; kept even if the call later fails. */
+void gadget_report_cost(double usd);
+/* A short status line for people. */
+void gadget_progress(const char *message);
+/* True once the deadline has passed or the run was cancelled: check it in
+ * long loops and end with gadget_cancelled. */
+bool gadget_is_cancelled(void);
+/* Milliseconds until the call's deadline. */
+uint64_t gadget_time_left_ms(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GADGET_SDK_H */

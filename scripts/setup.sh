@@ -21,6 +21,15 @@ if ! .tools/python/bin/pip freeze 2>/dev/null | grep -qxF -f sdk/python/requirem
     .tools/python/bin/pip install --quiet --disable-pip-version-check -r sdk/python/requirements.txt
 fi
 
+# JavaScript gadgets: componentize-qjs (QuickJS), pinned by sdk/js/package-lock.json.
+if ! command -v npm >/dev/null; then
+    echo "error: npm not found; install Node.js 20 (apt-get install nodejs npm)" >&2
+    exit 1
+fi
+if [ ! -x sdk/js/node_modules/.bin/componentize-qjs ]; then
+    npm ci --prefix sdk/js --silent --no-audit --no-fund
+fi
+
 # C gadgets: Debian's clang 19 and wasi-libc (linked into components by the
 # wasm-component-ld that ships with Rust).
 c_packages="clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32"
@@ -36,6 +45,6 @@ cargo build --quiet --release -p gadget-host
 echo "host built: target/release/gadget"
 
 # The example gadgets in other languages, built by the host's own `gadget build`.
-for dir in examples/python-gadget examples/c-gadget; do
+for dir in examples/python-gadget examples/c-gadget examples/js-gadget; do
     target/release/gadget build "$dir"
 done

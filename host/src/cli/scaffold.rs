@@ -2,7 +2,7 @@
 //! any plugin directory with the right toolchain.
 //!
 //! The language of a directory is read from its files: `Cargo.toml` is
-//! Rust, `app.py` is Python, `*.c` files are C. `build` installs nothing: a missing tool is an
+//! Rust, `app.py` is Python, `app.js` is JavaScript, `*.c` files are C. `build` installs nothing: a missing tool is an
 //! error that says what to install. The WIT contract and the Python SDK are
 //! compiled into this binary, so a plugin builds anywhere, not only inside
 //! this repository.
@@ -39,6 +39,12 @@ const C_SDK: &[(&str, &[u8])] = &[
     ),
 ];
 
+/// The JavaScript SDK, put in front of the app by `gadget build`.
+const JS_SDK: &str = include_str!("../../../sdk/js/gadget-sdk.js");
+
+/// The pinned JavaScript toolchain (QuickJS; README says why).
+const COMPONENTIZE_QJS: &str = "componentize-qjs@0.4.5";
+
 /// The Debian packages the C toolchain comes from.
 const C_PACKAGES: &str = "clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32";
 
@@ -51,6 +57,7 @@ pub enum Lang {
     Rust,
     Python,
     C,
+    Js,
 }
 
 /// `gadget new NAME --lang L [--dir DIR]`.
@@ -84,6 +91,7 @@ pub fn new(name: &str, lang: Lang, dir: Option<&Path>) -> Result<ExitCode> {
     match lang {
         Lang::Python => write("app.py", python_template(&gadget))?,
         Lang::C => write("main.c", c_template(&gadget))?,
+        Lang::Js => write("app.js", js_template(&gadget))?,
         Lang::Rust => {
             write("Cargo.toml", rust_manifest(&plugin)?)?;
             write("src/lib.rs", rust_template(&gadget))?;
@@ -109,6 +117,7 @@ pub fn build(dir: &Path) -> Result<ExitCode> {
         Lang::Rust => build_rust(dir, &output)?,
         Lang::Python => build_python(dir, &output)?,
         Lang::C => build_c(dir, &output)?,
+        Lang::Js => build_js(dir, &output)?,
     }
     let size = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
     eprintln!(
@@ -126,19 +135,21 @@ fn detect(dir: &Path) -> Result<Lang> {
         Ok(Lang::Rust)
     } else if dir.join("app.py").is_file() {
         Ok(Lang::Python)
+    } else if dir.join("app.js").is_file() {
+        Ok(Lang::Js)
     } else if !c_sources(dir)?.is_empty() {
         Ok(Lang::C)
     } else {
         bail!(
-            "cannot tell the language of {}: expected Cargo.toml (Rust), app.py (Python) or .c files (C)",
+            "cannot tell the language of {}: expected Cargo.toml (Rust), app.py (Python), app.js (JavaScript) or .c files (C)",
             dir.display()
         )
     }
 }
 
-/// A tool on PATH, or in this checkout's `.tools/` (where
-/// `scripts/setup.sh` installs it).
-fn find_tool(name: &str, in_tools: &str) -> Option<PathBuf> {
+/// A tool on PATH, or in `in_checkout` of the gadget-host checkout this
+/// binary was built from (where `scripts/setup.sh` installs it).
+fn find_tool(name: &str, in_checkout: &str) -> Option<PathBuf> {
     let on_path = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|p| p.join(name))
@@ -146,8 +157,8 @@ fn find_tool(name: &str, in_tools: &str) -> Option<PathBuf> {
     });
     on_path.or_else(|| {
         let local = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../.tools")
-            .join(in_tools)
+            .join("..")
+            .join(in_checkout)
             .join(name);
         local.is_file().then_some(local)
     })
@@ -164,7 +175,7 @@ fn run(command: &mut Command, what: &str) -> Result<()> {
 }
 
 fn build_python(dir: &Path, output: &Path) -> Result<()> {
-    let Some(tool) = find_tool("componentize-py", "python/bin") else {
+    let Some(tool) = find_tool("componentize-py", ".tools/python/bin") else {
         bail!(
             "componentize-py is not installed. Install it with:\n  python3 -m venv .tools/python && .tools/python/bin/pip install {COMPONENTIZE_PY}\n(or run ./scripts/setup.sh in the gadget-host checkout), or put it on PATH"
         );
@@ -197,6 +208,68 @@ fn build_python(dir: &Path, output: &Path) -> Result<()> {
     result
 }
 
+/// QuickJS through componentize-qjs, synchronous ABI. The SDK goes in
+/// front of the app and the app's `import ... from 'gadget-sdk'` is
+/// dropped: QuickJS takes one module.
+fn build_js(dir: &Path, output: &Path) -> Result<()> {
+    let Some(tool) = find_tool("componentize-qjs", "sdk/js/node_modules/.bin") else {
+        bail!(
+            "componentize-qjs is not installed. Install it with:\n  npm ci --prefix sdk/js    (in the gadget-host checkout; or run ./scripts/setup.sh)\nor: npm install -g {COMPONENTIZE_QJS}"
+        );
+    };
+    let app_path = dir.join("app.js");
+    let app = std::fs::read_to_string(&app_path)
+        .with_context(|| format!("reading {}", app_path.display()))?;
+    let app = strip_sdk_import(&app);
+    let support = tempfile_dir()?;
+    let result = (|| -> Result<()> {
+        std::fs::create_dir_all(support.join("wit"))?;
+        std::fs::write(support.join("wit/gadget.wit"), WIT)?;
+        std::fs::write(support.join("app.js"), format!("{JS_SDK}\n{app}"))?;
+        run(
+            Command::new(&tool)
+                .arg("--wit")
+                .arg(support.join("wit"))
+                .arg("--js")
+                .arg(support.join("app.js"))
+                .args(["-n", "plugin", "--sync", "-o"])
+                .arg(output)
+                .stdout(std::process::Stdio::null()),
+            "componentize-qjs",
+        )
+    })();
+    let _ = std::fs::remove_dir_all(&support);
+    result
+}
+
+/// The app without its `import { ... } from 'gadget-sdk';` statement (which
+/// may span lines); the SDK's names are in scope once it is prepended.
+fn strip_sdk_import(app: &str) -> String {
+    let mut out = String::with_capacity(app.len());
+    let mut rest = app;
+    while let Some(start) = rest.find("import") {
+        let at_line_start = start == 0 || rest[..start].ends_with('\n');
+        let tail = &rest[start..];
+        let end = tail.find(';').map(|i| i + 1);
+        match end {
+            Some(end)
+                if at_line_start
+                    && (tail[..end].contains("'gadget-sdk'")
+                        || tail[..end].contains("\"gadget-sdk\"")) =>
+            {
+                out.push_str(&rest[..start]);
+                rest = &tail[end..];
+            }
+            _ => {
+                out.push_str(&rest[..start + "import".len()]);
+                rest = &tail["import".len()..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The `.c` files of a directory, sorted.
 fn c_sources(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut sources: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -216,7 +289,9 @@ fn build_c(dir: &Path, output: &Path) -> Result<()> {
             "Install the C toolchain with:\n  sudo apt-get install -y {C_PACKAGES}\n(or run ./scripts/setup.sh in the gadget-host checkout)"
         )
     };
-    let Some(clang) = find_tool("clang-19", "c").or_else(|| find_tool("clang", "c")) else {
+    let Some(clang) =
+        find_tool("clang-19", ".tools/c/bin").or_else(|| find_tool("clang", ".tools/c/bin"))
+    else {
         bail!("clang is not installed. {}", missing());
     };
     if !Path::new("/usr/include/wasm32-wasi/stdio.h").is_file() {
@@ -485,6 +560,34 @@ GADGET_EXPORT(gadgets)
     )
 }
 
+fn js_template(gadget: &str) -> String {
+    format!(
+        r#"// {gadget}: a gadget for gadget-host, in JavaScript.
+// Build: gadget build .    Check: gadget check .
+import {{ defineGadget, exportGadgets, InvalidArguments, result }} from 'gadget-sdk';
+
+const {gadget} = defineGadget({{
+  name: '{gadget}',
+  description: 'Counts the words of a text. Describe here, for the model, what the gadget does.',
+  schema: {{
+    type: 'object',
+    properties: {{ text: {{ type: 'string', description: 'The text to count the words of.' }} }},
+    required: ['text'],
+  }},
+  examples: [{{ params: {{ text: 'hello world' }}, output: '2 words' }}],
+  run(params, ctx) {{
+    const words = params.text.split(/\s+/).filter(Boolean).length;
+    if (words === 0) throw new InvalidArguments('text has no words');
+    ctx.info('counted', {{ words }});
+    return result(`${{words}} words`, {{ details: {{ words }} }});
+  }},
+}});
+
+export const gadget = exportGadgets({gadget});
+"#
+    )
+}
+
 fn rust_manifest(plugin: &str) -> Result<String> {
     // The SDK of the gadget-host checkout this binary was built from.
     let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/rust");
@@ -562,4 +665,25 @@ impl Gadget for {gadget} {{
 gadget_sdk::export_gadgets!({gadget});
 "#
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sdk_import_is_dropped_and_nothing_else() {
+        let app = "// import nothing here\nimport {\n  defineGadget,\n  result,\n} from 'gadget-sdk';\nimport x from \"other\";\nconst important = 1;\n";
+        assert_eq!(
+            strip_sdk_import(app),
+            "// import nothing here\n\nimport x from \"other\";\nconst important = 1;\n"
+        );
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(plugin_name("Word Count").unwrap(), "word-count");
+        assert_eq!(gadget_name("word-count"), "WordCount");
+        assert!(plugin_name("9lives").is_err());
+    }
 }

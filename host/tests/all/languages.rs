@@ -206,6 +206,91 @@ async fn a_c_gadget_runs_through_the_host() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_javascript_gadget_runs_through_the_host() {
+    let (_runtime, registry) = load_example("js-gadget").await;
+    let slugify = registry.get("Slugify").expect("Slugify loaded");
+    assert_eq!(slugify.spec.label.as_deref(), Some("URL slug"));
+    assert_eq!(
+        slugify.spec.examples[1].comment.as_deref(),
+        Some("Accents are dropped")
+    );
+
+    // The default separator filled in by the host, Unicode handled by
+    // QuickJS, a log with fields, a reported cost, details.
+    let report = registry
+        .call(
+            "Slugify",
+            json!({"title": "Crème brûlée: 10 recipes!"}),
+            "j1",
+            None,
+        )
+        .await
+        .unwrap();
+    match &report.outcome {
+        Ok(Outcome::Result { result, details }) => {
+            assert_eq!(result, "creme-brulee-10-recipes");
+            assert_eq!(details.as_ref().unwrap()["words"], 4);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(report.cost, 0.0002);
+    assert_eq!(report.logs[0].fields, json!({"words": 4}));
+
+    // Refused by the schema before JavaScript runs; refused by the gadget.
+    assert!(
+        registry
+            .call(
+                "Slugify",
+                json!({"title": "x", "separator": "+"}),
+                "j2",
+                None
+            )
+            .await
+            .is_err()
+    );
+    let report = registry
+        .call("Slugify", json!({"title": "!!!"}), "j3", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        report.outcome,
+        Err(CallError::InvalidArguments {
+            message: "title has no letters or digits to make a slug of".into()
+        })
+    );
+
+    // Cancellation on timeout.
+    let gadget = registry.get("WorkUntilCancelled").unwrap();
+    let request = CallRequest {
+        gadget: gadget.spec.name.clone(),
+        invocation_id: "spin".into(),
+        params: "{}".into(),
+        limits: Limits {
+            timeout: Duration::from_millis(200),
+            ..gadget.limits.clone()
+        },
+        cancel: None,
+        observer: None,
+    };
+    let report = gadget.invoke_request(request).await;
+    assert_eq!(
+        report.outcome,
+        Err(CallError::Timeout {
+            gadget: "WorkUntilCancelled".into(),
+            timeout_ms: 200
+        })
+    );
+    assert!(
+        report
+            .logs
+            .iter()
+            .any(|l| l.message == "stopping on the abort signal"),
+        "{:?}",
+        report.logs
+    );
+}
+
 /// `gadget new NAME --lang L`, then `gadget build`, `gadget check` and
 /// `gadget call`, as the README says.
 fn new_build_check_call(lang: &str) {
@@ -272,6 +357,11 @@ fn new_build_check_call(lang: &str) {
 #[test]
 fn new_and_build_a_python_gadget() {
     new_build_check_call("python");
+}
+
+#[test]
+fn new_and_build_a_javascript_gadget() {
+    new_build_check_call("js");
 }
 
 #[test]

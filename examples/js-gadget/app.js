@@ -1,0 +1,50 @@
+// URL slugs, written in JavaScript: the JS SDK's example plugin.
+// Build: gadget build examples/js-gadget
+import { defineGadget, exportGadgets, InvalidArguments, Cancelled, result } from 'gadget-sdk';
+
+const Slugify = defineGadget({
+  name: 'Slugify',
+  label: 'URL slug',
+  description: 'Turns a title into a URL slug: lower case, ASCII letters and digits, words joined by a separator.',
+  schema: {
+    type: 'object',
+    properties: {
+      title: { type: 'string', description: 'The title to turn into a slug.' },
+      separator: { type: 'string', enum: ['-', '_'], default: '-', description: 'What joins the words.' },
+    },
+    required: ['title'],
+  },
+  examples: [
+    { params: { title: 'Hello, World!' }, output: 'hello-world' },
+    { params: { title: 'Crème brûlée recipes', separator: '_' }, output: 'creme_brulee_recipes', comment: 'Accents are dropped' },
+  ],
+  run(params, ctx) {
+    const words = params.title
+      .normalize('NFD')
+      .replace(/[\u0300-\u036f]/g, '')
+      .toLowerCase()
+      .split(/[^a-z0-9]+/)
+      .filter(Boolean);
+    if (words.length === 0) throw new InvalidArguments('title has no letters or digits to make a slug of');
+    ctx.info('slugified', { words: words.length });
+    ctx.reportCost(0.0002);
+    return result(words.join(params.separator), { details: { words: words.length } });
+  },
+});
+
+const WorkUntilCancelled = defineGadget({
+  name: 'WorkUntilCancelled',
+  description: 'Works until told to stop: shows how a JavaScript gadget honours the abort signal.',
+  schema: { type: 'object', properties: {} },
+  run(params, ctx) {
+    for (let rounds = 1; ; rounds++) {
+      if (rounds % 100000 === 0) ctx.progress(`${rounds} rounds`);
+      if (ctx.cancelled()) {
+        ctx.warn('stopping on the abort signal', { rounds });
+        throw new Cancelled();
+      }
+    }
+  },
+});
+
+export const gadget = exportGadgets(Slugify, WorkUntilCancelled);

@@ -1,0 +1,166 @@
+// gadget-sdk for JavaScript: write gadgets for gadget-host as WebAssembly
+// components (QuickJS, through componentize-qjs --sync).
+//
+// An app imports what it needs from 'gadget-sdk' and exports `gadget`:
+//
+//     import { defineGadget, exportGadgets, InvalidArguments, result } from 'gadget-sdk';
+//
+//     const WordCount = defineGadget({
+//       name: 'WordCount',
+//       description: 'Counts the words of a text.',
+//       schema: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
+//       examples: [{ params: { text: 'hello world' }, output: '2 words' }],
+//       run(params, ctx) {
+//         const words = params.text.split(/\s+/).filter(Boolean).length;
+//         if (!words) throw new InvalidArguments('text has no words');
+//         ctx.info('counted', { words });
+//         return result(`${words} words`, { cost: 0.001, details: { words } });
+//       },
+//     });
+//
+//     export const gadget = exportGadgets(WordCount);
+//
+// `gadget build DIR` puts this module in front of the app (the app's
+// `import ... from 'gadget-sdk'` line is dropped), so everything here is
+// in scope. The host validates parameters against the schema (after
+// filling in defaults) before `run`, so a gadget can trust their shape.
+
+import {
+  log as hostLog,
+  reportCost as hostReportCost,
+  progress as hostProgress,
+  update as hostUpdate,
+  cancelled as hostCancelled,
+  callInfo as hostCallInfo,
+} from 'gadget:plugin/host@0.1.0';
+
+// The parameters are unusable; the message tells the model what to change.
+class InvalidArguments extends Error {}
+
+// The gadget stopped on the abort signal (`ctx.cancelled()`).
+class Cancelled extends Error {
+  constructor(message = 'cancelled') {
+    super(message);
+  }
+}
+
+const OUTCOME = Symbol('gadget-outcome');
+
+// A result for the model, with an optional cost (USD) and details for people.
+function result(text, { cost, details } = {}) {
+  return { [OUTCOME]: 'result', text: String(text), cost, details };
+}
+
+// The task is complete: the agent loop ends after this response.
+function finish(text, { cost, details } = {}) {
+  return { [OUTCOME]: 'finish', text: String(text), cost, details };
+}
+
+// A question for a person; the answer becomes the call's result.
+function askHuman(question) {
+  return { [OUTCOME]: 'ask-human', text: String(question) };
+}
+
+// What a gadget can ask of the host during a call.
+class Context {
+  constructor(invocationId) {
+    this.invocationId = invocationId;
+  }
+  log(level, message, fields) {
+    hostLog(level, String(message), fields === undefined ? '' : JSON.stringify(fields));
+  }
+  debug(message, fields) { this.log('debug', message, fields); }
+  info(message, fields) { this.log('info', message, fields); }
+  warn(message, fields) { this.log('warn', message, fields); }
+  error(message, fields) { this.log('error', message, fields); }
+  // Reports a cost in USD; kept even if the call later fails.
+  reportCost(usd) { hostReportCost(Number(usd)); }
+  // A short status line for people.
+  progress(message) { hostProgress(String(message)); }
+  // A partial result for live display (never shown to the model).
+  update(partial, details) {
+    hostUpdate(String(partial), details === undefined ? undefined : JSON.stringify(details));
+  }
+  // True once the deadline has passed or the run was cancelled.
+  cancelled() { return hostCancelled(); }
+  // Throws Cancelled once the abort signal is up: `ctx.checkCancelled()` in loops.
+  checkCancelled() {
+    if (hostCancelled()) throw new Cancelled();
+  }
+  // Milliseconds until the call's deadline.
+  timeLeftMs() { return Number(hostCallInfo().timeLeftMs); }
+}
+
+// Declares a gadget: { name, description, schema?, examples?, label?,
+// timeoutMs?, exclusive?, maxConcurrent?, run(params, ctx) }.
+function defineGadget(def) {
+  for (const field of ['name', 'description']) {
+    if (typeof def[field] !== 'string' || !def[field]) {
+      throw new TypeError(`defineGadget: '${field}' must be a non-empty string`);
+    }
+  }
+  if (typeof def.run !== 'function') {
+    throw new TypeError(`defineGadget(${def.name}): 'run' must be a function (params, ctx)`);
+  }
+  return def;
+}
+
+function callResult(outcome) {
+  return {
+    result: outcome.text,
+    cost: outcome.cost === undefined ? undefined : Number(outcome.cost),
+    details: outcome.details === undefined ? undefined : JSON.stringify(outcome.details),
+  };
+}
+
+// The component's export: `export const gadget = exportGadgets(A, B);`.
+function exportGadgets(...defs) {
+  const byName = new Map();
+  for (const def of defs) {
+    if (byName.has(def.name)) throw new TypeError(`gadget '${def.name}' is exported twice`);
+    byName.set(def.name, def);
+  }
+  return {
+    specs() {
+      return defs.map((def) => ({
+        name: def.name,
+        label: def.label,
+        description: def.description,
+        parametersSchema: def.schema === undefined ? '' : JSON.stringify(def.schema),
+        examples: (def.examples || []).map((ex) => ({
+          params: JSON.stringify(ex.params),
+          output: ex.output,
+          comment: ex.comment,
+        })),
+        timeoutMs: def.timeoutMs,
+        exclusive: Boolean(def.exclusive),
+        maxConcurrent: def.maxConcurrent,
+      }));
+    },
+    invoke(invocationId, name, params) {
+      const def = byName.get(name);
+      if (!def) throw { tag: 'failed', val: `this component has no gadget '${name}'` };
+      let value;
+      try {
+        value = def.run(JSON.parse(params || '{}'), new Context(invocationId));
+      } catch (e) {
+        if (e instanceof InvalidArguments) throw { tag: 'invalid-arguments', val: e.message };
+        if (e instanceof Cancelled) throw { tag: 'cancelled' };
+        throw { tag: 'failed', val: (e && e.message) || String(e) };
+      }
+      if (typeof value === 'string') {
+        return { tag: 'result', val: { result: value, cost: undefined, details: undefined } };
+      }
+      switch (value && value[OUTCOME]) {
+        case 'result': return { tag: 'result', val: callResult(value) };
+        case 'finish': return { tag: 'finish', val: callResult(value) };
+        case 'ask-human': return { tag: 'ask-human', val: value.text };
+        default:
+          throw {
+            tag: 'failed',
+            val: `gadget '${name}' returned ${typeof value}; return a string, result(), finish() or askHuman()`,
+          };
+      }
+    },
+  };
+}

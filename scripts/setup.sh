@@ -26,8 +26,11 @@ if ! command -v npm >/dev/null; then
     echo "error: npm not found; install Node.js 20 (apt-get install nodejs npm)" >&2
     exit 1
 fi
+# `npm install`, not `npm ci`: componentize-qjs lists platform packages that
+# were never published, which `npm ci` reports as a lockfile out of sync.
+# With the lockfile present `npm install` installs exactly what it records.
 if [ ! -x sdk/js/node_modules/.bin/componentize-qjs ]; then
-    npm ci --prefix sdk/js --silent --no-audit --no-fund
+    npm install --prefix sdk/js --silent --no-audit --no-fund
 fi
 
 # C gadgets: Debian's clang 19 and wasi-libc (linked into components by the

@@ -214,7 +214,7 @@ fn build_python(dir: &Path, output: &Path) -> Result<()> {
 fn build_js(dir: &Path, output: &Path) -> Result<()> {
     let Some(tool) = find_tool("componentize-qjs", "sdk/js/node_modules/.bin") else {
         bail!(
-            "componentize-qjs is not installed. Install it with:\n  npm ci --prefix sdk/js    (in the gadget-host checkout; or run ./scripts/setup.sh)\nor: npm install -g {COMPONENTIZE_QJS}"
+            "componentize-qjs is not installed. Install it with:\n  npm install --prefix sdk/js    (in the gadget-host checkout; or run ./scripts/setup.sh)\nor: npm install -g {COMPONENTIZE_QJS}"
         );
     };
     let app_path = dir.join("app.js");

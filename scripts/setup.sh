@@ -30,7 +30,7 @@ fi
 # were never published, which `npm ci` reports as a lockfile out of sync.
 # With the lockfile present `npm install` installs exactly what it records.
 if [ ! -x sdk/js/node_modules/.bin/componentize-qjs ]; then
-    npm install --prefix sdk/js --silent --no-audit --no-fund
+    npm install --prefix sdk/js --loglevel=error --no-audit --no-fund
 fi
 
 # C gadgets: Debian's clang 19 and wasi-libc (linked into components by the

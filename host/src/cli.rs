@@ -126,7 +126,7 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
-    /// Build a plugin directory's component with its language's toolchain (Rust, Python, C, JavaScript).
+    /// Build a plugin directory's component with its language's toolchain (Rust, Python, C, JavaScript, Go).
     #[command(
         after_help = "Example:\n  gadget build examples/python-gadget && gadget check examples/python-gadget"
     )]

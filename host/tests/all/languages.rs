@@ -291,6 +291,66 @@ async fn a_javascript_gadget_runs_through_the_host() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_go_gadget_runs_through_the_host() {
+    let (_runtime, registry) = load_example("go-gadget").await;
+    let roman = registry.get("RomanNumeral").expect("RomanNumeral loaded");
+    assert_eq!(roman.spec.label.as_deref(), Some("Roman numeral"));
+    assert_eq!(
+        roman.spec.examples[1].comment.as_deref(),
+        Some("Subtractive notation")
+    );
+    let report = registry
+        .call("RomanNumeral", json!({"number": 1994}), "g1", None)
+        .await
+        .unwrap();
+    match &report.outcome {
+        Ok(Outcome::Result { result, details }) => {
+            assert_eq!(result, "MCMXCIV");
+            assert_eq!(details.as_ref().unwrap()["symbols"], 7);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(report.cost, 0.0003);
+    assert_eq!(report.logs[0].fields, json!({"symbols": 7}));
+    assert!(
+        registry
+            .call("RomanNumeral", json!({"number": 0}), "g2", None)
+            .await
+            .is_err(),
+        "the schema's minimum is enforced by the host"
+    );
+
+    let gadget = registry.get("WorkUntilCancelled").unwrap();
+    let request = CallRequest {
+        gadget: gadget.spec.name.clone(),
+        invocation_id: "spin".into(),
+        params: "{}".into(),
+        limits: Limits {
+            timeout: Duration::from_millis(200),
+            ..gadget.limits.clone()
+        },
+        cancel: None,
+        observer: None,
+    };
+    let report = gadget.invoke_request(request).await;
+    assert_eq!(
+        report.outcome,
+        Err(CallError::Timeout {
+            gadget: "WorkUntilCancelled".into(),
+            timeout_ms: 200
+        })
+    );
+    assert!(
+        report
+            .logs
+            .iter()
+            .any(|l| l.message == "stopping on the abort signal"),
+        "{:?}",
+        report.logs
+    );
+}
+
 /// `gadget new NAME --lang L`, then `gadget build`, `gadget check` and
 /// `gadget call`, as the README says.
 fn new_build_check_call(lang: &str) {
@@ -362,6 +422,11 @@ fn new_and_build_a_python_gadget() {
 #[test]
 fn new_and_build_a_javascript_gadget() {
     new_build_check_call("js");
+}
+
+#[test]
+fn new_and_build_a_go_gadget() {
+    new_build_check_call("go");
 }
 
 #[test]

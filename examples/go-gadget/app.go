@@ -1,0 +1,70 @@
+// Roman numerals, written in Go: the Go SDK's example plugin.
+// Build: gadget build examples/go-gadget
+package app
+
+import (
+	"strings"
+
+	"wit_component/gadget"
+)
+
+var numerals = []struct {
+	value  int
+	symbol string
+}{
+	{1000, "M"}, {900, "CM"}, {500, "D"}, {400, "CD"}, {100, "C"}, {90, "XC"},
+	{50, "L"}, {40, "XL"}, {10, "X"}, {9, "IX"}, {5, "V"}, {4, "IV"}, {1, "I"},
+}
+
+func roman(params map[string]any, ctx *gadget.Context) (gadget.Result, error) {
+	n := int(params["number"].(float64))
+	if n < 1 || n > 3999 {
+		return gadget.Result{}, gadget.Invalid("number must be between 1 and 3999, got %d", n)
+	}
+	var out strings.Builder
+	for _, numeral := range numerals {
+		for n >= numeral.value {
+			out.WriteString(numeral.symbol)
+			n -= numeral.value
+		}
+	}
+	ctx.Info("converted", map[string]any{"symbols": out.Len()})
+	ctx.ReportCost(0.0003)
+	result := gadget.Text(out.String())
+	result.Details = map[string]any{"symbols": out.Len()}
+	return result, nil
+}
+
+func workUntilCancelled(params map[string]any, ctx *gadget.Context) (gadget.Result, error) {
+	for rounds := 1; ; rounds++ {
+		if rounds%1000000 == 0 {
+			ctx.Progress("still working")
+		}
+		if ctx.Cancelled() {
+			ctx.Warn("stopping on the abort signal", nil)
+			return gadget.Result{}, gadget.ErrCancelled
+		}
+	}
+}
+
+func init() {
+	gadget.Register(
+		gadget.Def{
+			Name:        "RomanNumeral",
+			Label:       "Roman numeral",
+			Description: "Writes a whole number from 1 to 3999 as a Roman numeral.",
+			Schema:      `{"type":"object","properties":{"number":{"type":"integer","minimum":1,"maximum":3999,"description":"The number to write."}},"required":["number"]}`,
+			Examples: []gadget.Example{
+				{Params: `{"number": 1994}`, Output: "MCMXCIV"},
+				{Params: `{"number": 4}`, Output: "IV", Comment: "Subtractive notation"},
+			},
+			Run: roman,
+		},
+		gadget.Def{
+			Name:        "WorkUntilCancelled",
+			Description: "Works until told to stop: shows how a Go gadget honours the abort signal.",
+			Schema:      `{"type":"object","properties":{}}`,
+			Run:         workUntilCancelled,
+		},
+	)
+}

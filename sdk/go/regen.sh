@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Regenerates the Go bindings in sdk/go/gen/ from wit/gadget.wit. They are
+# committed (the generator is wit-bindgen-cli 0.63.0, a 13-minute install),
+# so only a change to the WIT needs this. sdk/go/gopkg is the
+# go.bytecodealliance.org/pkg module that release vendors (src/pkg of the
+# wit-bindgen-go 0.63.0 crate). Install the generator with:
+#   cargo install --locked wit-bindgen-cli@0.63.0
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=$(mktemp -d)
+wit-bindgen go wit --world plugin --out-dir "$out"
+rm -rf sdk/go/gen && mkdir -p sdk/go/gen
+cp -r "$out"/gadget_plugin_* "$out"/wit_exports.go sdk/go/gen/
+rm -rf "$out"
+echo "regenerated sdk/go/gen from wit/"

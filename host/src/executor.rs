@@ -67,9 +67,10 @@ impl Timeouts {
             None if gadget.timeout_declared => gadget.limits.timeout,
             None => self.default.unwrap_or(gadget.limits.timeout),
         };
-        chosen
-            .min(self.cap.unwrap_or(crate::limits::MAX_TIMEOUT))
-            .min(crate::limits::MAX_TIMEOUT)
+        let cap = self.cap.map_or(crate::limits::MAX_TIMEOUT, |cap| {
+            cap.min(crate::limits::MAX_TIMEOUT)
+        });
+        chosen.min(cap)
     }
 }
 

@@ -863,6 +863,16 @@ mod tests {
     }
 
     #[test]
+    fn a_stored_output_is_capped_at_a_character_boundary() {
+        let mut store = OutputStore::default();
+        // One byte short of the cap, then a two-byte character across it.
+        let content = format!("{}é tail", "x".repeat(MAX_STORED_OUTPUT_BYTES - 1));
+        let stored = store.store("G", content);
+        assert_eq!(stored.byte_size, MAX_STORED_OUTPUT_BYTES - 1);
+        assert!(stored.content.bytes().all(|b| b == b'x'));
+    }
+
+    #[test]
     fn the_store_is_bounded() {
         let mut store = OutputStore::default();
         for i in 0..MAX_STORED_OUTPUTS + 5 {

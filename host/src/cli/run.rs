@@ -771,3 +771,43 @@ impl LiveView {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_results_are_cut_for_people() {
+        let text: String = (1..=20).map(|i| format!("line {i}\n")).collect();
+        let cut = shown(text.trim_end());
+        assert_eq!(cut.lines().count(), 1 + SHOWN_RESULT_LINES + 1);
+        assert!(
+            cut.ends_with("… 8 more lines (--json or --history show all)"),
+            "{cut}"
+        );
+        let wide = shown(&"x".repeat(SHOWN_RESULT_CHARS + 10));
+        assert_eq!(wide.chars().count(), SHOWN_RESULT_CHARS + 2);
+        assert_eq!(shown("short"), "short");
+    }
+
+    #[test]
+    fn options_parse_or_say_why_not() {
+        assert_eq!(
+            parse_strategy("batched:3"),
+            Ok(Strategy::Batched { size: 3 })
+        );
+        assert!(parse_strategy("batched:0").is_err());
+        assert_eq!(
+            parse_gadget_timeout("Sleep=150"),
+            Ok(("sleep".to_string(), 150))
+        );
+        assert!(parse_gadget_timeout("Sleep").is_err());
+        assert_eq!(
+            parse_gadget_policy("Calc=fallback:n/a"),
+            Ok((
+                "calc".to_string(),
+                DependencyPolicy::UseFallback("n/a".into())
+            ))
+        );
+    }
+}

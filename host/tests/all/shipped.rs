@@ -215,3 +215,60 @@ async fn sdk_schemas_carry_descriptions_defaults_enums_and_optionals() {
     assert_eq!(report.cost, 0.0001);
     assert_eq!(report.logs[0].message, "greeting Ada");
 }
+
+#[tokio::test]
+async fn sequence_lists_numbers_and_refuses_too_many_or_a_wrong_step() {
+    let registry = shipped().await;
+    assert_eq!(
+        text(
+            result(
+                &registry,
+                "Sequence",
+                json!({"start": 10, "end": 0, "step": -5})
+            )
+            .await
+        ),
+        "10\n5\n0"
+    );
+    // MAX_SEQUENCE_ITEMS (100,000) is the last count accepted.
+    let last = text(result(&registry, "Sequence", json!({"start": 1, "end": 100_000})).await);
+    assert_eq!(last.lines().count(), 100_000);
+    let over = result(&registry, "Sequence", json!({"start": 1, "end": 100_001})).await;
+    assert_eq!(
+        over,
+        Err(CallError::InvalidArguments {
+            message: "that is 100001 numbers; at most 100000 per call".into()
+        })
+    );
+    let wrong_way = result(
+        &registry,
+        "Sequence",
+        json!({"start": 1, "end": 5, "step": -1}),
+    )
+    .await;
+    assert_eq!(
+        wrong_way,
+        Err(CallError::InvalidArguments {
+            message: "step -1 never gets from 1 to 5".into()
+        })
+    );
+}
+
+#[tokio::test]
+async fn sleep_waits_and_refuses_waits_past_its_cap() {
+    let registry = shipped().await;
+    let started = std::time::Instant::now();
+    assert_eq!(
+        text(result(&registry, "Sleep", json!({"ms": 120})).await),
+        "slept 120 ms"
+    );
+    assert!(started.elapsed() >= std::time::Duration::from_millis(120));
+    // MAX_SLEEP_MS (600,000) is refused at once, not slept on.
+    let over = result(&registry, "Sleep", json!({"ms": 600_001})).await;
+    assert_eq!(
+        over,
+        Err(CallError::InvalidArguments {
+            message: "ms must be at most 600000, got 600001".into()
+        })
+    );
+}

@@ -45,6 +45,45 @@ async fn load_example(name: &str) -> (Arc<gadget_host::runtime::Runtime>, Regist
     (runtime, registry)
 }
 
+/// Cancellation on timeout: the guest's `WorkUntilCancelled` loop sees the
+/// abort signal the deadline raises, says so in a warning and stops; the
+/// call reports the timeout, within the grace period.
+async fn stops_on_the_deadline_signal(registry: &Registry, timeout_ms: u64) {
+    let gadget = registry.get("WorkUntilCancelled").unwrap();
+    let request = CallRequest {
+        gadget: gadget.spec.name.clone(),
+        invocation_id: "spin".into(),
+        params: "{}".into(),
+        limits: Limits {
+            timeout: Duration::from_millis(timeout_ms),
+            ..gadget.limits.clone()
+        },
+        cancel: None,
+        observer: None,
+    };
+    let report = gadget.invoke_request(request).await;
+    assert_eq!(
+        report.outcome,
+        Err(CallError::Timeout {
+            gadget: "WorkUntilCancelled".into(),
+            timeout_ms
+        })
+    );
+    assert!(
+        report
+            .logs
+            .iter()
+            .any(|l| l.message == "stopping on the abort signal" && l.level == LogLevel::Warn),
+        "the gadget saw the signal and stopped itself: {:?}",
+        report.logs
+    );
+    assert!(
+        report.duration < Duration::from_millis(timeout_ms + 50 + 200),
+        "stopped within the grace period: {:?}",
+        report.duration
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_gadget_runs_through_the_host() {
     let (_runtime, registry) = load_example("python-gadget").await;
@@ -97,41 +136,7 @@ async fn a_python_gadget_runs_through_the_host() {
         })
     );
 
-    // Cancellation on timeout: the abort signal reaches Python, which stops
-    // and says so; the call reports the timeout.
-    let gadget = registry.get("WorkUntilCancelled").unwrap();
-    let request = CallRequest {
-        gadget: gadget.spec.name.clone(),
-        invocation_id: "spin".into(),
-        params: "{}".into(),
-        limits: Limits {
-            timeout: Duration::from_millis(300),
-            ..gadget.limits.clone()
-        },
-        cancel: None,
-        observer: None,
-    };
-    let report = gadget.invoke_request(request).await;
-    assert_eq!(
-        report.outcome,
-        Err(CallError::Timeout {
-            gadget: "WorkUntilCancelled".into(),
-            timeout_ms: 300
-        })
-    );
-    assert!(
-        report
-            .logs
-            .iter()
-            .any(|l| l.message == "stopping on the abort signal" && l.level == LogLevel::Warn),
-        "the gadget saw the signal and stopped itself: {:?}",
-        report.logs
-    );
-    assert!(
-        report.duration < Duration::from_millis(300 + 50 + 200),
-        "stopped within the grace period: {:?}",
-        report.duration
-    );
+    stops_on_the_deadline_signal(&registry, 300).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -175,35 +180,7 @@ async fn a_c_gadget_runs_through_the_host() {
             .is_err()
     );
 
-    // Cancellation on timeout.
-    let gadget = registry.get("WorkUntilCancelled").unwrap();
-    let request = CallRequest {
-        gadget: gadget.spec.name.clone(),
-        invocation_id: "spin".into(),
-        params: "{}".into(),
-        limits: Limits {
-            timeout: Duration::from_millis(200),
-            ..gadget.limits.clone()
-        },
-        cancel: None,
-        observer: None,
-    };
-    let report = gadget.invoke_request(request).await;
-    assert_eq!(
-        report.outcome,
-        Err(CallError::Timeout {
-            gadget: "WorkUntilCancelled".into(),
-            timeout_ms: 200
-        })
-    );
-    assert!(
-        report
-            .logs
-            .iter()
-            .any(|l| l.message == "stopping on the abort signal"),
-        "{:?}",
-        report.logs
-    );
+    stops_on_the_deadline_signal(&registry, 200).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -260,35 +237,7 @@ async fn a_javascript_gadget_runs_through_the_host() {
         })
     );
 
-    // Cancellation on timeout.
-    let gadget = registry.get("WorkUntilCancelled").unwrap();
-    let request = CallRequest {
-        gadget: gadget.spec.name.clone(),
-        invocation_id: "spin".into(),
-        params: "{}".into(),
-        limits: Limits {
-            timeout: Duration::from_millis(200),
-            ..gadget.limits.clone()
-        },
-        cancel: None,
-        observer: None,
-    };
-    let report = gadget.invoke_request(request).await;
-    assert_eq!(
-        report.outcome,
-        Err(CallError::Timeout {
-            gadget: "WorkUntilCancelled".into(),
-            timeout_ms: 200
-        })
-    );
-    assert!(
-        report
-            .logs
-            .iter()
-            .any(|l| l.message == "stopping on the abort signal"),
-        "{:?}",
-        report.logs
-    );
+    stops_on_the_deadline_signal(&registry, 200).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -321,34 +270,7 @@ async fn a_go_gadget_runs_through_the_host() {
         "the schema's minimum is enforced by the host"
     );
 
-    let gadget = registry.get("WorkUntilCancelled").unwrap();
-    let request = CallRequest {
-        gadget: gadget.spec.name.clone(),
-        invocation_id: "spin".into(),
-        params: "{}".into(),
-        limits: Limits {
-            timeout: Duration::from_millis(200),
-            ..gadget.limits.clone()
-        },
-        cancel: None,
-        observer: None,
-    };
-    let report = gadget.invoke_request(request).await;
-    assert_eq!(
-        report.outcome,
-        Err(CallError::Timeout {
-            gadget: "WorkUntilCancelled".into(),
-            timeout_ms: 200
-        })
-    );
-    assert!(
-        report
-            .logs
-            .iter()
-            .any(|l| l.message == "stopping on the abort signal"),
-        "{:?}",
-        report.logs
-    );
+    stops_on_the_deadline_signal(&registry, 200).await;
 }
 
 /// `gadget new NAME --lang L`, then `gadget build`, `gadget check` and

@@ -125,7 +125,7 @@ pub struct CallView<'a> {
     pub gadget: &'a str,
     pub dependencies: &'a [String],
     /// The validated parameters; before validation (a dependency was
-    /// skipped), what could be parsed of them, or `null`.
+    /// skipped), what could be parsed of them, or an empty object.
     pub parameters: &'a Value,
 }
 
@@ -312,6 +312,14 @@ struct Entry {
 }
 
 impl Entry {
+    /// The validated parameters, or before validation what could be
+    /// parsed of them (an empty object when nothing could).
+    fn known_parameters(&self) -> Value {
+        self.params
+            .clone()
+            .unwrap_or_else(|| Value::Object(self.call.parameters().unwrap_or_default()))
+    }
+
     fn view<'a>(&'a self, params: &'a Value) -> CallView<'a> {
         CallView {
             id: &self.call.invocation_id,
@@ -632,13 +640,7 @@ impl Executor {
         self.history.push(HistoryEntry {
             id: entry.call.invocation_id.clone(),
             gadget: entry.call.name.clone(),
-            parameters: entry.params.clone().unwrap_or_else(|| {
-                entry
-                    .call
-                    .parameters()
-                    .map(Value::Object)
-                    .unwrap_or_else(|| Value::Object(Default::default()))
-            }),
+            parameters: entry.known_parameters(),
             result: text,
         });
         let (outcome, result, error) = match outcome {
@@ -902,13 +904,7 @@ fn policy_for<'a>(
 ) -> impl FnMut(CallIx, &str, &str) -> DependencyPolicy + 'a {
     move |call, failed_dependency, error| {
         let entry = &entries[call];
-        let params = entry.params.clone().unwrap_or_else(|| {
-            entry
-                .call
-                .parameters()
-                .map(Value::Object)
-                .unwrap_or(Value::Null)
-        });
+        let params = entry.known_parameters();
         if let Some(policy) =
             controller.on_dependency_skipped(&entry.view(&params), failed_dependency, error)
         {

@@ -187,7 +187,8 @@ fn build_python(dir: &Path, output: &Path) -> Result<()> {
         );
     };
     let had_cache = dir.join("__pycache__").exists();
-    let support = tempfile_dir()?;
+    let support_dir = build_dir()?;
+    let support = support_dir.path();
     std::fs::create_dir_all(support.join("wit"))?;
     std::fs::create_dir_all(support.join("sdk/gadget_sdk"))?;
     std::fs::write(support.join("wit/gadget.wit"), WIT)?;
@@ -206,7 +207,6 @@ fn build_python(dir: &Path, output: &Path) -> Result<()> {
             .env("PYTHONDONTWRITEBYTECODE", "1"),
         "componentize-py",
     );
-    let _ = std::fs::remove_dir_all(&support);
     if !had_cache {
         // componentize-py compiles the app with its own interpreter.
         let _ = std::fs::remove_dir_all(dir.join("__pycache__"));
@@ -227,25 +227,22 @@ fn build_js(dir: &Path, output: &Path) -> Result<()> {
     let app = std::fs::read_to_string(&app_path)
         .with_context(|| format!("reading {}", app_path.display()))?;
     let app = strip_sdk_import(&app);
-    let support = tempfile_dir()?;
-    let result = (|| -> Result<()> {
-        std::fs::create_dir_all(support.join("wit"))?;
-        std::fs::write(support.join("wit/gadget.wit"), WIT)?;
-        std::fs::write(support.join("app.js"), format!("{JS_SDK}\n{app}"))?;
-        run(
-            Command::new(&tool)
-                .arg("--wit")
-                .arg(support.join("wit"))
-                .arg("--js")
-                .arg(support.join("app.js"))
-                .args(["-n", "plugin", "--sync", "-o"])
-                .arg(output)
-                .stdout(std::process::Stdio::null()),
-            "componentize-qjs",
-        )
-    })();
-    let _ = std::fs::remove_dir_all(&support);
-    result
+    let support_dir = build_dir()?;
+    let support = support_dir.path();
+    std::fs::create_dir_all(support.join("wit"))?;
+    std::fs::write(support.join("wit/gadget.wit"), WIT)?;
+    std::fs::write(support.join("app.js"), format!("{JS_SDK}\n{app}"))?;
+    run(
+        Command::new(&tool)
+            .arg("--wit")
+            .arg(support.join("wit"))
+            .arg("--js")
+            .arg(support.join("app.js"))
+            .args(["-n", "plugin", "--sync", "-o"])
+            .arg(output)
+            .stdout(std::process::Stdio::null()),
+        "componentize-qjs",
+    )
 }
 
 /// The app without its `import { ... } from 'gadget-sdk';` statement (which
@@ -345,52 +342,47 @@ fn build_go(dir: &Path, output: &Path) -> Result<()> {
             sdk.display()
         );
     }
-    let module = tempfile_dir()?;
-    let result = (|| -> Result<()> {
-        copy_tree(&sdk.join("gen"), &module)?;
-        for part in ["gopkg", "gadget", "export_gadget_plugin_gadget"] {
-            copy_tree(&sdk.join(part), &module.join(part))?;
-        }
-        std::fs::create_dir_all(module.join("app"))?;
-        for file in sources(dir, "go")? {
-            std::fs::copy(
-                &file,
-                module.join("app").join(file.file_name().expect("a file")),
-            )?;
-        }
-        std::fs::write(
-            module.join("go.mod"),
-            "module wit_component\n\ngo 1.27.1\n\nrequire go.bytecodealliance.org/pkg v0.4.0\n\nreplace go.bytecodealliance.org/pkg => ./gopkg\n",
+    let module_dir = build_dir()?;
+    let module = module_dir.path();
+    copy_tree(&sdk.join("gen"), module)?;
+    for part in ["gopkg", "gadget", "export_gadget_plugin_gadget"] {
+        copy_tree(&sdk.join(part), &module.join(part))?;
+    }
+    std::fs::create_dir_all(module.join("app"))?;
+    for file in sources(dir, "go")? {
+        std::fs::copy(
+            &file,
+            module.join("app").join(file.file_name().expect("a file")),
         )?;
-        let core = module.join("core.wasm");
-        run(
-            Command::new(&go)
-                .args(["build", "-o"])
-                .arg(&core)
-                .args([
-                    "-buildmode=c-shared",
-                    "-ldflags=-checklinkname=0 -s -w",
-                    ".",
-                ])
-                .current_dir(&module)
-                .env("GOOS", "wasip1")
-                .env("GOARCH", "wasm")
-                .env("GOTOOLCHAIN", "local")
-                .env("GOPROXY", "off")
-                .env("GOFLAGS", "-mod=mod")
-                .env("GOSUMDB", "off")
-                .env("GOCACHE", go_cache_dir()),
-            "go build",
-        )?;
-        let mut bytes = std::fs::read(&core)?;
-        let component =
-            componentize(&mut bytes).context("turning the Go module into a component")?;
-        std::fs::write(output, component)
-            .with_context(|| format!("writing {}", output.display()))?;
-        Ok(())
-    })();
-    let _ = std::fs::remove_dir_all(&module);
-    result
+    }
+    std::fs::write(
+        module.join("go.mod"),
+        "module wit_component\n\ngo 1.27.1\n\nrequire go.bytecodealliance.org/pkg v0.4.0\n\nreplace go.bytecodealliance.org/pkg => ./gopkg\n",
+    )?;
+    let core = module.join("core.wasm");
+    run(
+        Command::new(&go)
+            .args(["build", "-o"])
+            .arg(&core)
+            .args([
+                "-buildmode=c-shared",
+                "-ldflags=-checklinkname=0 -s -w",
+                ".",
+            ])
+            .current_dir(module)
+            .env("GOOS", "wasip1")
+            .env("GOARCH", "wasm")
+            .env("GOTOOLCHAIN", "local")
+            .env("GOPROXY", "off")
+            .env("GOFLAGS", "-mod=mod")
+            .env("GOSUMDB", "off")
+            .env("GOCACHE", go_cache_dir()),
+        "go build",
+    )?;
+    let mut bytes = std::fs::read(&core)?;
+    let component = componentize(&mut bytes).context("turning the Go module into a component")?;
+    std::fs::write(output, component).with_context(|| format!("writing {}", output.display()))?;
+    Ok(())
 }
 
 /// Go's build cache, kept between builds (a cold build takes seconds).
@@ -470,37 +462,34 @@ fn build_c(dir: &Path, output: &Path) -> Result<()> {
         );
     }
     let linker = wasm_component_ld()?;
-    let support = tempfile_dir()?;
-    let result = (|| -> Result<()> {
-        for (name, bytes) in C_SDK {
-            let path = support.join(name);
-            std::fs::create_dir_all(path.parent().expect("a parent"))?;
-            std::fs::write(&path, bytes)?;
-        }
-        let mut command = Command::new(&clang);
-        command
-            .args([
-                "--target=wasm32-wasi",
-                "-mexec-model=reactor",
-                "-O2",
-                "-Wall",
-            ])
-            .arg(format!("-fuse-ld={}", linker.display()))
-            .args(["-Wl,--wasi-adapter=reactor", "-Wl,--strip-all"])
-            .arg("-I")
-            .arg(&support)
-            .arg("-I")
-            .arg(support.join("gen"))
-            .arg("-o")
-            .arg(output)
-            .args(c_sources(dir)?)
-            .arg(support.join("gadget.c"))
-            .arg(support.join("gen/plugin.c"))
-            .arg(support.join("gen/plugin_component_type.o"));
-        run(&mut command, "clang")
-    })();
-    let _ = std::fs::remove_dir_all(&support);
-    result
+    let support_dir = build_dir()?;
+    let support = support_dir.path();
+    for (name, bytes) in C_SDK {
+        let path = support.join(name);
+        std::fs::create_dir_all(path.parent().expect("a parent"))?;
+        std::fs::write(&path, bytes)?;
+    }
+    let mut command = Command::new(&clang);
+    command
+        .args([
+            "--target=wasm32-wasi",
+            "-mexec-model=reactor",
+            "-O2",
+            "-Wall",
+        ])
+        .arg(format!("-fuse-ld={}", linker.display()))
+        .args(["-Wl,--wasi-adapter=reactor", "-Wl,--strip-all"])
+        .arg("-I")
+        .arg(support)
+        .arg("-I")
+        .arg(support.join("gen"))
+        .arg("-o")
+        .arg(output)
+        .args(c_sources(dir)?)
+        .arg(support.join("gadget.c"))
+        .arg(support.join("gen/plugin.c"))
+        .arg(support.join("gen/plugin_component_type.o"));
+    run(&mut command, "clang")
 }
 
 /// The wasm-component-ld of the Rust toolchain on PATH.
@@ -596,17 +585,13 @@ fn build_rust(dir: &Path, output: &Path) -> Result<()> {
     Ok(())
 }
 
-/// A private temporary directory (removed by the caller).
-fn tempfile_dir() -> Result<PathBuf> {
-    let base = std::env::temp_dir().join(format!(
-        "gadget-build-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    ));
-    std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
-    Ok(base)
+/// A private (0700) temporary directory, removed when dropped, whatever
+/// way the build ends.
+fn build_dir() -> Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix("gadget-build-")
+        .tempdir()
+        .context("creating a temporary build directory")
 }
 
 /// `my-tool` stays `my-tool`; `My Tool` becomes `my-tool`.

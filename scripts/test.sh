@@ -4,8 +4,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 
+# The host's crates, always selected together so that features unify the
+# same way in every command (another selection rebuilds wasmtime).
+host=(-p gadget-core -p gadget-exec -p gadget-runtime -p gadget-host)
+
+# The pure crate stays pure: the compiler enforces the one-way flow only
+# while gadget-core depends on none of the runtime's machinery.
+if cargo tree --quiet -p gadget-core -e normal --prefix none | grep -E '^(wasmtime|tokio|reqwest|clap)( |$)'; then
+    echo "error: gadget-core must not depend on wasmtime, tokio, reqwest or clap (above)" >&2
+    exit 1
+fi
+
 cargo fmt --all --check
-cargo clippy --quiet --release -p gadget-host -p example-embed --all-targets -- -D warnings
+cargo clippy --quiet --release "${host[@]}" -p example-embed --all-targets -- -D warnings
 cargo clippy --quiet --target wasm32-wasip2 --profile guest \
     -p gadget-sdk -p example-hello-gadget \
     $(for d in plugins/*/ tests/fixtures/*/; do printf -- '-p %s ' "$(sed -n 's/^name = "\(.*\)"/\1/p' "$d/Cargo.toml" | head -1)"; done) \
@@ -13,7 +24,7 @@ cargo clippy --quiet --target wasm32-wasip2 --profile guest \
 
 # Release profile: the same build the benchmarks and the CLI use, and the
 # containment tests (memory bombs, floods) run faster optimised.
-cargo test --release -p gadget-host
+cargo test --release "${host[@]}"
 
 # The embedding example must keep compiling and running against the library.
 cargo run --quiet --release -p example-embed > /dev/null

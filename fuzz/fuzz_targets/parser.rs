@@ -13,11 +13,7 @@
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../../host/src/parser.rs"]
-#[allow(dead_code)]
-mod parser;
-
-use parser::{ParseEvent, Parser, ParserBuilder};
+use gadget_core::parser::{ParseEvent, Parser, ParserBuilder};
 
 fn build(cap: usize, custom: bool, deltas: bool, partials: bool) -> Parser {
     let builder = if custom {

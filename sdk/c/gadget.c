@@ -1,6 +1,6 @@
 /*
  * gadget.c: the C SDK's glue between gadget.h and the bindings wit-bindgen
- * generated from wit/gadget.wit (gen/plugin.h).
+ * generated from wit/gadget@0.1.0/gadget.wit (gen/plugin.h).
  *
  * Ownership, as the canonical ABI wants it: the strings the host passes to
  * `invoke` belong to us and are freed here; the strings we return are

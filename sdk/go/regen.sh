@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the Go bindings in sdk/go/gen/ from wit/gadget.wit. They are
+# Regenerates the Go bindings in sdk/go/gen/ from wit/gadget@0.1.0/gadget.wit. They are
 # committed (the generator is wit-bindgen-cli 0.63.0, a 13-minute install),
 # so only a change to the WIT needs this. sdk/go/gopkg is the
 # go.bytecodealliance.org/pkg module that release vendors (src/pkg of the
@@ -8,8 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=$(mktemp -d)
-wit-bindgen go wit --world plugin --out-dir "$out"
+wit-bindgen go wit/gadget@0.1.0 --world plugin --out-dir "$out"
 rm -rf sdk/go/gen && mkdir -p sdk/go/gen
 cp -r "$out"/gadget_plugin_* "$out"/wit_exports.go sdk/go/gen/
 rm -rf "$out"
-echo "regenerated sdk/go/gen from wit/"
+echo "regenerated sdk/go/gen from wit/gadget@0.1.0/"

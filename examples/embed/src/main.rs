@@ -20,7 +20,7 @@ use anyhow::{Context as _, Result, bail};
 use gadget_host::executor::{
     AfterExecution, BeforeExecution, CallView, Controller, ExecConfig, ExecEvent, Executor, Failure,
 };
-use gadget_host::plugins::{self, LoadOptions, NoProgress};
+use gadget_host::loader::{self, LoadOptions, NoProgress};
 use gadget_host::render::{self, Markers};
 use gadget_host::runtime::{Runtime, RuntimeConfig};
 use gadget_host::schedule::DependencyPolicy;
@@ -107,7 +107,7 @@ async fn main() -> Result<()> {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("plugins"));
     let runtime = Arc::new(Runtime::new(&RuntimeConfig::default())?);
-    let (registry, errors) = plugins::load_dirs(
+    let (registry, errors) = loader::load_dirs(
         runtime,
         std::slice::from_ref(&dir),
         &LoadOptions::default(),

@@ -70,7 +70,7 @@ pub use wit_bindgen as __wit_bindgen;
 #[doc(hidden)]
 pub mod __bindings {
     wit_bindgen::generate!({
-        path: "../../wit",
+        path: "../../wit/gadget@0.1.0",
         world: "plugin",
         pub_export_macro: true,
         export_macro_name: "__export_plugin",

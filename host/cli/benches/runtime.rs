@@ -1,0 +1,346 @@
+//! Runtime benchmarks, printed with their baselines measured in the same run.
+//!
+//! 1. Call overhead: the full `call` path (validate, fresh instance, invoke,
+//!    collect) of a trivial Rust gadget, beside bare wasmtime (`InstancePre`,
+//!    instantiate and call of the same component, no validation, no limits,
+//!    no ledger). Goal: ratio at most 1.5.
+//! 2. Throughput with calls in parallel on every core. Goal: 20,000 calls/s on 2 cores.
+//! 3. Deadline precision: a loop-forever gadget with 100 ms and 1 s timeouts
+//!    gets its error no later than grace + 5 ms after the deadline; the
+//!    ticker costs under 1% of a core.
+//! 4. Start-up: `gadget list` over the shipped plugins, cold and warm cache.
+//!
+//! Run: `cargo bench -p gadget-host --bench runtime` (builds the guests first).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gadget_host::limits::Limits;
+use gadget_host::loader::{self, LoadOptions, NoProgress, PluginSource, Registry};
+use gadget_host::runtime::{CallRequest, Runtime, RuntimeConfig};
+use serde_json::json;
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::{Config, Engine, Store};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+mod bare {
+    wasmtime::component::bindgen!({
+        path: "../../wit/gadget@0.1.0",
+        world: "plugin",
+        exports: { default: async },
+    });
+}
+
+/// Store data of the bare baseline: WASI (the component imports it) and
+/// no-op host imports.
+struct Bare {
+    wasi: WasiCtx,
+    table: ResourceTable,
+}
+
+impl WasiView for Bare {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl bare::gadget::plugin::types::Host for Bare {}
+impl bare::gadget::plugin::host::Host for Bare {
+    fn log(&mut self, _: bare::gadget::plugin::types::Level, _: String, _: String) {}
+    fn report_cost(&mut self, _: f64) {}
+    fn progress(&mut self, _: String) {}
+    fn update(&mut self, _: String, _: Option<String>) {}
+    fn cancelled(&mut self) -> bool {
+        false
+    }
+    fn call_info(&mut self) -> bare::gadget::plugin::types::InvocationInfo {
+        bare::gadget::plugin::types::InvocationInfo {
+            invocation_id: String::new(),
+            gadget_name: String::new(),
+            time_left_ms: 0,
+        }
+    }
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn cpu_time() -> Duration {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes a complete rusage into the buffer we own.
+    let usage = unsafe {
+        libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr());
+        usage.assume_init()
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+const ITERATIONS: usize = 5_000;
+const PARALLEL_CALLS: usize = 40_000;
+
+fn main() {
+    let status = Command::new("bash")
+        .arg(workspace().join("scripts/build-guests.sh"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let component = workspace().join("target/wasm32-wasip2/guest/fixture_misbehave.wasm");
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // GADGET_BENCH=overhead,deadlines,ticker,startup runs only those sections.
+    let only = std::env::var("GADGET_BENCH").unwrap_or_default();
+    let run = |section: &str| only.is_empty() || only.split(',').any(|s| s == section);
+    tokio.block_on(async {
+        if run("overhead") {
+            call_overhead(&component).await;
+        }
+        if run("deadlines") {
+            deadlines(&component).await;
+        }
+    });
+    drop(tokio);
+    if run("ticker") {
+        ticker_cost();
+    }
+    if run("startup") {
+        startup();
+    }
+}
+
+async fn load(component: &Path) -> Registry {
+    let runtime = Arc::new(Runtime::new(&RuntimeConfig::default()).unwrap());
+    let (registry, errors) = loader::load_sources(
+        runtime.clone(),
+        vec![PluginSource::Wasm(component.to_path_buf())],
+        &LoadOptions::default(),
+        Arc::new(NoProgress),
+    )
+    .await;
+    assert!(errors.is_empty(), "{errors:?}");
+    registry
+}
+
+async fn call_overhead(component: &Path) {
+    println!("== call overhead: Echo (trivial Rust gadget), {ITERATIONS} sequential calls each ==");
+    let registry = load(component).await;
+
+    // Bare wasmtime, same component, same async calling convention, same
+    // pooling allocator; no epoch interruption, no limiter, no validation.
+    let mut config = Config::new();
+    let pool = gadget_host::runtime::pooling_config();
+    config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+    let engine = Engine::new(&config).unwrap();
+    let mut linker: Linker<Bare> = Linker::new(&engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).unwrap();
+    bare::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).unwrap();
+    let bare_component = wasmtime::component::Component::from_file(&engine, component).unwrap();
+    let pre = bare::PluginPre::new(linker.instantiate_pre(&bare_component).unwrap()).unwrap();
+    let params = json!({ "text": "hello" }).to_string();
+
+    let mut bare_times = Vec::with_capacity(ITERATIONS);
+    let mut host_times = Vec::with_capacity(ITERATIONS);
+    // Interleave the two so drift on the machine hits both equally.
+    for i in 0..ITERATIONS + 200 {
+        let start = Instant::now();
+        let mut store = Store::new(
+            &engine,
+            Bare {
+                wasi: WasiCtx::builder().build(),
+                table: ResourceTable::new(),
+            },
+        );
+        let plugin = pre.instantiate_async(&mut store).await.unwrap();
+        let out = plugin
+            .gadget_plugin_gadget()
+            .call_invoke(&mut store, "b", "Echo", &params)
+            .await
+            .unwrap();
+        drop(store);
+        let bare_elapsed = start.elapsed();
+        assert!(out.is_ok());
+
+        let start = Instant::now();
+        let report = registry
+            .call("Echo", json!({ "text": "hello" }), "h", None)
+            .await
+            .unwrap();
+        let host_elapsed = start.elapsed();
+        assert!(report.outcome.is_ok());
+        if i >= 200 {
+            bare_times.push(bare_elapsed);
+            host_times.push(host_elapsed);
+        }
+    }
+    bare_times.sort();
+    host_times.sort();
+    let (bm, bp) = (percentile(&bare_times, 0.5), percentile(&bare_times, 0.99));
+    let (hm, hp) = (percentile(&host_times, 0.5), percentile(&host_times, 0.99));
+    println!(
+        "bare wasmtime (InstancePre + instantiate + call): median {:.1} µs, p99 {:.1} µs",
+        micros(bm),
+        micros(bp)
+    );
+    println!(
+        "gadget-host full call path:                       median {:.1} µs, p99 {:.1} µs",
+        micros(hm),
+        micros(hp)
+    );
+    println!(
+        "ratio host/bare: median {:.2}, p99 {:.2} (goal: <= 1.5)",
+        micros(hm) / micros(bm),
+        micros(hp) / micros(bp)
+    );
+
+    let registry = Arc::new(registry);
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..workers * 4 {
+        let registry = registry.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..PARALLEL_CALLS / (workers * 4) {
+                let report = registry
+                    .call(
+                        "Echo",
+                        json!({ "text": "hello" }),
+                        &format!("p{w}_{i}"),
+                        None,
+                    )
+                    .await
+                    .unwrap();
+                assert!(report.outcome.is_ok());
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let elapsed = start.elapsed();
+    println!(
+        "parallel: {PARALLEL_CALLS} calls on {workers} cores in {:.2} s = {:.0} calls/s (goal: >= 20,000)",
+        elapsed.as_secs_f64(),
+        PARALLEL_CALLS as f64 / elapsed.as_secs_f64()
+    );
+}
+
+async fn deadlines(component: &Path) {
+    println!("\n== deadline precision: LoopForever (ignores the abort signal) ==");
+    let registry = load(component).await;
+    let gadget = registry.get("LoopForever").unwrap().clone();
+    for timeout in [Duration::from_millis(100), Duration::from_secs(1)] {
+        let mut late = Vec::new();
+        for _ in 0..10 {
+            let limits = Limits {
+                timeout,
+                ..gadget.limits.clone()
+            };
+            let request = CallRequest {
+                gadget: gadget.spec.name.clone(),
+                invocation_id: "d".into(),
+                params: "{}".into(),
+                limits: limits.clone(),
+                cancel: None,
+                observer: None,
+            };
+            let start = Instant::now();
+            let report = gadget.invoke_request(request).await;
+            let elapsed = start.elapsed();
+            assert_eq!(report.outcome.unwrap_err().kind(), "timeout");
+            late.push(elapsed.saturating_sub(timeout + limits.grace));
+        }
+        late.sort();
+        println!(
+            "timeout {:>4} ms + grace {} ms: error arrives after the grace period ends by median {:.2} ms, max {:.2} ms (goal: <= 5 ms)",
+            timeout.as_millis(),
+            gadget.limits.grace.as_millis(),
+            late[late.len() / 2].as_secs_f64() * 1e3,
+            late[late.len() - 1].as_secs_f64() * 1e3
+        );
+    }
+}
+
+fn ticker_cost() {
+    println!("\n== epoch ticker cost (idle host, 3 s; the ticker parks while no call runs) ==");
+    let measure = |with_runtime: bool| {
+        let runtime = with_runtime.then(|| Runtime::new(&RuntimeConfig::default()).unwrap());
+        std::thread::sleep(Duration::from_millis(200));
+        let (cpu0, wall0) = (cpu_time(), Instant::now());
+        std::thread::sleep(Duration::from_secs(3));
+        let share = (cpu_time() - cpu0).as_secs_f64() / wall0.elapsed().as_secs_f64();
+        drop(runtime);
+        share * 100.0
+    };
+    let idle = measure(false);
+    let ticking = measure(true);
+    println!(
+        "process CPU: {idle:.3}% of a core without a runtime, {ticking:.3}% with the ticker: ticker costs {:.3}% (goal: < 1%)",
+        ticking - idle
+    );
+}
+
+fn startup() {
+    println!("\n== start-up: `gadget list` over the shipped plugins ==");
+    let bin = env!("CARGO_BIN_EXE_gadget");
+    let plugins = workspace().join("plugins");
+    let run = |cache: &Path| {
+        let start = Instant::now();
+        let out = Command::new(bin)
+            .arg("--plugins")
+            .arg(&plugins)
+            .arg("--cache-dir")
+            .arg(cache)
+            .arg("list")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        start.elapsed()
+    };
+    let mut cold = Vec::new();
+    let mut warm = Vec::new();
+    for _ in 0..3 {
+        let dir = std::env::temp_dir().join(format!(
+            "gadget-bench-cache-{}-{}",
+            std::process::id(),
+            cold.len()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        cold.push(run(&dir));
+        for _ in 0..5 {
+            warm.push(run(&dir));
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    cold.sort();
+    warm.sort();
+    println!(
+        "cold cache (compile 4 components): median {:.0} ms; warm cache: median {:.1} ms, min {:.1} ms",
+        cold[1].as_secs_f64() * 1e3,
+        percentile(&warm, 0.5).as_secs_f64() * 1e3,
+        warm[0].as_secs_f64() * 1e3
+    );
+}

@@ -1,0 +1,394 @@
+//! The `gadget` command line: the only module that prints. One file per
+//! command under `cli/`; this file parses the arguments, starts what a
+//! command needs (the runtime, the plugins) and hands over.
+//!
+//! Exit codes: 0 success; 1 the call or check failed (a gadget error, a
+//! timeout, a crash, a plugin that does not pass); 2 bad input (unknown
+//! gadget, invalid parameters, bad JSON, a load error under `--strict`,
+//! usage errors).
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use clap::{Args, Parser, Subcommand};
+use serde::Serialize;
+
+use gadget_runtime::loader::{self, ComponentCache, LoadOptions, LoadProgress};
+use gadget_runtime::registry::Registry;
+use gadget_runtime::{Runtime, RuntimeConfig};
+
+mod build;
+mod call;
+mod check;
+mod describe;
+mod list;
+mod new;
+mod parse;
+mod prompt;
+mod run;
+mod view;
+
+const EXIT_FAILED: u8 = 1;
+const EXIT_BAD_INPUT: u8 = 2;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gadget",
+    version,
+    about = "Run LLM tools (gadgets) compiled to WebAssembly components, sandboxed.",
+    after_help = "Examples:\n  gadget list\n  gadget describe Calculator\n  gadget call Calculator --params '{\"operation\":\"add\",\"a\":15,\"b\":23}'\n  gadget check plugins/text"
+)]
+struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Args)]
+struct GlobalArgs {
+    /// A directory of plugins (repeatable). Default: $GADGET_PLUGINS, else the shipped `plugins/`.
+    #[arg(long = "plugins", value_name = "DIR", global = true)]
+    plugins: Vec<PathBuf>,
+    /// Where precompiled components are cached. Default: $GADGET_CACHE_DIR, $XDG_CACHE_HOME/gadget-host or ~/.cache/gadget-host.
+    #[arg(long, value_name = "DIR", global = true)]
+    cache_dir: Option<PathBuf>,
+    /// Compile every component from scratch; read and write no cache.
+    #[arg(long, global = true)]
+    no_cache: bool,
+    /// Make any plugin load error fatal.
+    #[arg(long, global = true)]
+    strict: bool,
+    /// More logging on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List the loaded gadgets.
+    #[command(after_help = "Example:\n  gadget list --json | jq '.[].name'")]
+    List {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one gadget: description, parameters, examples, limits, plugin.
+    #[command(after_help = "Example:\n  gadget describe RegexFind")]
+    Describe {
+        /// The gadget's name (case-insensitive).
+        name: String,
+        /// Print JSON (the spec, the schema, the limits, the plugin).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one gadget with JSON parameters and print its result.
+    #[command(
+        after_help = "Examples:\n  gadget call Calculator --params '{\"operation\":\"divide\",\"a\":1,\"b\":8}'\n  echo '{\"text\":\"one two\"}' | gadget call TextStats --json"
+    )]
+    Call {
+        /// The gadget's name (case-insensitive).
+        name: String,
+        /// The parameters, a JSON object. Default: read from stdin when it is not a terminal, else `{}`.
+        #[arg(long, value_name = "JSON")]
+        params: Option<String>,
+        /// The invocation id the gadget sees.
+        #[arg(long, default_value = "gadget_1")]
+        id: String,
+        /// Print the whole outcome as JSON: result, details, cost, logs, progress, duration, error kind.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Parse block-format text from stdin and print the events as JSON lines.
+    #[command(
+        after_help = "Examples:\n  gadget parse < response.txt\n  gadget parse --chunk 7 --start '<<TOOL:' --end '<<END' --arg '@' < custom.txt\n  gadget parse --count < big.txt"
+    )]
+    Parse(parse::ParseOptions),
+    /// Execute an LLM response: parse it as it arrives and run its gadget calls, dependencies first.
+    #[command(
+        after_help = "Examples:\n  gadget run response.txt\n  gadget run --replay 20 response.txt     # stream it as a model would\n  my-llm-client | gadget run -\n  gadget run --json response.txt | jq 'select(.type == \"call_finished\")'\n\nExit code: 0 when every call succeeded, 1 when one failed or was skipped, 2 on bad input."
+    )]
+    Run(Box<run::RunOptions>),
+    /// Print the instruction text a model needs: the loaded gadgets, their parameters and examples, and the block format.
+    #[command(
+        after_help = "Examples:\n  gadget prompt > system-prompt.txt\n  gadget prompt --start-marker '<<TOOL:' --end-marker '<<END' --arg-marker '@'"
+    )]
+    Prompt(prompt::PromptOptions),
+    /// Start a plugin directory for a gadget in a language (it builds and passes `gadget check` as created).
+    #[command(
+        after_help = "Examples:\n  gadget new word-count --lang python\n  gadget build word-count && gadget check word-count\n  gadget --plugins word-count call WordCount --params '{\"text\": \"hello world\"}'"
+    )]
+    New {
+        /// The plugin's name (letters, digits, '-'); the gadget is named after it in CamelCase.
+        name: String,
+        /// The language to write the gadget in.
+        #[arg(long, value_enum)]
+        lang: new::Lang,
+        /// Where to create it. Default: ./NAME.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Build a plugin directory's component with its language's toolchain (Rust, Python, C, JavaScript, Go).
+    #[command(
+        after_help = "Example:\n  gadget build examples/python-gadget && gadget check examples/python-gadget"
+    )]
+    Build {
+        /// The plugin directory (with plugin.toml).
+        path: PathBuf,
+    },
+    /// Check a plugin directory or component: manifest, world, specs, schemas, examples.
+    #[command(after_help = "Example:\n  gadget check plugins/calculator && echo ok")]
+    Check {
+        /// A plugin directory (with plugin.toml) or a .wasm component.
+        path: PathBuf,
+    },
+}
+
+/// Runs the CLI; the exit code says how it went.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.global.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_FAILED);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+async fn run(cli: Cli) -> Result<ExitCode> {
+    // Each command starts only what it needs: `parse` needs no WebAssembly
+    // runtime and no cache.
+    let start = || -> Result<Arc<Runtime>> {
+        // These commands make at most one call, so the pooling allocator's
+        // up-front reservation would only slow start-up down.
+        let config = RuntimeConfig {
+            pooling: false,
+            ..RuntimeConfig::default()
+        };
+        Ok(Arc::new(
+            Runtime::new(&config).context("starting the WebAssembly runtime")?,
+        ))
+    };
+    let options = || load_options(&cli.global);
+    match &cli.command {
+        Command::Parse(options) => parse::parse(options),
+        Command::New { name, lang, dir } => new::new(name, *lang, dir.as_deref()),
+        Command::Build { path } => build::build(path),
+        Command::Run(run_options) => {
+            // A response may hold thousands of calls: the pooling
+            // allocator pays for its reservation there.
+            let runtime = Arc::new(
+                Runtime::new(&RuntimeConfig::default())
+                    .context("starting the WebAssembly runtime")?,
+            );
+            let Some(registry) = load(&runtime, &cli.global, &options()).await? else {
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            };
+            run::run(Arc::new(registry), run_options).await
+        }
+        Command::Prompt(prompt_options) => {
+            let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            };
+            prompt::prompt(Arc::new(registry), prompt_options)
+        }
+        Command::Check { path } => check::check(&start()?, path, &options()).await,
+        Command::List { json } => {
+            let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            };
+            list::list(&registry, *json)
+        }
+        Command::Describe { name, json } => {
+            let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            };
+            describe::describe(&registry, name, *json)
+        }
+        Command::Call {
+            name,
+            params,
+            id,
+            json,
+        } => {
+            let params = call::read_params(params.clone())?;
+            let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            };
+            call::call(&registry, name, params, id, *json).await
+        }
+    }
+}
+
+fn load_options(global: &GlobalArgs) -> LoadOptions {
+    let cache = if global.no_cache {
+        None
+    } else {
+        match global
+            .cache_dir
+            .clone()
+            .or_else(ComponentCache::default_dir)
+        {
+            Some(dir) => match ComponentCache::open(&dir) {
+                Ok(cache) => Some(cache),
+                Err(e) => {
+                    tracing::warn!(
+                        "not caching compiled components: cannot use {}: {e}",
+                        dir.display()
+                    );
+                    None
+                }
+            },
+            None => None,
+        }
+    };
+    LoadOptions {
+        cache,
+        ..LoadOptions::default()
+    }
+}
+
+/// The plugin directories: `--plugins`, else `$GADGET_PLUGINS` (separated
+/// by `:`), else the shipped set next to this build.
+fn plugin_dirs(global: &GlobalArgs) -> Vec<PathBuf> {
+    if !global.plugins.is_empty() {
+        return global.plugins.clone();
+    }
+    if let Some(dirs) = std::env::var_os("GADGET_PLUGINS").filter(|d| !d.is_empty()) {
+        return std::env::split_paths(&dirs).collect();
+    }
+    let shipped = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../plugins"));
+    if let Ok(shipped) = shipped.canonicalize() {
+        return vec![shipped];
+    }
+    vec![PathBuf::from("plugins")]
+}
+
+/// Loads the plugins; reports each load error. `None` under `--strict`
+/// when any failed.
+async fn load(
+    runtime: &Arc<Runtime>,
+    global: &GlobalArgs,
+    options: &LoadOptions,
+) -> Result<Option<Registry>> {
+    let dirs = plugin_dirs(global);
+    let progress = Arc::new(CompileBars::new());
+    let (registry, errors) =
+        loader::load_dirs(runtime.clone(), &dirs, options, progress.clone()).await;
+    progress.finish();
+    for error in &errors {
+        eprintln!(
+            "{}: {error}",
+            if global.strict { "error" } else { "warning" }
+        );
+    }
+    if global.strict && !errors.is_empty() {
+        eprintln!(
+            "error: {} plugin(s) failed to load (--strict)",
+            errors.len()
+        );
+        return Ok(None);
+    }
+    Ok(Some(registry))
+}
+
+/// One spinner per component being compiled, only on a terminal.
+struct CompileBars {
+    multi: Option<indicatif::MultiProgress>,
+    bars: Mutex<Vec<(String, indicatif::ProgressBar)>>,
+}
+
+impl CompileBars {
+    fn new() -> CompileBars {
+        let multi = std::io::stderr()
+            .is_terminal()
+            .then(indicatif::MultiProgress::new);
+        CompileBars {
+            multi,
+            bars: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn finish(&self) {
+        for (_, bar) in self
+            .bars
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl LoadProgress for CompileBars {
+    fn compiling(&self, plugin: &str, bytes: u64) {
+        let Some(multi) = &self.multi else { return };
+        let bar = multi.add(indicatif::ProgressBar::new_spinner());
+        bar.set_message(format!(
+            "compiling {plugin} ({}) — cached for next time",
+            human_bytes(bytes)
+        ));
+        bar.enable_steady_tick(Duration::from_millis(100));
+        self.bars
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((plugin.to_string(), bar));
+    }
+
+    fn compiled(&self, plugin: &str) {
+        let mut bars = self.bars.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(index) = bars.iter().position(|(name, _)| name == plugin) {
+            bars.remove(index).1.finish_and_clear();
+        }
+    }
+}
+
+fn print_json(value: &impl Serialize) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+fn human_bytes(bytes: u64) -> String {
+    if bytes >= 1 << 20 {
+        format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
+    } else if bytes >= 1 << 10 {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    } else {
+        format!("{bytes} B")
+    }
+}

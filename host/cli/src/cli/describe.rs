@@ -1,0 +1,159 @@
+//! `gadget describe NAME`: one gadget's description, parameters,
+//! examples, limits and plugin, for people or as JSON.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use serde_json::Value;
+
+use gadget_core::schema;
+use gadget_runtime::describe::GadgetDescription;
+use gadget_runtime::registry::{CallRejected, Registry};
+
+use super::{EXIT_BAD_INPUT, human_bytes, print_json};
+
+pub fn describe(registry: &Registry, name: &str, json: bool) -> Result<ExitCode> {
+    let Some(g) = registry.get(name) else {
+        eprintln!(
+            "error: {}",
+            CallRejected::UnknownGadget {
+                name: name.to_string(),
+                available: registry.names(),
+            }
+        );
+        return Ok(ExitCode::from(EXIT_BAD_INPUT));
+    };
+    let limits = &g.limits;
+    if json {
+        print_json(&GadgetDescription::from(g.as_ref()))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut out = String::new();
+    let title = match &g.spec.label {
+        Some(label) if label != &g.spec.name => format!("{} ({label})", g.spec.name),
+        _ => g.spec.name.clone(),
+    };
+    out.push_str(&format!("{title}\n{}\n\n", g.spec.description));
+    out.push_str("Parameters:\n");
+    match g.schema.schema() {
+        None => out.push_str("  (none)\n"),
+        Some(schema) => render_properties(schema, 1, &mut out),
+    }
+    if !g.spec.examples.is_empty() {
+        out.push_str("\nExamples:\n");
+        for example in &g.spec.examples {
+            if let Some(comment) = &example.comment {
+                out.push_str(&format!("  # {comment}\n"));
+            }
+            out.push_str(&format!("  {}\n", example.params));
+            if let Some(output) = &example.output {
+                out.push_str(&format!("    -> {output}\n"));
+            }
+        }
+    }
+    out.push_str(&format!(
+        "\nLimits: timeout {} ms (+{} ms grace), memory {}, result {}, logs {}, stdout/stderr {} each\n",
+        limits.timeout.as_millis(),
+        limits.grace.as_millis(),
+        human_bytes(limits.memory_bytes),
+        human_bytes(limits.result_bytes),
+        human_bytes(limits.log_bytes),
+        human_bytes(limits.stdio_bytes),
+    ));
+    out.push_str(&format!(
+        "Concurrency: {}{}\n",
+        if g.spec.exclusive {
+            "exclusive (runs alone)"
+        } else {
+            "parallel"
+        },
+        g.spec
+            .max_concurrent
+            .map(|n| format!(", at most {n} at once"))
+            .unwrap_or_default()
+    ));
+    out.push_str(&format!(
+        "Plugin: {} {} ({})\n",
+        g.plugin.name,
+        g.plugin.version,
+        g.plugin.source.path().display()
+    ));
+    if !g.plugin.requested_permissions.is_empty() {
+        out.push_str(&format!(
+            "Permissions asked for, not granted: {}\n",
+            g.plugin.requested_permissions.describe()
+        ));
+    }
+    std::io::stdout().lock().write_all(out.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Renders an object schema's properties as an indented list: type,
+/// required or optional (with the default), enum values, description.
+fn render_properties(object: &Value, depth: usize, out: &mut String) {
+    let indent = "  ".repeat(depth);
+    let Some(properties) = schema::properties(object) else {
+        out.push_str(&format!("{indent}(none)\n"));
+        return;
+    };
+    for property in &properties {
+        let mut facts = vec![type_name(property.schema)];
+        if let Some(default) = property.default() {
+            facts.push(format!("optional, default {default}"));
+        } else if property.listed_required {
+            facts.push("required".into());
+        } else {
+            facts.push("optional".into());
+        }
+        if let Some(values) = property.enum_values() {
+            let values: Vec<String> = values
+                .iter()
+                .map(|v| v.as_str().map_or(v.to_string(), str::to_string))
+                .collect();
+            facts.push(format!("one of: {}", values.join(", ")));
+        }
+        out.push_str(&format!(
+            "{indent}{}  ({})\n",
+            property.name,
+            facts.join("; ")
+        ));
+        if let Some(description) = property.description() {
+            out.push_str(&format!("{indent}    {description}\n"));
+        }
+        let nested = property
+            .schema
+            .get("properties")
+            .map(|_| property.schema)
+            .or_else(|| {
+                property
+                    .schema
+                    .get("items")
+                    .filter(|i| i.get("properties").is_some())
+            });
+        if let Some(nested) = nested {
+            render_properties(nested, depth + 2, out);
+        }
+    }
+}
+
+/// Every type a schema allows, for people: `string or number`, `array of
+/// integer`, `one of several shapes`.
+fn type_name(of: &Value) -> String {
+    let types = schema::types(of);
+    let base = if !types.is_empty() && of.get("type").is_some() {
+        types.join(" or ")
+    } else if of.get("enum").is_some() {
+        "string".into()
+    } else if of.get("anyOf").is_some() || of.get("oneOf").is_some() {
+        "one of several shapes".into()
+    } else {
+        "any".into()
+    };
+    if base == "array"
+        && let Some(items) = of.get("items")
+    {
+        return format!("array of {}", type_name(items));
+    }
+    base
+}

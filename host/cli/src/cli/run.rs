@@ -1,0 +1,467 @@
+//! `gadget run`: execute a model's response as it arrives, events out as
+//! they happen through one of the [views](super::view).
+
+use std::collections::VecDeque;
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use serde_json::json;
+
+use super::EXIT_FAILED;
+use super::view::{LiveView, View};
+use gadget_core::parser;
+use gadget_core::render::{self, Markers};
+use gadget_core::schedule::{DependencyPolicy, ScheduleConfig, Strategy};
+use gadget_core::viewer;
+use gadget_exec::{Answer, ExecConfig, Executor, HumanInput, Timeouts};
+use gadget_runtime::registry::Registry;
+
+/// How many bytes `--replay` feeds at a time: about what a streaming
+/// model sends per event.
+const REPLAY_CHUNK_BYTES: usize = 16;
+
+/// How many bytes one read of a streamed input takes at most.
+const READ_CHUNK_BYTES: usize = 8192;
+
+/// The block-format markers, shared by `run` and `prompt`.
+#[derive(Debug, clap::Args)]
+pub struct MarkerOptions {
+    /// The start marker.
+    #[arg(long = "start-marker", value_name = "MARKER", allow_hyphen_values = true, default_value = parser::DEFAULT_START)]
+    start: String,
+    /// The end marker.
+    #[arg(long = "end-marker", value_name = "MARKER", allow_hyphen_values = true, default_value = parser::DEFAULT_END)]
+    end: String,
+    /// The argument marker.
+    #[arg(long = "arg-marker", value_name = "MARKER", allow_hyphen_values = true, default_value = parser::DEFAULT_ARG)]
+    arg: String,
+}
+
+impl MarkerOptions {
+    pub(super) fn markers(&self) -> Markers {
+        Markers {
+            start: self.start.clone(),
+            end: self.end.clone(),
+            arg: self.arg.clone(),
+        }
+    }
+}
+
+/// Output limiting, shared by `run` and `prompt` (the viewer is in the
+/// prompt only when limiting is on).
+#[derive(Debug, clap::Args)]
+pub struct LimitOptions {
+    /// The model's context window in tokens; sizes the output limit.
+    #[arg(long, value_name = "TOKENS", default_value_t = viewer::DEFAULT_CONTEXT_WINDOW_TOKENS)]
+    context_window: u64,
+    /// The share of the context window one result may take (1-100); longer results are stored for GadgetOutputViewer.
+    #[arg(long, value_name = "PERCENT", default_value_t = viewer::DEFAULT_OUTPUT_LIMIT_PERCENT,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    output_limit_percent: u32,
+    /// Pass results through whole, and offer no GadgetOutputViewer.
+    #[arg(long)]
+    no_output_limit: bool,
+}
+
+impl LimitOptions {
+    pub(super) fn char_limit(&self) -> Option<usize> {
+        (!self.no_output_limit)
+            .then(|| viewer::char_limit(self.context_window, self.output_limit_percent))
+    }
+}
+
+/// Options of `gadget run`.
+#[derive(Debug, clap::Args)]
+pub struct RunOptions {
+    /// The responses of one session, each a file (run in order: ids, stored outputs and costs carry over), or `-` (the default) for stdin, read as it arrives.
+    #[arg(value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Feed the file in small chunks with this many milliseconds between them, as a streaming model would.
+    #[arg(long, value_name = "MS")]
+    replay: Option<u64>,
+    /// One JSON event per line (schema: docs/events.md).
+    #[arg(long)]
+    json: bool,
+    /// After the run, print what the model is shown next: each finished call as a block, then `Result (id): ...`.
+    #[arg(long)]
+    history: bool,
+    /// Answers for gadgets that ask a person, one per line, in order. Default: ask on the terminal, if there is one.
+    #[arg(long, value_name = "FILE")]
+    answers: Option<PathBuf>,
+    /// Calls running at once, over all gadgets.
+    #[arg(long, value_name = "N", default_value_t = gadget_core::schedule::DEFAULT_MAX_PARALLEL)]
+    max_parallel: usize,
+    /// How independent calls share the machine: parallel, sequential, or batched:N.
+    #[arg(long, value_name = "STRATEGY", default_value = "parallel", value_parser = parse_strategy)]
+    strategy: Strategy,
+    /// What a call whose dependency failed gets: skip, execute-anyway, or fallback:TEXT.
+    #[arg(long, value_name = "POLICY", default_value = "skip", value_parser = parse_policy)]
+    on_dependency_failure: DependencyPolicy,
+    /// The same, for one gadget: NAME=POLICY (repeatable).
+    #[arg(long = "gadget-policy", value_name = "NAME=POLICY", value_parser = parse_gadget_policy)]
+    gadget_policies: Vec<(String, DependencyPolicy)>,
+    /// After the first failed call, skip the calls not started yet and stop reading.
+    #[arg(long)]
+    stop_on_error: bool,
+    /// Calls accepted per response; the next is skipped and the rest is not read.
+    #[arg(long, value_name = "N")]
+    max_calls: Option<usize>,
+    /// Timeout for gadgets that declare none, in milliseconds.
+    #[arg(long = "timeout", value_name = "MS")]
+    default_timeout: Option<u64>,
+    /// Timeout for one gadget, over its own: NAME=MS (repeatable).
+    #[arg(long = "gadget-timeout", value_name = "NAME=MS", value_parser = parse_gadget_timeout)]
+    gadget_timeouts: Vec<(String, u64)>,
+    /// No call runs longer than this, whatever the gadget or the options ask, in milliseconds.
+    #[arg(long, value_name = "MS")]
+    max_timeout: Option<u64>,
+    #[command(flatten)]
+    markers: MarkerOptions,
+    #[command(flatten)]
+    limits: LimitOptions,
+}
+
+fn parse_strategy(text: &str) -> Result<Strategy, String> {
+    match text {
+        "parallel" => Ok(Strategy::Parallel),
+        "sequential" => Ok(Strategy::Sequential),
+        _ => match text.strip_prefix("batched:").map(str::parse::<usize>) {
+            Some(Ok(size)) if size > 0 => Ok(Strategy::Batched { size }),
+            _ => Err(format!(
+                "'{text}' is not a strategy: use parallel, sequential or batched:N (N > 0)"
+            )),
+        },
+    }
+}
+
+fn parse_policy(text: &str) -> Result<DependencyPolicy, String> {
+    match text {
+        "skip" => Ok(DependencyPolicy::Skip),
+        "execute-anyway" => Ok(DependencyPolicy::ExecuteAnyway),
+        _ => match text.strip_prefix("fallback:") {
+            Some(fallback) => Ok(DependencyPolicy::UseFallback(fallback.to_string())),
+            None => Err(format!(
+                "'{text}' is not a policy: use skip, execute-anyway or fallback:TEXT"
+            )),
+        },
+    }
+}
+
+fn parse_gadget_policy(text: &str) -> Result<(String, DependencyPolicy), String> {
+    let (name, policy) = text
+        .split_once('=')
+        .ok_or_else(|| format!("'{text}' is not NAME=POLICY"))?;
+    Ok((name.to_lowercase(), parse_policy(policy)?))
+}
+
+fn parse_gadget_timeout(text: &str) -> Result<(String, u64), String> {
+    let (name, ms) = text
+        .split_once('=')
+        .ok_or_else(|| format!("'{text}' is not NAME=MS"))?;
+    let ms = ms
+        .parse::<u64>()
+        .map_err(|_| format!("'{ms}' is not a number of milliseconds"))?;
+    Ok((name.to_lowercase(), ms))
+}
+
+/// `gadget run`: the response through the executor, events out as they happen.
+pub async fn run(registry: Arc<Registry>, options: &RunOptions) -> Result<ExitCode> {
+    let config = ExecConfig {
+        schedule: ScheduleConfig {
+            strategy: options.strategy,
+            max_parallel: options.max_parallel,
+            max_calls_per_response: options.max_calls,
+            stop_on_error: options.stop_on_error,
+        },
+        dependency_policy: options.on_dependency_failure.clone(),
+        gadget_policies: options.gadget_policies.iter().cloned().collect(),
+        markers: options.markers.markers(),
+        timeouts: Timeouts {
+            default: options.default_timeout.map(Duration::from_millis),
+            per_gadget: options
+                .gadget_timeouts
+                .iter()
+                .map(|(name, ms)| (name.clone(), Duration::from_millis(*ms)))
+                .collect(),
+            cap: options.max_timeout.map(Duration::from_millis),
+        },
+        output_limit: options.limits.char_limit(),
+    };
+    for (name, _) in options
+        .gadget_timeouts
+        .iter()
+        .map(|(n, _)| (n, ()))
+        .chain(options.gadget_policies.iter().map(|(n, _)| (n, ())))
+    {
+        if registry.get(name).is_none() {
+            eprintln!("warning: no gadget named '{name}' is loaded; its option has no effect");
+        }
+    }
+    let markers = config.markers.clone();
+    let mut executor = Executor::new(registry, config).context("invalid markers")?;
+
+    let view = if options.json {
+        View::Json
+    } else if std::io::stdout().is_terminal() {
+        View::Live(LiveView::new())
+    } else {
+        View::Plain
+    };
+    let human: Option<Arc<dyn HumanInput>> = match &options.answers {
+        Some(path) => Some(Arc::new(ScriptedAnswers::read(path)?)),
+        None => TerminalInput::open(view.multi()).map(|t| Arc::new(t) as Arc<dyn HumanInput>),
+    };
+    if let Some(human) = human {
+        executor = executor.with_human_input(human);
+    }
+
+    // Not locked for the whole run: the live view's spinner thread writes
+    // to stdout too, and would wait on the lock forever.
+    let mut out = std::io::stdout();
+    let mut view = view;
+    let sources: Vec<Option<PathBuf>> = if options.files.is_empty() {
+        vec![None]
+    } else {
+        let stdin_count = options
+            .files
+            .iter()
+            .filter(|f| f.as_os_str() == "-")
+            .count();
+        if stdin_count > 1 {
+            bail!("stdin (-) can be read only once");
+        }
+        options
+            .files
+            .iter()
+            .map(|f| (f.as_os_str() != "-").then(|| f.clone()))
+            .collect()
+    };
+    let mut all_ok = true;
+    for (n, source) in sources.iter().enumerate() {
+        let (tx, rx) = tokio::sync::mpsc::channel::<String>(64);
+        let reader = spawn_reader(source.clone(), options.replay, tx)?;
+        let mut failure: Option<std::io::Error> = None;
+        let summary = executor
+            .run_response(rx, |event| {
+                if let Err(error) = view.event(&mut out, &event)
+                    && failure.is_none()
+                {
+                    failure = Some(error);
+                }
+            })
+            .await;
+        match failure {
+            // The reader went away (`| head`): nothing more to say.
+            Some(error) if error.kind() == std::io::ErrorKind::BrokenPipe => {
+                return Ok(ExitCode::SUCCESS);
+            }
+            Some(error) => return Err(error).context("writing stdout"),
+            None => {}
+        }
+        reader.await.context("the input reader stopped")??;
+        view.summary(&mut out, &summary)?;
+        all_ok &= summary.failed == 0 && summary.skipped == 0;
+        if options.history {
+            let messages = render::history(executor.history(), &markers);
+            if options.json {
+                writeln!(out, "{}", json!({"type": "history", "messages": messages}))?;
+            } else {
+                writeln!(out, "\n── history (what the model is shown next) ──")?;
+                for message in messages {
+                    writeln!(out, "[{}]\n{}\n", message.role, message.content)?;
+                }
+            }
+        }
+        let left = sources.len() - n - 1;
+        if summary.finished && left > 0 {
+            // The agent loop ends with the response that finished.
+            if !options.json {
+                writeln!(out, "task complete: {left} later response(s) not run")?;
+            }
+            break;
+        }
+    }
+    out.flush()?;
+    Ok(if all_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_FAILED)
+    })
+}
+
+/// Starts reading the response: a file replayed in chunks, or a file or
+/// stdin as it arrives.
+fn spawn_reader(
+    source: Option<PathBuf>,
+    replay: Option<u64>,
+    tx: tokio::sync::mpsc::Sender<String>,
+) -> Result<tokio::task::JoinHandle<Result<()>>> {
+    Ok(match (source, replay) {
+        (Some(path), Some(delay)) => {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            tokio::spawn(async move {
+                let mut rest = text.as_str();
+                while !rest.is_empty() {
+                    let mut cut = REPLAY_CHUNK_BYTES.min(rest.len());
+                    while !rest.is_char_boundary(cut) {
+                        cut += 1;
+                    }
+                    if tx.send(rest[..cut].to_string()).await.is_err() {
+                        break; // the executor stopped reading
+                    }
+                    rest = &rest[cut..];
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                }
+                Ok(())
+            })
+        }
+        (None, Some(_)) => bail!("--replay needs a FILE (it replays a whole file)"),
+        (source, None) => {
+            let input: Box<dyn Read + Send> = match &source {
+                Some(path) => Box::new(
+                    std::fs::File::open(path)
+                        .with_context(|| format!("opening {}", path.display()))?,
+                ),
+                None => Box::new(std::io::stdin()),
+            };
+            tokio::task::spawn_blocking(move || stream_utf8(input, &tx))
+        }
+    })
+}
+
+/// Reads `input` as it arrives and sends it as UTF-8 text, never splitting
+/// a character (invalid bytes become U+FFFD).
+fn stream_utf8(
+    mut input: Box<dyn Read + Send>,
+    tx: &tokio::sync::mpsc::Sender<String>,
+) -> Result<()> {
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; READ_CHUNK_BYTES];
+    loop {
+        let n = input.read(&mut buf).context("reading the response")?;
+        if n == 0 {
+            break;
+        }
+        pending.extend_from_slice(&buf[..n]);
+        // Keep an incomplete character at the end for the next read.
+        let valid = match std::str::from_utf8(&pending) {
+            Ok(_) => pending.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => pending.len(),
+        };
+        let text = String::from_utf8_lossy(&pending[..valid]).into_owned();
+        pending.drain(..valid);
+        if !text.is_empty() && tx.blocking_send(text).is_err() {
+            return Ok(()); // the executor stopped reading
+        }
+    }
+    if !pending.is_empty() {
+        let _ = tx.blocking_send(String::from_utf8_lossy(&pending).into_owned());
+    }
+    Ok(())
+}
+
+/// Answers from a file, one per line, in order.
+struct ScriptedAnswers {
+    lines: Mutex<VecDeque<String>>,
+}
+
+impl ScriptedAnswers {
+    fn read(path: &PathBuf) -> Result<ScriptedAnswers> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading answers from {}", path.display()))?;
+        Ok(ScriptedAnswers {
+            lines: Mutex::new(text.lines().map(str::to_string).collect()),
+        })
+    }
+}
+
+impl HumanInput for ScriptedAnswers {
+    fn ask<'a>(&'a self, _call_id: &'a str, _gadget: &'a str, question: &'a str) -> Answer<'a> {
+        let next = self.lines.lock().expect("answers lock").pop_front();
+        Box::pin(async move {
+            next.ok_or_else(|| format!("No scripted answer left for the question: {question}"))
+        })
+    }
+}
+
+/// Asks the person at the terminal (`/dev/tty`, so it works while the
+/// response comes through stdin). One question at a time.
+struct TerminalInput {
+    tty: Arc<Mutex<()>>,
+    multi: Option<indicatif::MultiProgress>,
+}
+
+impl TerminalInput {
+    /// `None` when there is no terminal to ask on.
+    fn open(multi: Option<indicatif::MultiProgress>) -> Option<TerminalInput> {
+        if !std::io::stderr().is_terminal() {
+            return None;
+        }
+        std::fs::File::open("/dev/tty").ok()?;
+        Some(TerminalInput {
+            tty: Arc::new(Mutex::new(())),
+            multi,
+        })
+    }
+}
+
+impl HumanInput for TerminalInput {
+    fn ask<'a>(&'a self, call_id: &'a str, gadget: &'a str, question: &'a str) -> Answer<'a> {
+        let (tty, multi) = (self.tty.clone(), self.multi.clone());
+        let prompt = format!("\n? {gadget} ({call_id}) asks: {question}\n> ");
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let _one_at_a_time = tty.lock().expect("tty lock");
+                let ask = || -> std::io::Result<String> {
+                    let mut tty = std::fs::OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .open("/dev/tty")?;
+                    tty.write_all(prompt.as_bytes())?;
+                    let mut line = String::new();
+                    std::io::BufRead::read_line(&mut std::io::BufReader::new(tty), &mut line)?;
+                    Ok(line.trim_end_matches(['\r', '\n']).to_string())
+                };
+                match &multi {
+                    Some(multi) => multi.suspend(ask),
+                    None => ask(),
+                }
+                .map_err(|e| format!("Could not read an answer from the terminal: {e}"))
+            })
+            .await
+            .map_err(|e| format!("Could not read an answer from the terminal: {e}"))?
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse_or_say_why_not() {
+        assert_eq!(
+            parse_strategy("batched:3"),
+            Ok(Strategy::Batched { size: 3 })
+        );
+        assert!(parse_strategy("batched:0").is_err());
+        assert_eq!(
+            parse_gadget_timeout("Sleep=150"),
+            Ok(("sleep".to_string(), 150))
+        );
+        assert!(parse_gadget_timeout("Sleep").is_err());
+        assert_eq!(
+            parse_gadget_policy("Calc=fallback:n/a"),
+            Ok((
+                "calc".to_string(),
+                DependencyPolicy::UseFallback("n/a".into())
+            ))
+        );
+    }
+}

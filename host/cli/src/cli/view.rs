@@ -1,0 +1,340 @@
+//! Where `gadget run`'s events go, by where its output goes:
+//! - a terminal: a live view (text as it arrives, a spinner per running
+//!   call with its elapsed time and last progress message, results, skips,
+//!   costs, a summary);
+//! - a pipe or file: the same as plain lines, one per event;
+//! - `--json`: one event per line, the schema in `docs/events.md`.
+
+/// Lines of a result the readable views show; the rest is counted (the
+/// whole text is in `--json` and `--history`).
+use std::collections::HashMap;
+use std::io::Write;
+
+use std::time::Duration;
+
+use anyhow::Result;
+use serde_json::json;
+
+use gadget_core::call::OutcomeKind;
+use gadget_core::ledger::LogLevel;
+use gadget_exec::{ExecEvent, ResponseSummary};
+
+const SHOWN_RESULT_LINES: usize = 12;
+
+/// Characters of a result the readable views show.
+const SHOWN_RESULT_CHARS: usize = 2_000;
+
+/// How often the live view redraws its spinners.
+const SPINNER_TICK: Duration = Duration::from_millis(100);
+
+/// Where events go.
+pub(super) enum View {
+    Json,
+    Plain,
+    Live(LiveView),
+}
+
+impl View {
+    pub(super) fn multi(&self) -> Option<indicatif::MultiProgress> {
+        match self {
+            View::Live(live) => Some(live.multi.clone()),
+            _ => None,
+        }
+    }
+
+    pub(super) fn event(&mut self, out: &mut impl Write, event: &ExecEvent) -> std::io::Result<()> {
+        match self {
+            View::Json => {
+                let line = serde_json::to_string(event).map_err(std::io::Error::other)?;
+                writeln!(out, "{line}")?;
+                out.flush()
+            }
+            View::Plain => {
+                if let Some(text) = plain_line(event) {
+                    write!(out, "{text}")?;
+                    out.flush()?;
+                }
+                Ok(())
+            }
+            View::Live(live) => {
+                live.event(event);
+                Ok(())
+            }
+        }
+    }
+
+    pub(super) fn summary(
+        &mut self,
+        out: &mut impl Write,
+        summary: &ResponseSummary,
+    ) -> Result<()> {
+        match self {
+            View::Json => {
+                let mut line = serde_json::to_value(summary)?;
+                line["type"] = json!("summary");
+                writeln!(out, "{line}")?;
+            }
+            View::Plain => writeln!(out, "\n{}", summary_line(summary))?,
+            View::Live(live) => {
+                live.finish_text();
+                writeln!(out, "\n{}", summary_line(summary))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn summary_line(summary: &ResponseSummary) -> String {
+    let mut line = format!(
+        "{} call{}: {} succeeded, {} failed, {} skipped; cost ${:.6}",
+        summary.calls,
+        if summary.calls == 1 { "" } else { "s" },
+        summary.succeeded,
+        summary.failed,
+        summary.skipped,
+        summary.cost,
+    );
+    if summary.session_cost != summary.cost {
+        line.push_str(&format!(" (session ${:.6})", summary.session_cost));
+    }
+    line.push_str(&format!("; {:.0} ms", summary.duration_ms));
+    if summary.finished {
+        line.push_str("; task complete");
+    }
+    line
+}
+
+/// A result cut to what a person reads at a glance.
+fn shown(text: &str) -> String {
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines.by_ref().take(SHOWN_RESULT_LINES).collect();
+    let more_lines = lines.count();
+    let mut joined = head.join("\n");
+    if joined.chars().count() > SHOWN_RESULT_CHARS {
+        joined = joined.chars().take(SHOWN_RESULT_CHARS).collect();
+        joined.push_str(" …");
+    }
+    if more_lines > 0 {
+        joined.push_str(&format!(
+            "\n… {more_lines} more lines (--json or --history show all)"
+        ));
+    }
+    if joined.contains('\n') {
+        format!("\n  {}", joined.replace('\n', "\n  "))
+    } else {
+        joined
+    }
+}
+
+/// The plain-text form of one event, or nothing for events a person does
+/// not need to see.
+fn plain_line(event: &ExecEvent) -> Option<String> {
+    Some(match event {
+        // Whole lines: the events around it start on lines of their own.
+        ExecEvent::Text { content } => {
+            let content = content.trim_matches('\n');
+            if content.is_empty() {
+                return None;
+            }
+            format!("{content}\n")
+        }
+        ExecEvent::CallParsed { .. } => return None,
+        ExecEvent::CallStarted {
+            id,
+            gadget,
+            timeout_ms,
+            ..
+        } => {
+            if *timeout_ms > 0 {
+                format!("▶ {gadget} ({id}) started (timeout {timeout_ms} ms)\n")
+            } else {
+                format!("▶ {gadget} ({id}) started\n")
+            }
+        }
+        ExecEvent::Progress {
+            id,
+            gadget,
+            message,
+        } => format!("  … {gadget} ({id}): {message}\n"),
+        ExecEvent::Update {
+            id,
+            gadget,
+            partial,
+            ..
+        } => format!("  … {gadget} ({id}) partial: {}\n", shown(partial)),
+        ExecEvent::Log {
+            id,
+            gadget,
+            level,
+            message,
+            ..
+        } => {
+            if *level < LogLevel::Warn {
+                return None;
+            }
+            format!("  {} {gadget} ({id}): {message}\n", level.as_str())
+        }
+        ExecEvent::Cost { .. } => return None,
+        ExecEvent::HumanInput {
+            id,
+            gadget,
+            question,
+        } => format!("  ? {gadget} ({id}) asks: {question}\n"),
+        ExecEvent::CallFinished { .. } | ExecEvent::CallSkipped { .. } => {
+            format!("{}\n", outcome_line(event)?)
+        }
+    })
+}
+
+/// The one line that says how a call ended.
+fn outcome_line(event: &ExecEvent) -> Option<String> {
+    match event {
+        ExecEvent::CallFinished {
+            id,
+            gadget,
+            outcome,
+            result,
+            error,
+            stored_output,
+            cost,
+            duration_ms,
+        } => {
+            let cost = if *cost > 0.0 {
+                format!(", ${cost:.6}")
+            } else {
+                String::new()
+            };
+            let stored = stored_output
+                .as_ref()
+                .map(|id| format!(" [stored as {id}]"))
+                .unwrap_or_default();
+            Some(match (result, error) {
+                (Some(result), _) => {
+                    let label = if *outcome == OutcomeKind::Result {
+                        String::new()
+                    } else {
+                        format!(" [{outcome}]")
+                    };
+                    format!(
+                        "✓ {gadget} ({id}) in {duration_ms:.1} ms{cost}{label}{stored}: {}",
+                        shown(result)
+                    )
+                }
+                (None, Some(error)) => format!(
+                    "✗ {gadget} ({id}) failed ({}){cost}{stored}: {}",
+                    error.kind,
+                    shown(&error.message)
+                ),
+                (None, None) => format!("✓ {gadget} ({id})"),
+            })
+        }
+        ExecEvent::CallSkipped {
+            id, gadget, reason, ..
+        } => Some(format!("⤼ {gadget} ({id}) skipped: {reason}")),
+        _ => None,
+    }
+}
+
+/// The terminal view: finished lines scroll above one spinner per
+/// running call.
+pub(super) struct LiveView {
+    multi: indicatif::MultiProgress,
+    running: HashMap<String, indicatif::ProgressBar>,
+    /// Text not yet ended by a newline (printed whole lines only, so the
+    /// spinners never cut a line in two).
+    partial_text: String,
+}
+
+impl LiveView {
+    pub(super) fn new() -> LiveView {
+        LiveView {
+            multi: indicatif::MultiProgress::with_draw_target(
+                indicatif::ProgressDrawTarget::stdout(),
+            ),
+            running: HashMap::new(),
+            partial_text: String::new(),
+        }
+    }
+
+    fn println(&self, text: &str) {
+        // A closed terminal is not worth failing the run over.
+        let _ = self.multi.println(text);
+    }
+
+    fn text(&mut self, content: &str) {
+        self.partial_text.push_str(content);
+        if let Some(end) = self.partial_text.rfind('\n') {
+            let lines: String = self.partial_text.drain(..=end).collect();
+            self.println(lines.trim_end_matches('\n'));
+        }
+    }
+
+    fn finish_text(&mut self) {
+        if !self.partial_text.is_empty() {
+            let rest = std::mem::take(&mut self.partial_text);
+            self.println(&rest);
+        }
+    }
+
+    fn event(&mut self, event: &ExecEvent) {
+        match event {
+            ExecEvent::Text { content } => self.text(content),
+            ExecEvent::CallStarted { id, gadget, .. } => {
+                self.finish_text();
+                let bar = self.multi.add(indicatif::ProgressBar::new_spinner());
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{spinner:.cyan} {prefix:.bold} {elapsed:.dim} {msg}",
+                    )
+                    .expect("a valid template"),
+                );
+                bar.set_prefix(format!("{gadget} ({id})"));
+                bar.enable_steady_tick(SPINNER_TICK);
+                self.running.insert(id.clone(), bar);
+            }
+            ExecEvent::Progress { id, message, .. } => {
+                if let Some(bar) = self.running.get(id) {
+                    bar.set_message(message.clone());
+                }
+            }
+            ExecEvent::Cost { id, usd, .. } => {
+                if let Some(bar) = self.running.get(id) {
+                    bar.set_message(format!("${usd:.6} reported"));
+                }
+            }
+            ExecEvent::CallFinished { id, .. } => {
+                if let Some(bar) = self.running.remove(id) {
+                    bar.finish_and_clear();
+                    self.multi.remove(&bar);
+                }
+                if let Some(line) = outcome_line(event) {
+                    self.println(&line);
+                }
+            }
+            other => {
+                if let Some(line) = plain_line(other) {
+                    self.println(line.trim_end_matches('\n'));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_results_are_cut_for_people() {
+        let text: String = (1..=20).map(|i| format!("line {i}\n")).collect();
+        let cut = shown(text.trim_end());
+        assert_eq!(cut.lines().count(), 1 + SHOWN_RESULT_LINES + 1);
+        assert!(
+            cut.ends_with("… 8 more lines (--json or --history show all)"),
+            "{cut}"
+        );
+        let wide = shown(&"x".repeat(SHOWN_RESULT_CHARS + 10));
+        assert_eq!(wide.chars().count(), SHOWN_RESULT_CHARS + 2);
+        assert_eq!(shown("short"), "short");
+    }
+}

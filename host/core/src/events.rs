@@ -1,0 +1,182 @@
+//! What the executor reports, in order: the [`ExecEvent`]s that
+//! `gadget run --json` prints one per line (schema in docs/events.md), the
+//! [`Failure`] of a call, and a response's [`ResponseSummary`].
+
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+
+use crate::call::{FailureKind, OutcomeKind};
+use crate::ledger::{LogLevel, LogSource};
+use crate::schedule::SkipReason;
+
+/// Why a call failed, as a kind and the text the model sees.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Failure {
+        Failure {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// What happened, in order. Serialised, one per line, by `gadget run --json`
+/// (the schema is documented in `docs/events.md`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ExecEvent {
+    /// Text outside blocks.
+    Text { content: String },
+    /// A block is complete.
+    CallParsed {
+        id: String,
+        gadget: String,
+        dependencies: Vec<String>,
+        parameters_raw: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parse_error: Option<String>,
+    },
+    /// The gadget is running.
+    CallStarted {
+        id: String,
+        gadget: String,
+        parameters: Value,
+        /// 0 for a tool without a deadline (the output viewer).
+        timeout_ms: u64,
+    },
+    /// A status line from a running gadget.
+    Progress {
+        id: String,
+        gadget: String,
+        message: String,
+    },
+    /// A partial result from a running gadget.
+    Update {
+        id: String,
+        gadget: String,
+        partial: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        details: Option<Value>,
+    },
+    /// A log entry of a running gadget (or of the host about it).
+    Log {
+        id: String,
+        gadget: String,
+        level: LogLevel,
+        message: String,
+        fields: Value,
+        source: LogSource,
+    },
+    /// A running gadget reported a cost (USD).
+    Cost {
+        id: String,
+        gadget: String,
+        usd: f64,
+    },
+    /// A gadget asked a person; the handler is asking.
+    HumanInput {
+        id: String,
+        gadget: String,
+        question: String,
+    },
+    /// A call ended: its result (with the outcome kind) or its failure
+    /// (outcome [`OutcomeKind::Error`]).
+    CallFinished {
+        id: String,
+        gadget: String,
+        outcome: OutcomeKind,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        result: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<Failure>,
+        /// The id under which an oversized output was stored for
+        /// `GadgetOutputViewer` (the result says so too).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stored_output: Option<String>,
+        cost: f64,
+        duration_ms: f64,
+    },
+    /// The call will not run. In JSON, `reason` is the reason's text
+    /// (llmist's) and `failed_dependency` the id llmist reports.
+    CallSkipped {
+        id: String,
+        gadget: String,
+        #[serde(flatten, serialize_with = "skip_reason_fields")]
+        reason: SkipReason,
+    },
+}
+
+fn skip_reason_fields<S: Serializer>(
+    reason: &SkipReason,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Fields<'a> {
+        reason: String,
+        failed_dependency: &'a str,
+    }
+    Fields {
+        reason: reason.to_string(),
+        failed_dependency: reason.failed_dependency(),
+    }
+    .serialize(serializer)
+}
+
+/// Totals of one response.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ResponseSummary {
+    pub calls: usize,
+    pub succeeded: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    /// USD, this response.
+    pub cost: f64,
+    /// USD, every response of the session so far.
+    pub session_cost: f64,
+    /// A gadget signalled that the task is complete.
+    pub finished: bool,
+    pub duration_ms: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_skip_serializes_as_before() {
+        let event = ExecEvent::CallSkipped {
+            id: "b".into(),
+            gadget: "G".into(),
+            reason: SkipReason::Missing {
+                dependency: "a".into(),
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&event).unwrap(),
+            r#"{"type":"call_skipped","id":"b","gadget":"G","reason":"Dependency \"a\" was never executed - check that the invocation ID exists and is spelled correctly","failed_dependency":"a"}"#
+        );
+    }
+
+    #[test]
+    fn a_failure_serializes_as_before() {
+        let event = ExecEvent::CallFinished {
+            id: "a".into(),
+            gadget: "G".into(),
+            outcome: OutcomeKind::Error,
+            result: None,
+            error: Some(Failure::new(FailureKind::InvalidArguments, "no")),
+            stored_output: None,
+            cost: 0.0,
+            duration_ms: 1.5,
+        };
+        assert_eq!(
+            serde_json::to_string(&event).unwrap(),
+            r#"{"type":"call_finished","id":"a","gadget":"G","outcome":"error","error":{"kind":"invalid-arguments","message":"no"},"cost":0.0,"duration_ms":1.5}"#
+        );
+    }
+}

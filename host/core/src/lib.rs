@@ -1,0 +1,46 @@
+//! # gadget-core
+//!
+//! The pure half of gadget-host: everything that decides, and nothing that
+//! runs WebAssembly, waits on a clock or touches the network. The crate
+//! boundary is the guarantee: it depends on no wasmtime, tokio, reqwest or
+//! clap, and `scripts/test.sh` fails if `cargo tree -p gadget-core` ever
+//! shows one of them.
+//!
+//! ```text
+//! parser    the llmist block format, parsed as a stream
+//! schedule  which call runs when: dependencies, policies, concurrency
+//! params    JSON Schema defaults and validation; schema  the one schema walker
+//! tool      the `Tool` trait the executor runs, and `Tools`, a set of them
+//! call      the domain types of a call: spec, outcome, error, report, kinds
+//! ledger    what a call reports while it runs: logs, costs, progress, updates
+//! events    what the executor reports: `ExecEvent`, `Failure`, summaries
+//! viewer    output limiting and the built-in GadgetOutputViewer tool
+//! render    the prompt, usage texts and the history the model is shown
+//! limits    every limit, its unit and its reason; timeouts resolved once
+//! ```
+//!
+//! Parsing a response, in short:
+//!
+//! ```
+//! use gadget_core::parser::{ParseEvent, Parser};
+//!
+//! let mut parser = Parser::default();
+//! let mut events = parser.feed("!!!GADGET_START:Calculator:c1\n!!!ARG:a\n15\n");
+//! events.extend(parser.feed("!!!GADGET_END\n"));
+//! events.extend(parser.finish());
+//! let ParseEvent::Call(call) = &events[0] else { panic!() };
+//! assert_eq!(call.name, "Calculator");
+//! assert_eq!(call.parameters().unwrap()["a"], 15);
+//! ```
+
+pub mod call;
+pub mod events;
+pub mod ledger;
+pub mod limits;
+pub mod params;
+pub mod parser;
+pub mod render;
+pub mod schedule;
+pub mod schema;
+pub mod tool;
+pub mod viewer;

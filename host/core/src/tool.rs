@@ -1,0 +1,182 @@
+//! The one thing the executor runs: a [`Tool`].
+//!
+//! A tool describes itself (the [`GadgetSpec`] the prompt renders and the
+//! [`ParamSchema`] its parameters are validated against) and runs one call:
+//! validated parameters in, a [`CallReport`] out, with the abort signal and
+//! an observer for live events. WebAssembly gadgets are tools (in
+//! `gadget-runtime`), and so is the built-in `GadgetOutputViewer`
+//! ([`crate::viewer::OutputViewer`]); remote MCP tools and sub-agents are
+//! further implementations. Nothing above this trait knows which kind it
+//! runs.
+//!
+//! [`Tools`] is a set of tools looked up by name, case-insensitively as
+//! llmist does; [`Toolbox`] is the plain in-memory one.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::call::{CallReport, GadgetSpec};
+use crate::ledger::CallObserver;
+use crate::limits::OwnTimeout;
+use crate::params::ParamSchema;
+use crate::render::{ExampleDoc, GadgetDoc};
+use crate::schedule::GadgetHints;
+
+/// A boxed future, so the trait stays object-safe without an async runtime.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One call for a tool to run.
+#[derive(Clone)]
+pub struct ToolCall {
+    pub invocation_id: String,
+    /// The parameters, already validated against the tool's schema (with
+    /// its defaults filled in).
+    pub params: Value,
+    /// The deadline, resolved by [`crate::limits::Timeouts`]; `None` for a
+    /// tool that declared none (it runs in the host and returns at once).
+    pub timeout: Option<Duration>,
+    /// The abort signal from outside: raising it cancels the call.
+    pub cancel: Option<Arc<AtomicBool>>,
+    /// Sees the call's logs, progress, updates and costs as they happen.
+    pub observer: Option<CallObserver>,
+}
+
+impl ToolCall {
+    pub fn new(invocation_id: impl Into<String>, params: Value) -> ToolCall {
+        ToolCall {
+            invocation_id: invocation_id.into(),
+            params,
+            timeout: None,
+            cancel: None,
+            observer: None,
+        }
+    }
+}
+
+/// Something the executor can run.
+pub trait Tool: Send + Sync {
+    /// What the tool declares: name, description, schema text, examples,
+    /// timeout and concurrency hints.
+    fn spec(&self) -> &GadgetSpec;
+
+    /// The parameters schema, compiled once.
+    fn schema(&self) -> &ParamSchema;
+
+    /// Its own deadline, for [`crate::limits::Timeouts::resolve`].
+    fn own_timeout(&self) -> OwnTimeout;
+
+    /// Runs one call. Never fails as a whole: every failure is a
+    /// [`crate::call::CallError`] in the report.
+    fn run(&self, call: ToolCall) -> BoxFuture<'_, CallReport>;
+
+    /// The name the model writes.
+    fn name(&self) -> &str {
+        &self.spec().name
+    }
+
+    /// The scheduler's view: the lower-cased name and concurrency hints.
+    fn hints(&self) -> GadgetHints {
+        let spec = self.spec();
+        GadgetHints {
+            key: spec.name.to_lowercase(),
+            exclusive: spec.exclusive,
+            max_concurrent: spec.max_concurrent.unwrap_or(0),
+        }
+    }
+
+    /// The tool as the prompt and error texts describe it.
+    fn doc(&self) -> GadgetDoc {
+        doc_of(self.spec(), self.schema())
+    }
+}
+
+/// The prompt's view of a spec and its compiled schema.
+pub fn doc_of(spec: &GadgetSpec, schema: &ParamSchema) -> GadgetDoc {
+    GadgetDoc {
+        name: spec.name.clone(),
+        description: spec.description.clone(),
+        schema: schema.schema().cloned(),
+        examples: spec
+            .examples
+            .iter()
+            .map(|e| ExampleDoc {
+                comment: e.comment.clone(),
+                // Checked to be a JSON object when the tool was loaded.
+                params: serde_json::from_str(&e.params).unwrap_or(Value::Null),
+                output: e.output.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// A set of tools, looked up by name.
+pub trait Tools: Send + Sync {
+    /// Finds a tool, case-insensitively.
+    fn find(&self, name: &str) -> Option<Arc<dyn Tool>>;
+
+    /// Every tool, in name order.
+    fn all(&self) -> Vec<Arc<dyn Tool>>;
+
+    /// The names a model may write, for "not found" errors.
+    fn names(&self) -> Vec<String> {
+        self.all().iter().map(|t| t.name().to_string()).collect()
+    }
+}
+
+/// Tools held in memory, by lower-cased name.
+#[derive(Clone, Default)]
+pub struct Toolbox {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+}
+
+impl std::fmt::Debug for Toolbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.tools.keys()).finish()
+    }
+}
+
+impl Toolbox {
+    pub fn new() -> Toolbox {
+        Toolbox::default()
+    }
+
+    /// Adds a tool; `Err` gives it back when its name (compared
+    /// case-insensitively) is taken.
+    pub fn insert(&mut self, tool: Arc<dyn Tool>) -> Result<(), Arc<dyn Tool>> {
+        let key = tool.name().to_lowercase();
+        if self.tools.contains_key(&key) {
+            return Err(tool);
+        }
+        self.tools.insert(key, tool);
+        Ok(())
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+}
+
+impl Tools for Toolbox {
+    fn find(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools.get(&name.to_lowercase()).cloned()
+    }
+
+    fn all(&self) -> Vec<Arc<dyn Tool>> {
+        self.tools.values().cloned().collect()
+    }
+}
+
+/// The documentation of a set of tools, for [`crate::render::prompt`].
+pub fn docs<'a>(tools: impl IntoIterator<Item = &'a Arc<dyn Tool>>) -> Vec<GadgetDoc> {
+    tools.into_iter().map(|t| t.doc()).collect()
+}

@@ -1,0 +1,763 @@
+//! # gadget-exec
+//!
+//! Executes a model's response as it streams: parse, schedule, run.
+//!
+//! The executor runs [`Tool`]s and knows nothing of WebAssembly: this crate
+//! depends on `gadget-core` and tokio only, so its rules are tested with
+//! fake tools (`tests/fake_tools.rs`) and a wasm gadget, the built-in
+//! output viewer, a remote tool or a sub-agent all run the same way.
+//!
+//! [`Executor::run_response`] reads a stream of chunks, feeds them to the
+//! [parser](gadget_core::parser), hands each completed call to the
+//! [scheduler](gadget_core::schedule) and carries out what it decides: a call
+//! starts the moment its block is complete and its dependencies have
+//! succeeded, while the model is still writing. Every call ends in exactly
+//! one [`ExecEvent::CallFinished`] or [`ExecEvent::CallSkipped`]; errors
+//! (parse, unknown gadget, invalid parameters, execution, timeout) are
+//! results the model sees, in llmist's wording.
+//!
+//! Around each call, in llmist's order: the [`Controller`] may skip it with
+//! a synthetic result; the gadget runs with its timeout (the run's
+//! per-gadget setting, else the gadget's own, else the run's default, all
+//! capped by the operator); ask-human goes to the [`HumanInput`] handler;
+//! oversized results are stored for `GadgetOutputViewer` (the
+//! [viewer](gadget_core::viewer), built in); the controller may then recover a
+//! failure with a fallback. Progress, updates and logs arrive as events
+//! while the call runs.
+//!
+//! The session (auto ids, finished ids, stored outputs, costs) carries
+//! over from one response to the next; [`Executor::history`] is what the
+//! model is shown of the last response.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use gadget_core::call::{CallError, FailureKind, Outcome, OutcomeKind};
+use gadget_core::ledger::CallEvent;
+use gadget_core::parser::{self, ConfigError, EventRef, GadgetCall, ParserBuilder};
+use gadget_core::render::{self, GadgetDoc, HistoryEntry, Markers};
+use gadget_core::schedule::{
+    self, Action, CallIx, CallSpec, DependencyPolicy, ScheduleConfig, Scheduler,
+};
+use gadget_core::tool::{Tool, ToolCall, Toolbox, Tools};
+use gadget_core::viewer::{self, OutputLimiter, OutputViewer};
+
+pub use gadget_core::events::{ExecEvent, Failure, ResponseSummary};
+pub use gadget_core::limits::Timeouts;
+
+/// llmist's error when a gadget asks a person and nobody can answer.
+pub const NO_HUMAN_INPUT: &str =
+    "Human input required but not available (stdin is not interactive)";
+
+/// How responses are executed.
+#[derive(Debug, Clone)]
+pub struct ExecConfig {
+    pub schedule: ScheduleConfig,
+    /// What a call whose dependency failed gets, unless its gadget has its
+    /// own policy or the controller decides.
+    pub dependency_policy: DependencyPolicy,
+    /// Per gadget (case-insensitive name), overriding `dependency_policy`.
+    pub gadget_policies: HashMap<String, DependencyPolicy>,
+    pub markers: Markers,
+    pub timeouts: Timeouts,
+    /// Characters a result may have before it is stored for
+    /// `GadgetOutputViewer` instead; `None` turns output limiting (and the
+    /// viewer) off. Default: 15% of a 128k-token window at 4 characters
+    /// per token, 76,800.
+    pub output_limit: Option<usize>,
+}
+
+impl Default for ExecConfig {
+    fn default() -> Self {
+        ExecConfig {
+            schedule: ScheduleConfig::default(),
+            dependency_policy: DependencyPolicy::Skip,
+            gadget_policies: HashMap::new(),
+            markers: Markers::default(),
+            timeouts: Timeouts::default(),
+            output_limit: Some(viewer::char_limit(
+                viewer::DEFAULT_CONTEXT_WINDOW_TOKENS,
+                viewer::DEFAULT_OUTPUT_LIMIT_PERCENT,
+            )),
+        }
+    }
+}
+
+/// A call, as controllers see it.
+#[derive(Debug, Clone, Copy)]
+pub struct CallView<'a> {
+    pub id: &'a str,
+    pub gadget: &'a str,
+    pub dependencies: &'a [String],
+    /// The validated parameters; before validation (a dependency was
+    /// skipped), what could be parsed of them, or an empty object.
+    pub parameters: &'a Value,
+}
+
+/// A controller's decision before a call runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BeforeExecution {
+    Proceed,
+    /// Do not run it; the model sees this result instead.
+    Skip {
+        result: String,
+    },
+}
+
+/// A controller's decision after a call ran.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AfterExecution {
+    Keep,
+    /// Turn a failure into this result (dependents then run).
+    Recover {
+        result: String,
+    },
+}
+
+/// Steers execution (the seeds' controllers). Every method has a default
+/// that changes nothing. Called on the executor's task: keep them quick.
+pub trait Controller: Send + Sync {
+    /// Before a call runs (its parameters are valid).
+    fn before_execution(&self, _call: &CallView<'_>) -> BeforeExecution {
+        BeforeExecution::Proceed
+    }
+
+    /// After a call ended, with the text the model would see.
+    fn after_execution(
+        &self,
+        _call: &CallView<'_>,
+        _outcome: &Result<String, Failure>,
+    ) -> AfterExecution {
+        AfterExecution::Keep
+    }
+
+    /// A dependency of `call` failed; `None` leaves it to the configured
+    /// policy.
+    fn on_dependency_skipped(
+        &self,
+        _call: &CallView<'_>,
+        _failed_dependency: &str,
+        _error: &str,
+    ) -> Option<DependencyPolicy> {
+        None
+    }
+
+    /// With stop-on-error on, whether this failure stops the response
+    /// (`true`, the default) or is let pass.
+    fn stop_on(&self, _call: &CallView<'_>, _failure: &Failure) -> bool {
+        true
+    }
+}
+
+/// The controller that changes nothing.
+pub struct NoController;
+impl Controller for NoController {}
+
+/// A future answer of a person (or an error text for the model).
+pub type Answer<'a> = Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
+
+/// Answers a gadget's question (ask-human). The answer is the call's
+/// result; an error is its failure. The wait is not part of the gadget's
+/// timeout (as llmist).
+pub trait HumanInput: Send + Sync {
+    fn ask<'a>(&'a self, call_id: &'a str, gadget: &'a str, question: &'a str) -> Answer<'a>;
+}
+
+/// One call of the session, as the executor knows it.
+struct Entry {
+    call: GadgetCall,
+    /// The tool the call names, when there is one.
+    tool: Option<Arc<dyn Tool>>,
+    /// Validated parameters, once known.
+    params: Option<Value>,
+}
+
+impl Entry {
+    /// The validated parameters, or before validation what could be
+    /// parsed of them (an empty object when nothing could).
+    fn known_parameters(&self) -> Value {
+        self.params
+            .clone()
+            .unwrap_or_else(|| Value::Object(self.call.parameters().unwrap_or_default()))
+    }
+
+    fn view<'a>(&'a self, params: &'a Value) -> CallView<'a> {
+        CallView {
+            id: &self.call.invocation_id,
+            gadget: &self.call.name,
+            dependencies: &self.call.dependencies,
+            parameters: params,
+        }
+    }
+}
+
+/// How a call ended, before output limiting and controllers.
+struct Ended {
+    call: CallIx,
+    /// The outcome kind and text the model sees, or the failure.
+    outcome: Result<(OutcomeKind, String), Failure>,
+    cost: f64,
+    duration: Duration,
+}
+
+/// What a running call reports while it runs.
+enum Live {
+    Call(CallEvent),
+    Asking(String),
+}
+
+/// Executes the responses of one session.
+pub struct Executor {
+    tools: Arc<dyn Tools>,
+    /// Tools of the executor's own (the output viewer), found after
+    /// `tools`.
+    builtins: Toolbox,
+    config: ExecConfig,
+    controller: Arc<dyn Controller>,
+    human: Option<Arc<dyn HumanInput>>,
+    scheduler: Scheduler,
+    session: parser::Session,
+    entries: Vec<Entry>,
+    limiter: Option<Arc<Mutex<OutputLimiter>>>,
+    history: Vec<HistoryEntry>,
+    session_cost: f64,
+}
+
+/// The tools of the executor's own under `config`: the output viewer when
+/// output limiting is on, reading `limiter`'s store.
+fn builtins(limiter: Option<&Arc<Mutex<OutputLimiter>>>) -> Toolbox {
+    let mut builtins = Toolbox::new();
+    if let Some(limiter) = limiter {
+        let viewer: Arc<dyn Tool> = Arc::new(OutputViewer::new(limiter.clone()));
+        let _ = builtins.insert(viewer);
+    }
+    builtins
+}
+
+/// Every tool a response can call under `config`: `tools`, then the
+/// executor's own (the output viewer when output limiting is on). What
+/// the prompt documents; no executor needs to exist for it.
+pub fn callable_tools(tools: &dyn Tools, config: &ExecConfig) -> Vec<Arc<dyn Tool>> {
+    let limiter = config
+        .output_limit
+        .map(|limit| Arc::new(Mutex::new(OutputLimiter::new(limit))));
+    let mut all = tools.all();
+    all.extend(builtins(limiter.as_ref()).all());
+    all
+}
+
+impl Executor {
+    /// Checks the markers; nothing runs yet. `tools` are what responses
+    /// may call (a plugin registry, a [`Toolbox`], ...).
+    pub fn new(tools: Arc<dyn Tools>, config: ExecConfig) -> Result<Executor, ConfigError> {
+        let limiter = config
+            .output_limit
+            .map(|limit| Arc::new(Mutex::new(OutputLimiter::new(limit))));
+        let executor = Executor {
+            scheduler: Scheduler::new(config.schedule.clone()),
+            builtins: builtins(limiter.as_ref()),
+            limiter,
+            tools,
+            config,
+            controller: Arc::new(NoController),
+            human: None,
+            session: parser::Session::default(),
+            entries: Vec::new(),
+            history: Vec::new(),
+            session_cost: 0.0,
+        };
+        executor.parser_builder().build()?;
+        Ok(executor)
+    }
+
+    /// Steers calls: skip before, recover after, dependency decisions,
+    /// stop-on-error decisions.
+    pub fn with_controller(mut self, controller: Arc<dyn Controller>) -> Executor {
+        self.controller = controller;
+        self
+    }
+
+    /// Answers ask-human outcomes; without one they fail with llmist's
+    /// "not available" text.
+    pub fn with_human_input(mut self, human: Arc<dyn HumanInput>) -> Executor {
+        self.human = Some(human);
+        self
+    }
+
+    /// What the model is shown of the last response: its finished calls,
+    /// in completion order (render with [`render::history`]).
+    pub fn history(&self) -> &[HistoryEntry] {
+        &self.history
+    }
+
+    /// The documentation of every tool a response can call, the built-in
+    /// viewer included when output limiting is on: for
+    /// [`render::prompt`].
+    pub fn gadget_docs(&self) -> Vec<GadgetDoc> {
+        let mut tools = self.tools.all();
+        tools.extend(self.builtins.all());
+        gadget_core::tool::docs(&tools)
+    }
+
+    /// The tool a call names: the caller's, else the executor's own.
+    fn find(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools.find(name).or_else(|| self.builtins.find(name))
+    }
+
+    fn parser_builder(&self) -> ParserBuilder {
+        ParserBuilder::new()
+            .start_marker(&self.config.markers.start)
+            .end_marker(&self.config.markers.end)
+            .arg_marker(&self.config.markers.arg)
+    }
+
+    /// Runs one response: reads `chunks` until it ends (or the scheduler
+    /// says to stop reading), and returns when every call has ended.
+    pub async fn run_response(
+        &mut self,
+        mut chunks: mpsc::Receiver<String>,
+        mut sink: impl FnMut(ExecEvent),
+    ) -> ResponseSummary {
+        let started = Instant::now();
+        let mut parser = self
+            .parser_builder()
+            .build()
+            .expect("markers were checked in Executor::new")
+            .with_session(self.session.clone());
+        let mut running: JoinSet<Ended> = JoinSet::new();
+        let (live_tx, mut live_rx) = mpsc::unbounded_channel::<(CallIx, Live)>();
+        let mut summary = ResponseSummary::default();
+        let mut reading = true;
+        let first = self.entries.len();
+        self.history.clear();
+        loop {
+            let mut actions = Vec::new();
+            tokio::select! {
+                // Live events first, so a call's progress is never reported
+                // after the call itself. Only running calls send them.
+                biased;
+                Some((ix, live)) = live_rx.recv(), if !running.is_empty() => {
+                    self.live(ix, live, &mut sink);
+                }
+                chunk = chunks.recv(), if reading => {
+                    let mut parsed = Vec::new();
+                    match &chunk {
+                        Some(chunk) => parser.feed_events(chunk, |event| collect(event, &mut parsed)),
+                        None => parser.finish_events(|event| collect(event, &mut parsed)),
+                    }
+                    for item in parsed {
+                        match item {
+                            Parsed::Text(content) => sink(ExecEvent::Text { content }),
+                            Parsed::Call(call) => actions.extend(self.add(call, &mut sink)),
+                        }
+                        if self.scheduler.stop_reading() {
+                            break;
+                        }
+                    }
+                    if chunk.is_none() || self.scheduler.stop_reading() {
+                        reading = false;
+                        let policy = &mut policy_for(&self.config, &*self.controller, &self.entries);
+                        actions.extend(self.scheduler.end_of_stream(policy));
+                    }
+                }
+                Some(joined) = running.join_next(), if !running.is_empty() => {
+                    let ended = match joined {
+                        Ok(ended) => ended,
+                        // The task panicked or was aborted: not a gadget's doing.
+                        Err(error) => std::panic::resume_unwind(error.into_panic()),
+                    };
+                    // Whatever the call sent before it ended comes first.
+                    while let Ok((ix, live)) = live_rx.try_recv() {
+                        self.live(ix, live, &mut sink);
+                    }
+                    actions.extend(self.ended(ended, &mut summary, &mut sink));
+                }
+                else => break,
+            }
+            self.carry_out(actions, &mut running, &live_tx, &mut summary, &mut sink);
+        }
+        self.session = parser.session().clone();
+        self.scheduler.next_response();
+        self.session_cost += summary.cost;
+        summary.session_cost = self.session_cost;
+        summary.calls = self.entries.len() - first;
+        summary.duration_ms = started.elapsed().as_secs_f64() * 1e3;
+        summary
+    }
+
+    /// A parsed call: reported, then scheduled.
+    fn add(&mut self, call: GadgetCall, sink: &mut impl FnMut(ExecEvent)) -> Vec<Action> {
+        sink(ExecEvent::CallParsed {
+            id: call.invocation_id.clone(),
+            gadget: call.name.clone(),
+            dependencies: call.dependencies.clone(),
+            parameters_raw: call.parameters_raw.clone(),
+            parse_error: call.parse_error.clone(),
+        });
+        let tool = self.find(&call.name);
+        let spec = CallSpec {
+            invocation_id: call.invocation_id.clone(),
+            dependencies: call.dependencies.clone(),
+            gadget: tool.as_ref().map(|t| t.hints()),
+        };
+        self.entries.push(Entry {
+            call,
+            tool,
+            params: None,
+        });
+        let policy = &mut policy_for(&self.config, &*self.controller, &self.entries);
+        let (ix, actions) = self.scheduler.add(spec, policy);
+        debug_assert_eq!(ix, self.entries.len() - 1);
+        actions
+    }
+
+    /// Something a running call reported.
+    fn live(&self, ix: CallIx, live: Live, sink: &mut impl FnMut(ExecEvent)) {
+        let entry = &self.entries[ix];
+        let (id, gadget) = (entry.call.invocation_id.clone(), entry.call.name.clone());
+        sink(match live {
+            Live::Asking(question) => ExecEvent::HumanInput {
+                id,
+                gadget,
+                question,
+            },
+            Live::Call(CallEvent::Progress(message)) => ExecEvent::Progress {
+                id,
+                gadget,
+                message,
+            },
+            Live::Call(CallEvent::Update(update)) => ExecEvent::Update {
+                id,
+                gadget,
+                partial: update.partial,
+                details: update.details,
+            },
+            Live::Call(CallEvent::Log(entry)) => ExecEvent::Log {
+                id,
+                gadget,
+                level: entry.level,
+                message: entry.message,
+                fields: entry.fields,
+                source: entry.source,
+            },
+            Live::Call(CallEvent::Cost(usd)) => ExecEvent::Cost { id, gadget, usd },
+        });
+    }
+
+    /// A call ended (ran, or could not start): output limiting, the
+    /// controller's last word, the report, and the scheduler moves on.
+    fn ended(
+        &mut self,
+        ended: Ended,
+        summary: &mut ResponseSummary,
+        sink: &mut impl FnMut(ExecEvent),
+    ) -> Vec<Action> {
+        let Ended {
+            call: ix,
+            outcome,
+            cost,
+            duration,
+        } = ended;
+        let name = self.entries[ix].call.name.clone();
+        // Results and error texts alike are limited (llmist's interceptor).
+        let mut stored_output = None;
+        let outcome = match &self.limiter {
+            None => outcome,
+            Some(limiter) => {
+                let mut limiter = limiter.lock().unwrap_or_else(|p| p.into_inner());
+                match outcome {
+                    Ok((kind, text)) => {
+                        let (text, stored) = limiter.limit(&name, text);
+                        stored_output = stored;
+                        Ok((kind, text))
+                    }
+                    Err(mut failure) => {
+                        let (text, stored) = limiter.limit(&name, failure.message);
+                        failure.message = text;
+                        stored_output = stored;
+                        Err(failure)
+                    }
+                }
+            }
+        };
+        let entry = &self.entries[ix];
+        let params = entry.params.clone().unwrap_or(Value::Null);
+        let view = entry.view(&params);
+        let outcome = match self
+            .controller
+            .after_execution(&view, &outcome.clone().map(|(_, text)| text))
+        {
+            AfterExecution::Recover { result } if outcome.is_err() => {
+                Ok((OutcomeKind::Recovered, result))
+            }
+            _ => outcome,
+        };
+        summary.cost += cost;
+        let (settled, halt) = match &outcome {
+            Ok((kind, _)) => {
+                summary.succeeded += 1;
+                summary.finished |= *kind == OutcomeKind::Finish;
+                (Ok(()), false)
+            }
+            Err(failure) => {
+                summary.failed += 1;
+                let halt = self.controller.stop_on(&view, failure);
+                (Err(failure.message.clone()), halt)
+            }
+        };
+        self.record(ix, outcome, stored_output, cost, duration, sink);
+        let policy = &mut policy_for(&self.config, &*self.controller, &self.entries);
+        self.scheduler.finished(ix, settled, halt, policy)
+    }
+
+    /// Reports a finished call and adds it to the history.
+    fn record(
+        &mut self,
+        ix: CallIx,
+        outcome: Result<(OutcomeKind, String), Failure>,
+        stored_output: Option<String>,
+        cost: f64,
+        duration: Duration,
+        sink: &mut impl FnMut(ExecEvent),
+    ) {
+        let entry = &self.entries[ix];
+        let text = match &outcome {
+            Ok((_, text)) => text.clone(),
+            Err(failure) => failure.message.clone(),
+        };
+        self.history.push(HistoryEntry {
+            id: entry.call.invocation_id.clone(),
+            gadget: entry.call.name.clone(),
+            parameters: entry.known_parameters(),
+            result: text,
+        });
+        let (outcome, result, error) = match outcome {
+            Ok((kind, text)) => (kind, Some(text), None),
+            Err(failure) => (OutcomeKind::Error, None, Some(failure)),
+        };
+        sink(ExecEvent::CallFinished {
+            id: entry.call.invocation_id.clone(),
+            gadget: entry.call.name.clone(),
+            outcome,
+            result,
+            error,
+            stored_output,
+            cost,
+            duration_ms: duration.as_secs_f64() * 1e3,
+        });
+    }
+
+    /// Carries out the scheduler's actions, and those they lead to.
+    fn carry_out(
+        &mut self,
+        mut actions: Vec<Action>,
+        running: &mut JoinSet<Ended>,
+        live: &mpsc::UnboundedSender<(CallIx, Live)>,
+        summary: &mut ResponseSummary,
+        sink: &mut impl FnMut(ExecEvent),
+    ) {
+        while !actions.is_empty() {
+            let mut next = Vec::new();
+            for action in actions {
+                match action {
+                    Action::Start(ix) => {
+                        if let Some(ended) = self.start(ix, running, live, sink) {
+                            next.extend(self.ended(ended, summary, sink));
+                        }
+                    }
+                    Action::Skip(ix, reason) => {
+                        summary.skipped += 1;
+                        let entry = &self.entries[ix];
+                        sink(ExecEvent::CallSkipped {
+                            id: entry.call.invocation_id.clone(),
+                            gadget: entry.call.name.clone(),
+                            reason,
+                        });
+                    }
+                    Action::Fallback(ix, text) => {
+                        summary.succeeded += 1;
+                        let outcome = Ok((OutcomeKind::Fallback, text));
+                        self.record(ix, outcome, None, 0.0, Duration::ZERO, sink);
+                    }
+                    Action::DuplicateId(ix) => {
+                        summary.failed += 1;
+                        let message =
+                            schedule::duplicate_id_error(&self.entries[ix].call.invocation_id);
+                        let failure = Failure::new(FailureKind::DuplicateId, message);
+                        self.record(ix, Err(failure), None, 0.0, Duration::ZERO, sink);
+                    }
+                }
+            }
+            actions = next;
+        }
+    }
+
+    /// Starts a call the scheduler let go: `Some` when it ended at once
+    /// (it could not start, or a controller skipped it), `None` when it
+    /// runs.
+    fn start(
+        &mut self,
+        ix: CallIx,
+        running: &mut JoinSet<Ended>,
+        live: &mpsc::UnboundedSender<(CallIx, Live)>,
+        sink: &mut impl FnMut(ExecEvent),
+    ) -> Option<Ended> {
+        let at_once = |outcome| {
+            Some(Ended {
+                call: ix,
+                outcome,
+                cost: 0.0,
+                duration: Duration::ZERO,
+            })
+        };
+        let (tool, params) = match self.prepare(ix) {
+            Ok(prepared) => prepared,
+            Err(failure) => return at_once(Err(failure)),
+        };
+        self.entries[ix].params = Some(params.clone());
+        let entry = &self.entries[ix];
+        if let BeforeExecution::Skip { result } =
+            self.controller.before_execution(&entry.view(&params))
+        {
+            return at_once(Ok((OutcomeKind::Synthetic, result)));
+        }
+        let timeout = self
+            .config
+            .timeouts
+            .resolve(tool.name(), tool.own_timeout());
+        sink(ExecEvent::CallStarted {
+            id: entry.call.invocation_id.clone(),
+            gadget: entry.call.name.clone(),
+            parameters: params.clone(),
+            timeout_ms: timeout.map_or(0, |t| t.as_millis() as u64),
+        });
+        let observer_tx = live.clone();
+        let call = ToolCall {
+            invocation_id: entry.call.invocation_id.clone(),
+            params,
+            timeout,
+            cancel: None,
+            observer: Some(Arc::new(move |event: &CallEvent| {
+                let _ = observer_tx.send((ix, Live::Call(event.clone())));
+            })),
+        };
+        let human = self.human.clone();
+        let live = live.clone();
+        let call_id = entry.call.invocation_id.clone();
+        running.spawn(async move {
+            let report = tool.run(call).await;
+            let outcome = match report.outcome {
+                Ok(Outcome::Result { result, .. }) => Ok((OutcomeKind::Result, result)),
+                Ok(Outcome::Finish { result, .. }) => Ok((OutcomeKind::Finish, result)),
+                Ok(Outcome::AskHuman { question }) => match human {
+                    Some(human) => {
+                        let _ = live.send((ix, Live::Asking(question.clone())));
+                        human
+                            .ask(&call_id, tool.name(), &question)
+                            .await
+                            .map(|answer| (OutcomeKind::AskHuman, answer))
+                            .map_err(|message| Failure::new(FailureKind::HumanInput, message))
+                    }
+                    None => Err(Failure::new(FailureKind::HumanInput, NO_HUMAN_INPUT)),
+                },
+                Err(error) => Err(runtime_failure(error)),
+            };
+            Ended {
+                call: ix,
+                outcome,
+                cost: report.cost,
+                duration: report.duration,
+            }
+        });
+        None
+    }
+
+    /// The tool and validated parameters of a call about to start, or why
+    /// it cannot start (errors in llmist's wording, with the tool's usage).
+    fn prepare(&self, ix: CallIx) -> Result<(Arc<dyn Tool>, Value), Failure> {
+        let entry = &self.entries[ix];
+        let call = &entry.call;
+        let Some(tool) = entry.tool.clone() else {
+            // llmist lists its registry's lower-cased keys; the registry's
+            // own names keep their case, as before.
+            let mut available = self.tools.names();
+            available.extend(self.builtins.names().iter().map(|n| n.to_lowercase()));
+            return Err(Failure::new(
+                FailureKind::UnknownGadget,
+                format!("Error: {}", render::unknown_gadget(&call.name, &available)),
+            ));
+        };
+        let usage = || tool.doc();
+        let parse_failure = |error: &str| {
+            Failure::new(
+                FailureKind::Parse,
+                render::parse_error(&call.name, error, Some(&usage()), &self.config.markers),
+            )
+        };
+        if let Some(error) = &call.parse_error {
+            return Err(parse_failure(error));
+        }
+        // The schema parsed once, at load time (no per-call re-parse).
+        let schema = tool.schema();
+        let params = call
+            .parameters_with_schema(schema.schema().unwrap_or(&Value::Null))
+            .map_err(|error| parse_failure(&error.to_string()))?;
+        let params = schema
+            .validate(tool.name(), Value::Object(params))
+            .map_err(|failure| {
+                Failure::new(
+                    FailureKind::InvalidParameters,
+                    render::validation_error(&failure.to_string(), &usage(), &self.config.markers),
+                )
+            })?;
+        Ok((tool, params))
+    }
+}
+
+/// The parser's events, owned, for the executor to handle after the feed.
+enum Parsed {
+    Text(String),
+    Call(GadgetCall),
+}
+
+fn collect(event: EventRef<'_>, into: &mut Vec<Parsed>) {
+    match event {
+        EventRef::Text(text) => into.push(Parsed::Text(text.to_string())),
+        EventRef::Call(call) => into.push(Parsed::Call(call.to_owned())),
+        EventRef::ArgumentDelta(_) => {}
+    }
+}
+
+/// The dependency policy of a call whose dependency failed: the
+/// controller's, else its gadget's, else the run's.
+fn policy_for<'a>(
+    config: &'a ExecConfig,
+    controller: &'a dyn Controller,
+    entries: &'a [Entry],
+) -> impl FnMut(CallIx, &str, &str) -> DependencyPolicy + 'a {
+    move |call, failed_dependency, error| {
+        let entry = &entries[call];
+        let params = entry.known_parameters();
+        if let Some(policy) =
+            controller.on_dependency_skipped(&entry.view(&params), failed_dependency, error)
+        {
+            return policy;
+        }
+        config
+            .gadget_policies
+            .get(&entry.call.name.to_lowercase())
+            .unwrap_or(&config.dependency_policy)
+            .clone()
+    }
+}
+
+fn runtime_failure(error: CallError) -> Failure {
+    Failure::new(error.kind(), error.to_string())
+}

@@ -1,0 +1,79 @@
+//! [`WasmGadget`]: one gadget of a loaded component, a [`Tool`] that runs
+//! each call in a fresh instance under its plugin's limits.
+
+use std::sync::Arc;
+
+use gadget_core::limits::{Limits, OwnTimeout};
+use gadget_core::params::ParamSchema;
+use gadget_core::tool::{BoxFuture, Tool, ToolCall};
+
+use crate::loader::Plugin;
+use crate::{CallObserver, CallReport, CallRequest, GadgetSpec};
+
+/// One gadget, ready to call.
+#[derive(Debug)]
+pub struct WasmGadget {
+    pub spec: GadgetSpec,
+    pub schema: ParamSchema,
+    pub plugin: Arc<Plugin>,
+    /// The plugin's limits with the gadget's own timeout applied.
+    pub limits: Limits,
+    /// Its timeout, and whether the gadget or its manifest chose it (a
+    /// run's default timeout does not replace a chosen one).
+    pub own_timeout: OwnTimeout,
+}
+
+impl WasmGadget {
+    /// Runs one call with already-validated parameters, under the
+    /// gadget's own limits.
+    pub async fn invoke(
+        &self,
+        params: String,
+        invocation_id: &str,
+        observer: Option<CallObserver>,
+    ) -> CallReport {
+        let request = CallRequest {
+            gadget: self.spec.name.clone(),
+            invocation_id: invocation_id.to_string(),
+            params,
+            limits: self.limits.clone(),
+            cancel: None,
+            observer,
+        };
+        self.invoke_request(request).await
+    }
+
+    /// Runs a call built by the caller (own limits, cancel flag).
+    pub async fn invoke_request(&self, request: CallRequest) -> CallReport {
+        self.plugin.runtime.invoke(&self.plugin.pre, request).await
+    }
+}
+
+impl Tool for WasmGadget {
+    fn spec(&self) -> &GadgetSpec {
+        &self.spec
+    }
+
+    fn schema(&self) -> &ParamSchema {
+        &self.schema
+    }
+
+    fn own_timeout(&self) -> OwnTimeout {
+        self.own_timeout
+    }
+
+    fn run(&self, call: ToolCall) -> BoxFuture<'_, CallReport> {
+        let request = CallRequest {
+            gadget: self.spec.name.clone(),
+            invocation_id: call.invocation_id,
+            params: call.params.to_string(),
+            limits: Limits {
+                timeout: call.timeout.unwrap_or(self.limits.timeout),
+                ..self.limits.clone()
+            },
+            cancel: call.cancel,
+            observer: call.observer,
+        };
+        Box::pin(self.invoke_request(request))
+    }
+}

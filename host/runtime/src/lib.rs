@@ -1,0 +1,752 @@
+//! # gadget-runtime
+//!
+//! The wasmtime side of gadget-host: one engine, one linker, one
+//! `InstancePre` per component, and a fresh `Store` (so a fresh instance)
+//! for every call. Around it: the plugin [`loader`] (directories,
+//! [`manifest`]s, the compiled-component [`cache`]), the [`registry`] of
+//! loaded gadgets, and [`WasmGadget`], the [`Tool`](gadget_core::tool::Tool)
+//! that runs one of them. The WIT bindings live in [`bindings`] only, one
+//! module per contract version; nothing outside this crate sees them.
+//!
+//! A call runs under [`Limits`]: a deadline enforced by epoch interruption
+//! (at the deadline the abort signal is raised and the gadget gets a grace
+//! period to return; then the epoch callback traps), an outer tokio timeout
+//! for time spent blocked inside host imports (where epochs cannot reach),
+//! a memory limit per instance, and bounded capture of results, logs and
+//! stdio. While it runs, a busy gadget yields to the async executor every
+//! [`YIELD_INTERVAL_TICKS`] ms so it cannot starve other calls.
+//!
+//! Nothing is granted by default: the WASI context has no preopened
+//! directories, no network, no environment and no arguments.
+
+pub mod bindings;
+pub mod cache;
+pub mod describe;
+mod epoch;
+mod gadget;
+pub mod loader;
+pub mod manifest;
+pub mod registry;
+mod stdio;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+pub use epoch::{EPOCH_TICK, EpochClock, EpochMode};
+pub use gadget::WasmGadget;
+pub use gadget_core::call::{
+    CallError, CallReport, Captured, Example, FailureKind, GadgetSpec, Outcome, OutcomeKind,
+};
+pub use gadget_core::ledger::{
+    CallEvent, CallObserver, LogEntry, LogLevel, LogSource, Update, invalid_cost,
+};
+pub use gadget_core::limits::Limits;
+
+use bindings::v0_1_0::gadget::plugin::{host as wit_host, types as wit};
+use gadget_core::ledger::{self, Ledger};
+
+/// A busy gadget yields to the executor at least this often (ticks = ms),
+/// so a loop in one gadget cannot starve the other calls on its thread.
+pub const YIELD_INTERVAL_TICKS: u64 = 2;
+
+/// Wall time allowed for reading a component's specs at load time.
+pub const SPECS_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub use bindings::{GADGET_EXPORT, WIT_PACKAGE};
+
+/// A compiled, pre-linked component, ready to instantiate once per call.
+pub type PluginPre = bindings::v0_1_0::PluginPre<CallState>;
+
+/// Why the runtime could not be set up or a component not prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("could not configure the wasmtime engine: {0}")]
+    Engine(String),
+    #[error("could not start the epoch ticker thread: {0}")]
+    Ticker(#[from] std::io::Error),
+    #[error("not a valid component: {0}")]
+    Compile(String),
+    #[error(
+        "built for another world: expected a component exporting `{GADGET_EXPORT}` (world `plugin` of {WIT_PACKAGE}), but it exports {found}"
+    )]
+    WrongWorld { found: String },
+    #[error(
+        "imports `{0}`, which this host does not provide (it provides WASI 0.2 and {WIT_PACKAGE})"
+    )]
+    UnknownImport(String),
+    #[error("could not link: {0}")]
+    Link(String),
+    #[error("reading its gadget specs failed: {0}")]
+    Specs(CallError),
+}
+
+/// One call to run.
+#[derive(Clone)]
+pub struct CallRequest {
+    pub gadget: String,
+    pub invocation_id: String,
+    /// Validated parameters, JSON text.
+    pub params: String,
+    pub limits: Limits,
+    /// Raising it cancels the call: the abort signal goes up at once and
+    /// the grace period starts.
+    pub cancel: Option<Arc<AtomicBool>>,
+    pub observer: Option<CallObserver>,
+}
+
+/// How the engine is built.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    pub epoch: EpochMode,
+    /// Use wasmtime's pooling allocator: memories, tables and async stacks
+    /// are reused instead of mapped and unmapped per call, which is what
+    /// makes fresh-instance-per-call cheap under parallel load. It reserves
+    /// virtual memory up front; if that fails the engine falls back to
+    /// on-demand allocation with a warning.
+    pub pooling: bool,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            epoch: EpochMode::Ticker,
+            pooling: true,
+        }
+    }
+}
+
+/// Instances the pooling allocator holds at once: the most calls (plus
+/// plugin loads) in flight. A call past it fails with an explicit
+/// "too many calls in flight" error rather than waiting.
+pub const POOL_CONCURRENT_INSTANCES: u32 = 1_000;
+
+/// The engine, its linker and its clock. Cheap to share behind an `Arc`.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<CallState>,
+    ticker: epoch::EpochTicker,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("epoch", &self.ticker.clock().mode())
+            .finish()
+    }
+}
+
+/// Store data: everything one call owns.
+pub struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: CallLimiter,
+    ledger: Ledger,
+    stdout: stdio::CappedPipe,
+    stderr: stdio::CappedPipe,
+    gadget: String,
+    invocation_id: String,
+    clock: EpochClock,
+    started_epoch: u64,
+    deadline_epoch: u64,
+    hard_deadline_epoch: u64,
+    grace_ticks: u64,
+    /// The abort signal the gadget reads through `cancelled`.
+    aborted: bool,
+    /// Cancellation from outside (the run); raises the abort signal.
+    cancel: Option<Arc<AtomicBool>>,
+    /// The epoch callback trapped the call at the hard deadline.
+    timed_out: bool,
+    /// Keeps the epoch ticker running while this store exists.
+    _activity: epoch::ActivityGuard,
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl CallState {
+    fn elapsed_ms(&self) -> u64 {
+        self.clock.now().saturating_sub(self.started_epoch)
+    }
+
+    fn externally_cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
+    }
+
+    /// Runs at every epoch deadline: raise the abort signal at the
+    /// deadline, trap at deadline + grace, and otherwise yield so other
+    /// calls get the thread.
+    fn on_epoch_deadline(&mut self) -> UpdateDeadline {
+        let now = self.clock.now();
+        if self.externally_cancelled() && !self.aborted {
+            self.aborted = true;
+            self.hard_deadline_epoch = self.hard_deadline_epoch.min(now + self.grace_ticks);
+        }
+        if now >= self.hard_deadline_epoch {
+            self.timed_out = true;
+            return UpdateDeadline::Interrupt;
+        }
+        if now >= self.deadline_epoch {
+            self.aborted = true;
+        }
+        let next = if now < self.deadline_epoch {
+            self.deadline_epoch
+        } else {
+            self.hard_deadline_epoch
+        };
+        UpdateDeadline::Yield((next - now).clamp(1, YIELD_INTERVAL_TICKS))
+    }
+}
+
+/// Memory, table and instance limits for one store. Memory is limited per
+/// instance (the sum over all its memories), not per memory, so a component
+/// with several memories cannot multiply its allowance.
+struct CallLimiter {
+    memory_limit: u64,
+    memory_total: u64,
+    /// Set when a growth was refused: the trap that usually follows (the
+    /// guest's allocator aborts) is then reported as a memory-limit error.
+    memory_refused: bool,
+    table_elements: usize,
+    instances: usize,
+}
+
+impl ResourceLimiter for CallLimiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let growth = desired.saturating_sub(current) as u64;
+        if self.memory_total.saturating_add(growth) > self.memory_limit {
+            self.memory_refused = true;
+            return Ok(false);
+        }
+        self.memory_total += growth;
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= self.table_elements)
+    }
+
+    fn instances(&self) -> usize {
+        self.instances
+    }
+
+    fn tables(&self) -> usize {
+        gadget_core::limits::DEFAULT_TABLES
+    }
+
+    fn memories(&self) -> usize {
+        gadget_core::limits::DEFAULT_MEMORIES
+    }
+}
+
+impl wit::Host for CallState {}
+
+impl wit_host::Host for CallState {
+    fn log(&mut self, level: wit::Level, message: String, fields: String) {
+        let at = self.elapsed_ms();
+        let fields = match fields.trim() {
+            "" => Value::Null,
+            text => match serde_json::from_str::<Value>(text) {
+                Ok(object @ Value::Object(_)) => object,
+                // Keep what the gadget sent, visibly, rather than drop it.
+                _ => serde_json::json!({ "fields": ledger::truncate(fields, 1024) }),
+            },
+        };
+        let level = match level {
+            wit::Level::Trace => LogLevel::Trace,
+            wit::Level::Debug => LogLevel::Debug,
+            wit::Level::Info => LogLevel::Info,
+            wit::Level::Warn => LogLevel::Warn,
+            wit::Level::Error => LogLevel::Error,
+        };
+        self.ledger
+            .log(level, message, fields, LogSource::Gadget, at);
+    }
+
+    fn report_cost(&mut self, usd: f64) {
+        let at = self.elapsed_ms();
+        self.ledger.report_cost(usd, at);
+    }
+
+    fn progress(&mut self, message: String) {
+        self.ledger.progress(message);
+    }
+
+    fn update(&mut self, partial: String, details: Option<String>) {
+        let at = self.elapsed_ms();
+        let details = details.and_then(|d| serde_json::from_str(&d).ok());
+        self.ledger.update(partial, details, at);
+    }
+
+    fn cancelled(&mut self) -> bool {
+        if self.externally_cancelled() {
+            self.aborted = true;
+        }
+        // Between epoch callbacks the flag may lag; read the clock too.
+        self.aborted || self.clock.now() >= self.deadline_epoch
+    }
+
+    fn call_info(&mut self) -> wit::InvocationInfo {
+        wit::InvocationInfo {
+            invocation_id: self.invocation_id.clone(),
+            gadget_name: self.gadget.clone(),
+            time_left_ms: self.deadline_epoch.saturating_sub(self.clock.now()),
+        }
+    }
+}
+
+impl Runtime {
+    pub fn new(config: &RuntimeConfig) -> Result<Runtime, RuntimeError> {
+        let base = || {
+            let mut wasm = Config::new();
+            wasm.wasm_component_model(true).epoch_interruption(true);
+            wasm
+        };
+        let engine = if config.pooling {
+            let mut wasm = base();
+            let pool = pooling_config();
+            wasm.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+            match Engine::new(&wasm) {
+                Ok(engine) => engine,
+                Err(e) => {
+                    tracing::warn!(
+                        "pooling allocator unavailable ({e}); allocating per call instead"
+                    );
+                    Engine::new(&base()).map_err(|e| RuntimeError::Engine(e.to_string()))?
+                }
+            }
+        } else {
+            Engine::new(&base()).map_err(|e| RuntimeError::Engine(e.to_string()))?
+        };
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(|e| RuntimeError::Link(e.to_string()))?;
+        bindings::v0_1_0::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
+            .map_err(|e| RuntimeError::Link(e.to_string()))?;
+        let ticker = epoch::EpochTicker::start(&engine, config.epoch)?;
+        Ok(Runtime {
+            engine,
+            linker,
+            ticker,
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The engine's clock (to advance it by hand in [`EpochMode::Manual`]).
+    pub fn clock(&self) -> &EpochClock {
+        self.ticker.clock()
+    }
+
+    /// Compiles a component from its bytes (Cranelift; slow for big guests,
+    /// which is why `plugins::cache` exists).
+    pub fn compile(&self, bytes: &[u8]) -> Result<Component, RuntimeError> {
+        Component::new(&self.engine, bytes).map_err(|e| RuntimeError::Compile(format!("{e:#}")))
+    }
+
+    /// Checks the component's world and links it, once.
+    pub fn prepare(&self, component: &Component) -> Result<PluginPre, RuntimeError> {
+        let ty = component.component_type();
+        let exports: Vec<String> = ty
+            .exports(&self.engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        if !exports.iter().any(|e| e == GADGET_EXPORT) {
+            let found = if exports.is_empty() {
+                "nothing".to_string()
+            } else {
+                exports
+                    .iter()
+                    .map(|e| format!("`{e}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            return Err(RuntimeError::WrongWorld { found });
+        }
+        for (name, _) in ty.imports(&self.engine) {
+            if !bindings::ALLOWED_IMPORT_PREFIXES
+                .iter()
+                .any(|prefix| name.starts_with(prefix))
+            {
+                return Err(RuntimeError::UnknownImport(name.to_string()));
+            }
+        }
+        let pre = self
+            .linker
+            .instantiate_pre(component)
+            .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+        PluginPre::new(pre).map_err(|e| RuntimeError::Link(format!("{e:#}")))
+    }
+
+    /// Reads the component's gadget specs from a fresh instance.
+    pub async fn read_specs(
+        &self,
+        pre: &PluginPre,
+        limits: &Limits,
+    ) -> Result<Vec<GadgetSpec>, RuntimeError> {
+        let limits = Limits {
+            timeout: SPECS_TIMEOUT,
+            ..limits.clone()
+        };
+        let mut store = self.new_store("(specs)", "(load)", &limits, None, None);
+        let run = async {
+            let plugin = pre.instantiate_async(&mut store).await?;
+            plugin.gadget_plugin_gadget().call_specs(&mut store).await
+        };
+        let result = self.with_outer_timeout(&limits, run).await;
+        match result {
+            Some(Ok(specs)) => Ok(specs.into_iter().map(GadgetSpec::from).collect()),
+            Some(Err(error)) => Err(RuntimeError::Specs(classify_trap(
+                error, &mut store, &limits,
+            ))),
+            None => Err(RuntimeError::Specs(CallError::Timeout {
+                gadget: "(specs)".into(),
+                timeout_ms: limits.timeout.as_millis() as u64,
+            })),
+        }
+    }
+
+    /// Runs one call in a fresh instance and reports everything it did.
+    /// Never panics and never fails as a whole: every failure is a
+    /// [`CallError`] in the report, with whatever was logged and costed.
+    pub async fn invoke(&self, pre: &PluginPre, request: CallRequest) -> CallReport {
+        let started = Instant::now();
+        let limits = &request.limits;
+        let mut store = self.new_store(
+            &request.gadget,
+            &request.invocation_id,
+            limits,
+            request.cancel.clone(),
+            request.observer.clone(),
+        );
+        let (id, name, params) = (&request.invocation_id, &request.gadget, &request.params);
+        let run = async {
+            let plugin = pre
+                .instantiate_async(&mut store)
+                .await
+                .map_err(Instantiation)?;
+            plugin
+                .gadget_plugin_gadget()
+                .call_invoke(&mut store, id, name, params)
+                .await
+                .map_err(Trapped)
+        };
+        let result = self.with_outer_timeout(limits, run).await;
+        let mut returned_cost = 0.0;
+        let outcome = match result {
+            None => Err(CallError::Timeout {
+                gadget: request.gadget.clone(),
+                timeout_ms: limits.timeout.as_millis() as u64,
+            }),
+            Some(Err(Instantiation(error))) => Err(CallError::Instantiate {
+                gadget: request.gadget.clone(),
+                reason: format!("{error:#}"),
+            }),
+            Some(Err(Trapped(error))) => Err(classify_trap(error, &mut store, limits)),
+            Some(Ok(Err(error))) => Err(match error {
+                wit::GadgetError::InvalidArguments(message) => {
+                    CallError::InvalidArguments { message }
+                }
+                wit::GadgetError::Failed(message) => CallError::Failed { message },
+                // Stopping on the abort signal the deadline raised is a
+                // timeout, as the model should be told; only a cancellation
+                // from outside is reported as one.
+                wit::GadgetError::Cancelled => {
+                    let state = store.data();
+                    let external = state
+                        .cancel
+                        .as_ref()
+                        .is_some_and(|cancel| cancel.load(Ordering::Relaxed));
+                    if !external && state.clock.now() >= state.deadline_epoch {
+                        CallError::Timeout {
+                            gadget: request.gadget.clone(),
+                            timeout_ms: limits.timeout.as_millis() as u64,
+                        }
+                    } else {
+                        CallError::Cancelled {
+                            gadget: request.gadget.clone(),
+                        }
+                    }
+                }
+            }),
+            Some(Ok(Ok(outcome))) => {
+                let state = store.data_mut();
+                accept_outcome(outcome, &request.gadget, limits, state, &mut returned_cost)
+            }
+        };
+        let state = store.into_data();
+        CallReport {
+            outcome,
+            cost: state.ledger.reported_cost + returned_cost,
+            logs: state.ledger.logs,
+            progress: state.ledger.progress,
+            updates: state.ledger.updates,
+            dropped_log_entries: state.ledger.dropped_entries,
+            stdout: state.stdout.take(),
+            stderr: state.stderr.take(),
+            duration: started.elapsed(),
+        }
+    }
+
+    /// Bounds time spent where epochs cannot reach (inside host imports):
+    /// `None` when the outer timeout fired. Off in manual epoch mode.
+    async fn with_outer_timeout<T>(
+        &self,
+        limits: &Limits,
+        run: impl Future<Output = T>,
+    ) -> Option<T> {
+        match self.clock().mode() {
+            EpochMode::Manual => Some(run.await),
+            EpochMode::Ticker => {
+                let outer =
+                    limits.timeout + limits.grace + gadget_core::limits::OUTER_TIMEOUT_SLACK;
+                tokio::time::timeout(outer, run).await.ok()
+            }
+        }
+    }
+
+    fn new_store(
+        &self,
+        gadget: &str,
+        invocation_id: &str,
+        limits: &Limits,
+        cancel: Option<Arc<AtomicBool>>,
+        observer: Option<CallObserver>,
+    ) -> Store<CallState> {
+        let stdout = stdio::CappedPipe::new(limits.stdio_bytes as usize);
+        let stderr = stdio::CappedPipe::new(limits.stdio_bytes as usize);
+        // Deny by default: no preopens, no network, no env, no args.
+        let wasi = WasiCtxBuilder::new()
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        let clock = self.clock().clone();
+        let activity = clock.activity();
+        let now = clock.now();
+        let timeout_ticks = (limits.timeout.as_millis() as u64).max(1);
+        let grace_ticks = limits.grace.as_millis() as u64;
+        let state = CallState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: CallLimiter {
+                memory_limit: limits.memory_bytes,
+                memory_total: 0,
+                memory_refused: false,
+                table_elements: limits.table_elements,
+                instances: limits.instances,
+            },
+            ledger: Ledger::new(limits.log_bytes, observer),
+            stdout,
+            stderr,
+            gadget: gadget.to_string(),
+            invocation_id: invocation_id.to_string(),
+            clock,
+            started_epoch: now,
+            deadline_epoch: now + timeout_ticks,
+            hard_deadline_epoch: now + timeout_ticks + grace_ticks,
+            grace_ticks,
+            aborted: false,
+            cancel,
+            timed_out: false,
+            _activity: activity,
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.limiter);
+        store.epoch_deadline_callback(|mut ctx| Ok(ctx.data_mut().on_epoch_deadline()));
+        // The deadline is armed now, when the call starts (not when it was
+        // queued); the first check comes at the first yield interval.
+        store.set_epoch_deadline(YIELD_INTERVAL_TICKS.min(timeout_ticks));
+        store
+    }
+}
+
+/// The pooling allocator's configuration (public so benchmarks can give
+/// a bare-wasmtime baseline the same allocator).
+pub fn pooling_config() -> wasmtime::PoolingAllocationConfig {
+    let mut pool = wasmtime::PoolingAllocationConfig::default();
+    let n = POOL_CONCURRENT_INSTANCES;
+    // A component instance holds several core instances (CPython's holds
+    // dozens), a few memories and tables, and one async stack.
+    pool.total_component_instances(n)
+        .total_core_instances(n * 16)
+        .total_memories(n * 2)
+        .total_tables(n * 4)
+        .total_stacks(n)
+        .table_elements(gadget_core::limits::DEFAULT_TABLE_ELEMENTS)
+        .max_memory_size(gadget_core::limits::MAX_MEMORY_BYTES as usize)
+        // Reset only the pages a call dirtied (Linux 6.7+, PAGEMAP_SCAN)
+        // and keep them mapped, instead of `madvise` over the whole slot.
+        .pagemap_scan(wasmtime::Enabled::Auto)
+        .linear_memory_keep_resident(POOL_KEEP_RESIDENT_BYTES)
+        .table_keep_resident(POOL_KEEP_RESIDENT_BYTES)
+        // Return freed pages to the kernel in batches, not one call at a time.
+        .decommit_batch_size(POOL_DECOMMIT_BATCH);
+    pool
+}
+
+/// Bytes of each pooled memory and table kept resident between calls
+/// (dirty pages found by PAGEMAP_SCAN are reset in place): a small Rust
+/// gadget's working set.
+pub const POOL_KEEP_RESIDENT_BYTES: usize = 1 << 20;
+
+/// Slots decommitted together.
+pub const POOL_DECOMMIT_BATCH: usize = 32;
+
+/// Where a call's wasmtime error came from.
+enum Failure {
+    Instantiation(wasmtime::Error),
+    Trapped(wasmtime::Error),
+}
+use Failure::{Instantiation, Trapped};
+
+/// Turns a successful outcome into the host's form, enforcing the result
+/// limit and refusing bad returned costs and details.
+fn accept_outcome(
+    outcome: wit::Outcome,
+    gadget: &str,
+    limits: &Limits,
+    state: &mut CallState,
+    returned_cost: &mut f64,
+) -> Result<Outcome, CallError> {
+    let at = state.elapsed_ms();
+    let mut take = |r: wit::CallResult,
+                    state: &mut CallState|
+     -> Result<(String, Option<Value>), CallError> {
+        if r.result.len() as u64 > limits.result_bytes {
+            return Err(CallError::ResultTooLarge {
+                gadget: gadget.to_string(),
+                size_bytes: r.result.len() as u64,
+                limit_bytes: limits.result_bytes,
+            });
+        }
+        if let Some(cost) = r.cost {
+            match invalid_cost(cost) {
+                None => *returned_cost = cost,
+                Some(reason) => state
+                    .ledger
+                    .host_warning(format!("refused returned cost {cost}: {reason}"), at),
+            }
+        }
+        let details = match r.details {
+            None => None,
+            Some(text) => match serde_json::from_str(&text) {
+                Ok(value) => Some(value),
+                Err(e) => {
+                    state
+                        .ledger
+                        .host_warning(format!("dropped details that are not valid JSON: {e}"), at);
+                    None
+                }
+            },
+        };
+        Ok((r.result, details))
+    };
+    match outcome {
+        wit::Outcome::Result(r) => {
+            take(r, state).map(|(result, details)| Outcome::Result { result, details })
+        }
+        wit::Outcome::Finish(r) => {
+            take(r, state).map(|(result, details)| Outcome::Finish { result, details })
+        }
+        wit::Outcome::AskHuman(question) => {
+            if question.len() as u64 > limits.result_bytes {
+                return Err(CallError::ResultTooLarge {
+                    gadget: gadget.to_string(),
+                    size_bytes: question.len() as u64,
+                    limit_bytes: limits.result_bytes,
+                });
+            }
+            Ok(Outcome::AskHuman { question })
+        }
+    }
+}
+
+/// Names the cause of a trap: the deadline, the memory limit, a stack
+/// overflow, or a crash (with the panic message from stderr when there is one).
+fn classify_trap(
+    error: wasmtime::Error,
+    store: &mut Store<CallState>,
+    limits: &Limits,
+) -> CallError {
+    let state = store.data();
+    let gadget = state.gadget.clone();
+    let trap = error.downcast_ref::<Trap>().copied();
+    if state.timed_out || trap == Some(Trap::Interrupt) {
+        return CallError::Timeout {
+            gadget,
+            timeout_ms: limits.timeout.as_millis() as u64,
+        };
+    }
+    if state.limiter.memory_refused {
+        return CallError::MemoryLimit {
+            gadget,
+            limit_bytes: limits.memory_bytes,
+        };
+    }
+    let mut reason = match trap {
+        Some(Trap::StackOverflow) => "stack overflow (unbounded recursion?)".to_string(),
+        Some(Trap::UnreachableCodeReached) => "wasm `unreachable` executed (a panic or abort in the gadget)".to_string(),
+        Some(Trap::MemoryOutOfBounds) => {
+            "out-of-bounds memory access (a memory bug in the gadget, or its own stack in linear memory overflowed)".to_string()
+        }
+        Some(trap) => trap.to_string(),
+        None => format!("{error:#}"),
+    };
+    // A Rust panic prints its message to stderr before aborting: the most
+    // useful lines there are for whoever debugs the gadget.
+    let stderr = store.data().stderr.snapshot();
+    if let Some(note) = crash_note(&String::from_utf8_lossy(&stderr.bytes)) {
+        reason.push_str(&format!("; stderr: {}", ledger::truncate(note, 512)));
+    }
+    CallError::Crashed { gadget, reason }
+}
+
+/// The part of a crashed gadget's stderr worth quoting: a Rust panic's
+/// location and message, else the last line that is not a hint.
+fn crash_note(stderr: &str) -> Option<String> {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if let Some(at) = lines.iter().rposition(|l| l.contains("panicked at")) {
+        let message = lines.get(at + 1).filter(|l| !l.starts_with("note:"));
+        return Some(match message {
+            Some(message) => format!("{} {message}", lines[at]),
+            None => lines[at].to_string(),
+        });
+    }
+    lines
+        .iter()
+        .rev()
+        .find(|l| !l.starts_with("note:"))
+        .map(|l| l.to_string())
+}

@@ -1,0 +1,155 @@
+//! Every loaded gadget, by name: the [`Registry`] the loader fills and the
+//! executor, `gadget call` and the servers look tools up in. Names are
+//! unique across all plugins, compared case-insensitively as llmist does.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use gadget_core::params::ValidationFailure;
+use gadget_core::render;
+use gadget_core::tool::{Tool, Tools};
+
+use crate::gadget::WasmGadget;
+use crate::loader::{LoadError, LoadedGadget, Plugin};
+use crate::{CallObserver, CallReport};
+
+/// Why a call was not started.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallRejected {
+    #[error("{}", render::unknown_gadget(name, available))]
+    UnknownGadget {
+        name: String,
+        available: Vec<String>,
+    },
+    #[error("{0}")]
+    InvalidParameters(ValidationFailure),
+}
+
+/// Every loaded gadget, by name.
+#[derive(Debug, Default)]
+pub struct Registry {
+    plugins: Vec<Arc<Plugin>>,
+    /// Keyed by the lower-cased name.
+    gadgets: BTreeMap<String, Arc<WasmGadget>>,
+}
+
+impl Registry {
+    pub fn plugins(&self) -> &[Arc<Plugin>] {
+        &self.plugins
+    }
+
+    /// Gadgets in name order.
+    pub fn gadgets(&self) -> impl Iterator<Item = &Arc<WasmGadget>> {
+        self.gadgets.values()
+    }
+
+    /// Finds a gadget, case-insensitively.
+    pub fn get(&self, name: &str) -> Option<&Arc<WasmGadget>> {
+        self.gadgets.get(&name.to_lowercase())
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.gadgets.values().map(|g| g.spec.name.clone()).collect()
+    }
+
+    /// Looks the gadget up and validates the parameters (defaults filled in).
+    pub fn prepare(
+        &self,
+        name: &str,
+        params: Value,
+    ) -> Result<(Arc<WasmGadget>, Value), CallRejected> {
+        let gadget = self.get(name).ok_or_else(|| CallRejected::UnknownGadget {
+            name: name.to_string(),
+            available: self.names(),
+        })?;
+        let params = gadget
+            .schema
+            .validate(&gadget.spec.name, params)
+            .map_err(CallRejected::InvalidParameters)?;
+        Ok((gadget.clone(), params))
+    }
+
+    /// Validates and runs one call in a fresh instance.
+    pub async fn call(
+        &self,
+        name: &str,
+        params: Value,
+        invocation_id: &str,
+        observer: Option<CallObserver>,
+    ) -> Result<CallReport, CallRejected> {
+        let (gadget, params) = self.prepare(name, params)?;
+        Ok(gadget
+            .invoke(params.to_string(), invocation_id, observer)
+            .await)
+    }
+
+    /// Adds a plugin and its gadgets, refusing name collisions.
+    pub(crate) fn insert(
+        &mut self,
+        plugin: Arc<Plugin>,
+        gadgets: Vec<LoadedGadget>,
+    ) -> Result<(), LoadError> {
+        if let Some(other) = self.plugins.iter().find(|p| p.name == plugin.name) {
+            return Err(LoadError::new(
+                plugin.source.path(),
+                format!(
+                    "a plugin named '{}' is already loaded from {}",
+                    plugin.name,
+                    other.source.path().display()
+                ),
+            ));
+        }
+        for LoadedGadget { spec, .. } in &gadgets {
+            if let Some(other) = self.gadgets.get(&spec.name.to_lowercase()) {
+                return Err(LoadError::new(
+                    plugin.source.path(),
+                    format!(
+                        "gadget name '{}' collides with '{}' of plugin '{}' ({}); names are compared case-insensitively",
+                        spec.name,
+                        other.spec.name,
+                        other.plugin.name,
+                        other.plugin.source.path().display()
+                    ),
+                ));
+            }
+        }
+        for LoadedGadget {
+            spec,
+            schema,
+            limits,
+            own_timeout,
+        } in gadgets
+        {
+            let gadget = WasmGadget {
+                spec,
+                schema,
+                plugin: plugin.clone(),
+                limits,
+                own_timeout,
+            };
+            self.gadgets
+                .insert(gadget.spec.name.to_lowercase(), Arc::new(gadget));
+        }
+        self.plugins.push(plugin);
+        Ok(())
+    }
+}
+
+impl Tools for Registry {
+    fn find(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.get(name).map(|g| g.clone() as Arc<dyn Tool>)
+    }
+
+    fn all(&self) -> Vec<Arc<dyn Tool>> {
+        self.gadgets
+            .values()
+            .map(|g| g.clone() as Arc<dyn Tool>)
+            .collect()
+    }
+
+    fn names(&self) -> Vec<String> {
+        Registry::names(self)
+    }
+}

@@ -75,6 +75,13 @@ pub trait Tool: Send + Sync {
     /// [`crate::call::CallError`] in the report.
     fn run(&self, call: ToolCall) -> BoxFuture<'_, CallReport>;
 
+    /// Whether [`Tool::run`] always returns a future that is ready at
+    /// once (a tool computed in the host, like the output viewer): the
+    /// executor then takes the report in place instead of spawning a task.
+    fn is_instant(&self) -> bool {
+        false
+    }
+
     /// The name the model writes.
     fn name(&self) -> &str {
         &self.spec().name

@@ -256,6 +256,10 @@ impl Tool for OutputViewer {
         OwnTimeout::None
     }
 
+    fn is_instant(&self) -> bool {
+        true
+    }
+
     fn run(&self, call: ToolCall) -> BoxFuture<'_, CallReport> {
         let started = Instant::now();
         let outcome = self

@@ -33,13 +33,14 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use gadget_core::call::{CallError, FailureKind, Outcome, OutcomeKind};
+use gadget_core::call::{CallError, CallReport, FailureKind, Outcome, OutcomeKind};
 use gadget_core::ledger::CallEvent;
 use gadget_core::parser::{self, ConfigError, EventRef, GadgetCall, ParserBuilder};
 use gadget_core::render::{self, GadgetDoc, HistoryEntry, Markers};
@@ -600,8 +601,8 @@ impl Executor {
     }
 
     /// Starts a call the scheduler let go: `Some` when it ended at once
-    /// (it could not start, or a controller skipped it), `None` when it
-    /// runs.
+    /// (it could not start, a controller skipped it, or an instant tool
+    /// answered), `None` when it runs.
     fn start(
         &mut self,
         ix: CallIx,
@@ -648,11 +649,47 @@ impl Executor {
                 let _ = observer_tx.send((ix, Live::Call(event.clone())));
             })),
         };
+        // A tool computed in the host answers in place: no task, no wait.
+        let mut ready = None;
+        if tool.is_instant() {
+            let report = match tool
+                .run(call.clone())
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+            {
+                Poll::Ready(report) => report,
+                Poll::Pending => CallReport::of(
+                    Err(CallError::Crashed {
+                        gadget: tool.name().to_string(),
+                        reason: "it says it answers at once, but its run had to wait".into(),
+                    }),
+                    Duration::ZERO,
+                ),
+            };
+            let at_once = match &report.outcome {
+                Ok(Outcome::Result { result, .. }) => Some(Ok((OutcomeKind::Result, result))),
+                Ok(Outcome::Finish { result, .. }) => Some(Ok((OutcomeKind::Finish, result))),
+                Ok(Outcome::AskHuman { .. }) => None,
+                Err(error) => Some(Err(runtime_failure(error.clone()))),
+            };
+            if let Some(outcome) = at_once {
+                return Some(Ended {
+                    call: ix,
+                    outcome: outcome.map(|(kind, text)| (kind, text.clone())),
+                    cost: report.cost,
+                    duration: report.duration,
+                });
+            }
+            ready = Some(report);
+        }
         let human = self.human.clone();
         let live = live.clone();
         let call_id = entry.call.invocation_id.clone();
         running.spawn(async move {
-            let report = tool.run(call).await;
+            let report = match ready {
+                Some(report) => report,
+                None => tool.run(call).await,
+            };
             let outcome = match report.outcome {
                 Ok(Outcome::Result { result, .. }) => Ok((OutcomeKind::Result, result)),
                 Ok(Outcome::Finish { result, .. }) => Ok((OutcomeKind::Finish, result)),

@@ -650,50 +650,46 @@ impl Executor {
             })),
         };
         // A tool computed in the host answers in place: no task, no wait.
-        let mut ready = None;
-        if tool.is_instant() {
-            let report = match tool
-                .run(call.clone())
-                .as_mut()
-                .poll(&mut Context::from_waker(Waker::noop()))
-            {
-                Poll::Ready(report) => report,
-                Poll::Pending => CallReport::of(
-                    Err(CallError::Crashed {
-                        gadget: tool.name().to_string(),
-                        reason: "it says it answers at once, but its run had to wait".into(),
-                    }),
-                    Duration::ZERO,
-                ),
-            };
-            let at_once = match &report.outcome {
-                Ok(Outcome::Result { result, .. }) => Some(Ok((OutcomeKind::Result, result))),
-                Ok(Outcome::Finish { result, .. }) => Some(Ok((OutcomeKind::Finish, result))),
-                Ok(Outcome::AskHuman { .. }) => None,
-                Err(error) => Some(Err(runtime_failure(error.clone()))),
-            };
-            if let Some(outcome) = at_once {
-                return Some(Ended {
-                    call: ix,
-                    outcome: outcome.map(|(kind, text)| (kind, text.clone())),
+        // Only a question for a person still needs the task (the answer is
+        // awaited).
+        let run = if tool.is_instant() {
+            let report = run_at_once(&*tool, call);
+            match settle(report.outcome) {
+                Ok(outcome) => {
+                    return Some(Ended {
+                        call: ix,
+                        outcome,
+                        cost: report.cost,
+                        duration: report.duration,
+                    });
+                }
+                Err(question) => Run::Asked {
+                    question,
                     cost: report.cost,
                     duration: report.duration,
-                });
+                },
             }
-            ready = Some(report);
-        }
+        } else {
+            Run::Later(call)
+        };
         let human = self.human.clone();
         let live = live.clone();
         let call_id = entry.call.invocation_id.clone();
         running.spawn(async move {
-            let report = match ready {
-                Some(report) => report,
-                None => tool.run(call).await,
+            let (settled, cost, duration) = match run {
+                Run::Asked {
+                    question,
+                    cost,
+                    duration,
+                } => (Err(question), cost, duration),
+                Run::Later(call) => {
+                    let report = tool.run(call).await;
+                    (settle(report.outcome), report.cost, report.duration)
+                }
             };
-            let outcome = match report.outcome {
-                Ok(Outcome::Result { result, .. }) => Ok((OutcomeKind::Result, result)),
-                Ok(Outcome::Finish { result, .. }) => Ok((OutcomeKind::Finish, result)),
-                Ok(Outcome::AskHuman { question }) => match human {
+            let outcome = match settled {
+                Ok(outcome) => outcome,
+                Err(question) => match human {
                     Some(human) => {
                         let _ = live.send((ix, Live::Asking(question.clone())));
                         human
@@ -704,13 +700,12 @@ impl Executor {
                     }
                     None => Err(Failure::new(FailureKind::HumanInput, NO_HUMAN_INPUT)),
                 },
-                Err(error) => Err(runtime_failure(error)),
             };
             Ended {
                 call: ix,
                 outcome,
-                cost: report.cost,
-                duration: report.duration,
+                cost,
+                duration,
             }
         });
         None
@@ -755,6 +750,50 @@ impl Executor {
                 )
             })?;
         Ok((tool, params))
+    }
+}
+
+/// What a started call's task does.
+enum Run {
+    /// Run the tool.
+    Later(ToolCall),
+    /// An instant tool already ran and asks a person this.
+    Asked {
+        question: String,
+        cost: f64,
+        duration: Duration,
+    },
+}
+
+/// Runs an instant tool in place: its future must be ready at the first
+/// poll; one that is not is a crash of that tool, not a hang.
+fn run_at_once(tool: &dyn Tool, call: ToolCall) -> CallReport {
+    match tool
+        .run(call)
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(report) => report,
+        Poll::Pending => CallReport::of(
+            Err(CallError::Crashed {
+                gadget: tool.name().to_string(),
+                reason: "it says it answers at once, but its run had to wait".into(),
+            }),
+            Duration::ZERO,
+        ),
+    }
+}
+
+/// A tool's outcome as the model reads it, or the question it asks a
+/// person (answered by the human-input handler).
+fn settle(
+    outcome: Result<Outcome, CallError>,
+) -> Result<Result<(OutcomeKind, String), Failure>, String> {
+    match outcome {
+        Ok(Outcome::Result { result, .. }) => Ok(Ok((OutcomeKind::Result, result))),
+        Ok(Outcome::Finish { result, .. }) => Ok(Ok((OutcomeKind::Finish, result))),
+        Ok(Outcome::AskHuman { question }) => Err(question),
+        Err(error) => Ok(Err(runtime_failure(error))),
     }
 }
 

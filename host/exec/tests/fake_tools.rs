@@ -26,6 +26,7 @@ struct Fake {
     spec: GadgetSpec,
     schema: ParamSchema,
     own_timeout: OwnTimeout,
+    instant: bool,
     behaviour: Box<Behaviour>,
 }
 
@@ -41,6 +42,9 @@ impl Tool for Fake {
     }
     fn run(&self, call: ToolCall) -> BoxFuture<'_, CallReport> {
         (self.behaviour)(call)
+    }
+    fn is_instant(&self) -> bool {
+        self.instant
     }
 }
 
@@ -66,6 +70,7 @@ fn fake(
         spec,
         schema,
         own_timeout: OwnTimeout::Default(Duration::from_secs(30)),
+        instant: false,
         behaviour: Box::new(behaviour),
     })
 }
@@ -297,6 +302,7 @@ async fn timeouts_are_resolved_once_and_given_to_the_tool() {
         spec: declared,
         schema,
         own_timeout: OwnTimeout::Declared(Duration::from_millis(500)),
+        instant: false,
         behaviour: Box::new(move |call: ToolCall| {
             seen_by_tool.lock().unwrap().push(call.timeout);
             Box::pin(async { report(result("ok"), 0.0) })
@@ -551,4 +557,67 @@ async fn an_exclusive_tool_never_runs_beside_another_call() {
     let (_, summary) = run(&mut executor, &response).await;
     assert_eq!(summary.succeeded, 6);
     assert_eq!(overlap.load(Ordering::SeqCst), 0);
+}
+
+/// An instant tool answers in place, and may still ask a person; one
+/// that claims to be instant but has to wait is a crash, not a hang.
+#[tokio::test]
+async fn instant_tools_answer_in_place_and_a_false_claim_is_a_crash() {
+    let instant = |name: &str, behaviour: Box<Behaviour>| -> Arc<dyn Tool> {
+        Arc::new(Fake {
+            spec: spec(name, ""),
+            schema: ParamSchema::compile("").unwrap(),
+            own_timeout: OwnTimeout::None,
+            instant: true,
+            behaviour,
+        })
+    };
+    let quick = instant(
+        "Quick",
+        Box::new(|_| Box::pin(async { report(result("at once"), 0.0) })),
+    );
+    let asks = instant(
+        "Asks",
+        Box::new(|_| {
+            Box::pin(async {
+                report(
+                    Ok(Outcome::AskHuman {
+                        question: "ok?".into(),
+                    }),
+                    0.0,
+                )
+            })
+        }),
+    );
+    let waits = instant(
+        "Waits",
+        Box::new(|_| {
+            Box::pin(async {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                report(result("late"), 0.0)
+            })
+        }),
+    );
+    let mut executor = Executor::new(toolbox([quick, asks, waits]), ExecConfig::default())
+        .unwrap()
+        .with_human_input(Arc::new(Answers));
+    let response = [
+        block("Quick", "q", "", &[]),
+        block("Asks", "a", "", &[]),
+        block("Waits", "w", "", &[]),
+    ]
+    .concat();
+    let (events, _) = run(&mut executor, &response).await;
+    assert_eq!(
+        finished(&events, "q"),
+        (OutcomeKind::Result, Some("at once".into()), None)
+    );
+    assert_eq!(
+        finished(&events, "a"),
+        (OutcomeKind::AskHuman, Some("yes to ok?".into()), None)
+    );
+    let (_, _, error) = finished(&events, "w");
+    let error = error.unwrap();
+    assert_eq!(error.kind, FailureKind::Crashed);
+    assert!(error.message.contains("had to wait"), "{}", error.message);
 }

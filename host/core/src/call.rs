@@ -134,6 +134,8 @@ pub enum FailureKind {
     ResultTooLarge,
     /// A trap: a panic, `unreachable`, stack overflow, bad memory access.
     Crashed,
+    /// The gadget called `exit` (WASI `exit`, `sys.exit`, `process.exit`).
+    Exited,
     /// The instance could not be created.
     Instantiate,
 }
@@ -154,6 +156,7 @@ impl FailureKind {
             FailureKind::MemoryLimit => "memory-limit",
             FailureKind::ResultTooLarge => "result-too-large",
             FailureKind::Crashed => "crashed",
+            FailureKind::Exited => "exited",
             FailureKind::Instantiate => "instantiate",
         }
     }
@@ -209,6 +212,9 @@ pub enum CallError {
     /// A trap: a panic, `unreachable`, stack overflow, out-of-bounds access.
     #[error("Gadget '{gadget}' crashed: {reason}")]
     Crashed { gadget: String, reason: String },
+    /// The gadget called `exit` instead of returning.
+    #[error("Gadget '{gadget}' exited with status {status} instead of returning a result")]
+    Exited { gadget: String, status: i32 },
     /// The instance could not be created.
     #[error("Gadget '{gadget}' could not be started: {reason}")]
     Instantiate { gadget: String, reason: String },
@@ -225,6 +231,7 @@ impl CallError {
             CallError::MemoryLimit { .. } => FailureKind::MemoryLimit,
             CallError::ResultTooLarge { .. } => FailureKind::ResultTooLarge,
             CallError::Crashed { .. } => FailureKind::Crashed,
+            CallError::Exited { .. } => FailureKind::Exited,
             CallError::Instantiate { .. } => FailureKind::Instantiate,
         }
     }

@@ -94,6 +94,10 @@ pub enum ExecEvent {
         result: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<Failure>,
+        /// Structured data the gadget returned for people and UIs (never
+        /// shown to the model).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        details: Option<Value>,
         /// The id under which an oversized output was stored for
         /// `GadgetOutputViewer` (the result says so too).
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -170,6 +174,7 @@ mod tests {
             outcome: OutcomeKind::Error,
             result: None,
             error: Some(Failure::new(FailureKind::InvalidArguments, "no")),
+            details: None,
             stored_output: None,
             cost: 0.0,
             duration_ms: 1.5,

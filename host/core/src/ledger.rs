@@ -9,7 +9,10 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::limits::MAX_LOG_MESSAGE_BYTES;
+use crate::limits::{
+    MAX_DETAILS_BYTES, MAX_HOST_WARNINGS, MAX_LOG_FIELDS_BYTES, MAX_LOG_MESSAGE_BYTES,
+    MAX_UPDATE_BYTES,
+};
 
 /// Severity of a log entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -82,6 +85,12 @@ pub struct Ledger {
     pub updates: Vec<Update>,
     /// Entries (logs, progress, updates) dropped past the volume limit.
     pub dropped_entries: u64,
+    /// Reported costs refused (not finite, negative, or a total that would
+    /// not be finite); only the first is logged.
+    pub refused_costs: u64,
+    /// Host warnings past [`MAX_HOST_WARNINGS`], counted and not kept.
+    pub suppressed_warnings: u64,
+    host_warnings: usize,
     bytes_used: u64,
     bytes_limit: u64,
     observer: Option<CallObserver>,
@@ -157,10 +166,75 @@ impl Ledger {
         self.logs.push(entry);
     }
 
-    /// A note from the host about the gadget's behaviour, always kept.
+    /// A gadget's `log` import: `fields` is JSON text from the guest. The
+    /// entry is charged against the volume limit by its raw size *before*
+    /// anything is parsed, and fields over [`MAX_LOG_FIELDS_BYTES`] are
+    /// never parsed, so a hostile gadget pays for its own flood.
+    pub fn guest_log(&mut self, level: LogLevel, message: String, fields: &str, at_ms: u64) {
+        let message = truncate(message, MAX_LOG_MESSAGE_BYTES);
+        let fields = fields.trim();
+        let raw_size = message.len() + fields.len().min(MAX_LOG_FIELDS_BYTES);
+        if !self.charge(raw_size, LogSource::Gadget) {
+            return;
+        }
+        let fields = if fields.is_empty() {
+            Value::Null
+        } else if fields.len() > MAX_LOG_FIELDS_BYTES {
+            serde_json::json!({
+                "fields_dropped": format!(
+                    "{} bytes of fields, over the {MAX_LOG_FIELDS_BYTES}-byte limit",
+                    fields.len()
+                )
+            })
+        } else {
+            match serde_json::from_str::<Value>(fields) {
+                Ok(object @ Value::Object(_)) => object,
+                // Keep what the gadget sent, visibly, rather than drop it.
+                _ => serde_json::json!({ "fields": truncate(fields.to_string(), 1024) }),
+            }
+        };
+        let entry = LogEntry {
+            level,
+            message,
+            fields,
+            source: LogSource::Gadget,
+            at_ms,
+        };
+        self.emit(CallEvent::Log(entry.clone()));
+        self.logs.push(entry);
+    }
+
+    /// A note from the host about the gadget's behaviour. The first
+    /// [`MAX_HOST_WARNINGS`] are kept (and traced); later ones are counted.
     pub fn host_warning(&mut self, message: String, at_ms: u64) {
+        if self.host_warnings >= MAX_HOST_WARNINGS {
+            self.suppressed_warnings += 1;
+            return;
+        }
+        self.host_warnings += 1;
         tracing::warn!("{message}");
         self.log(LogLevel::Warn, message, Value::Null, LogSource::Host, at_ms);
+    }
+
+    /// Closes the ledger at the end of a call: one line sums up what was
+    /// refused or suppressed, instead of one line per offence.
+    pub fn close(&mut self, at_ms: u64) {
+        if self.refused_costs > 1 {
+            let message = format!(
+                "refused {} reported costs in all (only the first is shown)",
+                self.refused_costs
+            );
+            self.host_warnings = self.host_warnings.min(MAX_HOST_WARNINGS - 1);
+            self.host_warning(message, at_ms);
+        }
+        if self.suppressed_warnings > 0 {
+            let message = format!(
+                "{} more host warnings about this call were not kept",
+                self.suppressed_warnings
+            );
+            self.host_warnings = self.host_warnings.min(MAX_HOST_WARNINGS - 1);
+            self.host_warning(message, at_ms);
+        }
     }
 
     pub fn progress(&mut self, message: String) {
@@ -172,11 +246,22 @@ impl Ledger {
         self.progress.push(message);
     }
 
-    pub fn update(&mut self, partial: String, details: Option<Value>, at_ms: u64) {
-        let size = partial.len() + details.as_ref().map_or(0, |d| d.to_string().len());
-        if !self.charge(size, LogSource::Gadget) {
+    /// A gadget's `update` import. The partial text is cut at
+    /// [`MAX_UPDATE_BYTES`]; details are charged by their raw size and parsed
+    /// only when within [`MAX_DETAILS_BYTES`].
+    pub fn update(&mut self, partial: String, details: Option<&str>, at_ms: u64) {
+        let partial = truncate(partial, MAX_UPDATE_BYTES);
+        let raw_size = partial.len() + details.map_or(0, |d| d.len().min(MAX_DETAILS_BYTES));
+        if !self.charge(raw_size, LogSource::Gadget) {
             return;
         }
+        let details = details.and_then(|text| match parse_details(text) {
+            Ok(value) => Some(value),
+            Err(reason) => {
+                self.host_warning(format!("dropped the details of an update: {reason}"), at_ms);
+                None
+            }
+        });
         let update = Update {
             partial,
             details,
@@ -186,16 +271,45 @@ impl Ledger {
         self.updates.push(update);
     }
 
-    /// Adds a reported cost; refuses (with a warning) amounts that are not
-    /// finite and non-negative, so one bad report cannot poison the total.
+    /// Adds a reported cost. Amounts that are not finite and non-negative,
+    /// or that would make the total not finite, are refused: counted, the
+    /// first one noted, so a flood of bad reports costs the host nothing.
     pub fn report_cost(&mut self, usd: f64, at_ms: u64) {
-        if let Some(reason) = invalid_cost(usd) {
-            self.host_warning(format!("refused reported cost {usd}: {reason}"), at_ms);
+        let total = self.reported_cost + usd;
+        let reason = invalid_cost(usd).or(if total.is_finite() {
+            None
+        } else {
+            Some("the call's total cost would not be a finite number")
+        });
+        if let Some(reason) = reason {
+            self.refused_costs += 1;
+            if self.refused_costs == 1 {
+                self.host_warning(format!("refused reported cost {usd}: {reason}"), at_ms);
+            }
             return;
         }
-        self.reported_cost += usd;
+        self.reported_cost = total;
         self.emit(CallEvent::Cost(usd));
     }
+}
+
+/// Parses a gadget's `details` JSON text, refusing it unparsed when it is
+/// over [`MAX_DETAILS_BYTES`].
+pub fn parse_details(text: &str) -> Result<Value, String> {
+    if text.len() > MAX_DETAILS_BYTES {
+        return Err(format!(
+            "{} bytes, over the {MAX_DETAILS_BYTES}-byte limit on details",
+            text.len()
+        ));
+    }
+    serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))
+}
+
+/// Adds two cost totals (each finite and non-negative), saturating at the
+/// largest finite amount: a session total is always a number.
+pub fn add_costs(a: f64, b: f64) -> f64 {
+    let sum = a + b;
+    if sum.is_finite() { sum } else { f64::MAX }
 }
 
 /// Why a cost amount is refused, if it is.
@@ -272,15 +386,80 @@ mod tests {
     }
 
     #[test]
-    fn bad_costs_are_refused_and_noted() {
+    fn bad_costs_are_refused_counted_and_noted_once() {
         let mut ledger = Ledger::new(1000, None);
         for bad in [f64::NAN, f64::INFINITY, -1.0] {
             ledger.report_cost(bad, 0);
         }
         ledger.report_cost(0.5, 0);
         assert_eq!(ledger.reported_cost, 0.5);
-        assert_eq!(ledger.logs.len(), 3);
+        assert_eq!(ledger.refused_costs, 3);
+        assert_eq!(ledger.logs.len(), 1);
+        assert!(ledger.logs[0].message.contains("costs must be finite"));
+        ledger.close(0);
+        assert_eq!(ledger.logs.len(), 2);
+        assert!(ledger.logs[1].message.contains("refused 3 reported costs"));
         assert!(ledger.logs.iter().all(|l| l.source == LogSource::Host));
+    }
+
+    #[test]
+    fn a_cost_flood_stays_small_and_the_total_finite() {
+        let mut ledger = Ledger::new(1000, None);
+        for _ in 0..1_000_000 {
+            ledger.report_cost(f64::NAN, 0);
+        }
+        ledger.report_cost(f64::MAX, 0);
+        ledger.report_cost(f64::MAX, 0);
+        assert_eq!(ledger.reported_cost, f64::MAX);
+        assert_eq!(ledger.refused_costs, 1_000_001);
+        ledger.close(0);
+        assert_eq!(ledger.logs.len(), 2, "{:?}", ledger.logs);
+        assert!(ledger.reported_cost.is_finite());
+        assert_eq!(add_costs(f64::MAX, f64::MAX), f64::MAX);
+    }
+
+    #[test]
+    fn host_warnings_past_the_cap_are_counted() {
+        let mut ledger = Ledger::new(1000, None);
+        for i in 0..100 {
+            ledger.host_warning(format!("warning {i}"), 0);
+        }
+        assert_eq!(ledger.logs.len(), MAX_HOST_WARNINGS);
+        assert_eq!(ledger.suppressed_warnings, 100 - MAX_HOST_WARNINGS as u64);
+        ledger.close(0);
+        // The summary line is the one kept past the cap.
+        assert_eq!(ledger.logs.len(), MAX_HOST_WARNINGS + 1);
+        assert!(ledger.logs.last().unwrap().message.contains("84 more host warnings"));
+    }
+
+    #[test]
+    fn oversized_fields_and_details_are_not_parsed() {
+        let mut ledger = Ledger::new(u64::MAX, None);
+        // Not valid JSON, so parsing it would keep it as a string field:
+        // the note proves it was never parsed.
+        let huge = "[".repeat(MAX_LOG_FIELDS_BYTES + 1);
+        ledger.guest_log(LogLevel::Info, "m".into(), &huge, 0);
+        let note = ledger.logs[0].fields["fields_dropped"].as_str().unwrap();
+        assert!(note.contains("over the 16384-byte limit"), "{note}");
+        ledger.guest_log(LogLevel::Info, "m".into(), r#"{"k":1}"#, 0);
+        assert_eq!(ledger.logs[1].fields["k"], 1);
+        ledger.guest_log(LogLevel::Info, "m".into(), "not json", 0);
+        assert_eq!(ledger.logs[2].fields["fields"], "not json");
+
+        let details = format!("[{}0]", "0,".repeat(MAX_DETAILS_BYTES));
+        ledger.update("p".repeat(MAX_UPDATE_BYTES * 2), Some(&details), 0);
+        assert_eq!(ledger.updates[0].details, None);
+        assert!(ledger.updates[0].partial.len() < MAX_UPDATE_BYTES + 64);
+        assert!(ledger.logs[3].message.contains("over the 65536-byte limit on details"));
+    }
+
+    #[test]
+    fn a_flood_of_logs_is_charged_by_raw_size_before_parsing() {
+        let mut ledger = Ledger::new(100, None);
+        let fields = format!("{{\"k\":\"{}\"}}", "v".repeat(200));
+        ledger.guest_log(LogLevel::Info, "m".into(), &fields, 0);
+        assert!(ledger.logs.is_empty());
+        assert_eq!(ledger.dropped_entries, 1);
     }
 
     #[test]

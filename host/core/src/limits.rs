@@ -66,6 +66,30 @@ pub const DEFAULT_TABLES: usize = 1_000;
 /// ones are truncated with a marker.
 pub const MAX_LOG_MESSAGE_BYTES: usize = 8 << 10;
 
+/// A log entry's `fields` text, in bytes, parsed as JSON. Past it the
+/// host does not parse the text at all (parsing is the expensive part of a
+/// log call): the entry keeps its message and a note of the size dropped.
+pub const MAX_LOG_FIELDS_BYTES: usize = 16 << 10;
+
+/// `details` of a result or an update, in bytes of JSON text. Details are
+/// for people and UIs, never the model; 64 KiB holds any table worth
+/// showing. Past it they are dropped unparsed, with a warning on the call.
+pub const MAX_DETAILS_BYTES: usize = 64 << 10;
+
+/// The partial text of one `update`, in bytes: updates are previews for a
+/// UI; longer ones are truncated with a marker.
+pub const MAX_UPDATE_BYTES: usize = 8 << 10;
+
+/// An error message a gadget returns (`invalid-arguments`, `failed`) or a
+/// question it asks a person, in bytes. The model reads it, so it is cut
+/// (with a marker) at the size of a long paragraph, not at the result limit.
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 16 << 10;
+
+/// Host warnings kept per call (refused costs, dropped details): each
+/// further one is counted, not stored or printed, so a gadget cannot turn
+/// one import into unbounded host output.
+pub const MAX_HOST_WARNINGS: usize = 16;
+
 /// The operator's ceilings on each limit; a manifest or spec asking for
 /// more gets the ceiling.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);

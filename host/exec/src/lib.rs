@@ -32,6 +32,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -204,8 +205,59 @@ struct Ended {
     call: CallIx,
     /// The outcome kind and text the model sees, or the failure.
     outcome: Result<(OutcomeKind, String), Failure>,
+    /// Structured data from the gadget for people and UIs.
+    details: Option<Value>,
     cost: f64,
     duration: Duration,
+}
+
+/// What a call left besides its outcome, for its `CallFinished` event.
+struct Finished {
+    stored_output: Option<String>,
+    details: Option<Value>,
+    cost: f64,
+    duration: Duration,
+}
+
+impl Finished {
+    /// A call that never ran (skipped, fallback, duplicate id).
+    fn nothing() -> Finished {
+        Finished {
+            stored_output: None,
+            details: None,
+            cost: 0.0,
+            duration: Duration::ZERO,
+        }
+    }
+}
+
+/// Raises the abort signal of every call of the response running now
+/// (Ctrl-C, a server's shutdown). Calls not started yet are not affected;
+/// to stop reading, end the chunk stream.
+#[derive(Clone, Default)]
+pub struct AbortHandle {
+    current: Arc<Mutex<Arc<AtomicBool>>>,
+}
+
+impl AbortHandle {
+    /// Raises the abort signal of the running response's calls.
+    pub fn abort(&self) {
+        self.current().store(true, Ordering::Relaxed);
+    }
+
+    fn current(&self) -> Arc<AtomicBool> {
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// A fresh signal for a new response.
+    fn renew(&self) -> Arc<AtomicBool> {
+        let fresh = Arc::new(AtomicBool::new(false));
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = fresh.clone();
+        fresh
+    }
 }
 
 /// What a running call reports while it runs.
@@ -229,6 +281,7 @@ pub struct Executor {
     limiter: Option<Arc<Mutex<OutputLimiter>>>,
     history: Vec<HistoryEntry>,
     session_cost: f64,
+    abort: AbortHandle,
 }
 
 /// The tools of the executor's own under `config`: the output viewer when
@@ -273,6 +326,7 @@ impl Executor {
             entries: Vec::new(),
             history: Vec::new(),
             session_cost: 0.0,
+            abort: AbortHandle::default(),
         };
         executor.parser_builder().build()?;
         Ok(executor)
@@ -290,6 +344,11 @@ impl Executor {
     pub fn with_human_input(mut self, human: Arc<dyn HumanInput>) -> Executor {
         self.human = Some(human);
         self
+    }
+
+    /// Raises the abort signal in the calls that are running (for Ctrl-C).
+    pub fn abort_handle(&self) -> AbortHandle {
+        self.abort.clone()
     }
 
     /// What the model is shown of the last response: its finished calls,
@@ -337,6 +396,7 @@ impl Executor {
         let mut summary = ResponseSummary::default();
         let mut reading = true;
         let first = self.entries.len();
+        let abort = self.abort.renew();
         self.history.clear();
         loop {
             let mut actions = Vec::new();
@@ -382,11 +442,11 @@ impl Executor {
                 }
                 else => break,
             }
-            self.carry_out(actions, &mut running, &live_tx, &mut summary, &mut sink);
+            self.carry_out(actions, &mut running, &live_tx, &abort, &mut summary, &mut sink);
         }
         self.session = parser.session().clone();
         self.scheduler.next_response();
-        self.session_cost += summary.cost;
+        self.session_cost = gadget_core::ledger::add_costs(self.session_cost, summary.cost);
         summary.session_cost = self.session_cost;
         summary.calls = self.entries.len() - first;
         summary.duration_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -463,6 +523,7 @@ impl Executor {
         let Ended {
             call: ix,
             outcome,
+            details,
             cost,
             duration,
         } = ended;
@@ -500,7 +561,7 @@ impl Executor {
             }
             _ => outcome,
         };
-        summary.cost += cost;
+        summary.cost = gadget_core::ledger::add_costs(summary.cost, cost);
         let (settled, halt) = match &outcome {
             Ok((kind, _)) => {
                 summary.succeeded += 1;
@@ -513,9 +574,21 @@ impl Executor {
                 (Err(failure.message.clone()), halt)
             }
         };
-        self.record(ix, outcome, stored_output, cost, duration, sink);
+        let finished = Finished {
+            stored_output,
+            details,
+            cost,
+            duration,
+        };
+        self.record(ix, outcome, finished, sink);
         let policy = &mut policy_for(&self.config, &*self.controller, &self.entries);
-        self.scheduler.finished(ix, settled, halt, policy)
+        let actions = self.scheduler.finished(ix, settled, halt, policy);
+        if self.scheduler.stop_reading() {
+            // Stop-on-error: calls already running get the abort signal
+            // too, not only those not yet started.
+            self.abort.current().store(true, Ordering::Relaxed);
+        }
+        actions
     }
 
     /// Reports a finished call and adds it to the history.
@@ -523,11 +596,15 @@ impl Executor {
         &mut self,
         ix: CallIx,
         outcome: Result<(OutcomeKind, String), Failure>,
-        stored_output: Option<String>,
-        cost: f64,
-        duration: Duration,
+        finished: Finished,
         sink: &mut impl FnMut(ExecEvent),
     ) {
+        let Finished {
+            stored_output,
+            details,
+            cost,
+            duration,
+        } = finished;
         let entry = &self.entries[ix];
         let text = match &outcome {
             Ok((_, text)) => text.clone(),
@@ -549,6 +626,7 @@ impl Executor {
             outcome,
             result,
             error,
+            details,
             stored_output,
             cost,
             duration_ms: duration.as_secs_f64() * 1e3,
@@ -561,6 +639,7 @@ impl Executor {
         mut actions: Vec<Action>,
         running: &mut JoinSet<Ended>,
         live: &mpsc::UnboundedSender<(CallIx, Live)>,
+        abort: &Arc<AtomicBool>,
         summary: &mut ResponseSummary,
         sink: &mut impl FnMut(ExecEvent),
     ) {
@@ -569,7 +648,7 @@ impl Executor {
             for action in actions {
                 match action {
                     Action::Start(ix) => {
-                        if let Some(ended) = self.start(ix, running, live, sink) {
+                        if let Some(ended) = self.start(ix, running, live, abort, sink) {
                             next.extend(self.ended(ended, summary, sink));
                         }
                     }
@@ -585,14 +664,16 @@ impl Executor {
                     Action::Fallback(ix, text) => {
                         summary.succeeded += 1;
                         let outcome = Ok((OutcomeKind::Fallback, text));
-                        self.record(ix, outcome, None, 0.0, Duration::ZERO, sink);
+                        self.record(ix, outcome, Finished::nothing(), sink);
                     }
                     Action::DuplicateId(ix) => {
                         summary.failed += 1;
-                        let message =
-                            schedule::duplicate_id_error(&self.entries[ix].call.invocation_id);
+                        let message = format!(
+                            "Error: {}",
+                            schedule::duplicate_id_error(&self.entries[ix].call.invocation_id)
+                        );
                         let failure = Failure::new(FailureKind::DuplicateId, message);
-                        self.record(ix, Err(failure), None, 0.0, Duration::ZERO, sink);
+                        self.record(ix, Err(failure), Finished::nothing(), sink);
                     }
                 }
             }
@@ -608,12 +689,14 @@ impl Executor {
         ix: CallIx,
         running: &mut JoinSet<Ended>,
         live: &mpsc::UnboundedSender<(CallIx, Live)>,
+        abort: &Arc<AtomicBool>,
         sink: &mut impl FnMut(ExecEvent),
     ) -> Option<Ended> {
         let at_once = |outcome| {
             Some(Ended {
                 call: ix,
                 outcome,
+                details: None,
                 cost: 0.0,
                 duration: Duration::ZERO,
             })
@@ -644,7 +727,7 @@ impl Executor {
             invocation_id: entry.call.invocation_id.clone(),
             params,
             timeout,
-            cancel: None,
+            cancel: Some(abort.clone()),
             observer: Some(Arc::new(move |event: &CallEvent| {
                 let _ = observer_tx.send((ix, Live::Call(event.clone())));
             })),
@@ -655,10 +738,11 @@ impl Executor {
         let run = if tool.is_instant() {
             let report = run_at_once(&*tool, call);
             match settle(report.outcome) {
-                Ok(outcome) => {
+                Ok((outcome, details)) => {
                     return Some(Ended {
                         call: ix,
                         outcome,
+                        details,
                         cost: report.cost,
                         duration: report.duration,
                     });
@@ -687,9 +771,9 @@ impl Executor {
                     (settle(report.outcome), report.cost, report.duration)
                 }
             };
-            let outcome = match settled {
-                Ok(outcome) => outcome,
-                Err(question) => match human {
+            let (outcome, details) = match settled {
+                Ok(settled) => settled,
+                Err(question) => (match human {
                     Some(human) => {
                         let _ = live.send((ix, Live::Asking(question.clone())));
                         human
@@ -699,11 +783,12 @@ impl Executor {
                             .map_err(|message| Failure::new(FailureKind::HumanInput, message))
                     }
                     None => Err(Failure::new(FailureKind::HumanInput, NO_HUMAN_INPUT)),
-                },
+                }, None),
             };
             Ended {
                 call: ix,
                 outcome,
+                details,
                 cost,
                 duration,
             }
@@ -717,10 +802,10 @@ impl Executor {
         let entry = &self.entries[ix];
         let call = &entry.call;
         let Some(tool) = entry.tool.clone() else {
-            // llmist lists its registry's lower-cased keys; the registry's
-            // own names keep their case, as before.
+            // Every name as its tool spells it (llmist lower-cases its
+            // built-ins here; a model should read the name it must write).
             let mut available = self.tools.names();
-            available.extend(self.builtins.names().iter().map(|n| n.to_lowercase()));
+            available.extend(self.builtins.names());
             return Err(Failure::new(
                 FailureKind::UnknownGadget,
                 format!("Error: {}", render::unknown_gadget(&call.name, &available)),
@@ -786,16 +871,17 @@ fn run_at_once(tool: &dyn Tool, call: ToolCall) -> CallReport {
 
 /// A tool's outcome as the model reads it, or the question it asks a
 /// person (answered by the human-input handler).
-fn settle(
-    outcome: Result<Outcome, CallError>,
-) -> Result<Result<(OutcomeKind, String), Failure>, String> {
+fn settle(outcome: Result<Outcome, CallError>) -> Result<Settled, String> {
     match outcome {
-        Ok(Outcome::Result { result, .. }) => Ok(Ok((OutcomeKind::Result, result))),
-        Ok(Outcome::Finish { result, .. }) => Ok(Ok((OutcomeKind::Finish, result))),
+        Ok(Outcome::Result { result, details }) => Ok((Ok((OutcomeKind::Result, result)), details)),
+        Ok(Outcome::Finish { result, details }) => Ok((Ok((OutcomeKind::Finish, result)), details)),
         Ok(Outcome::AskHuman { question }) => Err(question),
-        Err(error) => Ok(Err(runtime_failure(error))),
+        Err(error) => Ok((Err(runtime_failure(error)), None)),
     }
 }
+
+/// A call's outcome as the model reads it, and its details.
+type Settled = (Result<(OutcomeKind, String), Failure>, Option<Value>);
 
 /// The parser's events, owned, for the executor to handle after the feed.
 enum Parsed {

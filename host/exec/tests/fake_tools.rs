@@ -281,7 +281,7 @@ async fn unknown_tools_and_invalid_parameters_are_results_the_model_reads() {
     assert_eq!(error.kind, FailureKind::UnknownGadget);
     assert_eq!(
         error.message,
-        "Error: Gadget 'Nope' not found.\n\nAvailable gadgets: Echo, gadgetoutputviewer"
+        "Error: Gadget 'Nope' not found.\n\nAvailable gadgets: Echo, GadgetOutputViewer"
     );
     let (_, _, error) = finished(&events, "b");
     let error = error.unwrap();

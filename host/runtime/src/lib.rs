@@ -50,6 +50,7 @@ pub use gadget_core::limits::Limits;
 
 use bindings::v0_1_0::gadget::plugin::{host as wit_host, types as wit};
 use gadget_core::ledger::{self, Ledger};
+use gadget_core::limits::MAX_ERROR_MESSAGE_BYTES;
 
 /// A busy gadget yields to the executor at least this often (ticks = ms),
 /// so a loop in one gadget cannot starve the other calls on its thread.
@@ -267,14 +268,6 @@ impl wit::Host for CallState {}
 impl wit_host::Host for CallState {
     fn log(&mut self, level: wit::Level, message: String, fields: String) {
         let at = self.elapsed_ms();
-        let fields = match fields.trim() {
-            "" => Value::Null,
-            text => match serde_json::from_str::<Value>(text) {
-                Ok(object @ Value::Object(_)) => object,
-                // Keep what the gadget sent, visibly, rather than drop it.
-                _ => serde_json::json!({ "fields": ledger::truncate(fields, 1024) }),
-            },
-        };
         let level = match level {
             wit::Level::Trace => LogLevel::Trace,
             wit::Level::Debug => LogLevel::Debug,
@@ -282,8 +275,7 @@ impl wit_host::Host for CallState {
             wit::Level::Warn => LogLevel::Warn,
             wit::Level::Error => LogLevel::Error,
         };
-        self.ledger
-            .log(level, message, fields, LogSource::Gadget, at);
+        self.ledger.guest_log(level, message, &fields, at);
     }
 
     fn report_cost(&mut self, usd: f64) {
@@ -297,8 +289,7 @@ impl wit_host::Host for CallState {
 
     fn update(&mut self, partial: String, details: Option<String>) {
         let at = self.elapsed_ms();
-        let details = details.and_then(|d| serde_json::from_str(&d).ok());
-        self.ledger.update(partial, details, at);
+        self.ledger.update(partial, details.as_deref(), at);
     }
 
     fn cancelled(&mut self) -> bool {
@@ -469,10 +460,12 @@ impl Runtime {
             }),
             Some(Err(Trapped(error))) => Err(classify_trap(error, &mut store, limits)),
             Some(Ok(Err(error))) => Err(match error {
-                wit::GadgetError::InvalidArguments(message) => {
-                    CallError::InvalidArguments { message }
-                }
-                wit::GadgetError::Failed(message) => CallError::Failed { message },
+                wit::GadgetError::InvalidArguments(message) => CallError::InvalidArguments {
+                    message: ledger::truncate(message, MAX_ERROR_MESSAGE_BYTES),
+                },
+                wit::GadgetError::Failed(message) => CallError::Failed {
+                    message: ledger::truncate(message, MAX_ERROR_MESSAGE_BYTES),
+                },
                 // Stopping on the abort signal the deadline raised is a
                 // timeout, as the model should be told; only a cancellation
                 // from outside is reported as one.
@@ -499,10 +492,12 @@ impl Runtime {
                 accept_outcome(outcome, &request.gadget, limits, state, &mut returned_cost)
             }
         };
-        let state = store.into_data();
+        let mut state = store.into_data();
+        let at = state.elapsed_ms();
+        state.ledger.close(at);
         CallReport {
             outcome,
-            cost: state.ledger.reported_cost + returned_cost,
+            cost: ledger::add_costs(state.ledger.reported_cost, returned_cost),
             logs: state.ledger.logs,
             progress: state.ledger.progress,
             updates: state.ledger.updates,
@@ -657,12 +652,12 @@ fn accept_outcome(
         }
         let details = match r.details {
             None => None,
-            Some(text) => match serde_json::from_str(&text) {
+            Some(text) => match ledger::parse_details(&text) {
                 Ok(value) => Some(value),
-                Err(e) => {
+                Err(reason) => {
                     state
                         .ledger
-                        .host_warning(format!("dropped details that are not valid JSON: {e}"), at);
+                        .host_warning(format!("dropped the result's details: {reason}"), at);
                     None
                 }
             },
@@ -676,16 +671,9 @@ fn accept_outcome(
         wit::Outcome::Finish(r) => {
             take(r, state).map(|(result, details)| Outcome::Finish { result, details })
         }
-        wit::Outcome::AskHuman(question) => {
-            if question.len() as u64 > limits.result_bytes {
-                return Err(CallError::ResultTooLarge {
-                    gadget: gadget.to_string(),
-                    size_bytes: question.len() as u64,
-                    limit_bytes: limits.result_bytes,
-                });
-            }
-            Ok(Outcome::AskHuman { question })
-        }
+        wit::Outcome::AskHuman(question) => Ok(Outcome::AskHuman {
+            question: ledger::truncate(question, MAX_ERROR_MESSAGE_BYTES),
+        }),
     }
 }
 
@@ -699,6 +687,12 @@ fn classify_trap(
     let state = store.data();
     let gadget = state.gadget.clone();
     let trap = error.downcast_ref::<Trap>().copied();
+    if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        return CallError::Exited {
+            gadget,
+            status: exit.0,
+        };
+    }
     if state.timed_out || trap == Some(Trap::Interrupt) {
         return CallError::Timeout {
             gadget,

@@ -198,6 +198,7 @@ fn outcome_line(event: &ExecEvent) -> Option<String> {
             stored_output,
             cost,
             duration_ms,
+            ..
         } => {
             let cost = if *cost > 0.0 {
                 format!(", ${cost:.6}")

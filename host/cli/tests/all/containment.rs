@@ -381,13 +381,17 @@ async fn non_finite_and_negative_costs_are_refused_and_logged() {
         .filter(|l| l.source == LogSource::Host)
         .map(|l| l.message.as_str())
         .collect();
-    assert_eq!(warnings.len(), 4, "{warnings:?}");
+    // The first refusal is shown, the others counted in one line.
+    assert_eq!(warnings.len(), 3, "{warnings:?}");
     assert!(
         warnings[0].contains("NaN") && warnings[0].contains("finite"),
         "{warnings:?}"
     );
-    assert!(warnings[2].contains("negative"), "{warnings:?}");
-    assert!(warnings[3].contains("returned cost -3"), "{warnings:?}");
+    assert!(warnings[1].contains("returned cost -3"), "{warnings:?}");
+    assert!(
+        warnings[2].contains("refused 3 reported costs in all"),
+        "{warnings:?}"
+    );
     next_call_is_served(&registry).await;
 }
 
@@ -436,4 +440,116 @@ async fn each_call_gets_a_fresh_instance_and_calls_run_in_parallel() {
             })
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_json_from_a_gadget_is_refused_unparsed_and_the_call_succeeds() {
+    let runtime = common::runtime(EpochMode::Ticker);
+    let registry = common::misbehave(&runtime).await;
+    let report = registry
+        .call("JsonBombs", json!({}), "t1", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        report.outcome,
+        Ok(Outcome::Result {
+            result: "done".into(),
+            details: None
+        }),
+        "the details are dropped, the result kept"
+    );
+    let gadget_logs: Vec<_> = report
+        .logs
+        .iter()
+        .filter(|l| l.source == LogSource::Gadget)
+        .collect();
+    assert!(!gadget_logs.is_empty());
+    for log in &gadget_logs {
+        let note = log.fields["fields_dropped"].as_str().unwrap_or_default();
+        assert!(note.contains("over the 16384-byte limit"), "{log:?}");
+    }
+    assert!(report.updates.iter().all(|u| u.details.is_none()));
+    let warnings: Vec<&str> = report
+        .logs
+        .iter()
+        .filter(|l| l.source == LogSource::Host)
+        .map(|l| l.message.as_str())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("result's details") && w.contains("65536-byte limit")),
+        "{warnings:?}"
+    );
+    // Everything kept is within the call's log volume.
+    let kept: usize = report
+        .logs
+        .iter()
+        .map(|l| l.message.len() + l.fields.to_string().len())
+        .sum();
+    assert!(kept < 64 << 10, "kept {kept} bytes");
+    next_call_is_served(&registry).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cost_flood_is_counted_not_logged_and_the_total_stays_finite() {
+    let runtime = common::runtime(EpochMode::Ticker);
+    let registry = common::misbehave(&runtime).await;
+    let report = registry
+        .call("CostFlood", json!({}), "t1", None)
+        .await
+        .unwrap();
+    assert!(report.outcome.is_ok(), "{:?}", report.outcome);
+    assert!(report.cost.is_finite(), "{}", report.cost);
+    assert_eq!(report.cost, f64::MAX);
+    let warnings: Vec<&str> = report
+        .logs
+        .iter()
+        .filter(|l| l.source == LogSource::Host)
+        .map(|l| l.message.as_str())
+        .collect();
+    assert!(warnings.len() <= 3, "{warnings:?}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("refused 2000001 reported costs in all")),
+        "{warnings:?}"
+    );
+    next_call_is_served(&registry).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gadget_that_exits_is_reported_as_exited_with_its_status() {
+    let runtime = common::runtime(EpochMode::Ticker);
+    let registry = common::misbehave(&runtime).await;
+    let report = registry.call("Exit", json!({}), "t1", None).await.unwrap();
+    let error = report.outcome.unwrap_err();
+    // WASI 0.2's `exit` carries success or failure only: status 3 is 1.
+    assert_eq!(
+        error,
+        CallError::Exited {
+            gadget: "Exit".into(),
+            status: 1
+        }
+    );
+    assert_eq!(
+        error.to_string(),
+        "Gadget 'Exit' exited with status 1 instead of returning a result"
+    );
+    next_call_is_served(&registry).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_error_message_is_cut_to_the_message_limit() {
+    let runtime = common::runtime(EpochMode::Ticker);
+    let registry = common::misbehave(&runtime).await;
+    let report = registry
+        .call("HugeError", json!({}), "t1", None)
+        .await
+        .unwrap();
+    let Err(CallError::Failed { message }) = report.outcome else {
+        panic!("{:?}", report.outcome);
+    };
+    assert!(message.len() < (16 << 10) + 64, "{}", message.len());
+    assert!(message.ends_with(&format!("[truncated {} bytes]", (20 << 20) - (16 << 10))));
 }

@@ -18,6 +18,7 @@ use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
 use gadget_runtime::loader::{self, ComponentCache, LoadOptions, LoadProgress};
+use gadget_runtime::policy::Policy;
 use gadget_runtime::registry::Registry;
 use gadget_runtime::{Runtime, RuntimeConfig};
 
@@ -63,6 +64,9 @@ struct GlobalArgs {
     /// Make any plugin load error fatal.
     #[arg(long, global = true)]
     strict: bool,
+    /// The operator's policy file (TOML: [limits] ceilings, [plugins.NAME] prefix). Default: $GADGET_CONFIG, else $XDG_CONFIG_HOME/gadget-host/config.toml if it exists.
+    #[arg(long, value_name = "FILE", global = true)]
+    config: Option<PathBuf>,
     /// More logging on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
@@ -188,6 +192,16 @@ fn init_tracing(verbose: u8) {
 }
 
 async fn run(cli: Cli) -> Result<ExitCode> {
+    let policy = match Policy::locate(cli.global.config.as_deref()) {
+        None => Policy::default(),
+        Some(path) => match Policy::from_file(&path) {
+            Ok(policy) => policy,
+            Err(e) => {
+                eprintln!("error: policy file {e}");
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            }
+        },
+    };
     // Each command starts only what it needs: `parse` needs no WebAssembly
     // runtime and no cache.
     let start = || -> Result<Arc<Runtime>> {
@@ -195,13 +209,14 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         // up-front reservation would only slow start-up down.
         let config = RuntimeConfig {
             pooling: false,
+            memory_budget: policy.host_memory_bytes(),
             ..RuntimeConfig::default()
         };
         Ok(Arc::new(
             Runtime::new(&config).context("starting the WebAssembly runtime")?,
         ))
     };
-    let options = || load_options(&cli.global);
+    let options = || load_options(&cli.global, &policy);
     match &cli.command {
         Command::Parse(options) => parse::parse(options),
         Command::New { name, lang, dir } => new::new(name, *lang, dir.as_deref()),
@@ -209,10 +224,12 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Run(run_options) => {
             // A response may hold thousands of calls: the pooling
             // allocator pays for its reservation there.
-            let runtime = Arc::new(
-                Runtime::new(&RuntimeConfig::default())
-                    .context("starting the WebAssembly runtime")?,
-            );
+            let config = RuntimeConfig {
+                memory_budget: policy.host_memory_bytes(),
+                ..RuntimeConfig::default()
+            };
+            let runtime =
+                Arc::new(Runtime::new(&config).context("starting the WebAssembly runtime")?);
             let Some(registry) = load(&runtime, &cli.global, &options()).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
@@ -252,7 +269,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-fn load_options(global: &GlobalArgs) -> LoadOptions {
+fn load_options(global: &GlobalArgs, policy: &Policy) -> LoadOptions {
     let cache = if global.no_cache {
         None
     } else {
@@ -274,10 +291,7 @@ fn load_options(global: &GlobalArgs) -> LoadOptions {
             None => None,
         }
     };
-    LoadOptions {
-        cache,
-        ..LoadOptions::default()
-    }
+    LoadOptions::from_policy(policy, cache)
 }
 
 /// The plugin directories: `--plugins`, else `$GADGET_PLUGINS` (separated

@@ -7,13 +7,13 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ledger::{LogEntry, Update};
 
 /// A gadget's spec as it declared it (read once, at load time).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GadgetSpec {
     pub name: String,
     pub label: Option<String>,
@@ -27,7 +27,7 @@ pub struct GadgetSpec {
 }
 
 /// One example call of a gadget, as it declared it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Example {
     /// The parameters, JSON text (checked against the schema at load time).
     pub params: String,
@@ -130,6 +130,8 @@ pub enum FailureKind {
     Timeout,
     /// The instance asked for more memory than its limit.
     MemoryLimit,
+    /// The host's memory budget for all running calls was spent.
+    MemoryBudget,
     /// The result was larger than the limit.
     ResultTooLarge,
     /// A trap: a panic, `unreachable`, stack overflow, bad memory access.
@@ -154,6 +156,7 @@ impl FailureKind {
             FailureKind::Cancelled => "cancelled",
             FailureKind::Timeout => "timeout",
             FailureKind::MemoryLimit => "memory-limit",
+            FailureKind::MemoryBudget => "memory-budget",
             FailureKind::ResultTooLarge => "result-too-large",
             FailureKind::Crashed => "crashed",
             FailureKind::Exited => "exited",
@@ -200,6 +203,10 @@ pub enum CallError {
     /// The instance asked for more memory than its limit.
     #[error("Gadget '{gadget}' exceeded its memory limit of {limit_bytes} bytes ({} MiB)", limit_bytes >> 20)]
     MemoryLimit { gadget: String, limit_bytes: u64 },
+    /// Memory within the call's own limit was refused: the host's budget
+    /// for all running calls together was in use.
+    #[error("Gadget '{gadget}' was refused memory: the host's budget of {} MiB for all running calls is in use; try again with fewer calls at once", budget_bytes >> 20)]
+    MemoryBudget { gadget: String, budget_bytes: u64 },
     /// The result text was larger than the limit.
     #[error(
         "Gadget '{gadget}' returned {size_bytes} bytes, over its result limit of {limit_bytes} bytes"
@@ -229,6 +236,7 @@ impl CallError {
             CallError::Cancelled { .. } => FailureKind::Cancelled,
             CallError::Timeout { .. } => FailureKind::Timeout,
             CallError::MemoryLimit { .. } => FailureKind::MemoryLimit,
+            CallError::MemoryBudget { .. } => FailureKind::MemoryBudget,
             CallError::ResultTooLarge { .. } => FailureKind::ResultTooLarge,
             CallError::Crashed { .. } => FailureKind::Crashed,
             CallError::Exited { .. } => FailureKind::Exited,

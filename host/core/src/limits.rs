@@ -90,12 +90,21 @@ pub const MAX_ERROR_MESSAGE_BYTES: usize = 16 << 10;
 /// one import into unbounded host output.
 pub const MAX_HOST_WARNINGS: usize = 16;
 
-/// The operator's ceilings on each limit; a manifest or spec asking for
-/// more gets the ceiling.
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
-/// Ceiling on linear memory per instance, in bytes (4 GiB is the most a
-/// 32-bit memory can address anyway).
-pub const MAX_MEMORY_BYTES: u64 = 4 << 30;
+/// The operator's ceilings on each limit, by default (the policy file's
+/// `[limits]` replaces them); a manifest or spec asking for more gets the
+/// ceiling, with a warning. Chosen for a shared machine: five minutes is
+/// long for one tool call of an agent turn.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default ceiling on linear memory per instance, in bytes: four times the
+/// default, enough for a big data-processing gadget, far from what a few
+/// parallel calls could take from a shared machine.
+pub const MAX_MEMORY_BYTES: u64 = 1 << 30;
+/// The most an operator may set as the timeout ceiling: one hour (epoch
+/// deadlines and every timer stay well inside their ranges).
+pub const HARD_MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+/// The most an operator may set as the memory ceiling: 4 GiB, all that a
+/// 32-bit memory can address (and what the pooling allocator reserves).
+pub const HARD_MAX_MEMORY_BYTES: u64 = 4 << 30;
 /// Ceiling on a result, in bytes.
 pub const MAX_RESULT_BYTES: u64 = 64 << 20;
 /// Ceiling on log volume per call, in bytes.
@@ -192,10 +201,15 @@ impl LimitCeilings {
             let asked = asked.saturating_mul(unit);
             if asked > ceiling {
                 notes.push(format!(
-                    "asks for {what} of {asked}, capped at the operator's ceiling of {ceiling}"
+                    "asks for {what} of {asked}, capped at the operator's ceiling of {ceiling} (the policy file's [limits] sets ceilings)"
                 ));
                 ceiling
             } else {
+                if asked > default {
+                    notes.push(format!(
+                        "asks for {what} of {asked}, above the default of {default}; granted, within the operator's ceiling of {ceiling}"
+                    ));
+                }
                 asked
             }
         };
@@ -295,7 +309,7 @@ impl Timeouts {
     /// The deadline of a call to the tool `name` whose own timeout is
     /// `own`, in order of precedence: the run's per-gadget setting, the
     /// tool's declared timeout, the run's default, the tool's default; all
-    /// capped by the operator's cap and [`MAX_TIMEOUT`]. `None` for a tool
+    /// capped by the operator's cap and [`HARD_MAX_TIMEOUT`]. `None` for a tool
     /// without a deadline.
     pub fn resolve(&self, name: &str, own: OwnTimeout) -> Option<Duration> {
         let chosen = match (self.per_gadget.get(&name.to_lowercase()), own) {
@@ -304,7 +318,9 @@ impl Timeouts {
             (None, OwnTimeout::Declared(timeout)) => timeout,
             (None, OwnTimeout::Default(timeout)) => self.default.unwrap_or(timeout),
         };
-        let cap = self.cap.map_or(MAX_TIMEOUT, |cap| cap.min(MAX_TIMEOUT));
+        let cap = self
+            .cap
+            .map_or(HARD_MAX_TIMEOUT, |cap| cap.min(HARD_MAX_TIMEOUT));
         Some(chosen.min(cap))
     }
 }
@@ -388,18 +404,18 @@ mod tests {
             timeouts.resolve("X", OwnTimeout::Declared(ms(30))),
             Some(ms(7))
         );
-        // The operator's cap bounds them all, and MAX_TIMEOUT bounds the cap.
+        // The operator's cap bounds them all, and HARD_MAX_TIMEOUT the cap.
         timeouts.cap = Some(ms(5));
         assert_eq!(
             timeouts.resolve("X", OwnTimeout::Declared(ms(30))),
             Some(ms(5))
         );
-        timeouts.cap = Some(MAX_TIMEOUT * 2);
-        timeouts.per_gadget.insert("x".into(), MAX_TIMEOUT * 3);
+        timeouts.cap = Some(HARD_MAX_TIMEOUT * 2);
+        timeouts.per_gadget.insert("x".into(), HARD_MAX_TIMEOUT * 3);
         assert_eq!(timeouts.resolve("x", OwnTimeout::None), None);
         assert_eq!(
             timeouts.resolve("x", OwnTimeout::Default(ms(1))),
-            Some(MAX_TIMEOUT)
+            Some(HARD_MAX_TIMEOUT)
         );
     }
 }

@@ -17,6 +17,27 @@ use serde_json::{Map, Value};
 /// needs the first few, not a wall of text for a badly wrong call.
 pub const MAX_REPORTED_ISSUES: usize = 20;
 
+/// A parameters schema's text, in bytes: generated schemas of real tools
+/// are a few KiB; 64 KiB bounds what the host parses, compiles and puts
+/// in the prompt.
+pub const MAX_SCHEMA_BYTES: usize = 64 << 10;
+
+/// Nesting of a schema document (objects and arrays), in levels: a tool's
+/// parameters nested 30 objects deep are not something a model can fill.
+pub const MAX_SCHEMA_DEPTH: usize = 64;
+
+/// Subschemas one value may be checked against (through `allOf`, `anyOf`,
+/// `oneOf`, `not`, `if`/`then`/`else`, `dependentSchemas` and `$ref`):
+/// the cost of validating one value. Nested combinators multiply (ten
+/// levels of two-way `oneOf` is 1,024), which is how a schema makes
+/// validation exponential; real schemas stay under a hundred.
+pub const MAX_SCHEMA_COST: u64 = 1_000;
+
+/// Bytes that filling in `default` values may add to one call's
+/// parameters: a default repeated for every item of a long array cannot
+/// grow them past this.
+pub const MAX_DEFAULTS_EXPANSION_BYTES: usize = 1 << 20;
+
 /// A compiled parameters schema.
 pub struct ParamSchema {
     /// The schema as the gadget declared it (`None`: takes no parameters).
@@ -41,6 +62,8 @@ pub enum SchemaError {
     NotAnObject(String),
     #[error("parameters schema does not compile: {0}")]
     Invalid(String),
+    #[error("parameters schema is refused: {0}")]
+    TooCostly(String),
 }
 
 /// One problem with a call's parameters.
@@ -79,7 +102,14 @@ impl ParamSchema {
                 validator: None,
             });
         }
+        if text.len() > MAX_SCHEMA_BYTES {
+            return Err(SchemaError::TooCostly(format!(
+                "{} bytes, over the {MAX_SCHEMA_BYTES}-byte limit",
+                text.len()
+            )));
+        }
         let schema: Value = serde_json::from_str(text)?;
+        check_cost(&schema).map_err(SchemaError::TooCostly)?;
         match schema.get("type") {
             Some(Value::String(t)) if t == "object" => {}
             None if schema.get("properties").is_some() => {}
@@ -112,7 +142,18 @@ impl ParamSchema {
             // model wrote, as llmist passes params through unchecked.
             return Ok(Value::Object(Map::new()));
         };
-        apply_defaults(schema, &mut params);
+        let mut budget = MAX_DEFAULTS_EXPANSION_BYTES;
+        if let Err(needed) = apply_defaults_within(schema, &mut params, &mut budget) {
+            return Err(ValidationFailure {
+                gadget: gadget.to_string(),
+                issues: vec![Issue {
+                    path: "root".into(),
+                    message: format!(
+                        "filling in default values would add more than {MAX_DEFAULTS_EXPANSION_BYTES} bytes (the next default alone is {needed}); give the values instead"
+                    ),
+                }],
+            });
+        }
         let issues: Vec<Issue> = validator
             .iter_errors(&params)
             .take(MAX_REPORTED_ISSUES)
@@ -137,18 +178,31 @@ impl ParamSchema {
 /// A missing object property whose schema has no default but whose own
 /// properties do is left missing: defaults never invent structure.
 pub fn apply_defaults(schema: &Value, value: &mut Value) {
+    let mut unbounded = usize::MAX;
+    let _ = apply_defaults_within(schema, value, &mut unbounded);
+}
+
+/// [`apply_defaults`], adding at most `budget` bytes (of JSON text); on
+/// `Err(size)` the default that did not fit was `size` bytes.
+fn apply_defaults_within(
+    schema: &Value,
+    value: &mut Value,
+    budget: &mut usize,
+) -> Result<(), usize> {
     match value {
         Value::Object(map) => {
             let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
-                return;
+                return Ok(());
             };
             for (key, property_schema) in properties {
                 match map.get_mut(key) {
-                    Some(existing) => apply_defaults(property_schema, existing),
+                    Some(existing) => apply_defaults_within(property_schema, existing, budget)?,
                     None => {
                         if let Some(default) = property_schema.get("default") {
+                            let size = json_size(default) + key.len();
+                            *budget = budget.checked_sub(size).ok_or(size)?;
                             let mut filled = default.clone();
-                            apply_defaults(property_schema, &mut filled);
+                            apply_defaults_within(property_schema, &mut filled, budget)?;
                             map.insert(key.clone(), filled);
                         }
                     }
@@ -158,12 +212,169 @@ pub fn apply_defaults(schema: &Value, value: &mut Value) {
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) {
                 for item in items {
-                    apply_defaults(item_schema, item);
+                    apply_defaults_within(item_schema, item, budget)?;
                 }
             }
         }
         _ => {}
     }
+    Ok(())
+}
+
+/// The length of a value's compact JSON text, without writing it.
+fn json_size(value: &Value) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.0
+}
+
+/// Keywords whose subschemas apply to the value itself (not to a child):
+/// each multiplies the work of validating that value.
+const SAME_VALUE_LISTS: [&str; 3] = ["allOf", "anyOf", "oneOf"];
+const SAME_VALUE_SCHEMAS: [&str; 4] = ["not", "if", "then", "else"];
+
+/// Refuses schemas that could stall validation: nested deeper than
+/// [`MAX_SCHEMA_DEPTH`], a `$ref` cycle that never descends into a child
+/// value (validation would never end), a `$ref` the host cannot resolve
+/// locally, or a cost (subschemas one value is checked against) over
+/// [`MAX_SCHEMA_COST`].
+pub fn check_cost(schema: &Value) -> Result<(), String> {
+    let depth = json_depth(schema);
+    if depth > MAX_SCHEMA_DEPTH {
+        return Err(format!(
+            "nested {depth} levels deep, over the limit of {MAX_SCHEMA_DEPTH}"
+        ));
+    }
+    let mut costs = std::collections::HashMap::new();
+    let mut visiting = Vec::new();
+    check_subschemas(schema, schema, "", &mut costs, &mut visiting)
+}
+
+fn json_depth(value: &Value) -> usize {
+    // Iterative: the depth check must not itself recurse without bound.
+    let mut deepest = 0;
+    let mut stack = vec![(value, 1usize)];
+    while let Some((value, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
+        match value {
+            Value::Object(map) => stack.extend(map.values().map(|v| (v, depth + 1))),
+            Value::Array(items) => stack.extend(items.iter().map(|v| (v, depth + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Checks the cost of every subschema of `node` (at `pointer` in `root`),
+/// whichever value it ends up applied to.
+fn check_subschemas(
+    root: &Value,
+    node: &Value,
+    pointer: &str,
+    costs: &mut std::collections::HashMap<String, u64>,
+    visiting: &mut Vec<String>,
+) -> Result<(), String> {
+    let cost = same_value_cost(root, node, pointer, costs, visiting)?;
+    if cost > MAX_SCHEMA_COST {
+        let at = if pointer.is_empty() { "the root" } else { pointer };
+        return Err(format!(
+            "validating one value at {at} would check it against {cost} subschemas (nested anyOf/oneOf/allOf/$ref), over the limit of {MAX_SCHEMA_COST}"
+        ));
+    }
+    match node {
+        Value::Object(map) => {
+            for (key, child) in map {
+                let child_pointer = format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
+                check_subschemas(root, child, &child_pointer, costs, visiting)?;
+            }
+        }
+        Value::Array(items) => {
+            for (index, child) in items.iter().enumerate() {
+                check_subschemas(root, child, &format!("{pointer}/{index}"), costs, visiting)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// How many subschemas validating one value against `node` visits, `$ref`s
+/// followed (memoised by pointer; a cycle on the same value is an error).
+fn same_value_cost(
+    root: &Value,
+    node: &Value,
+    pointer: &str,
+    costs: &mut std::collections::HashMap<String, u64>,
+    visiting: &mut Vec<String>,
+) -> Result<u64, String> {
+    let Value::Object(map) = node else {
+        return Ok(1);
+    };
+    if let Some(&cost) = costs.get(pointer) {
+        return Ok(cost);
+    }
+    if visiting.iter().any(|p| p == pointer) {
+        return Err(format!(
+            "$ref cycle through {pointer} that never descends into a property or item: validating would never end"
+        ));
+    }
+    visiting.push(pointer.to_string());
+    let mut cost: u64 = 1;
+    let add = |cost: &mut u64, child: u64| *cost = cost.saturating_add(child);
+    for keyword in SAME_VALUE_LISTS {
+        if let Some(Value::Array(branches)) = map.get(keyword) {
+            for (index, branch) in branches.iter().enumerate() {
+                let at = format!("{pointer}/{keyword}/{index}");
+                add(&mut cost, same_value_cost(root, branch, &at, costs, visiting)?);
+            }
+        }
+    }
+    for keyword in SAME_VALUE_SCHEMAS {
+        if let Some(branch) = map.get(keyword) {
+            let at = format!("{pointer}/{keyword}");
+            add(&mut cost, same_value_cost(root, branch, &at, costs, visiting)?);
+        }
+    }
+    if let Some(Value::Object(dependents)) = map.get("dependentSchemas") {
+        for (key, branch) in dependents {
+            let at = format!("{pointer}/dependentSchemas/{key}");
+            add(&mut cost, same_value_cost(root, branch, &at, costs, visiting)?);
+        }
+    }
+    for keyword in ["$dynamicRef", "$recursiveRef"] {
+        if map.contains_key(keyword) {
+            return Err(format!("{keyword} at {pointer} is not supported; use $ref"));
+        }
+    }
+    if let Some(reference) = map.get("$ref") {
+        let target_pointer = reference
+            .as_str()
+            .and_then(|r| r.strip_prefix('#'))
+            .filter(|p| p.is_empty() || p.starts_with('/'))
+            .ok_or_else(|| {
+                format!("$ref {reference} at {pointer}: only local references (#/...) are supported")
+            })?;
+        let target = root.pointer(target_pointer).ok_or_else(|| {
+            format!("$ref {reference} at {pointer} points at nothing in the schema")
+        })?;
+        add(
+            &mut cost,
+            same_value_cost(root, target, target_pointer, costs, visiting)?,
+        );
+    }
+    visiting.pop();
+    costs.insert(pointer.to_string(), cost);
+    Ok(cost)
 }
 
 /// `/options/tags/0` → `options.tags.0`; the empty pointer → `root`.
@@ -281,5 +492,120 @@ mod tests {
     fn json_pointer_escapes_are_undone() {
         assert_eq!(dotted_path("/a~1b/c~0d"), "a/b.c~d");
         assert_eq!(dotted_path(""), "root");
+    }
+
+    /// `levels` of two-way `oneOf`, each branch the next level.
+    fn nested_one_of(levels: usize) -> Value {
+        let mut schema = json!({ "type": "string" });
+        for _ in 0..levels {
+            schema = json!({ "oneOf": [schema.clone(), schema] });
+        }
+        json!({ "type": "object", "properties": { "x": schema } })
+    }
+
+    #[test]
+    fn exponential_combinators_are_refused_at_compile_time() {
+        assert!(ParamSchema::compile(&nested_one_of(5).to_string()).is_ok());
+        let started = std::time::Instant::now();
+        // 8 levels visit 511 subschemas, under the budget; 10 visit 2,047.
+        assert!(ParamSchema::compile(&nested_one_of(8).to_string()).is_ok());
+        let error = ParamSchema::compile(&nested_one_of(10).to_string())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("over the limit of 1000"), "{error}");
+        assert!(error.contains("/properties/x"), "{error}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    }
+
+    #[test]
+    fn shared_refs_that_multiply_are_counted() {
+        // Each level refers to the previous one twice: small text,
+        // exponential validation.
+        let mut defs = serde_json::Map::new();
+        defs.insert("l0".into(), json!({ "type": "string" }));
+        for level in 1..=20 {
+            let previous = format!("#/$defs/l{}", level - 1);
+            defs.insert(
+                format!("l{level}"),
+                json!({ "anyOf": [{ "$ref": previous }, { "$ref": previous }] }),
+            );
+        }
+        let schema = json!({
+            "type": "object",
+            "$defs": defs,
+            "properties": { "x": { "$ref": "#/$defs/l20" } }
+        });
+        let error = ParamSchema::compile(&schema.to_string())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("subschemas"), "{error}");
+    }
+
+    #[test]
+    fn ref_cycles_on_the_same_value_are_refused_and_recursive_types_allowed() {
+        let looping = json!({
+            "type": "object",
+            "$defs": { "a": { "anyOf": [{ "$ref": "#/$defs/a" }, { "type": "string" }] } },
+            "properties": { "x": { "$ref": "#/$defs/a" } }
+        });
+        let error = ParamSchema::compile(&looping.to_string())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("$ref cycle"), "{error}");
+        // A tree: the reference descends into a property first.
+        let tree = json!({
+            "type": "object",
+            "$defs": { "node": {
+                "type": "object",
+                "properties": { "children": { "type": "array", "items": { "$ref": "#/$defs/node" } } }
+            } },
+            "properties": { "root": { "$ref": "#/$defs/node" } }
+        });
+        let schema = ParamSchema::compile(&tree.to_string()).unwrap();
+        let params = json!({ "root": { "children": [{ "children": [] }] } });
+        assert!(schema.validate("T", params).is_ok());
+        let remote = json!({ "type": "object", "properties": { "x": { "$ref": "https://example.test/s.json" } } });
+        let error = ParamSchema::compile(&remote.to_string())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("only local references"), "{error}");
+    }
+
+    #[test]
+    fn oversized_or_deep_schemas_are_refused() {
+        let big = json!({ "type": "object", "description": "x".repeat(MAX_SCHEMA_BYTES) });
+        let error = ParamSchema::compile(&big.to_string()).unwrap_err().to_string();
+        assert!(error.contains("over the 65536-byte limit"), "{error}");
+        let mut deep = json!({ "type": "string" });
+        for _ in 0..40 {
+            deep = json!({ "type": "object", "properties": { "a": deep } });
+        }
+        let error = ParamSchema::compile(&deep.to_string()).unwrap_err().to_string();
+        assert!(error.contains("levels deep"), "{error}");
+    }
+
+    #[test]
+    fn defaults_cannot_expand_without_bound() {
+        // A 4 KiB default on every item: a few hundred items are fine, a
+        // thousand would add 4 MiB.
+        let schema = ParamSchema::compile(
+            &json!({
+                "type": "object",
+                "properties": { "items": { "type": "array", "items": {
+                    "type": "object",
+                    "properties": { "pad": { "type": "string", "default": "p".repeat(4096) } }
+                } } }
+            })
+            .to_string(),
+        )
+        .unwrap();
+        let few = json!({ "items": vec![json!({}); 100] });
+        assert!(schema.validate("T", few).is_ok());
+        let many = json!({ "items": vec![json!({}); 1000] });
+        let failure = schema.validate("T", many).unwrap_err();
+        assert!(
+            failure.to_string().contains("would add more than 1048576 bytes"),
+            "{failure}"
+        );
     }
 }

@@ -12,6 +12,10 @@
 //! temporary file, then `rename`), and an entry is loaded only if it and its
 //! directory belong to the current user and are writable by nobody else.
 //! Anything else is a miss, and the component is compiled from its bytes.
+//!
+//! Beside each entry, the gadget specs read from it (or the timeout that
+//! reading them ended in): a component whose `specs` is slow costs that
+//! once, not on every command.
 
 use std::fs;
 use std::io::Write;
@@ -21,6 +25,8 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+use crate::GadgetSpec;
 
 /// What the cache did for one component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -96,6 +102,38 @@ impl ComponentCache {
         }
     }
 
+    /// The specs-cache entry beside a component's compiled code.
+    fn specs_path(&self, engine: &Engine, component_sha256: &str) -> PathBuf {
+        self.entry_path(engine, component_sha256)
+            .with_extension(format!("specs-{}.json", crate::WIT_PACKAGE.replace([':', '@'], "-")))
+    }
+
+    /// The specs read from this component earlier (or the timeout that
+    /// reading them ended in), if this host stored them.
+    pub fn load_specs(
+        &self,
+        engine: &Engine,
+        component_sha256: &str,
+    ) -> Option<Result<Vec<GadgetSpec>, String>> {
+        let path = self.specs_path(engine, component_sha256);
+        if !self.trusted(&path) {
+            return None;
+        }
+        let bytes = fs::read(&path).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Remembers what reading a component's specs gave.
+    pub fn store_specs(
+        &self,
+        engine: &Engine,
+        component_sha256: &str,
+        specs: &Result<Vec<GadgetSpec>, String>,
+    ) -> std::io::Result<()> {
+        let bytes = serde_json::to_vec(specs).map_err(std::io::Error::other)?;
+        self.write_atomically(&self.specs_path(engine, component_sha256), &bytes)
+    }
+
     /// Stores a compiled component: written privately, then renamed into
     /// place, so a reader never sees half a file.
     pub fn store(
@@ -107,7 +145,11 @@ impl ComponentCache {
         let bytes = component
             .serialize()
             .map_err(|e| std::io::Error::other(e.to_string()))?;
-        let path = self.entry_path(engine, component_sha256);
+        self.write_atomically(&self.entry_path(engine, component_sha256), &bytes)
+    }
+
+    /// Writes privately, then renames into place.
+    fn write_atomically(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let tmp = self
             .dir
             .join(format!(".tmp-{}-{}", std::process::id(), unique_suffix()));
@@ -117,9 +159,9 @@ impl ComponentCache {
                 .create_new(true)
                 .mode(0o600)
                 .open(&tmp)?;
-            file.write_all(&bytes)?;
+            file.write_all(bytes)?;
             file.sync_all()?;
-            fs::rename(&tmp, &path)
+            fs::rename(&tmp, path)
         };
         let result = write();
         if result.is_err() {

@@ -13,7 +13,10 @@ use crate::{CallObserver, CallReport, CallRequest, GadgetSpec};
 /// One gadget, ready to call.
 #[derive(Debug)]
 pub struct WasmGadget {
+    /// Its spec, named as it is served (with the operator's prefix).
     pub spec: GadgetSpec,
+    /// The name its component knows it by.
+    pub component_name: String,
     pub schema: ParamSchema,
     pub plugin: Arc<Plugin>,
     /// The plugin's limits with the gadget's own timeout applied.
@@ -34,6 +37,7 @@ impl WasmGadget {
     ) -> CallReport {
         let request = CallRequest {
             gadget: self.spec.name.clone(),
+            component_name: Some(self.component_name.clone()),
             invocation_id: invocation_id.to_string(),
             params,
             limits: self.limits.clone(),
@@ -65,6 +69,7 @@ impl Tool for WasmGadget {
     fn run(&self, call: ToolCall) -> BoxFuture<'_, CallReport> {
         let request = CallRequest {
             gadget: self.spec.name.clone(),
+            component_name: Some(self.component_name.clone()),
             invocation_id: call.invocation_id,
             params: call.params.to_string(),
             limits: Limits {

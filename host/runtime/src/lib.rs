@@ -26,6 +26,7 @@ mod epoch;
 mod gadget;
 pub mod loader;
 pub mod manifest;
+pub mod policy;
 pub mod registry;
 mod stdio;
 
@@ -90,7 +91,11 @@ pub enum RuntimeError {
 /// One call to run.
 #[derive(Clone)]
 pub struct CallRequest {
+    /// The gadget's name as served (in messages).
     pub gadget: String,
+    /// The name the component knows it by, when it differs (an operator's
+    /// prefix); `None` means `gadget`.
+    pub component_name: Option<String>,
     pub invocation_id: String,
     /// Validated parameters, JSON text.
     pub params: String,
@@ -111,6 +116,9 @@ pub struct RuntimeConfig {
     /// virtual memory up front; if that fails the engine falls back to
     /// on-demand allocation with a warning.
     pub pooling: bool,
+    /// Linear memory of all calls running at once, bytes (the policy's
+    /// `host-memory-mib`); `None`: [`default_memory_budget`].
+    pub memory_budget: Option<u64>,
 }
 
 impl Default for RuntimeConfig {
@@ -118,6 +126,7 @@ impl Default for RuntimeConfig {
         RuntimeConfig {
             epoch: EpochMode::Ticker,
             pooling: true,
+            memory_budget: None,
         }
     }
 }
@@ -132,6 +141,75 @@ pub struct Runtime {
     engine: Engine,
     linker: Linker<CallState>,
     ticker: epoch::EpochTicker,
+    budget: Arc<MemoryBudget>,
+}
+
+/// The host's memory budget by default: this share of the machine's
+/// physical memory for the linear memories of all running calls, so that
+/// many parallel calls (128 by default, each allowed 256 MiB) cannot take
+/// the machine down, while the host itself keeps the rest.
+pub const DEFAULT_MEMORY_BUDGET_PERCENT: u64 = 50;
+
+/// The budget when the machine's memory cannot be read.
+pub const FALLBACK_MEMORY_BUDGET: u64 = 8 << 30;
+
+/// A call is admitted (instantiated) only when at least this much of the
+/// budget is free: the first memory of a small gadget fits in it; a call
+/// that needs more and cannot get it fails with a clear error.
+pub const ADMISSION_HEADROOM: u64 = 16 << 20;
+
+/// [`DEFAULT_MEMORY_BUDGET_PERCENT`] of `MemTotal` in `/proc/meminfo`.
+pub fn default_memory_budget() -> u64 {
+    let total_kib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        });
+    match total_kib {
+        Some(kib) => (kib << 10) / 100 * DEFAULT_MEMORY_BUDGET_PERCENT,
+        None => FALLBACK_MEMORY_BUDGET,
+    }
+}
+
+/// Linear memory in use by all live instances, against the host's budget.
+/// Instances grow into it (the limiter refuses growth past it) and give it
+/// back when their store is dropped; calls wait for room to start.
+#[derive(Debug)]
+struct MemoryBudget {
+    limit: u64,
+    used: std::sync::atomic::AtomicU64,
+    freed: tokio::sync::Notify,
+}
+
+impl MemoryBudget {
+    fn try_take(&self, bytes: u64) -> bool {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(bytes).filter(|&total| total <= self.limit)
+            })
+            .is_ok()
+    }
+
+    fn give_back(&self, bytes: u64) {
+        if bytes > 0 {
+            self.used.fetch_sub(bytes, Ordering::AcqRel);
+            self.freed.notify_waiters();
+        }
+    }
+
+    /// Waits until a call could start (admission control).
+    async fn room_to_start(&self) {
+        let headroom = ADMISSION_HEADROOM.min(self.limit);
+        loop {
+            let freed = self.freed.notified();
+            if self.used.load(Ordering::Acquire) + headroom <= self.limit {
+                return;
+            }
+            freed.await;
+        }
+    }
 }
 
 impl std::fmt::Debug for Runtime {
@@ -221,8 +299,19 @@ struct CallLimiter {
     /// Set when a growth was refused: the trap that usually follows (the
     /// guest's allocator aborts) is then reported as a memory-limit error.
     memory_refused: bool,
+    /// The host-wide budget this instance's memory is taken from.
+    budget: Arc<MemoryBudget>,
+    /// Set when a growth within the call's own limit was refused because
+    /// the host's budget was spent by other calls.
+    budget_refused: bool,
     table_elements: usize,
     instances: usize,
+}
+
+impl Drop for CallLimiter {
+    fn drop(&mut self) {
+        self.budget.give_back(self.memory_total);
+    }
 }
 
 impl ResourceLimiter for CallLimiter {
@@ -235,6 +324,10 @@ impl ResourceLimiter for CallLimiter {
         let growth = desired.saturating_sub(current) as u64;
         if self.memory_total.saturating_add(growth) > self.memory_limit {
             self.memory_refused = true;
+            return Ok(false);
+        }
+        if !self.budget.try_take(growth) {
+            self.budget_refused = true;
             return Ok(false);
         }
         self.memory_total += growth;
@@ -338,10 +431,16 @@ impl Runtime {
         bindings::v0_1_0::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
             .map_err(|e| RuntimeError::Link(e.to_string()))?;
         let ticker = epoch::EpochTicker::start(&engine, config.epoch)?;
+        let budget = Arc::new(MemoryBudget {
+            limit: config.memory_budget.unwrap_or_else(default_memory_budget),
+            used: Default::default(),
+            freed: tokio::sync::Notify::new(),
+        });
         Ok(Runtime {
             engine,
             linker,
             ticker,
+            budget,
         })
     }
 
@@ -426,6 +525,9 @@ impl Runtime {
     /// Never panics and never fails as a whole: every failure is a
     /// [`CallError`] in the report, with whatever was logged and costed.
     pub async fn invoke(&self, pre: &PluginPre, request: CallRequest) -> CallReport {
+        // Admission: wait for room in the host's memory budget. The wait
+        // is the host's, not the gadget's: the deadline is armed after it.
+        self.budget.room_to_start().await;
         let started = Instant::now();
         let limits = &request.limits;
         let mut store = self.new_store(
@@ -435,7 +537,8 @@ impl Runtime {
             request.cancel.clone(),
             request.observer.clone(),
         );
-        let (id, name, params) = (&request.invocation_id, &request.gadget, &request.params);
+        let name = request.component_name.as_ref().unwrap_or(&request.gadget);
+        let (id, params) = (&request.invocation_id, &request.params);
         let run = async {
             let plugin = pre
                 .instantiate_async(&mut store)
@@ -454,10 +557,18 @@ impl Runtime {
                 gadget: request.gadget.clone(),
                 timeout_ms: limits.timeout.as_millis() as u64,
             }),
+            Some(Err(Instantiation(_))) if store.data().limiter.budget_refused => {
+                Err(self.budget_error(&request.gadget))
+            }
             Some(Err(Instantiation(error))) => Err(CallError::Instantiate {
                 gadget: request.gadget.clone(),
                 reason: format!("{error:#}"),
             }),
+            Some(Err(Trapped(_)))
+                if store.data().limiter.budget_refused && !store.data().timed_out =>
+            {
+                Err(self.budget_error(&request.gadget))
+            }
             Some(Err(Trapped(error))) => Err(classify_trap(error, &mut store, limits)),
             Some(Ok(Err(error))) => Err(match error {
                 wit::GadgetError::InvalidArguments(message) => CallError::InvalidArguments {
@@ -508,6 +619,18 @@ impl Runtime {
         }
     }
 
+    fn budget_error(&self, gadget: &str) -> CallError {
+        CallError::MemoryBudget {
+            gadget: gadget.to_string(),
+            budget_bytes: self.budget.limit,
+        }
+    }
+
+    /// The host-wide memory budget, in bytes.
+    pub fn memory_budget(&self) -> u64 {
+        self.budget.limit
+    }
+
     /// Bounds time spent where epochs cannot reach (inside host imports):
     /// `None` when the outer timeout fired. Off in manual epoch mode.
     async fn with_outer_timeout<T>(
@@ -555,6 +678,8 @@ impl Runtime {
                 memory_limit: limits.memory_bytes,
                 memory_total: 0,
                 memory_refused: false,
+                budget: self.budget.clone(),
+                budget_refused: false,
                 table_elements: limits.table_elements,
                 instances: limits.instances,
             },
@@ -596,7 +721,7 @@ pub fn pooling_config() -> wasmtime::PoolingAllocationConfig {
         .total_tables(n * 4)
         .total_stacks(n)
         .table_elements(gadget_core::limits::DEFAULT_TABLE_ELEMENTS)
-        .max_memory_size(gadget_core::limits::MAX_MEMORY_BYTES as usize)
+        .max_memory_size(gadget_core::limits::HARD_MAX_MEMORY_BYTES as usize)
         // Reset only the pages a call dirtied (Linux 6.7+, PAGEMAP_SCAN)
         // and keep them mapped, instead of `madvise` over the whole slot.
         .pagemap_scan(wasmtime::Enabled::Auto)

@@ -9,6 +9,8 @@
 //! (as llmist does); a plugin whose gadget name or plugin name is taken is
 //! refused, and the error names the plugin that has it.
 
+use std::collections::{BTreeMap, HashSet};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +21,8 @@ pub use crate::cache::{CacheOutcome, ComponentCache};
 pub use crate::manifest::{Manifest, Permissions};
 pub use crate::registry::Registry;
 
-use crate::{GadgetSpec, PluginPre, Runtime, cache, manifest};
+use crate::policy::Policy;
+use crate::{GadgetSpec, PluginPre, Runtime, RuntimeError, cache, manifest};
 use gadget_core::limits::{LimitCeilings, Limits, OwnTimeout, RequestedLimits};
 use gadget_core::params::ParamSchema;
 
@@ -30,6 +33,35 @@ pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;
 /// Gadget names: what the model writes after `!!!GADGET_START:`, so no `:`
 /// or whitespace; 64 bytes at most, the longest tool name OpenAI accepts.
 pub const MAX_GADGET_NAME_BYTES: usize = 64;
+
+/// Gadgets one component may declare: more is a mistake or an attack (no
+/// prompt could list them), and each costs load time and registry memory.
+pub const MAX_GADGETS_PER_COMPONENT: usize = 256;
+
+/// A gadget's label, in bytes: a short name for UIs.
+pub const MAX_LABEL_BYTES: usize = 128;
+
+/// A gadget's description, in bytes: the model reads it in every prompt,
+/// so it is bounded like a long paragraph of instructions (about 2,000
+/// tokens), not by what a gadget would like to say.
+pub const MAX_DESCRIPTION_BYTES: usize = 8 << 10;
+
+/// Examples per gadget: each is repeated in every prompt.
+pub const MAX_EXAMPLES: usize = 16;
+
+/// Each part of an example (params, output, comment), in bytes.
+pub const MAX_EXAMPLE_PART_BYTES: usize = 8 << 10;
+
+/// Everything a component's specs hold together, in bytes of text: the
+/// per-field limits times the gadget count would allow far more than any
+/// real plugin (or prompt) needs.
+pub const MAX_SPECS_TOTAL_BYTES: usize = 1 << 20;
+
+/// Wall time for compiling one component: the largest guests here (CPython,
+/// SpiderMonkey) take about 20 s on one core; past this the plugin is
+/// reported as failed and the others load on (the compiler thread cannot
+/// be stopped, but nothing waits for it).
+pub const COMPILE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Why one plugin did not load: its path (directory or `.wasm`) and the reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -101,6 +133,23 @@ impl LoadProgress for NoProgress {}
 pub struct LoadOptions {
     pub cache: Option<ComponentCache>,
     pub ceilings: LimitCeilings,
+    /// Per plugin name, the prefix the operator gives its gadget names.
+    pub prefixes: BTreeMap<String, String>,
+}
+
+impl LoadOptions {
+    /// What the operator's policy says about loading.
+    pub fn from_policy(policy: &Policy, cache: Option<ComponentCache>) -> LoadOptions {
+        LoadOptions {
+            cache,
+            ceilings: policy.ceilings(),
+            prefixes: policy
+                .plugins
+                .iter()
+                .filter_map(|(name, p)| Some((name.clone(), p.prefix.clone()?)))
+                .collect(),
+        }
+    }
 }
 
 /// A loaded plugin.
@@ -118,6 +167,11 @@ pub struct Plugin {
     pub requested_permissions: Permissions,
     /// Notes for the operator: capped limits, permissions not granted.
     pub warnings: Vec<String>,
+    /// Gadgets of this component that were refused (a bad spec, a reserved
+    /// name), each with the reason; the others loaded.
+    pub refused: Vec<String>,
+    /// The operator's prefix for its gadget names (policy file).
+    pub prefix: Option<String>,
     pub cache: CacheOutcome,
     pub load_time: Duration,
     pub(crate) pre: PluginPre,
@@ -140,7 +194,10 @@ impl std::fmt::Debug for Plugin {
 /// A gadget as read from its component, checked, with its limits.
 #[derive(Debug)]
 pub struct LoadedGadget {
+    /// Its spec, named as it is served (with the operator's prefix).
     pub spec: GadgetSpec,
+    /// The name the component knows it by (without the prefix).
+    pub component_name: String,
     pub schema: ParamSchema,
     /// The plugin's limits with the gadget's own timeout (capped) applied.
     pub limits: Limits,
@@ -240,9 +297,14 @@ pub async fn load_sources(
                 for warning in &plugin.warnings {
                     tracing::warn!(plugin = %plugin.name, "{warning}");
                 }
-                if let Err(e) = registry.insert(plugin, gadgets) {
-                    errors.push(e);
-                }
+                let path = plugin.source.path().to_path_buf();
+                errors.extend(
+                    plugin
+                        .refused
+                        .iter()
+                        .map(|reason| LoadError::new(&path, reason.clone())),
+                );
+                errors.extend(registry.insert(plugin, gadgets));
             }
             Err(e) => errors.push(e),
         }
@@ -265,30 +327,16 @@ pub async fn load_plugin(
         PluginSource::Dir(dir) => Manifest::from_dir(dir).map_err(|e| fail(e.to_string()))?,
         PluginSource::Wasm(file) => bare_manifest(file).map_err(fail)?,
     };
-    let component_path = match &source {
-        PluginSource::Dir(dir) => dir.join(&manifest.component),
-        PluginSource::Wasm(file) => file.clone(),
+    let (root, component_path) = match &source {
+        PluginSource::Dir(dir) => (dir.clone(), dir.join(&manifest.component)),
+        PluginSource::Wasm(file) => (
+            file.parent().unwrap_or(Path::new(".")).to_path_buf(),
+            file.clone(),
+        ),
     };
-    let size = std::fs::metadata(&component_path)
-        .map_err(|e| {
-            fail(format!(
-                "cannot read component {}: {e}",
-                component_path.display()
-            ))
-        })?
-        .len();
-    if size > MAX_COMPONENT_BYTES {
-        return Err(fail(format!(
-            "component {} is {size} bytes, over the {MAX_COMPONENT_BYTES}-byte limit",
-            component_path.display()
-        )));
-    }
-    let bytes = std::fs::read(&component_path).map_err(|e| {
-        fail(format!(
-            "cannot read component {}: {e}",
-            component_path.display()
-        ))
-    })?;
+    let bytes = read_plugin_file(&root, &component_path, MAX_COMPONENT_BYTES)
+        .map_err(|reason| fail(format!("component {}: {reason}", component_path.display())))?;
+    let size = bytes.len() as u64;
     let sha256 = cache::sha256_hex(&bytes);
     if let Some(pinned) = &manifest.sha256
         && !pinned.eq_ignore_ascii_case(&sha256)
@@ -314,8 +362,7 @@ pub async fn load_plugin(
             manifest.permissions.describe()
         ));
     }
-    let specs = runtime
-        .read_specs(&pre, &limits)
+    let specs = read_specs_cached(runtime, &pre, &limits, &sha256, options)
         .await
         .map_err(|e| fail(e.to_string()))?;
     if specs.is_empty() {
@@ -323,19 +370,46 @@ pub async fn load_plugin(
             "the component provides no gadgets (its `specs` list is empty)".into(),
         ));
     }
+    if specs.len() > MAX_GADGETS_PER_COMPONENT {
+        return Err(fail(format!(
+            "the component declares {} gadgets, over the limit of {MAX_GADGETS_PER_COMPONENT} per component",
+            specs.len()
+        )));
+    }
+    let total: usize = specs.iter().map(spec_text_bytes).sum();
+    if total > MAX_SPECS_TOTAL_BYTES {
+        return Err(fail(format!(
+            "the component's specs hold {total} bytes of text, over the limit of {MAX_SPECS_TOTAL_BYTES}"
+        )));
+    }
+    let prefix = options.prefixes.get(&manifest.name).cloned();
     let mut gadgets: Vec<LoadedGadget> = Vec::new();
-    for spec in specs {
-        let schema = check_spec(&spec)
-            .map_err(|reason| fail(format!("gadget '{}': {reason}", spec.name)))?;
-        if let Some(other) = gadgets
-            .iter()
-            .find(|g| g.spec.name.eq_ignore_ascii_case(&spec.name))
-        {
-            return Err(fail(format!(
-                "the component declares gadget '{}' twice (also as '{}')",
-                spec.name, other.spec.name
-            )));
+    let mut refused = Vec::new();
+    let mut seen = HashSet::new();
+    for mut spec in specs {
+        let component_name = spec.name.clone();
+        if let Some(prefix) = &prefix {
+            spec.name = format!("{prefix}{}", spec.name);
         }
+        let checked = check_spec(&spec).and_then(|schema| {
+            if gadget_core::tool::is_reserved(&spec.name) {
+                return Err(format!(
+                    "'{}' is the name of a tool built into the host; a plugin cannot serve it",
+                    spec.name
+                ));
+            }
+            if !seen.insert(spec.name.to_lowercase()) {
+                return Err("the component declares this name twice (names are compared case-insensitively)".into());
+            }
+            Ok(schema)
+        });
+        let schema = match checked {
+            Ok(schema) => schema,
+            Err(reason) => {
+                refused.push(format!("gadget '{}' refused: {reason}", spec.name));
+                continue;
+            }
+        };
         let own_timeout =
             options
                 .ceilings
@@ -344,12 +418,28 @@ pub async fn load_plugin(
             timeout: own_timeout.duration().unwrap_or(limits.timeout),
             ..limits.clone()
         };
+        // An exclusive gadget holds the whole run while it runs; only its
+        // timeout bounds that, so one that chose a long one is worth a word.
+        if spec.exclusive && gadget_limits.timeout > gadget_core::limits::DEFAULT_TIMEOUT {
+            warnings.push(format!(
+                "gadget '{}' is exclusive: while it runs, no other call starts, for up to its timeout of {} ms",
+                spec.name,
+                gadget_limits.timeout.as_millis()
+            ));
+        }
         gadgets.push(LoadedGadget {
             own_timeout,
             spec,
+            component_name,
             schema,
             limits: gadget_limits,
         });
+    }
+    if gadgets.is_empty() {
+        return Err(fail(format!(
+            "every gadget of the component was refused: {}",
+            refused.join("; ")
+        )));
     }
     let plugin = Plugin {
         name: manifest.name,
@@ -362,12 +452,114 @@ pub async fn load_plugin(
         limits,
         requested_permissions: manifest.permissions,
         warnings,
+        refused,
+        prefix,
         cache: cache_outcome,
         load_time: started.elapsed(),
         pre,
         runtime: runtime.clone(),
     };
     Ok((Arc::new(plugin), gadgets))
+}
+
+/// Reads a file of a plugin: it must resolve (symlinks followed) to a
+/// regular file inside `root`, the plugin's directory, and be at most
+/// `max_bytes`. A symlink out of the plugin, a device (`/dev/zero`), a FIFO
+/// or a socket is refused before it is opened, and the open itself cannot
+/// block (`O_NONBLOCK`) or follow a symlink swapped in meanwhile.
+pub fn read_plugin_file(root: &Path, path: &Path, max_bytes: u64) -> Result<Vec<u8>, String> {
+    let root = root
+        .canonicalize()
+        .map_err(|e| format!("cannot resolve the plugin directory: {e}"))?;
+    let resolved = path.canonicalize().map_err(|e| format!("cannot read: {e}"))?;
+    if !resolved.starts_with(&root) {
+        return Err(format!(
+            "resolves to {}, outside the plugin directory {}; a plugin may only use its own files",
+            resolved.display(),
+            root.display()
+        ));
+    }
+    let regular = |metadata: &std::fs::Metadata| -> Result<(), String> {
+        if !metadata.is_file() {
+            return Err(
+                "is not a regular file (a directory, device, FIFO or socket); refusing to read it"
+                    .into(),
+            );
+        }
+        if metadata.len() > max_bytes {
+            return Err(format!(
+                "is {} bytes, over the {max_bytes}-byte limit",
+                metadata.len()
+            ));
+        }
+        Ok(())
+    };
+    regular(&std::fs::metadata(&resolved).map_err(|e| format!("cannot read: {e}"))?)?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(&resolved)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    regular(&file.metadata().map_err(|e| format!("cannot read: {e}"))?)?;
+    let mut bytes = Vec::new();
+    file.take(max_bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(format!("grew past the {max_bytes}-byte limit while being read"));
+    }
+    Ok(bytes)
+}
+
+/// Bytes of text one spec holds (for [`MAX_SPECS_TOTAL_BYTES`]).
+fn spec_text_bytes(spec: &GadgetSpec) -> usize {
+    spec.name.len()
+        + spec.label.as_ref().map_or(0, String::len)
+        + spec.description.len()
+        + spec.parameters_schema.len()
+        + spec
+            .examples
+            .iter()
+            .map(|e| {
+                e.params.len()
+                    + e.output.as_ref().map_or(0, String::len)
+                    + e.comment.as_ref().map_or(0, String::len)
+            })
+            .sum::<usize>()
+}
+
+/// Reads a component's specs, through the cache when there is one: a
+/// component whose `specs` is slow (or never returns) costs that once,
+/// not on every command. Successes and timeouts are kept; other failures
+/// are quick to repeat and may depend on the limits, so they are not.
+async fn read_specs_cached(
+    runtime: &Runtime,
+    pre: &PluginPre,
+    limits: &Limits,
+    sha256: &str,
+    options: &LoadOptions,
+) -> Result<Vec<GadgetSpec>, RuntimeError> {
+    let cache = options.cache.as_ref();
+    if let Some(cached) = cache.and_then(|c| c.load_specs(runtime.engine(), sha256)) {
+        return cached.map_err(|message| RuntimeError::Specs(gadget_core::call::CallError::Failed { message }));
+    }
+    let result = runtime.read_specs(pre, limits).await;
+    if let Some(cache) = cache {
+        let entry = match &result {
+            Ok(specs) => Some(Ok(specs.clone())),
+            Err(RuntimeError::Specs(error @ gadget_core::call::CallError::Timeout { .. })) => {
+                Some(Err(format!("{error} (remembered from an earlier load; change the component to try again)")))
+            }
+            Err(_) => None,
+        };
+        if let Some(entry) = entry
+            && let Err(e) = cache.store_specs(runtime.engine(), sha256, &entry)
+        {
+            tracing::warn!(dir = %cache.dir().display(), "could not write the specs cache: {e}");
+        }
+    }
+    result
 }
 
 /// A bare `.wasm` plugin: named after its file, default limits, nothing granted.
@@ -407,14 +599,20 @@ async fn compile_cached(
     // workers so loading other plugins (and cache hits) go on meanwhile.
     let engine = runtime.engine().clone();
     let owned = bytes.to_vec();
-    let result =
-        tokio::task::spawn_blocking(move || wasmtime::component::Component::new(&engine, &owned))
-            .await;
+    let compiling =
+        tokio::task::spawn_blocking(move || wasmtime::component::Component::new(&engine, &owned));
+    let result = tokio::time::timeout(COMPILE_TIMEOUT, compiling).await;
     progress.compiled(name);
     let component = match result {
-        Ok(Ok(component)) => component,
-        Ok(Err(e)) => return Err(format!("not a valid component: {e:#}")),
-        Err(e) => return Err(format!("compilation task failed: {e}")),
+        Ok(Ok(Ok(component))) => component,
+        Ok(Ok(Err(e))) => return Err(format!("not a valid component: {e:#}")),
+        Ok(Err(e)) => return Err(format!("compilation task failed: {e}")),
+        Err(_) => {
+            return Err(format!(
+                "compiling took longer than {} s; refusing it",
+                COMPILE_TIMEOUT.as_secs()
+            ));
+        }
     };
     let outcome = match &options.cache {
         Some(cache) => match cache.store(runtime.engine(), sha256, &component) {
@@ -435,6 +633,32 @@ pub fn check_spec(spec: &GadgetSpec) -> Result<ParamSchema, String> {
     if spec.description.trim().is_empty() {
         return Err("description is empty; the model needs it to know what the gadget does".into());
     }
+    let over = |what: &str, len: usize, limit: usize| {
+        (len > limit).then(|| format!("{what} is {len} bytes, over the limit of {limit}"))
+    };
+    let too_big = over("description", spec.description.len(), MAX_DESCRIPTION_BYTES)
+        .or_else(|| over("label", spec.label.as_ref().map_or(0, String::len), MAX_LABEL_BYTES));
+    if let Some(reason) = too_big {
+        return Err(reason);
+    }
+    if spec.examples.len() > MAX_EXAMPLES {
+        return Err(format!(
+            "{} examples, over the limit of {MAX_EXAMPLES}",
+            spec.examples.len()
+        ));
+    }
+    for (index, example) in spec.examples.iter().enumerate() {
+        let parts = [
+            ("params", example.params.len()),
+            ("output", example.output.as_ref().map_or(0, String::len)),
+            ("comment", example.comment.as_ref().map_or(0, String::len)),
+        ];
+        for (part, len) in parts {
+            if let Some(reason) = over(part, len, MAX_EXAMPLE_PART_BYTES) {
+                return Err(format!("example {}: {reason}", index + 1));
+            }
+        }
+    }
     let schema = ParamSchema::compile(&spec.parameters_schema).map_err(|e| e.to_string())?;
     for (index, example) in spec.examples.iter().enumerate() {
         let params: Value = serde_json::from_str(&example.params)
@@ -451,6 +675,13 @@ pub fn check_spec(spec: &GadgetSpec) -> Result<ParamSchema, String> {
 
 /// Letters, digits and `_`, starting with a letter, at most 64 bytes.
 pub fn check_gadget_name(name: &str) -> Result<(), String> {
+    if name.len() > MAX_GADGET_NAME_BYTES {
+        return Err(format!(
+            "name '{}…' is {} bytes, over the limit of {MAX_GADGET_NAME_BYTES}",
+            name.chars().take(MAX_GADGET_NAME_BYTES).collect::<String>(),
+            name.len()
+        ));
+    }
     let ok = !name.is_empty()
         && name.len() <= MAX_GADGET_NAME_BYTES
         && name.starts_with(|c: char| c.is_ascii_alphabetic())

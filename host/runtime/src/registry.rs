@@ -85,55 +85,62 @@ impl Registry {
             .await)
     }
 
-    /// Adds a plugin and its gadgets, refusing name collisions.
+    /// Adds a plugin and its gadgets. A plugin whose name is taken is
+    /// refused whole; a gadget whose name is taken (by an earlier plugin,
+    /// in discovery order, so the outcome never depends on timing) is
+    /// refused alone and the rest of its plugin loads. Each refusal is one
+    /// error naming both sides and the way out (a prefix in the policy).
     pub(crate) fn insert(
         &mut self,
         plugin: Arc<Plugin>,
         gadgets: Vec<LoadedGadget>,
-    ) -> Result<(), LoadError> {
+    ) -> Vec<LoadError> {
         if let Some(other) = self.plugins.iter().find(|p| p.name == plugin.name) {
-            return Err(LoadError::new(
+            return vec![LoadError::new(
                 plugin.source.path(),
                 format!(
                     "a plugin named '{}' is already loaded from {}",
                     plugin.name,
                     other.source.path().display()
                 ),
-            ));
+            )];
         }
-        for LoadedGadget { spec, .. } in &gadgets {
-            if let Some(other) = self.gadgets.get(&spec.name.to_lowercase()) {
-                return Err(LoadError::new(
-                    plugin.source.path(),
-                    format!(
-                        "gadget name '{}' collides with '{}' of plugin '{}' ({}); names are compared case-insensitively",
-                        spec.name,
-                        other.spec.name,
-                        other.plugin.name,
-                        other.plugin.source.path().display()
-                    ),
-                ));
-            }
-        }
+        let mut errors = Vec::new();
         for LoadedGadget {
             spec,
+            component_name,
             schema,
             limits,
             own_timeout,
         } in gadgets
         {
+            let key = spec.name.to_lowercase();
+            if let Some(other) = self.gadgets.get(&key) {
+                errors.push(LoadError::new(
+                    plugin.source.path(),
+                    format!(
+                        "gadget '{}' refused: the name is taken by '{}' of plugin '{}' ({}), loaded first; names are compared case-insensitively (give one plugin a prefix with [plugins.{}] prefix = \"...\" in the policy file)",
+                        spec.name,
+                        other.spec.name,
+                        other.plugin.name,
+                        other.plugin.source.path().display(),
+                        plugin.name,
+                    ),
+                ));
+                continue;
+            }
             let gadget = WasmGadget {
                 spec,
+                component_name,
                 schema,
                 plugin: plugin.clone(),
                 limits,
                 own_timeout,
             };
-            self.gadgets
-                .insert(gadget.spec.name.to_lowercase(), Arc::new(gadget));
+            self.gadgets.insert(key, Arc::new(gadget));
         }
         self.plugins.push(plugin);
-        Ok(())
+        errors
     }
 }
 

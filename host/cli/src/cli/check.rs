@@ -75,12 +75,25 @@ pub async fn check(
             gadget.spec.examples.len(),
             gadget.limits.timeout.as_millis()
         );
+        if gadget.spec.exclusive {
+            println!(
+                "    ! exclusive: while it runs no other call starts, for up to {} ms",
+                gadget.limits.timeout.as_millis()
+            );
+        }
         if gadget.spec.examples.is_empty() {
             println!("    ! no examples: models call gadgets more reliably with one");
         }
     }
     for warning in &plugin.warnings {
         println!("  ! {warning}");
+    }
+    for refused in &plugin.refused {
+        println!("  ✗ {refused}");
+    }
+    if !plugin.refused.is_empty() {
+        println!("FAIL ({} gadget(s) refused; the others load)", plugin.refused.len());
+        return Ok(ExitCode::from(EXIT_FAILED));
     }
     println!("PASS");
     Ok(ExitCode::SUCCESS)

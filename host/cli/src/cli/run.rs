@@ -241,9 +241,11 @@ pub async fn run(registry: Arc<Registry>, options: &RunOptions) -> Result<ExitCo
             .collect()
     };
     let mut all_ok = true;
+    let interrupt = Interrupt::watch(executor.abort_handle());
     for (n, source) in sources.iter().enumerate() {
         let (tx, rx) = tokio::sync::mpsc::channel::<String>(64);
         let reader = spawn_reader(source.clone(), options.replay, tx)?;
+        interrupt.reading(reader.abort_handle());
         let mut failure: Option<std::io::Error> = None;
         let summary = executor
             .run_response(rx, |event| {
@@ -261,6 +263,12 @@ pub async fn run(registry: Arc<Registry>, options: &RunOptions) -> Result<ExitCo
             }
             Some(error) => return Err(error).context("writing stdout"),
             None => {}
+        }
+        if interrupt.happened() {
+            view.summary(&mut out, &summary)?;
+            out.flush()?;
+            eprintln!("interrupted");
+            return Ok(ExitCode::from(EXIT_INTERRUPTED));
         }
         reader.await.context("the input reader stopped")??;
         view.summary(&mut out, &summary)?;
@@ -463,5 +471,51 @@ mod tests {
                 DependencyPolicy::UseFallback("n/a".into())
             ))
         );
+    }
+}
+
+/// The exit code after Ctrl-C (128 + SIGINT, as shells report it).
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// Ctrl-C during a run: the first stops reading the response and raises
+/// the abort signal in every running call (they end as cancelled, and the
+/// summary is printed); a second one exits at once.
+struct Interrupt {
+    happened: Arc<std::sync::atomic::AtomicBool>,
+    reader: Arc<std::sync::Mutex<Option<tokio::task::AbortHandle>>>,
+}
+
+impl Interrupt {
+    fn watch(abort: gadget_exec::AbortHandle) -> Interrupt {
+        let happened = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader: Arc<std::sync::Mutex<Option<tokio::task::AbortHandle>>> = Arc::default();
+        let (flag, current_reader) = (happened.clone(), reader.clone());
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_err() {
+                return;
+            }
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            eprintln!("\ninterrupted: cancelling the running calls (Ctrl-C again to quit at once)");
+            if let Some(reader) = current_reader.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                reader.abort();
+            }
+            abort.abort();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(EXIT_INTERRUPTED.into());
+            }
+        });
+        Interrupt { happened, reader }
+    }
+
+    /// The reader of the response now being run (stopped on Ctrl-C).
+    fn reading(&self, reader: tokio::task::AbortHandle) {
+        if self.happened() {
+            reader.abort();
+        }
+        *self.reader.lock().unwrap_or_else(|p| p.into_inner()) = Some(reader);
+    }
+
+    fn happened(&self) -> bool {
+        self.happened.load(std::sync::atomic::Ordering::SeqCst)
     }
 }

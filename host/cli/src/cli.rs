@@ -31,6 +31,7 @@ mod new;
 mod parse;
 mod prompt;
 mod run;
+mod safe;
 mod view;
 
 const EXIT_FAILED: u8 = 1;
@@ -324,8 +325,9 @@ async fn load(
     progress.finish();
     for error in &errors {
         eprintln!(
-            "{}: {error}",
-            if global.strict { "error" } else { "warning" }
+            "{}: {}",
+            if global.strict { "error" } else { "warning" },
+            safe::safe(&error.to_string())
         );
     }
     if global.strict && !errors.is_empty() {

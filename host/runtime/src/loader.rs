@@ -406,7 +406,9 @@ pub async fn load_plugin(
         let schema = match checked {
             Ok(schema) => schema,
             Err(reason) => {
-                refused.push(format!("gadget '{}' refused: {reason}", spec.name));
+                let shown: String = spec.name.chars().take(MAX_GADGET_NAME_BYTES).collect();
+                let cut = if shown.len() < spec.name.len() { "…" } else { "" };
+                refused.push(format!("gadget '{shown}{cut}' refused: {reason}"));
                 continue;
             }
         };

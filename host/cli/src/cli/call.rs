@@ -11,6 +11,7 @@ use gadget_runtime::describe::{CallJson, ErrorJson, RejectedJson};
 use gadget_runtime::registry::{CallRejected, Registry};
 use gadget_runtime::{CallError, CallReport, FailureKind, LogSource, Outcome};
 
+use super::safe::safe;
 use super::{EXIT_BAD_INPUT, EXIT_FAILED, print_json};
 
 /// Parameters read from stdin, at most (a JSON object for one call).
@@ -72,7 +73,7 @@ pub async fn call(
                     },
                 })?;
             } else {
-                eprintln!("error: {rejected}");
+                eprintln!("error: {}", safe(&rejected.to_string()));
             }
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
@@ -106,9 +107,10 @@ fn print_report(gadget: &str, report: &CallReport) -> Result<()> {
         };
         writeln!(
             err,
-            "[{} {who}] {}{fields}",
+            "[{} {who}] {}{}",
             log.level.as_str(),
-            log.message
+            safe(&log.message),
+            safe(&fields)
         )?;
     }
     if report.dropped_log_entries > 0 {
@@ -127,21 +129,21 @@ fn print_report(gadget: &str, report: &CallReport) -> Result<()> {
     match &report.outcome {
         Ok(Outcome::Result { result, .. }) => {
             writeln!(err, "✓ {summary}")?;
-            println!("{result}");
+            println!("{}", safe(result));
         }
         Ok(Outcome::Finish { result, .. }) => {
             writeln!(
                 err,
                 "✓ {summary} — task complete (the agent loop would end here)"
             )?;
-            println!("{result}");
+            println!("{}", safe(result));
         }
         Ok(Outcome::AskHuman { question }) => {
             writeln!(
                 err,
                 "? {summary} — the gadget asks a person (in `gadget run` a human-input handler answers):"
             )?;
-            println!("{question}");
+            println!("{}", safe(question));
         }
         Err(error) => {
             writeln!(err, "✗ {summary}")?;
@@ -150,7 +152,7 @@ fn print_report(gadget: &str, report: &CallReport) -> Result<()> {
                 CallError::Failed { .. } => "gadget failed",
                 _ => "error",
             };
-            writeln!(err, "{label}: {error}")?;
+            writeln!(err, "{label}: {}", safe(&error.to_string()))?;
         }
     }
     Ok(())

@@ -40,7 +40,9 @@ pub async fn check(
     };
     println!(
         "  ✓ manifest: {} {} — {}",
-        plugin.name, plugin.version, plugin.description
+        plugin.name,
+        plugin.version,
+        super::safe::safe(&plugin.description)
     );
     println!(
         "  ✓ component: {} ({}, sha256 {}; {})",
@@ -86,10 +88,10 @@ pub async fn check(
         }
     }
     for warning in &plugin.warnings {
-        println!("  ! {warning}");
+        println!("  ! {}", super::safe::safe(warning));
     }
     for refused in &plugin.refused {
-        println!("  ✗ {refused}");
+        println!("  ✗ {}", super::safe::safe(refused));
     }
     if !plugin.refused.is_empty() {
         println!("FAIL ({} gadget(s) refused; the others load)", plugin.refused.len());

@@ -85,7 +85,9 @@ pub fn describe(registry: &Registry, name: &str, json: bool) -> Result<ExitCode>
             g.plugin.requested_permissions.describe()
         ));
     }
-    std::io::stdout().lock().write_all(out.as_bytes())?;
+    std::io::stdout()
+        .lock()
+        .write_all(super::safe::safe(&out).as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }
 

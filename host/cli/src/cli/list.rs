@@ -37,8 +37,10 @@ pub fn list(registry: &Registry, json: bool) -> Result<ExitCode> {
         let description = g.spec.description.lines().next().unwrap_or_default();
         writeln!(
             out,
-            "{:name_width$}  {:plugin_width$}  {description}",
-            g.spec.name, g.plugin.name
+            "{:name_width$}  {:plugin_width$}  {}",
+            g.spec.name,
+            g.plugin.name,
+            super::safe::safe(description)
         )?;
     }
     if registry.gadgets().next().is_none() {

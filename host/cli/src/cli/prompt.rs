@@ -41,7 +41,7 @@ pub fn prompt(registry: Arc<Registry>, options: &PromptOptions) -> Result<ExitCo
     let tools = callable_tools(&*registry, &config);
     let text = render::prompt(&docs(&tools), &markers);
     let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())?;
+    out.write_all(super::safe::safe(&text).as_bytes())?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -280,7 +280,8 @@ pub async fn run(registry: Arc<Registry>, options: &RunOptions) -> Result<ExitCo
             } else {
                 writeln!(out, "\n── history (what the model is shown next) ──")?;
                 for message in messages {
-                    writeln!(out, "[{}]\n{}\n", message.role, message.content)?;
+                    let content = super::safe::safe(&message.content);
+                    writeln!(out, "[{}]\n{content}\n", message.role)?;
                 }
             }
         }

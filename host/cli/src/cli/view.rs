@@ -19,6 +19,8 @@ use gadget_core::call::OutcomeKind;
 use gadget_core::ledger::LogLevel;
 use gadget_exec::{ExecEvent, ResponseSummary};
 
+use super::safe::safe;
+
 const SHOWN_RESULT_LINES: usize = 12;
 
 /// Characters of a result the readable views show.
@@ -51,7 +53,7 @@ impl View {
             }
             View::Plain => {
                 if let Some(text) = plain_line(event) {
-                    write!(out, "{text}")?;
+                    write!(out, "{}", safe(&text))?;
                     out.flush()?;
                 }
                 Ok(())
@@ -259,7 +261,7 @@ impl LiveView {
 
     fn println(&self, text: &str) {
         // A closed terminal is not worth failing the run over.
-        let _ = self.multi.println(text);
+        let _ = self.multi.println(safe(text));
     }
 
     fn text(&mut self, content: &str) {
@@ -289,13 +291,13 @@ impl LiveView {
                     )
                     .expect("a valid template"),
                 );
-                bar.set_prefix(format!("{gadget} ({id})"));
+                bar.set_prefix(safe(&format!("{gadget} ({id})")).into_owned());
                 bar.enable_steady_tick(SPINNER_TICK);
                 self.running.insert(id.clone(), bar);
             }
             ExecEvent::Progress { id, message, .. } => {
                 if let Some(bar) = self.running.get(id) {
-                    bar.set_message(message.clone());
+                    bar.set_message(safe(message).into_owned());
                 }
             }
             ExecEvent::Cost { id, usd, .. } => {

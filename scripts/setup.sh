@@ -55,6 +55,8 @@ cargo build --quiet --release -p gadget-core -p gadget-exec -p gadget-runtime -p
 echo "host built: target/release/gadget"
 
 # The example gadgets in other languages, built by the host's own `gadget build`.
-for dir in examples/python-gadget examples/c-gadget examples/js-gadget examples/go-gadget; do
+# (and the hostile C fixtures of the load-time hardening tests).
+for dir in examples/python-gadget examples/c-gadget examples/js-gadget examples/go-gadget \
+    tests/fixtures/hostile-specs tests/fixtures/spec-flood; do
     target/release/gadget build "$dir"
 done

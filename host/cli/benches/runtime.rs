@@ -257,6 +257,7 @@ async fn deadlines(component: &Path) {
             };
             let request = CallRequest {
                 gadget: gadget.spec.name.clone(),
+                component_name: None,
                 invocation_id: "d".into(),
                 params: "{}".into(),
                 limits: limits.clone(),

@@ -429,7 +429,14 @@ mod tests {
         ledger.close(0);
         // The summary line is the one kept past the cap.
         assert_eq!(ledger.logs.len(), MAX_HOST_WARNINGS + 1);
-        assert!(ledger.logs.last().unwrap().message.contains("84 more host warnings"));
+        assert!(
+            ledger
+                .logs
+                .last()
+                .unwrap()
+                .message
+                .contains("84 more host warnings")
+        );
     }
 
     #[test]
@@ -450,7 +457,11 @@ mod tests {
         ledger.update("p".repeat(MAX_UPDATE_BYTES * 2), Some(&details), 0);
         assert_eq!(ledger.updates[0].details, None);
         assert!(ledger.updates[0].partial.len() < MAX_UPDATE_BYTES + 64);
-        assert!(ledger.logs[3].message.contains("over the 65536-byte limit on details"));
+        assert!(
+            ledger.logs[3]
+                .message
+                .contains("over the 65536-byte limit on details")
+        );
     }
 
     #[test]

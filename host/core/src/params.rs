@@ -286,7 +286,11 @@ fn check_subschemas(
 ) -> Result<(), String> {
     let cost = same_value_cost(root, node, pointer, costs, visiting)?;
     if cost > MAX_SCHEMA_COST {
-        let at = if pointer.is_empty() { "the root" } else { pointer };
+        let at = if pointer.is_empty() {
+            "the root"
+        } else {
+            pointer
+        };
         return Err(format!(
             "validating one value at {at} would check it against {cost} subschemas (nested anyOf/oneOf/allOf/$ref), over the limit of {MAX_SCHEMA_COST}"
         ));
@@ -294,7 +298,8 @@ fn check_subschemas(
     match node {
         Value::Object(map) => {
             for (key, child) in map {
-                let child_pointer = format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
+                let child_pointer =
+                    format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
                 check_subschemas(root, child, &child_pointer, costs, visiting)?;
             }
         }
@@ -335,20 +340,29 @@ fn same_value_cost(
         if let Some(Value::Array(branches)) = map.get(keyword) {
             for (index, branch) in branches.iter().enumerate() {
                 let at = format!("{pointer}/{keyword}/{index}");
-                add(&mut cost, same_value_cost(root, branch, &at, costs, visiting)?);
+                add(
+                    &mut cost,
+                    same_value_cost(root, branch, &at, costs, visiting)?,
+                );
             }
         }
     }
     for keyword in SAME_VALUE_SCHEMAS {
         if let Some(branch) = map.get(keyword) {
             let at = format!("{pointer}/{keyword}");
-            add(&mut cost, same_value_cost(root, branch, &at, costs, visiting)?);
+            add(
+                &mut cost,
+                same_value_cost(root, branch, &at, costs, visiting)?,
+            );
         }
     }
     if let Some(Value::Object(dependents)) = map.get("dependentSchemas") {
         for (key, branch) in dependents {
             let at = format!("{pointer}/dependentSchemas/{key}");
-            add(&mut cost, same_value_cost(root, branch, &at, costs, visiting)?);
+            add(
+                &mut cost,
+                same_value_cost(root, branch, &at, costs, visiting)?,
+            );
         }
     }
     for keyword in ["$dynamicRef", "$recursiveRef"] {
@@ -362,7 +376,9 @@ fn same_value_cost(
             .and_then(|r| r.strip_prefix('#'))
             .filter(|p| p.is_empty() || p.starts_with('/'))
             .ok_or_else(|| {
-                format!("$ref {reference} at {pointer}: only local references (#/...) are supported")
+                format!(
+                    "$ref {reference} at {pointer}: only local references (#/...) are supported"
+                )
             })?;
         let target = root.pointer(target_pointer).ok_or_else(|| {
             format!("$ref {reference} at {pointer} points at nothing in the schema")
@@ -574,13 +590,17 @@ mod tests {
     #[test]
     fn oversized_or_deep_schemas_are_refused() {
         let big = json!({ "type": "object", "description": "x".repeat(MAX_SCHEMA_BYTES) });
-        let error = ParamSchema::compile(&big.to_string()).unwrap_err().to_string();
+        let error = ParamSchema::compile(&big.to_string())
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("over the 65536-byte limit"), "{error}");
         let mut deep = json!({ "type": "string" });
         for _ in 0..40 {
             deep = json!({ "type": "object", "properties": { "a": deep } });
         }
-        let error = ParamSchema::compile(&deep.to_string()).unwrap_err().to_string();
+        let error = ParamSchema::compile(&deep.to_string())
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("levels deep"), "{error}");
     }
 
@@ -604,7 +624,9 @@ mod tests {
         let many = json!({ "items": vec![json!({}); 1000] });
         let failure = schema.validate("T", many).unwrap_err();
         assert!(
-            failure.to_string().contains("would add more than 1048576 bytes"),
+            failure
+                .to_string()
+                .contains("would add more than 1048576 bytes"),
             "{failure}"
         );
     }

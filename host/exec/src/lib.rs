@@ -442,7 +442,14 @@ impl Executor {
                 }
                 else => break,
             }
-            self.carry_out(actions, &mut running, &live_tx, &abort, &mut summary, &mut sink);
+            self.carry_out(
+                actions,
+                &mut running,
+                &live_tx,
+                &abort,
+                &mut summary,
+                &mut sink,
+            );
         }
         self.session = parser.session().clone();
         self.scheduler.next_response();
@@ -773,17 +780,20 @@ impl Executor {
             };
             let (outcome, details) = match settled {
                 Ok(settled) => settled,
-                Err(question) => (match human {
-                    Some(human) => {
-                        let _ = live.send((ix, Live::Asking(question.clone())));
-                        human
-                            .ask(&call_id, tool.name(), &question)
-                            .await
-                            .map(|answer| (OutcomeKind::AskHuman, answer))
-                            .map_err(|message| Failure::new(FailureKind::HumanInput, message))
-                    }
-                    None => Err(Failure::new(FailureKind::HumanInput, NO_HUMAN_INPUT)),
-                }, None),
+                Err(question) => (
+                    match human {
+                        Some(human) => {
+                            let _ = live.send((ix, Live::Asking(question.clone())));
+                            human
+                                .ask(&call_id, tool.name(), &question)
+                                .await
+                                .map(|answer| (OutcomeKind::AskHuman, answer))
+                                .map_err(|message| Failure::new(FailureKind::HumanInput, message))
+                        }
+                        None => Err(Failure::new(FailureKind::HumanInput, NO_HUMAN_INPUT)),
+                    },
+                    None,
+                ),
             };
             Ended {
                 call: ix,

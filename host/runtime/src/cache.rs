@@ -105,7 +105,10 @@ impl ComponentCache {
     /// The specs-cache entry beside a component's compiled code.
     fn specs_path(&self, engine: &Engine, component_sha256: &str) -> PathBuf {
         self.entry_path(engine, component_sha256)
-            .with_extension(format!("specs-{}.json", crate::WIT_PACKAGE.replace([':', '@'], "-")))
+            .with_extension(format!(
+                "specs-{}.json",
+                crate::WIT_PACKAGE.replace([':', '@'], "-")
+            ))
     }
 
     /// The specs read from this component earlier (or the timeout that

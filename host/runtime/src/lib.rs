@@ -757,38 +757,37 @@ fn accept_outcome(
     returned_cost: &mut f64,
 ) -> Result<Outcome, CallError> {
     let at = state.elapsed_ms();
-    let mut take = |r: wit::CallResult,
-                    state: &mut CallState|
-     -> Result<(String, Option<Value>), CallError> {
-        if r.result.len() as u64 > limits.result_bytes {
-            return Err(CallError::ResultTooLarge {
-                gadget: gadget.to_string(),
-                size_bytes: r.result.len() as u64,
-                limit_bytes: limits.result_bytes,
-            });
-        }
-        if let Some(cost) = r.cost {
-            match invalid_cost(cost) {
-                None => *returned_cost = cost,
-                Some(reason) => state
-                    .ledger
-                    .host_warning(format!("refused returned cost {cost}: {reason}"), at),
+    let mut take =
+        |r: wit::CallResult, state: &mut CallState| -> Result<(String, Option<Value>), CallError> {
+            if r.result.len() as u64 > limits.result_bytes {
+                return Err(CallError::ResultTooLarge {
+                    gadget: gadget.to_string(),
+                    size_bytes: r.result.len() as u64,
+                    limit_bytes: limits.result_bytes,
+                });
             }
-        }
-        let details = match r.details {
-            None => None,
-            Some(text) => match ledger::parse_details(&text) {
-                Ok(value) => Some(value),
-                Err(reason) => {
-                    state
+            if let Some(cost) = r.cost {
+                match invalid_cost(cost) {
+                    None => *returned_cost = cost,
+                    Some(reason) => state
                         .ledger
-                        .host_warning(format!("dropped the result's details: {reason}"), at);
-                    None
+                        .host_warning(format!("refused returned cost {cost}: {reason}"), at),
                 }
-            },
+            }
+            let details = match r.details {
+                None => None,
+                Some(text) => match ledger::parse_details(&text) {
+                    Ok(value) => Some(value),
+                    Err(reason) => {
+                        state
+                            .ledger
+                            .host_warning(format!("dropped the result's details: {reason}"), at);
+                        None
+                    }
+                },
+            };
+            Ok((r.result, details))
         };
-        Ok((r.result, details))
-    };
     match outcome {
         wit::Outcome::Result(r) => {
             take(r, state).map(|(result, details)| Outcome::Result { result, details })

@@ -407,7 +407,11 @@ pub async fn load_plugin(
             Ok(schema) => schema,
             Err(reason) => {
                 let shown: String = spec.name.chars().take(MAX_GADGET_NAME_BYTES).collect();
-                let cut = if shown.len() < spec.name.len() { "…" } else { "" };
+                let cut = if shown.len() < spec.name.len() {
+                    "…"
+                } else {
+                    ""
+                };
                 refused.push(format!("gadget '{shown}{cut}' refused: {reason}"));
                 continue;
             }
@@ -473,7 +477,9 @@ pub fn read_plugin_file(root: &Path, path: &Path, max_bytes: u64) -> Result<Vec<
     let root = root
         .canonicalize()
         .map_err(|e| format!("cannot resolve the plugin directory: {e}"))?;
-    let resolved = path.canonicalize().map_err(|e| format!("cannot read: {e}"))?;
+    let resolved = path
+        .canonicalize()
+        .map_err(|e| format!("cannot read: {e}"))?;
     if !resolved.starts_with(&root) {
         return Err(format!(
             "resolves to {}, outside the plugin directory {}; a plugin may only use its own files",
@@ -509,7 +515,9 @@ pub fn read_plugin_file(root: &Path, path: &Path, max_bytes: u64) -> Result<Vec<
         .read_to_end(&mut bytes)
         .map_err(|e| format!("cannot read: {e}"))?;
     if bytes.len() as u64 > max_bytes {
-        return Err(format!("grew past the {max_bytes}-byte limit while being read"));
+        return Err(format!(
+            "grew past the {max_bytes}-byte limit while being read"
+        ));
     }
     Ok(bytes)
 }
@@ -544,14 +552,18 @@ async fn read_specs_cached(
 ) -> Result<Vec<GadgetSpec>, RuntimeError> {
     let cache = options.cache.as_ref();
     if let Some(cached) = cache.and_then(|c| c.load_specs(runtime.engine(), sha256)) {
-        return cached.map_err(|message| RuntimeError::Specs(gadget_core::call::CallError::Failed { message }));
+        return cached.map_err(|message| {
+            RuntimeError::Specs(gadget_core::call::CallError::Failed { message })
+        });
     }
     let result = runtime.read_specs(pre, limits).await;
     if let Some(cache) = cache {
         let entry = match &result {
             Ok(specs) => Some(Ok(specs.clone())),
             Err(RuntimeError::Specs(error @ gadget_core::call::CallError::Timeout { .. })) => {
-                Some(Err(format!("{error} (remembered from an earlier load; change the component to try again)")))
+                Some(Err(format!(
+                    "{error} (remembered from an earlier load; change the component to try again)"
+                )))
             }
             Err(_) => None,
         };
@@ -638,8 +650,14 @@ pub fn check_spec(spec: &GadgetSpec) -> Result<ParamSchema, String> {
     let over = |what: &str, len: usize, limit: usize| {
         (len > limit).then(|| format!("{what} is {len} bytes, over the limit of {limit}"))
     };
-    let too_big = over("description", spec.description.len(), MAX_DESCRIPTION_BYTES)
-        .or_else(|| over("label", spec.label.as_ref().map_or(0, String::len), MAX_LABEL_BYTES));
+    let too_big =
+        over("description", spec.description.len(), MAX_DESCRIPTION_BYTES).or_else(|| {
+            over(
+                "label",
+                spec.label.as_ref().map_or(0, String::len),
+                MAX_LABEL_BYTES,
+            )
+        });
     if let Some(reason) = too_big {
         return Err(reason);
     }

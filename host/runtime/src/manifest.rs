@@ -119,13 +119,14 @@ impl Manifest {
         }
         // Only a small regular file inside the plugin is read (not a FIFO
         // that would hang the load, nor a symlink out of the plugin).
-        let bytes = crate::loader::read_plugin_file(dir, &path, MAX_MANIFEST_BYTES).map_err(
-            |message| ManifestError::Invalid {
-                path: path.clone(),
-                field: "file",
-                message,
-            },
-        )?;
+        let bytes =
+            crate::loader::read_plugin_file(dir, &path, MAX_MANIFEST_BYTES).map_err(|message| {
+                ManifestError::Invalid {
+                    path: path.clone(),
+                    field: "file",
+                    message,
+                }
+            })?;
         let text = String::from_utf8(bytes).map_err(|_| ManifestError::Invalid {
             path: path.clone(),
             field: "file",

@@ -154,8 +154,7 @@ impl Policy {
                         "plugins.{plugin}.prefix: '{prefix}' is over {MAX_PREFIX_BYTES} bytes"
                     ));
                 }
-                check_gadget_name(prefix)
-                    .map_err(|e| format!("plugins.{plugin}.prefix: {e}"))?;
+                check_gadget_name(prefix).map_err(|e| format!("plugins.{plugin}.prefix: {e}"))?;
             }
         }
         let limits = &policy.limits;
@@ -186,7 +185,12 @@ impl Policy {
             MAX_RESULT_BYTES,
         )?;
         over("max-log-kib", limits.max_log_kib, 1 << 10, MAX_LOG_BYTES)?;
-        over("max-stdio-kib", limits.max_stdio_kib, 1 << 10, MAX_STDIO_BYTES)?;
+        over(
+            "max-stdio-kib",
+            limits.max_stdio_kib,
+            1 << 10,
+            MAX_STDIO_BYTES,
+        )?;
         over("host-memory-mib", limits.host_memory_mib, 1, u64::MAX)?;
         Ok(policy)
     }
@@ -253,7 +257,8 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_errors_that_name_the_line() {
-        let error = Policy::parse("[limits]\nmax-timeout-ms = 5\nmax-memry-mib = 64\n").unwrap_err();
+        let error =
+            Policy::parse("[limits]\nmax-timeout-ms = 5\nmax-memry-mib = 64\n").unwrap_err();
         assert!(error.contains("unknown field `max-memry-mib`"), "{error}");
         assert!(error.ends_with("(line 3)"), "{error}");
         let error = Policy::parse("[plugin.web]\nprefix = \"w_\"\n").unwrap_err();
@@ -263,7 +268,10 @@ mod tests {
     #[test]
     fn values_past_the_hard_maximum_or_bad_prefixes_are_refused() {
         let error = Policy::parse("[limits]\nmax-memory-mib = 8192\n").unwrap_err();
-        assert!(error.contains("over the host's hard maximum of 4096"), "{error}");
+        assert!(
+            error.contains("over the host's hard maximum of 4096"),
+            "{error}"
+        );
         let error = Policy::parse("[limits]\nmax-timeout-ms = 0\n").unwrap_err();
         assert!(error.contains("must be more than 0"), "{error}");
         let error = Policy::parse("[plugins.x]\nprefix = \"bad-prefix\"\n").unwrap_err();

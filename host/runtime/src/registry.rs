@@ -139,7 +139,14 @@ impl Registry {
             };
             self.gadgets.insert(key, Arc::new(gadget));
         }
-        self.plugins.push(plugin);
+        // A plugin none of whose gadgets could be served is not loaded.
+        if self
+            .gadgets
+            .values()
+            .any(|g| Arc::ptr_eq(&g.plugin, &plugin))
+        {
+            self.plugins.push(plugin);
+        }
         errors
     }
 }

@@ -94,7 +94,10 @@ pub async fn check(
         println!("  ✗ {}", super::safe::safe(refused));
     }
     if !plugin.refused.is_empty() {
-        println!("FAIL ({} gadget(s) refused; the others load)", plugin.refused.len());
+        println!(
+            "FAIL ({} gadget(s) refused; the others load)",
+            plugin.refused.len()
+        );
         return Ok(ExitCode::from(EXIT_FAILED));
     }
     println!("PASS");

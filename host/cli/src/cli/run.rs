@@ -449,6 +449,56 @@ impl HumanInput for TerminalInput {
     }
 }
 
+/// The exit code after Ctrl-C (128 + SIGINT, as shells report it).
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// Ctrl-C during a run: the first stops reading the response and raises
+/// the abort signal in every running call (they end as cancelled, and the
+/// summary is printed); a second one exits at once.
+struct Interrupt {
+    happened: Arc<std::sync::atomic::AtomicBool>,
+    reader: Arc<std::sync::Mutex<Option<tokio::task::AbortHandle>>>,
+}
+
+impl Interrupt {
+    fn watch(abort: gadget_exec::AbortHandle) -> Interrupt {
+        let happened = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader: Arc<std::sync::Mutex<Option<tokio::task::AbortHandle>>> = Arc::default();
+        let (flag, current_reader) = (happened.clone(), reader.clone());
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_err() {
+                return;
+            }
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            eprintln!("\ninterrupted: cancelling the running calls (Ctrl-C again to quit at once)");
+            if let Some(reader) = current_reader
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+            {
+                reader.abort();
+            }
+            abort.abort();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(EXIT_INTERRUPTED.into());
+            }
+        });
+        Interrupt { happened, reader }
+    }
+
+    /// The reader of the response now being run (stopped on Ctrl-C).
+    fn reading(&self, reader: tokio::task::AbortHandle) {
+        if self.happened() {
+            reader.abort();
+        }
+        *self.reader.lock().unwrap_or_else(|p| p.into_inner()) = Some(reader);
+    }
+
+    fn happened(&self) -> bool {
+        self.happened.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -472,51 +522,5 @@ mod tests {
                 DependencyPolicy::UseFallback("n/a".into())
             ))
         );
-    }
-}
-
-/// The exit code after Ctrl-C (128 + SIGINT, as shells report it).
-const EXIT_INTERRUPTED: u8 = 130;
-
-/// Ctrl-C during a run: the first stops reading the response and raises
-/// the abort signal in every running call (they end as cancelled, and the
-/// summary is printed); a second one exits at once.
-struct Interrupt {
-    happened: Arc<std::sync::atomic::AtomicBool>,
-    reader: Arc<std::sync::Mutex<Option<tokio::task::AbortHandle>>>,
-}
-
-impl Interrupt {
-    fn watch(abort: gadget_exec::AbortHandle) -> Interrupt {
-        let happened = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let reader: Arc<std::sync::Mutex<Option<tokio::task::AbortHandle>>> = Arc::default();
-        let (flag, current_reader) = (happened.clone(), reader.clone());
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_err() {
-                return;
-            }
-            flag.store(true, std::sync::atomic::Ordering::SeqCst);
-            eprintln!("\ninterrupted: cancelling the running calls (Ctrl-C again to quit at once)");
-            if let Some(reader) = current_reader.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                reader.abort();
-            }
-            abort.abort();
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(EXIT_INTERRUPTED.into());
-            }
-        });
-        Interrupt { happened, reader }
-    }
-
-    /// The reader of the response now being run (stopped on Ctrl-C).
-    fn reading(&self, reader: tokio::task::AbortHandle) {
-        if self.happened() {
-            reader.abort();
-        }
-        *self.reader.lock().unwrap_or_else(|p| p.into_inner()) = Some(reader);
-    }
-
-    fn happened(&self) -> bool {
-        self.happened.load(std::sync::atomic::Ordering::SeqCst)
     }
 }

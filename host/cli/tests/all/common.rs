@@ -48,6 +48,7 @@ pub fn runtime(epoch: EpochMode) -> Arc<Runtime> {
         Runtime::new(&RuntimeConfig {
             epoch,
             pooling: false,
+            ..RuntimeConfig::default()
         })
         .expect("runtime"),
     )

@@ -22,6 +22,7 @@ async fn run_with(
     let (gadget, params) = registry.prepare(name, params).expect("prepare");
     let request = CallRequest {
         gadget: gadget.spec.name.clone(),
+        component_name: None,
         invocation_id: "t1".into(),
         params: params.to_string(),
         limits,
@@ -138,6 +139,7 @@ async fn external_cancellation_raises_the_abort_signal() {
     let cancel = Arc::new(AtomicBool::new(false));
     let request = CallRequest {
         gadget: gadget.spec.name.clone(),
+        component_name: None,
         invocation_id: "t1".into(),
         params: "{}".into(),
         limits: Limits {

@@ -17,7 +17,7 @@ use crate::cli::{gadget, stderr, stdout};
 use crate::common;
 
 /// `gadget build DIR`, once per directory per test run.
-fn built(dir: &Path) -> PathBuf {
+pub(crate) fn built(dir: &Path) -> PathBuf {
     static BUILT: OnceLock<std::sync::Mutex<Vec<PathBuf>>> = OnceLock::new();
     let done = BUILT.get_or_init(Default::default);
     let mut done = done.lock().unwrap();
@@ -52,6 +52,7 @@ async fn stops_on_the_deadline_signal(registry: &Registry, timeout_ms: u64) {
     let gadget = registry.get("WorkUntilCancelled").unwrap();
     let request = CallRequest {
         gadget: gadget.spec.name.clone(),
+        component_name: None,
         invocation_id: "spin".into(),
         params: "{}".into(),
         limits: Limits {

@@ -5,6 +5,7 @@ mod cli;
 mod common;
 mod containment;
 mod executor;
+mod hostile;
 mod languages;
 mod loading;
 mod parser;

@@ -41,6 +41,14 @@ pub enum ExecEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         parse_error: Option<String>,
     },
+    /// The call could run but an `exclusive` gadget holds it back: this
+    /// one waits for the running calls to end, or an exclusive call is
+    /// running and every other call waits for it (at most its timeout).
+    CallWaiting {
+        id: String,
+        gadget: String,
+        reason: String,
+    },
     /// The gadget is running.
     CallStarted {
         id: String,

@@ -212,7 +212,9 @@ impl Ledger {
             return;
         }
         self.host_warnings += 1;
-        tracing::warn!("{message}");
+        // The warning reaches people as the call's log entry (an event in
+        // `gadget run`); tracing it at warn too would print it twice.
+        tracing::debug!("{message}");
         self.log(LogLevel::Warn, message, Value::Null, LogSource::Host, at_ms);
     }
 

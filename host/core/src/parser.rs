@@ -230,6 +230,15 @@ fn arguments_of<'a>(
 }
 
 impl GadgetCall {
+    /// Drops the call's body (its raw parameters and their spans), keeping
+    /// its name, id and dependencies: what a long session needs to keep
+    /// of a call that has ended.
+    pub fn forget_body(&mut self) {
+        self.parameters_raw = String::new();
+        self.spans = Vec::new();
+        self.parse_error = None;
+    }
+
     /// A call assembled by hand (tests, synthetic calls): the body is
     /// parsed with the default argument marker, as a block would be.
     pub fn new(

@@ -263,6 +263,17 @@ impl Scheduler {
         self.halted_by = None;
     }
 
+    /// Calls running now.
+    pub fn running(&self) -> usize {
+        self.running
+    }
+
+    /// Whether a call of an `exclusive` gadget is running (nothing else
+    /// starts until it ends).
+    pub fn exclusive_running(&self) -> bool {
+        self.running_exclusive
+    }
+
     /// Whether the executor should stop reading the current response.
     pub fn stop_reading(&self) -> bool {
         self.stop_reading

@@ -66,6 +66,10 @@ pub const MAX_STORED_OUTPUTS: usize = 64;
 /// at most); this bounds the store whatever the runtime was told.
 pub const MAX_STORED_OUTPUT_BYTES: usize = 16 << 20;
 
+/// Bytes all of a session's stored outputs may take together: the oldest
+/// go first past it, so 64 outputs of 16 MiB cannot pin a gigabyte.
+pub const MAX_STORED_TOTAL_BYTES: usize = 64 << 20;
+
 /// Backtracking steps one viewer pattern may take on one line before it
 /// gives up with an error: a model's regex must not hang the host.
 pub const REGEX_BACKTRACK_LIMIT: usize = 1_000_000;
@@ -117,7 +121,13 @@ impl OutputStore {
             self.order.retain(|other| other != &id);
             self.outputs.remove(&id);
         }
-        if self.order.len() >= MAX_STORED_OUTPUTS {
+        let stored_bytes = |outputs: &HashMap<String, StoredOutput>| -> usize {
+            outputs.values().map(|o| o.byte_size).sum()
+        };
+        while !self.order.is_empty()
+            && (self.order.len() >= MAX_STORED_OUTPUTS
+                || stored_bytes(&self.outputs) + content.len() > MAX_STORED_TOTAL_BYTES)
+        {
             let oldest = self.order.remove(0);
             self.outputs.remove(&oldest);
         }
@@ -965,5 +975,22 @@ mod tests {
             "output 5",
             "the oldest went first"
         );
+    }
+
+    #[test]
+    fn the_store_is_bounded_in_bytes_too() {
+        let mut store = OutputStore::default();
+        let big = MAX_STORED_OUTPUT_BYTES;
+        for i in 0..6 {
+            store.store("G", format!("{i}{}", "x".repeat(big - 1)));
+        }
+        let total: usize = store
+            .ids()
+            .iter()
+            .map(|id| store.get(id).unwrap().byte_size)
+            .sum();
+        assert!(total <= MAX_STORED_TOTAL_BYTES, "{total}");
+        assert_eq!(store.len(), MAX_STORED_TOTAL_BYTES / big);
+        assert!(store.get(&store.ids()[0]).unwrap().content.starts_with('2'));
     }
 }

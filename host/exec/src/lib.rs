@@ -280,9 +280,17 @@ pub struct Executor {
     entries: Vec<Entry>,
     limiter: Option<Arc<Mutex<OutputLimiter>>>,
     history: Vec<HistoryEntry>,
+    /// Bytes of results and parameters in `history`.
+    history_bytes: usize,
     session_cost: f64,
     abort: AbortHandle,
 }
+
+/// What one response's history (the results the model is sent next) may
+/// hold, in bytes of result and parameter text: far more than any model's
+/// context window, so only a runaway response reaches it; past it, later
+/// results are replaced by a note.
+pub const MAX_HISTORY_BYTES: usize = 16 << 20;
 
 /// The tools of the executor's own under `config`: the output viewer when
 /// output limiting is on, reading `limiter`'s store.
@@ -325,6 +333,7 @@ impl Executor {
             session: parser::Session::default(),
             entries: Vec::new(),
             history: Vec::new(),
+            history_bytes: 0,
             session_cost: 0.0,
             abort: AbortHandle::default(),
         };
@@ -398,6 +407,7 @@ impl Executor {
         let first = self.entries.len();
         let abort = self.abort.renew();
         self.history.clear();
+        self.history_bytes = 0;
         loop {
             let mut actions = Vec::new();
             tokio::select! {
@@ -429,16 +439,25 @@ impl Executor {
                     }
                 }
                 Some(joined) = running.join_next(), if !running.is_empty() => {
-                    let ended = match joined {
-                        Ok(ended) => ended,
-                        // The task panicked or was aborted: not a gadget's doing.
-                        Err(error) => std::panic::resume_unwind(error.into_panic()),
-                    };
-                    // Whatever the call sent before it ended comes first.
+                    // Every call that has ended by now, not just the first:
+                    // one wake-up of this task settles them all and starts
+                    // their successors together.
+                    let mut ended = vec![joined];
+                    while let Some(more) = running.try_join_next() {
+                        ended.push(more);
+                    }
+                    // Whatever the calls sent before they ended comes first.
                     while let Ok((ix, live)) = live_rx.try_recv() {
                         self.live(ix, live, &mut sink);
                     }
-                    actions.extend(self.ended(ended, &mut summary, &mut sink));
+                    for joined in ended {
+                        let ended = match joined {
+                            Ok(ended) => ended,
+                            // The task panicked or was aborted: not a gadget's doing.
+                            Err(error) => std::panic::resume_unwind(error.into_panic()),
+                        };
+                        actions.extend(self.ended(ended, &mut summary, &mut sink));
+                    }
                 }
                 else => break,
             }
@@ -453,6 +472,11 @@ impl Executor {
         }
         self.session = parser.session().clone();
         self.scheduler.next_response();
+        // Calls that never ran (skipped) still hold their bodies.
+        for entry in &mut self.entries[first..] {
+            entry.call.forget_body();
+            entry.params = None;
+        }
         self.session_cost = gadget_core::ledger::add_costs(self.session_cost, summary.cost);
         summary.session_cost = self.session_cost;
         summary.calls = self.entries.len() - first;
@@ -480,9 +504,36 @@ impl Executor {
             tool,
             params: None,
         });
+        let exclusive = spec.gadget.as_ref().is_some_and(|g| g.exclusive);
+        let waits_on_nothing = spec.dependencies.is_empty();
         let policy = &mut policy_for(&self.config, &*self.controller, &self.entries);
         let (ix, actions) = self.scheduler.add(spec, policy);
         debug_assert_eq!(ix, self.entries.len() - 1);
+        // An exclusive hold is the one wait a person could not guess from
+        // the response: say so while it lasts (the call's start ends it).
+        let starts = actions
+            .iter()
+            .any(|a| matches!(a, Action::Start(c) if *c == ix));
+        if waits_on_nothing && !starts {
+            let running = self.scheduler.running();
+            let reason = if self.scheduler.exclusive_running() {
+                Some("an exclusive gadget is running; no other call starts until it ends (at most its timeout)".to_string())
+            } else if exclusive && running > 0 {
+                Some(format!(
+                    "exclusive: waits for {running} running call(s) to end, then runs alone"
+                ))
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                let call = &self.entries[ix].call;
+                sink(ExecEvent::CallWaiting {
+                    id: call.invocation_id.clone(),
+                    gadget: call.name.clone(),
+                    reason,
+                });
+            }
+        }
         actions
     }
 
@@ -557,8 +608,8 @@ impl Executor {
             }
         };
         let entry = &self.entries[ix];
-        let params = entry.params.clone().unwrap_or(Value::Null);
-        let view = entry.view(&params);
+        let null = Value::Null;
+        let view = entry.view(entry.params.as_ref().unwrap_or(&null));
         let outcome = match self
             .controller
             .after_execution(&view, &outcome.clone().map(|(_, text)| text))
@@ -617,10 +668,26 @@ impl Executor {
             Ok((_, text)) => text.clone(),
             Err(failure) => failure.message.clone(),
         };
+        let parameters = entry.known_parameters();
+        // The history is what the model is sent next: bounded, whatever
+        // the response did (each result is already output-limited).
+        // Sized by the block's raw text, not by serialising the value.
+        let size = text.len() + entry.call.parameters_raw.len();
+        let (parameters, text) = if self.history_bytes + size > MAX_HISTORY_BYTES {
+            (
+                Value::Object(Default::default()),
+                format!(
+                    "[result not kept: this response's history is over {MAX_HISTORY_BYTES} bytes]"
+                ),
+            )
+        } else {
+            self.history_bytes += size;
+            (parameters, text)
+        };
         self.history.push(HistoryEntry {
             id: entry.call.invocation_id.clone(),
             gadget: entry.call.name.clone(),
-            parameters: entry.known_parameters(),
+            parameters,
             result: text,
         });
         let (outcome, result, error) = match outcome {
@@ -638,6 +705,12 @@ impl Executor {
             cost,
             duration_ms: duration.as_secs_f64() * 1e3,
         });
+        // The call has ended: what the session keeps of it is its id, name
+        // and outcome (the scheduler's) and its history entry; its body
+        // and parameters would make a long response's memory grow.
+        let entry = &mut self.entries[ix];
+        entry.call.forget_body();
+        entry.params = None;
     }
 
     /// Carries out the scheduler's actions, and those they lead to.

@@ -554,9 +554,26 @@ async fn an_exclusive_tool_never_runs_beside_another_call() {
             block(name, &format!("c{i}"), "", &[])
         })
         .collect();
-    let (_, summary) = run(&mut executor, &response).await;
+    let (events, summary) = run(&mut executor, &response).await;
     assert_eq!(summary.succeeded, 6);
     assert_eq!(overlap.load(Ordering::SeqCst), 0);
+    // The hold is visible: the first exclusive call waits for the running
+    // one, and the call after it waits for the exclusive one.
+    let waiting: Vec<(String, String)> = events
+        .iter()
+        .filter_map(|e| match e {
+            ExecEvent::CallWaiting { id, reason, .. } => Some((id.clone(), reason.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        waiting.first(),
+        Some(&(
+            "c1".to_string(),
+            "exclusive: waits for 1 running call(s) to end, then runs alone".to_string()
+        )),
+        "{waiting:?}"
+    );
 }
 
 /// An instant tool answers in place, and may still ask a person; one

@@ -738,7 +738,7 @@ pub fn pooling_config() -> wasmtime::PoolingAllocationConfig {
 pub const POOL_KEEP_RESIDENT_BYTES: usize = 1 << 20;
 
 /// Slots decommitted together.
-pub const POOL_DECOMMIT_BATCH: usize = 32;
+pub const POOL_DECOMMIT_BATCH: usize = 1;
 
 /// Where a call's wasmtime error came from.
 enum Failure {

@@ -141,6 +141,9 @@ fn plain_line(event: &ExecEvent) -> Option<String> {
             format!("{content}\n")
         }
         ExecEvent::CallParsed { .. } => return None,
+        ExecEvent::CallWaiting { id, gadget, reason } => {
+            format!("⏸ {gadget} ({id}) waiting: {reason}\n")
+        }
         ExecEvent::CallStarted {
             id,
             gadget,
@@ -282,8 +285,26 @@ impl LiveView {
     fn event(&mut self, event: &ExecEvent) {
         match event {
             ExecEvent::Text { content } => self.text(content),
+            ExecEvent::CallWaiting { id, gadget, reason } => {
+                self.finish_text();
+                let bar = self.multi.add(indicatif::ProgressBar::new_spinner());
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "⏸ {prefix:.bold} {elapsed:.dim} {msg:.dim}",
+                    )
+                    .expect("a valid template"),
+                );
+                bar.set_prefix(safe(&format!("{gadget} ({id})")).into_owned());
+                bar.set_message(format!("waiting: {reason}"));
+                bar.enable_steady_tick(SPINNER_TICK);
+                self.running.insert(id.clone(), bar);
+            }
             ExecEvent::CallStarted { id, gadget, .. } => {
                 self.finish_text();
+                if let Some(waiting) = self.running.remove(id) {
+                    waiting.finish_and_clear();
+                    self.multi.remove(&waiting);
+                }
                 let bar = self.multi.add(indicatif::ProgressBar::new_spinner());
                 bar.set_style(
                     indicatif::ProgressStyle::with_template(

@@ -735,7 +735,7 @@ pub fn pooling_config() -> wasmtime::PoolingAllocationConfig {
 /// Bytes of each pooled memory and table kept resident between calls
 /// (dirty pages found by PAGEMAP_SCAN are reset in place): a small Rust
 /// gadget's working set.
-pub const POOL_KEEP_RESIDENT_BYTES: usize = 1 << 20;
+pub const POOL_KEEP_RESIDENT_BYTES: usize = 64 << 10;
 
 /// Slots decommitted together.
 pub const POOL_DECOMMIT_BATCH: usize = 1;

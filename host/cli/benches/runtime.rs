@@ -118,7 +118,12 @@ fn main() {
         // A Python gadget, where the interpreter's start dominates a call.
         let python = workspace().join("examples/python-gadget/python-words.wasm");
         if run("python") && python.is_file() {
-            call_overhead(&python, "WordFrequency", json!({ "text": "the cat and the hat" })).await;
+            call_overhead(
+                &python,
+                "WordFrequency",
+                json!({ "text": "the cat and the hat" }),
+            )
+            .await;
         }
         if run("deadlines") {
             deadlines(&component).await;

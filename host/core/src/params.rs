@@ -154,6 +154,10 @@ impl ParamSchema {
                 }],
             });
         }
+        // The common case, valid parameters, without collecting errors.
+        if validator.is_valid(&params) {
+            return Ok(params);
+        }
         let issues: Vec<Issue> = validator
             .iter_errors(&params)
             .take(MAX_REPORTED_ISSUES)

@@ -179,6 +179,8 @@ struct Entry {
     tool: Option<Arc<dyn Tool>>,
     /// Validated parameters, once known.
     params: Option<Value>,
+    /// It started, or ended without starting (skipped, refused).
+    settled: bool,
 }
 
 impl Entry {
@@ -280,6 +282,10 @@ pub struct Executor {
     entries: Vec<Entry>,
     limiter: Option<Arc<Mutex<OutputLimiter>>>,
     history: Vec<HistoryEntry>,
+    /// Calls just parsed that may be held back by an exclusive gadget.
+    maybe_waiting: Vec<CallIx>,
+    /// The id of an exclusive call reported waiting and not yet started.
+    exclusive_waiting: Option<String>,
     /// Bytes of results and parameters in `history`.
     history_bytes: usize,
     session_cost: f64,
@@ -333,6 +339,8 @@ impl Executor {
             session: parser::Session::default(),
             entries: Vec::new(),
             history: Vec::new(),
+            maybe_waiting: Vec::new(),
+            exclusive_waiting: None,
             history_bytes: 0,
             session_cost: 0.0,
             abort: AbortHandle::default(),
@@ -408,6 +416,7 @@ impl Executor {
         let abort = self.abort.renew();
         self.history.clear();
         self.history_bytes = 0;
+        self.exclusive_waiting = None;
         loop {
             let mut actions = Vec::new();
             tokio::select! {
@@ -469,6 +478,7 @@ impl Executor {
                 &mut summary,
                 &mut sink,
             );
+            self.report_waits(&mut sink);
         }
         self.session = parser.session().clone();
         self.scheduler.next_response();
@@ -503,38 +513,47 @@ impl Executor {
             call,
             tool,
             params: None,
+            settled: false,
         });
-        let exclusive = spec.gadget.as_ref().is_some_and(|g| g.exclusive);
         let waits_on_nothing = spec.dependencies.is_empty();
         let policy = &mut policy_for(&self.config, &*self.controller, &self.entries);
         let (ix, actions) = self.scheduler.add(spec, policy);
         debug_assert_eq!(ix, self.entries.len() - 1);
-        // An exclusive hold is the one wait a person could not guess from
-        // the response: say so while it lasts (the call's start ends it).
-        let starts = actions
-            .iter()
-            .any(|a| matches!(a, Action::Start(c) if *c == ix));
-        if waits_on_nothing && !starts {
-            let running = self.scheduler.running();
-            let reason = if self.scheduler.exclusive_running() {
-                Some("an exclusive gadget is running; no other call starts until it ends (at most its timeout)".to_string())
-            } else if exclusive && running > 0 {
-                Some(format!(
-                    "exclusive: waits for {running} running call(s) to end, then runs alone"
-                ))
-            } else {
-                None
-            };
-            if let Some(reason) = reason {
-                let call = &self.entries[ix].call;
-                sink(ExecEvent::CallWaiting {
-                    id: call.invocation_id.clone(),
-                    gadget: call.name.clone(),
-                    reason,
-                });
-            }
+        if waits_on_nothing {
+            self.maybe_waiting.push(ix);
         }
         actions
+    }
+
+    /// Says which of the calls just parsed could run but are held back by
+    /// an `exclusive` gadget (the one wait a person could not guess from
+    /// the response); their `CallStarted` ends the wait.
+    fn report_waits(&mut self, sink: &mut impl FnMut(ExecEvent)) {
+        for ix in std::mem::take(&mut self.maybe_waiting) {
+            let entry = &self.entries[ix];
+            if entry.settled {
+                continue;
+            }
+            let exclusive = entry.tool.as_ref().is_some_and(|t| t.hints().exclusive);
+            let running = self.scheduler.running();
+            let reason = if self.scheduler.exclusive_running() {
+                "an exclusive gadget is running; no other call starts until it ends (at most its timeout)".to_string()
+            } else if exclusive && running > 0 {
+                format!("exclusive: waits for {running} running call(s) to end, then runs alone")
+            } else if let Some(first) = &self.exclusive_waiting {
+                format!("waits behind exclusive call {first}, which waits for the running calls")
+            } else {
+                continue;
+            };
+            if exclusive && self.exclusive_waiting.is_none() {
+                self.exclusive_waiting = Some(entry.call.invocation_id.clone());
+            }
+            sink(ExecEvent::CallWaiting {
+                id: entry.call.invocation_id.clone(),
+                gadget: entry.call.name.clone(),
+                reason,
+            });
+        }
     }
 
     /// Something a running call reported.
@@ -734,6 +753,7 @@ impl Executor {
                     }
                     Action::Skip(ix, reason) => {
                         summary.skipped += 1;
+                        self.entries[ix].settled = true;
                         let entry = &self.entries[ix];
                         sink(ExecEvent::CallSkipped {
                             id: entry.call.invocation_id.clone(),
@@ -781,6 +801,10 @@ impl Executor {
                 duration: Duration::ZERO,
             })
         };
+        self.entries[ix].settled = true;
+        if self.exclusive_waiting.as_deref() == Some(&self.entries[ix].call.invocation_id) {
+            self.exclusive_waiting = None;
+        }
         let (tool, params) = match self.prepare(ix) {
             Ok(prepared) => prepared,
             Err(failure) => return at_once(Err(failure)),

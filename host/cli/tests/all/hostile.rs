@@ -391,9 +391,7 @@ async fn the_host_memory_budget_refuses_growth_other_calls_would_need() {
 fn stop_on_error_cancels_the_calls_already_running() {
     let response = "!!!GADGET_START:Sleep:long\n!!!ARG:ms\n2500\n!!!GADGET_END\n\
         !!!GADGET_START:Calculator:bad\n!!!ARG:operation\ndivide\n!!!ARG:a\n1\n!!!ARG:b\n0\n!!!GADGET_END\n";
-    let started = Instant::now();
     let out = gadget(&["run", "--json", "--stop-on-error", "-"], Some(response));
-    let elapsed = started.elapsed();
     let events: Vec<Value> = stdout(&out)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -406,8 +404,11 @@ fn stop_on_error_cancels_the_calls_already_running() {
             .unwrap_or_else(|| panic!("{id} did not finish: {events:?}"))
     };
     assert_eq!(finished("bad")["error"]["kind"], "invalid-arguments");
-    assert_eq!(finished("long")["error"]["kind"], "cancelled", "{events:?}");
-    assert!(elapsed < Duration::from_millis(2300), "{elapsed:?}");
+    let long = finished("long");
+    assert_eq!(long["error"]["kind"], "cancelled", "{events:?}");
+    // Cancelled at once, not after its 2.5 s sleep (the process's own
+    // start-up, which compiles the plugins, is not part of this).
+    assert!(long["duration_ms"].as_f64().unwrap() < 1500.0, "{long}");
 }
 
 #[test]

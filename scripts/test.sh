@@ -19,7 +19,7 @@ cargo fmt --all --check
 cargo clippy --quiet --release "${host[@]}" -p example-embed --all-targets -- -D warnings
 cargo clippy --quiet --target wasm32-wasip2 --profile guest \
     -p gadget-sdk -p example-hello-gadget \
-    $(for d in plugins/*/ tests/fixtures/*/; do printf -- '-p %s ' "$(sed -n 's/^name = "\(.*\)"/\1/p' "$d/Cargo.toml" | head -1)"; done) \
+    $(for d in plugins/*/ tests/fixtures/*/; do [ -f "$d/Cargo.toml" ] && printf -- '-p %s ' "$(sed -n 's/^name = "\(.*\)"/\1/p' "$d/Cargo.toml" | head -1)"; done) \
     -- -D warnings
 
 # Release profile: the same build the benchmarks and the CLI use, and the

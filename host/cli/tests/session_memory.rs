@@ -6,7 +6,7 @@
 //!
 //! Its own test binary, so no other test's memory is in the reading.
 
-#[allow(dead_code)]
+#[allow(dead_code, reason = "this test uses a few of the shared helpers")]
 #[path = "all/common.rs"]
 mod common;
 

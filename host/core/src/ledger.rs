@@ -221,19 +221,22 @@ impl Ledger {
     /// Closes the ledger at the end of a call: one line sums up what was
     /// refused or suppressed, instead of one line per offence.
     pub fn close(&mut self, at_ms: u64) {
-        if self.refused_costs > 1 {
-            let message = format!(
-                "refused {} reported costs in all (only the first is shown)",
-                self.refused_costs
-            );
-            self.host_warnings = self.host_warnings.min(MAX_HOST_WARNINGS - 1);
-            self.host_warning(message, at_ms);
-        }
-        if self.suppressed_warnings > 0 {
-            let message = format!(
-                "{} more host warnings about this call were not kept",
-                self.suppressed_warnings
-            );
+        let summaries = [
+            (self.refused_costs > 1).then(|| {
+                format!(
+                    "refused {} reported costs in all (only the first is shown)",
+                    self.refused_costs
+                )
+            }),
+            (self.suppressed_warnings > 0).then(|| {
+                format!(
+                    "{} more host warnings about this call were not kept",
+                    self.suppressed_warnings
+                )
+            }),
+        ];
+        for message in summaries.into_iter().flatten() {
+            // Summary lines are kept even past the cap: they are the point.
             self.host_warnings = self.host_warnings.min(MAX_HOST_WARNINGS - 1);
             self.host_warning(message, at_ms);
         }

@@ -282,39 +282,36 @@ impl LiveView {
         }
     }
 
+    /// A spinner line for call `id`, kept until the call's next state.
+    fn spinner(&mut self, id: &str, gadget: &str, template: &str) -> indicatif::ProgressBar {
+        self.finish_text();
+        let bar = self.multi.add(indicatif::ProgressBar::new_spinner());
+        bar.set_style(indicatif::ProgressStyle::with_template(template).expect("a valid template"));
+        bar.set_prefix(safe(&format!("{gadget} ({id})")).into_owned());
+        bar.enable_steady_tick(SPINNER_TICK);
+        self.running.insert(id.to_string(), bar.clone());
+        bar
+    }
+
     fn event(&mut self, event: &ExecEvent) {
         match event {
             ExecEvent::Text { content } => self.text(content),
             ExecEvent::CallWaiting { id, gadget, reason } => {
-                self.finish_text();
-                let bar = self.multi.add(indicatif::ProgressBar::new_spinner());
-                bar.set_style(
-                    indicatif::ProgressStyle::with_template(
-                        "⏸ {prefix:.bold} {elapsed:.dim} {msg:.dim}",
-                    )
-                    .expect("a valid template"),
-                );
-                bar.set_prefix(safe(&format!("{gadget} ({id})")).into_owned());
+                let template = "⏸ {prefix:.bold} {elapsed:.dim} {msg:.dim}";
+                let bar = self.spinner(id, gadget, template);
                 bar.set_message(format!("waiting: {reason}"));
-                bar.enable_steady_tick(SPINNER_TICK);
-                self.running.insert(id.clone(), bar);
             }
             ExecEvent::CallStarted { id, gadget, .. } => {
-                self.finish_text();
+                // A call that waited has its spinner replaced.
                 if let Some(waiting) = self.running.remove(id) {
                     waiting.finish_and_clear();
                     self.multi.remove(&waiting);
                 }
-                let bar = self.multi.add(indicatif::ProgressBar::new_spinner());
-                bar.set_style(
-                    indicatif::ProgressStyle::with_template(
-                        "{spinner:.cyan} {prefix:.bold} {elapsed:.dim} {msg}",
-                    )
-                    .expect("a valid template"),
+                self.spinner(
+                    id,
+                    gadget,
+                    "{spinner:.cyan} {prefix:.bold} {elapsed:.dim} {msg}",
                 );
-                bar.set_prefix(safe(&format!("{gadget} ({id})")).into_owned());
-                bar.enable_steady_tick(SPINNER_TICK);
-                self.running.insert(id.clone(), bar);
             }
             ExecEvent::Progress { id, message, .. } => {
                 if let Some(bar) = self.running.get(id) {

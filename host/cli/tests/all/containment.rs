@@ -47,6 +47,16 @@ async fn next_call_is_served(registry: &Registry) {
     );
 }
 
+/// What the host noted about a call (refused costs, dropped details).
+fn host_warnings(report: &CallReport) -> Vec<&str> {
+    report
+        .logs
+        .iter()
+        .filter(|l| l.source == LogSource::Host)
+        .map(|l| l.message.as_str())
+        .collect()
+}
+
 fn limits_of(registry: &Registry, name: &str) -> Limits {
     registry.get(name).unwrap().limits.clone()
 }
@@ -377,12 +387,7 @@ async fn non_finite_and_negative_costs_are_refused_and_logged() {
         .unwrap();
     assert!(report.outcome.is_ok());
     assert_eq!(report.cost, 0.25, "only the valid report counts");
-    let warnings: Vec<&str> = report
-        .logs
-        .iter()
-        .filter(|l| l.source == LogSource::Host)
-        .map(|l| l.message.as_str())
-        .collect();
+    let warnings = host_warnings(&report);
     // The first refusal is shown, the others counted in one line.
     assert_eq!(warnings.len(), 3, "{warnings:?}");
     assert!(
@@ -471,12 +476,7 @@ async fn huge_json_from_a_gadget_is_refused_unparsed_and_the_call_succeeds() {
         assert!(note.contains("over the 16384-byte limit"), "{log:?}");
     }
     assert!(report.updates.iter().all(|u| u.details.is_none()));
-    let warnings: Vec<&str> = report
-        .logs
-        .iter()
-        .filter(|l| l.source == LogSource::Host)
-        .map(|l| l.message.as_str())
-        .collect();
+    let warnings = host_warnings(&report);
     assert!(
         warnings
             .iter()
@@ -504,12 +504,7 @@ async fn a_cost_flood_is_counted_not_logged_and_the_total_stays_finite() {
     assert!(report.outcome.is_ok(), "{:?}", report.outcome);
     assert!(report.cost.is_finite(), "{}", report.cost);
     assert_eq!(report.cost, f64::MAX);
-    let warnings: Vec<&str> = report
-        .logs
-        .iter()
-        .filter(|l| l.source == LogSource::Host)
-        .map(|l| l.message.as_str())
-        .collect();
+    let warnings = host_warnings(&report);
     assert!(warnings.len() <= 3, "{warnings:?}");
     assert!(
         warnings

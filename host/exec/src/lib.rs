@@ -39,7 +39,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
+
+mod runners;
+use runners::Runners;
 
 use gadget_core::call::{CallError, CallReport, FailureKind, Outcome, OutcomeKind};
 use gadget_core::ledger::CallEvent;
@@ -203,7 +205,7 @@ impl Entry {
 }
 
 /// How a call ended, before output limiting and controllers.
-struct Ended {
+pub(crate) struct Ended {
     call: CallIx,
     /// The outcome kind and text the model sees, or the failure.
     outcome: Result<(OutcomeKind, String), Failure>,
@@ -408,7 +410,7 @@ impl Executor {
             .build()
             .expect("markers were checked in Executor::new")
             .with_session(self.session.clone());
-        let mut running: JoinSet<Ended> = JoinSet::new();
+        let mut running = Runners::start();
         let (live_tx, mut live_rx) = mpsc::unbounded_channel::<(CallIx, Live)>();
         let mut summary = ResponseSummary::default();
         let mut reading = true;
@@ -447,24 +449,19 @@ impl Executor {
                         actions.extend(self.scheduler.end_of_stream(policy));
                     }
                 }
-                Some(joined) = running.join_next(), if !running.is_empty() => {
+                Some(first) = running.next(), if !running.is_empty() => {
                     // Every call that has ended by now, not just the first:
                     // one wake-up of this task settles them all and starts
                     // their successors together.
-                    let mut ended = vec![joined];
-                    while let Some(more) = running.try_join_next() {
+                    let mut ended = vec![first];
+                    while let Some(more) = running.try_next() {
                         ended.push(more);
                     }
                     // Whatever the calls sent before they ended comes first.
                     while let Ok((ix, live)) = live_rx.try_recv() {
                         self.live(ix, live, &mut sink);
                     }
-                    for joined in ended {
-                        let ended = match joined {
-                            Ok(ended) => ended,
-                            // The task panicked or was aborted: not a gadget's doing.
-                            Err(error) => std::panic::resume_unwind(error.into_panic()),
-                        };
+                    for ended in ended {
                         actions.extend(self.ended(ended, &mut summary, &mut sink));
                     }
                 }
@@ -736,7 +733,7 @@ impl Executor {
     fn carry_out(
         &mut self,
         mut actions: Vec<Action>,
-        running: &mut JoinSet<Ended>,
+        running: &mut Runners,
         live: &mpsc::UnboundedSender<(CallIx, Live)>,
         abort: &Arc<AtomicBool>,
         summary: &mut ResponseSummary,
@@ -787,7 +784,7 @@ impl Executor {
     fn start(
         &mut self,
         ix: CallIx,
-        running: &mut JoinSet<Ended>,
+        running: &mut Runners,
         live: &mpsc::UnboundedSender<(CallIx, Live)>,
         abort: &Arc<AtomicBool>,
         sink: &mut impl FnMut(ExecEvent),
@@ -863,7 +860,7 @@ impl Executor {
         let human = self.human.clone();
         let live = live.clone();
         let call_id = entry.call.invocation_id.clone();
-        running.spawn(async move {
+        running.spawn(ix, async move {
             let (settled, cost, duration) = match run {
                 Run::Asked {
                     question,

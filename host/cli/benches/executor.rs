@@ -120,32 +120,11 @@ async fn main() {
         bare_rates.push((per_task * cores) as f64 / started.elapsed().as_secs_f64());
     }
     let (exec_rate, bare_rate) = (median(executor_rates), median(bare_rates));
-    if std::env::var_os("BENCH_SPAWN").is_some() {
-        for width in [2usize, 16, 128] {
-            let started = Instant::now();
-            let gadget = registry.get("Calculator").unwrap().clone();
-            let sem = Arc::new(tokio::sync::Semaphore::new(width));
-            let mut set = tokio::task::JoinSet::new();
-            for i in 0..CALLS {
-                let permit = sem.clone().acquire_owned().await.unwrap();
-                let gadget = gadget.clone();
-                set.spawn(async move {
-                    let params = json!({"operation": "add", "a": i, "b": 1});
-                    let report = gadget.invoke(params.to_string(), "c", None).await;
-                    drop(permit);
-                    report.outcome.is_ok()
-                });
-                while set.try_join_next().is_some() {}
-            }
-            set.join_all().await;
-            println!("spawn-per-call width {width}: {:.0} calls/s", CALLS as f64 / started.elapsed().as_secs_f64());
-        }
-    }
     let mut narrow_rates = Vec::new();
     for _ in 0..3 {
         let config = ExecConfig {
             schedule: ScheduleConfig {
-                max_parallel: std::env::var("BENCH_PAR").ok().and_then(|v| v.parse().ok()).unwrap_or(cores),
+                max_parallel: cores,
                 ..ScheduleConfig::default()
             },
             ..ExecConfig::default()

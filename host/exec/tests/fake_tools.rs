@@ -638,3 +638,52 @@ async fn instant_tools_answer_in_place_and_a_false_claim_is_a_crash() {
     assert_eq!(error.kind, FailureKind::Crashed);
     assert!(error.message.contains("had to wait"), "{}", error.message);
 }
+
+/// A tool that panics (a bug in the host's own code, never a gadget's: the
+/// runtime contains those) ends its call as crashed; the calls running
+/// beside it keep their results and the response ends normally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_tool_fails_its_call_and_loses_no_other_result() {
+    let buggy = fake(spec("Buggy", ""), |_| {
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            panic!("index out of bounds")
+        })
+    });
+    let fine = fake(spec("Fine", ""), |_| {
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            report(result("ok"), 0.0)
+        })
+    });
+    let mut executor = Executor::new(toolbox([buggy, fine]), ExecConfig::default()).unwrap();
+    let response: String = (0..4)
+        .map(|i| {
+            block(
+                if i == 1 { "Buggy" } else { "Fine" },
+                &format!("c{i}"),
+                "",
+                &[],
+            )
+        })
+        .collect();
+    let (events, summary) = run(&mut executor, &response).await;
+    assert_eq!((summary.succeeded, summary.failed), (3, 1));
+    let crashed = events
+        .iter()
+        .find_map(|e| match e {
+            ExecEvent::CallFinished {
+                id,
+                error: Some(error),
+                ..
+            } if id == "c1" => Some(error.clone()),
+            _ => None,
+        })
+        .expect("c1 ended");
+    assert_eq!(crashed.kind, FailureKind::Crashed);
+    assert!(
+        crashed.message.contains("index out of bounds"),
+        "{}",
+        crashed.message
+    );
+}

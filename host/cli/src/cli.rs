@@ -25,6 +25,7 @@ use gadget_runtime::{Runtime, RuntimeConfig};
 mod build;
 mod call;
 mod check;
+mod compile;
 mod describe;
 mod list;
 mod new;
@@ -155,6 +156,11 @@ enum Command {
 
 /// Runs the CLI; the exit code says how it went.
 pub fn main() -> ExitCode {
+    // The compiling child (see `compile`): no arguments to parse, no async
+    // runtime, nothing to load.
+    if std::env::args().nth(1).as_deref() == Some(compile::SUBCOMMAND) {
+        return compile::child();
+    }
     let cli = Cli::parse();
     init_tracing(cli.global.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -292,7 +298,10 @@ fn load_options(global: &GlobalArgs, policy: &Policy) -> LoadOptions {
             None => None,
         }
     };
-    LoadOptions::from_policy(policy, cache)
+    LoadOptions {
+        compiler: compile::in_child(policy.compile_memory_bytes()),
+        ..LoadOptions::from_policy(policy, cache)
+    }
 }
 
 /// The plugin directories: `--plugins`, else `$GADGET_PLUGINS` (separated

@@ -459,6 +459,15 @@ impl Runtime {
         Component::new(&self.engine, bytes).map_err(|e| RuntimeError::Compile(format!("{e:#}")))
     }
 
+    /// Compiles a component into precompiled code that
+    /// `Component::deserialize` on an engine like this one accepts (what a
+    /// compiling child process hands back).
+    pub fn precompile(&self, bytes: &[u8]) -> Result<Vec<u8>, RuntimeError> {
+        self.engine
+            .precompile_component(bytes)
+            .map_err(|e| RuntimeError::Compile(format!("{e:#}")))
+    }
+
     /// Checks the component's world and links it, once.
     pub fn prepare(&self, component: &Component) -> Result<PluginPre, RuntimeError> {
         let ty = component.component_type();

@@ -40,6 +40,12 @@ pub const CONFIG_ENV: &str = "GADGET_CONFIG";
 /// The policy file under the XDG configuration directory.
 pub const CONFIG_RELATIVE_PATH: &str = "gadget-host/config.toml";
 
+/// Memory one component's compilation may use, in bytes: compiling the
+/// largest guests here (CPython, SpiderMonkey) peaks well under 1 GiB;
+/// 4 GiB leaves room for any honest component and stops one built to make
+/// the compiler exhaust the machine.
+pub const DEFAULT_COMPILE_MEMORY_BYTES: u64 = 4 << 30;
+
 /// Longest gadget-name prefix, in bytes: prefixed names must still fit
 /// the gadget-name limit with room for the name itself.
 pub const MAX_PREFIX_BYTES: usize = 16;
@@ -67,6 +73,8 @@ pub struct PolicyLimits {
     pub max_stdio_kib: Option<u64>,
     /// Linear memory of every call running at once, MiB.
     pub host_memory_mib: Option<u64>,
+    /// Memory the compiler may use for one component, MiB.
+    pub compile_memory_mib: Option<u64>,
 }
 
 /// `[plugins.NAME]`: what the operator says about one plugin.
@@ -192,6 +200,7 @@ impl Policy {
             MAX_STDIO_BYTES,
         )?;
         over("host-memory-mib", limits.host_memory_mib, 1, u64::MAX)?;
+        over("compile-memory-mib", limits.compile_memory_mib, 1, u64::MAX)?;
         Ok(policy)
     }
 
@@ -216,6 +225,14 @@ impl Policy {
                 .max_stdio_kib
                 .map_or(defaults.stdio_bytes, |kib| kib << 10),
         }
+    }
+
+    /// Memory for compiling one component, bytes (the policy's, else
+    /// [`DEFAULT_COMPILE_MEMORY_BYTES`]).
+    pub fn compile_memory_bytes(&self) -> u64 {
+        self.limits
+            .compile_memory_mib
+            .map_or(DEFAULT_COMPILE_MEMORY_BYTES, |mib| mib << 20)
     }
 
     /// The host-wide memory budget in bytes, if the policy sets one.

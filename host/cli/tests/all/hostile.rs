@@ -455,3 +455,47 @@ async fn specs_are_read_once_and_then_come_from_the_cache() {
         "Remembered."
     );
 }
+
+#[test]
+fn compilation_runs_in_a_child_process_under_a_memory_budget() {
+    // CPython's component needs a few hundred MiB to compile: under a 64
+    // MiB budget the compiling child runs out and the plugin is refused,
+    // while the host itself carries on and lists the others.
+    let python = built(&common::workspace().join("examples/python-gadget"));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[limits]\ncompile-memory-mib = 64\n").unwrap();
+    let out = gadget(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--plugins",
+            python.to_str().unwrap(),
+            "list",
+            "--json",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("compiling needed more than its memory budget of 64 MiB"),
+        "{}",
+        stderr(&out)
+    );
+    let loaded = names(&stdout(&out));
+    assert!(loaded.iter().any(|(n, _)| n == "Calculator"), "{loaded:?}");
+    assert!(
+        !loaded.iter().any(|(n, _)| n == "WordFrequency"),
+        "{loaded:?}"
+    );
+    // With the default budget the same component compiles (in a child too).
+    let out = gadget(
+        &["--plugins", python.to_str().unwrap(), "list", "--json"],
+        None,
+    );
+    assert!(
+        names(&stdout(&out))
+            .iter()
+            .any(|(n, _)| n == "WordFrequency")
+    );
+}

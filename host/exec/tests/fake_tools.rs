@@ -687,3 +687,37 @@ async fn a_panicking_tool_fails_its_call_and_loses_no_other_result() {
         crashed.message
     );
 }
+
+/// A response's history (what the model is sent next) is bounded: past
+/// `MAX_HISTORY_BYTES`, later results are replaced by a note.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_responses_history_is_bounded_in_bytes() {
+    let big = fake(spec("Big", ""), |_| {
+        Box::pin(async { report(result("x".repeat(5 << 20)), 0.0) })
+    });
+    let config = ExecConfig {
+        output_limit: None,
+        ..ExecConfig::default()
+    };
+    let mut executor = Executor::new(toolbox([big]), config).unwrap();
+    let response: String = (0..6)
+        .map(|i| block("Big", &format!("b{i}"), "", &[]))
+        .collect();
+    let (_, summary) = run(&mut executor, &response).await;
+    assert_eq!(summary.succeeded, 6);
+    let history = executor.history();
+    assert_eq!(history.len(), 6);
+    let kept: usize = history.iter().map(|h| h.result.len()).sum();
+    assert!(kept <= gadget_exec::MAX_HISTORY_BYTES, "{kept}");
+    let noted = history
+        .iter()
+        .filter(|h| {
+            h.result
+                .starts_with("[result not kept: this response's history is over")
+        })
+        .count();
+    assert_eq!(
+        noted, 3,
+        "16 MiB hold three 4 MiB results (and their parameters), not four"
+    );
+}

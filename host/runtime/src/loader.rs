@@ -789,6 +789,33 @@ mod tests {
     }
 
     #[test]
+    fn spec_fields_over_their_limits_are_refused_with_the_limit() {
+        let mut long_comment = spec(SCHEMA, &[r#"{"n":1}"#]);
+        long_comment.examples[0].comment = Some("c".repeat(MAX_EXAMPLE_PART_BYTES + 1));
+        assert_eq!(
+            check_spec(&long_comment).unwrap_err(),
+            format!(
+                "example 1: comment is {} bytes, over the limit of {MAX_EXAMPLE_PART_BYTES}",
+                MAX_EXAMPLE_PART_BYTES + 1
+            )
+        );
+        let mut long_description = spec(SCHEMA, &[]);
+        long_description.description = "d".repeat(MAX_DESCRIPTION_BYTES + 1);
+        assert!(
+            check_spec(&long_description)
+                .unwrap_err()
+                .starts_with("description is 8193 bytes")
+        );
+        let mut bad = spec(SCHEMA, &[]);
+        bad.name = "n".repeat(10_000);
+        let error = check_spec(&bad).unwrap_err();
+        assert!(
+            error.len() < 200,
+            "the message quotes the name cut: {error}"
+        );
+    }
+
+    #[test]
     fn specs_with_bad_examples_or_hints_are_refused() {
         assert!(check_spec(&spec(SCHEMA, &[r#"{"n":1}"#])).is_ok());
         let bad_example = check_spec(&spec(SCHEMA, &[r#"{"n":1}"#, r#"{"n":"x"}"#])).unwrap_err();

@@ -293,5 +293,11 @@ mod tests {
         assert!(error.contains("must be more than 0"), "{error}");
         let error = Policy::parse("[plugins.x]\nprefix = \"bad-prefix\"\n").unwrap_err();
         assert!(error.contains("plugins.x.prefix"), "{error}");
+        let long = format!(
+            "[plugins.x]\nprefix = \"{}\"\n",
+            "p".repeat(MAX_PREFIX_BYTES + 1)
+        );
+        let error = Policy::parse(&long).unwrap_err();
+        assert!(error.contains("is over 16 bytes"), "{error}");
     }
 }

@@ -155,13 +155,17 @@ impl Ledger {
         if !self.charge(size, source) {
             return;
         }
-        let entry = LogEntry {
+        self.keep(LogEntry {
             level,
             message,
             fields,
             source,
             at_ms,
-        };
+        });
+    }
+
+    /// Reports a log entry that fitted and keeps it.
+    fn keep(&mut self, entry: LogEntry) {
         self.emit(CallEvent::Log(entry.clone()));
         self.logs.push(entry);
     }
@@ -193,15 +197,13 @@ impl Ledger {
                 _ => serde_json::json!({ "fields": truncate(fields.to_string(), 1024) }),
             }
         };
-        let entry = LogEntry {
+        self.keep(LogEntry {
             level,
             message,
             fields,
             source: LogSource::Gadget,
             at_ms,
-        };
-        self.emit(CallEvent::Log(entry.clone()));
-        self.logs.push(entry);
+        });
     }
 
     /// A note from the host about the gadget's behaviour. The first

@@ -285,7 +285,9 @@ pub struct Executor {
     limiter: Option<Arc<Mutex<OutputLimiter>>>,
     history: Vec<HistoryEntry>,
     /// Calls just parsed that may be held back by an exclusive gadget.
-    maybe_waiting: Vec<CallIx>,
+    /// With whether each is of an exclusive gadget (its hints, already
+    /// computed when it was added).
+    maybe_waiting: Vec<(CallIx, bool)>,
     /// The id of an exclusive call reported waiting and not yet started.
     exclusive_waiting: Option<String>,
     /// Bytes of results and parameters in `history`.
@@ -513,11 +515,12 @@ impl Executor {
             settled: false,
         });
         let waits_on_nothing = spec.dependencies.is_empty();
+        let exclusive = spec.gadget.as_ref().is_some_and(|g| g.exclusive);
         let policy = &mut policy_for(&self.config, &*self.controller, &self.entries);
         let (ix, actions) = self.scheduler.add(spec, policy);
         debug_assert_eq!(ix, self.entries.len() - 1);
         if waits_on_nothing {
-            self.maybe_waiting.push(ix);
+            self.maybe_waiting.push((ix, exclusive));
         }
         actions
     }
@@ -526,12 +529,11 @@ impl Executor {
     /// an `exclusive` gadget (the one wait a person could not guess from
     /// the response); their `CallStarted` ends the wait.
     fn report_waits(&mut self, sink: &mut impl FnMut(ExecEvent)) {
-        for ix in std::mem::take(&mut self.maybe_waiting) {
+        for (ix, exclusive) in std::mem::take(&mut self.maybe_waiting) {
             let entry = &self.entries[ix];
             if entry.settled {
                 continue;
             }
-            let exclusive = entry.tool.as_ref().is_some_and(|t| t.hints().exclusive);
             let running = self.scheduler.running();
             let reason = if self.scheduler.exclusive_running() {
                 "an exclusive gadget is running; no other call starts until it ends (at most its timeout)".to_string()

@@ -292,6 +292,7 @@ async fn deadlines(component: &Path) {
                 limits: limits.clone(),
                 cancel: None,
                 observer: None,
+                grants: None,
             };
             let start = Instant::now();
             let report = gadget.invoke_request(request).await;

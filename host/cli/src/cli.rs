@@ -66,9 +66,15 @@ struct GlobalArgs {
     /// Make any plugin load error fatal.
     #[arg(long, global = true)]
     strict: bool,
-    /// The operator's policy file (TOML: [limits] ceilings, [plugins.NAME] prefix). Default: $GADGET_CONFIG, else $XDG_CONFIG_HOME/gadget-host/config.toml if it exists.
+    /// The operator's policy file (TOML: [limits] ceilings, [gadgets] allow/deny, [plugins.NAME] prefix and grants). Default: $GADGET_CONFIG, else $XDG_CONFIG_HOME/gadget-host/config.toml if it exists.
     #[arg(long, value_name = "FILE", global = true)]
     config: Option<PathBuf>,
+    /// Grant a plugin something for this run (repeatable): PLUGIN:http=URL, PLUGIN:files=HOST[:GUEST][:ro|rw], PLUGIN:config=KEY=env:VAR or PLUGIN:config=KEY=value:TEXT. It still gets only what its manifest asks for.
+    #[arg(long = "grant", value_name = "GRANT", global = true)]
+    grants: Vec<String>,
+    /// Do not serve a gadget this run (name or glob, case-insensitive; repeatable).
+    #[arg(long = "deny-gadget", value_name = "NAME", global = true)]
+    deny_gadgets: Vec<String>,
     /// More logging on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
@@ -199,7 +205,7 @@ fn init_tracing(verbose: u8) {
 }
 
 async fn run(cli: Cli) -> Result<ExitCode> {
-    let policy = match Policy::locate(cli.global.config.as_deref()) {
+    let mut policy = match Policy::locate(cli.global.config.as_deref()) {
         None => Policy::default(),
         Some(path) => match Policy::from_file(&path) {
             Ok(policy) => policy,
@@ -209,6 +215,15 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             }
         },
     };
+    for grant in &cli.global.grants {
+        if let Err(e) = policy.add_grant(grant) {
+            eprintln!("error: --grant {e}");
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
+    }
+    for pattern in &cli.global.deny_gadgets {
+        policy.deny_gadget(pattern);
+    }
     // Each command starts only what it needs: `parse` needs no WebAssembly
     // runtime and no cache.
     let start = || -> Result<Arc<Runtime>> {
@@ -338,6 +353,13 @@ async fn load(
             if global.strict { "error" } else { "warning" },
             safe::safe(&error.to_string())
         );
+    }
+    // What a plugin asked for and did not get (or was granted and did not
+    // ask for): one line each, so an operator sees why a gadget lacks access.
+    for plugin in registry.plugins() {
+        for note in &plugin.grant_notes {
+            eprintln!("warning: plugin '{}': {}", plugin.name, safe::safe(note));
+        }
     }
     if global.strict && !errors.is_empty() {
         eprintln!(

@@ -13,6 +13,7 @@ use crate::limits::{
     MAX_DETAILS_BYTES, MAX_HOST_WARNINGS, MAX_LOG_FIELDS_BYTES, MAX_LOG_MESSAGE_BYTES,
     MAX_UPDATE_BYTES,
 };
+use crate::redact::Redactor;
 
 /// Severity of a log entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -94,6 +95,8 @@ pub struct Ledger {
     bytes_used: u64,
     bytes_limit: u64,
     observer: Option<CallObserver>,
+    /// The plugin's secrets, replaced in everything recorded.
+    redactor: Option<Arc<Redactor>>,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -112,6 +115,26 @@ impl Ledger {
             bytes_limit,
             observer,
             ..Ledger::default()
+        }
+    }
+
+    /// Replaces the plugin's secrets in everything this ledger records.
+    pub fn with_redactor(mut self, redactor: Option<Arc<Redactor>>) -> Ledger {
+        self.redactor = redactor.filter(|r| !r.is_empty());
+        self
+    }
+
+    fn redact(&self, text: String) -> String {
+        match &self.redactor {
+            Some(redactor) => redactor.string(text),
+            None => text,
+        }
+    }
+
+    fn redact_value(&self, value: Value) -> Value {
+        match &self.redactor {
+            Some(redactor) => redactor.value(value),
+            None => value,
         }
     }
 
@@ -165,7 +188,11 @@ impl Ledger {
     }
 
     /// Reports a log entry that fitted and keeps it.
-    fn keep(&mut self, entry: LogEntry) {
+    fn keep(&mut self, mut entry: LogEntry) {
+        if entry.source == LogSource::Gadget {
+            entry.message = self.redact(entry.message);
+            entry.fields = self.redact_value(entry.fields);
+        }
         self.emit(CallEvent::Log(entry.clone()));
         self.logs.push(entry);
     }
@@ -249,6 +276,7 @@ impl Ledger {
         if !self.charge(message.len(), LogSource::Gadget) {
             return;
         }
+        let message = self.redact(message);
         self.emit(CallEvent::Progress(message.clone()));
         self.progress.push(message);
     }
@@ -270,8 +298,8 @@ impl Ledger {
             }
         });
         let update = Update {
-            partial,
-            details,
+            partial: self.redact(partial),
+            details: details.map(|d| self.redact_value(d)),
             at_ms,
         };
         self.emit(CallEvent::Update(update.clone()));

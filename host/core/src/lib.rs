@@ -39,6 +39,7 @@ pub mod ledger;
 pub mod limits;
 pub mod params;
 pub mod parser;
+pub mod redact;
 pub mod render;
 pub mod schedule;
 pub mod schema;

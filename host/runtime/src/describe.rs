@@ -24,6 +24,12 @@ pub struct GadgetSummary<'a> {
     pub timeout_ms: u64,
     pub exclusive: bool,
     pub max_concurrent: Option<u32>,
+    /// What the plugin asks for.
+    pub requested_permissions: &'a Permissions,
+    /// What its calls get (config by key only).
+    pub granted_permissions: Value,
+    /// Requests not granted and grants not applied.
+    pub permission_notes: &'a [String],
 }
 
 impl<'a> From<&'a WasmGadget> for GadgetSummary<'a> {
@@ -36,6 +42,9 @@ impl<'a> From<&'a WasmGadget> for GadgetSummary<'a> {
             timeout_ms: g.limits.timeout.as_millis() as u64,
             exclusive: g.spec.exclusive,
             max_concurrent: g.spec.max_concurrent,
+            requested_permissions: &g.plugin.requested_permissions,
+            granted_permissions: g.plugin.grants.grants.to_json(),
+            permission_notes: &g.plugin.grant_notes,
         }
     }
 }
@@ -82,8 +91,11 @@ pub struct PluginJson<'a> {
     pub component: &'a PathBuf,
     pub sha256: &'a str,
     pub requested_permissions: &'a Permissions,
-    /// Nothing is granted yet (ARCHITECTURE §4: the policy file grants).
-    pub granted_permissions: Permissions,
+    /// What its calls get: the requests AND the operator's grants (config
+    /// by key only: values never appear).
+    pub granted_permissions: Value,
+    /// Requests not granted and grants not applied.
+    pub permission_notes: &'a [String],
 }
 
 impl<'a> From<&'a WasmGadget> for GadgetDescription<'a> {
@@ -122,7 +134,8 @@ impl<'a> From<&'a WasmGadget> for GadgetDescription<'a> {
                 component: &g.plugin.component_path,
                 sha256: &g.plugin.sha256,
                 requested_permissions: &g.plugin.requested_permissions,
-                granted_permissions: Permissions::default(),
+                granted_permissions: g.plugin.grants.grants.to_json(),
+                permission_notes: &g.plugin.grant_notes,
             },
         }
     }

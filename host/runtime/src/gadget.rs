@@ -43,6 +43,7 @@ impl WasmGadget {
             limits: self.limits.clone(),
             cancel: None,
             observer,
+            grants: Some(self.plugin.grants.clone()),
         };
         self.invoke_request(request).await
     }
@@ -78,6 +79,7 @@ impl Tool for WasmGadget {
             },
             cancel: call.cancel,
             observer: call.observer,
+            grants: Some(self.plugin.grants.clone()),
         };
         Box::pin(self.invoke_request(request))
     }

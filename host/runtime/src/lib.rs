@@ -24,6 +24,7 @@ pub mod cache;
 pub mod describe;
 mod epoch;
 mod gadget;
+pub mod grants;
 pub mod loader;
 pub mod manifest;
 pub mod policy;
@@ -104,6 +105,9 @@ pub struct CallRequest {
     /// the grace period starts.
     pub cancel: Option<Arc<AtomicBool>>,
     pub observer: Option<CallObserver>,
+    /// What the call may use (files, HTTP, config) and the secrets to
+    /// redact; `None`: nothing.
+    pub grants: Option<Arc<grants::CallGrants>>,
 }
 
 /// How the engine is built.
@@ -512,7 +516,14 @@ impl Runtime {
             timeout: SPECS_TIMEOUT,
             ..limits.clone()
         };
-        let mut store = self.new_store("(specs)", "(load)", &limits, None, None);
+        let mut store = self
+            .new_store("(specs)", "(load)", &limits, None, None, None)
+            .map_err(|reason| {
+                RuntimeError::Specs(CallError::Instantiate {
+                    gadget: "(specs)".into(),
+                    reason,
+                })
+            })?;
         let run = async {
             let plugin = pre.instantiate_async(&mut store).await?;
             plugin.gadget_plugin_gadget().call_specs(&mut store).await
@@ -539,13 +550,27 @@ impl Runtime {
         self.budget.room_to_start().await;
         let started = Instant::now();
         let limits = &request.limits;
-        let mut store = self.new_store(
+        let grants = request.grants.as_deref();
+        let store = self.new_store(
             &request.gadget,
             &request.invocation_id,
             limits,
             request.cancel.clone(),
             request.observer.clone(),
+            grants,
         );
+        let mut store = match store {
+            Ok(store) => store,
+            Err(reason) => {
+                return CallReport::of(
+                    Err(CallError::Instantiate {
+                        gadget: request.gadget.clone(),
+                        reason,
+                    }),
+                    started.elapsed(),
+                );
+            }
+        };
         let name = request.component_name.as_ref().unwrap_or(&request.gadget);
         let (id, params) = (&request.invocation_id, &request.params);
         let run = async {
@@ -612,9 +637,25 @@ impl Runtime {
                 accept_outcome(outcome, &request.gadget, limits, state, &mut returned_cost)
             }
         };
+        // Secrets are replaced in what the gadget wrote before anything
+        // else sees it (logs, progress and updates already were, as they
+        // came).
+        let outcome = match grants {
+            Some(grants) if !grants.redactor.is_empty() => outcome
+                .map(|o| grants.redact_outcome(o))
+                .map_err(|e| grants.redact_error(e)),
+            _ => outcome,
+        };
         let mut state = store.into_data();
         let at = state.elapsed_ms();
         state.ledger.close(at);
+        let redact_output = |captured: gadget_core::call::Captured| match grants {
+            Some(grants) if !grants.redactor.is_empty() => gadget_core::call::Captured {
+                bytes: grants.redactor.bytes(captured.bytes),
+                dropped: captured.dropped,
+            },
+            _ => captured,
+        };
         CallReport {
             outcome,
             cost: ledger::add_costs(state.ledger.reported_cost, returned_cost),
@@ -622,8 +663,8 @@ impl Runtime {
             progress: state.ledger.progress,
             updates: state.ledger.updates,
             dropped_log_entries: state.ledger.dropped_entries,
-            stdout: state.stdout.take(),
-            stderr: state.stderr.take(),
+            stdout: redact_output(state.stdout.take()),
+            stderr: redact_output(state.stderr.take()),
             duration: started.elapsed(),
         }
     }
@@ -664,17 +705,41 @@ impl Runtime {
         limits: &Limits,
         cancel: Option<Arc<AtomicBool>>,
         observer: Option<CallObserver>,
-    ) -> Store<CallState> {
+        grants: Option<&grants::CallGrants>,
+    ) -> Result<Store<CallState>, String> {
         let stdout = stdio::CappedPipe::new(limits.stdio_bytes as usize);
         let stderr = stdio::CappedPipe::new(limits.stdio_bytes as usize);
-        // Deny by default: no preopens, no network, no env, no args.
-        let wasi = WasiCtxBuilder::new()
-            .stdout(stdout.clone())
+        // Deny by default: no preopens, no sockets, no env, no args. Only
+        // what the plugin was granted is added: its directories (cap-std
+        // handles: `..`, absolute paths and symlinks cannot leave them) and
+        // its config as environment variables. Nothing of the host's own
+        // environment is inherited.
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(stdout.clone())
             .stderr(stderr.clone())
             .allow_tcp(false)
             .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .build();
+            .allow_ip_name_lookup(false);
+        if let Some(grants) = grants {
+            for dir in &grants.grants.files {
+                let perms = match dir.mode {
+                    manifest::FileMode::ReadOnly => wasmtime_wasi::FsPerms::ReadOnly,
+                    manifest::FileMode::ReadWrite => wasmtime_wasi::FsPerms::ReadWrite,
+                };
+                wasi.preopened_dir(&dir.host, &dir.guest, perms)
+                    .map_err(|e| {
+                        format!(
+                            "the granted directory {} ({}) cannot be opened: {e}",
+                            dir.host.display(),
+                            dir.guest
+                        )
+                    })?;
+            }
+            for config in &grants.grants.config {
+                wasi.env(&config.key, &config.value);
+            }
+        }
+        let wasi = wasi.build();
         let clock = self.clock().clone();
         let activity = clock.activity();
         let now = clock.now();
@@ -692,7 +757,8 @@ impl Runtime {
                 table_elements: limits.table_elements,
                 instances: limits.instances,
             },
-            ledger: Ledger::new(limits.log_bytes, observer),
+            ledger: Ledger::new(limits.log_bytes, observer)
+                .with_redactor(grants.map(|g| g.redactor.clone())),
             stdout,
             stderr,
             gadget: gadget.to_string(),
@@ -713,7 +779,7 @@ impl Runtime {
         // The deadline is armed now, when the call starts (not when it was
         // queued); the first check comes at the first yield interval.
         store.set_epoch_deadline(YIELD_INTERVAL_TICKS.min(timeout_ticks));
-        store
+        Ok(store)
     }
 }
 

@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub use crate::cache::{CacheOutcome, ComponentCache};
+use crate::grants::{self, CallGrants};
 pub use crate::manifest::{Manifest, Permissions};
+use crate::policy::{GadgetRules, PluginPolicy};
 pub use crate::registry::Registry;
 
 use crate::policy::Policy;
@@ -150,6 +152,10 @@ pub struct LoadOptions {
     pub ceilings: LimitCeilings,
     /// Per plugin name, the prefix the operator gives its gadget names.
     pub prefixes: BTreeMap<String, String>,
+    /// Per plugin name, what the operator grants it.
+    pub grants: BTreeMap<String, PluginPolicy>,
+    /// Which gadgets are served at all.
+    pub gadget_rules: GadgetRules,
     /// Where components are compiled; `None`: in this process.
     pub compiler: Option<ExternalCompiler>,
 }
@@ -165,6 +171,8 @@ impl LoadOptions {
                 .iter()
                 .filter_map(|(name, p)| Some((name.clone(), p.prefix.clone()?)))
                 .collect(),
+            grants: policy.plugins.clone(),
+            gadget_rules: policy.gadgets.clone(),
             compiler: None,
         }
     }
@@ -181,10 +189,16 @@ pub struct Plugin {
     pub component_bytes: u64,
     /// What the plugin gets (its requests clamped to the ceilings).
     pub limits: Limits,
-    /// What it asked for and was not granted (all of it, for now).
+    /// What its manifest asks for.
     pub requested_permissions: Permissions,
-    /// Notes for the operator: capped limits, permissions not granted.
+    /// What its calls get: the requests AND the operator's grants.
+    pub grants: Arc<CallGrants>,
+    /// Requests not granted and grants not applied, one line each.
+    pub grant_notes: Vec<String>,
+    /// Notes for the operator: capped limits, long exclusive holds.
     pub warnings: Vec<String>,
+    /// Gadgets the operator's `[gadgets]` rules do not serve: name, rule.
+    pub denied: Vec<(String, String)>,
     /// Gadgets of this component that were refused (a bad spec, a reserved
     /// name), each with the reason; the others loaded.
     pub refused: Vec<String>,
@@ -374,12 +388,13 @@ pub async fn load_plugin(
         .map_err(|e| fail(e.to_string()))?;
 
     let (limits, mut warnings) = options.ceilings.grant(&manifest.limits);
-    if !manifest.permissions.is_empty() {
-        warnings.push(format!(
-            "asks for permissions that are not granted (this host grants none yet): {}",
-            manifest.permissions.describe()
-        ));
-    }
+    let (grants, grant_notes) = grants::resolve(
+        &manifest.name,
+        &manifest.permissions,
+        options.grants.get(&manifest.name),
+        &|var| std::env::var(var).ok(),
+    );
+    let grants = Arc::new(CallGrants::new(&manifest.name, grants));
     let specs = read_specs_cached(runtime, &pre, &limits, &sha256, options)
         .await
         .map_err(|e| fail(e.to_string()))?;
@@ -403,6 +418,7 @@ pub async fn load_plugin(
     let prefix = options.prefixes.get(&manifest.name).cloned();
     let mut gadgets: Vec<LoadedGadget> = Vec::new();
     let mut refused = Vec::new();
+    let mut denied = Vec::new();
     let mut seen = HashSet::new();
     for mut spec in specs {
         let component_name = spec.name.clone();
@@ -421,6 +437,13 @@ pub async fn load_plugin(
             }
             Ok(schema)
         });
+        // The operator's rules, by the name the gadget is served under.
+        if checked.is_ok()
+            && let Err(rule) = options.gadget_rules.check(&spec.name)
+        {
+            denied.push((spec.name.clone(), rule));
+            continue;
+        }
         let schema = match checked {
             Ok(schema) => schema,
             Err(reason) => {
@@ -459,7 +482,9 @@ pub async fn load_plugin(
             limits: gadget_limits,
         });
     }
-    if gadgets.is_empty() {
+    // A plugin whose every gadget the operator denies still loads (with
+    // nothing to serve): that is the operator's choice, not an error.
+    if gadgets.is_empty() && denied.is_empty() {
         return Err(fail(format!(
             "every gadget of the component was refused: {}",
             refused.join("; ")
@@ -475,8 +500,11 @@ pub async fn load_plugin(
         component_bytes: size,
         limits,
         requested_permissions: manifest.permissions,
+        grants,
+        grant_notes,
         warnings,
         refused,
+        denied,
         prefix,
         cache: cache_outcome,
         load_time: started.elapsed(),

@@ -16,10 +16,14 @@
 //! timeout-ms = 5000
 //! memory-mib = 64
 //!
-//! [permissions]                 # optional; nothing is granted yet
-//! http = ["api.example.com"]
-//! config = ["API_KEY"]
+//! [permissions]                 # optional: what it asks the operator for
+//! http = ["api.example.com"]    # hosts (`*.example.com`), origins, or "*"
+//! config = ["API_KEY"]          # environment variables of its instance
+//! files = ["/data", { path = "/out", mode = "rw" }]   # guest paths, or "*"
 //! ```
+//!
+//! A request grants nothing by itself: the plugin gets what it asks for
+//! AND what the operator's policy grants (see `grants`).
 
 use std::path::{Path, PathBuf};
 
@@ -55,25 +59,82 @@ pub struct Manifest {
     pub permissions: Permissions,
 }
 
-/// Capabilities a plugin asks for. Parsed and reported now; granting them
-/// is the operator's decision, which a later version of the host implements.
+/// Capabilities a plugin asks for. A request is not a grant: the operator's
+/// policy decides, and the plugin gets the intersection.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Permissions {
-    /// Hosts the plugin wants to reach over HTTP.
+    /// Where the plugin wants to reach over HTTP: a host (`api.example.com`),
+    /// a wildcard host (`*.example.com`), an origin
+    /// (`https://api.example.com:8443`), or `*` (wherever the operator grants).
     #[serde(default)]
     pub http: Vec<String>,
-    /// Operator-provided configuration keys (values or secrets) it wants.
+    /// Configuration keys (values or secrets) it wants as environment
+    /// variables.
     #[serde(default)]
     pub config: Vec<String>,
+    /// Directories it wants, by the path it will open them at (`/data`), or
+    /// `*` (whichever the operator grants); read-only unless `mode = "rw"`.
+    #[serde(default)]
+    pub files: Vec<FileRequest>,
+}
+
+/// One directory a manifest asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(untagged)]
+pub enum FileRequest {
+    /// `"/data"`: read-only.
+    Path(String),
+    /// `{ path = "/out", mode = "rw" }`.
+    Full {
+        path: String,
+        #[serde(default)]
+        mode: FileMode,
+    },
+}
+
+impl FileRequest {
+    pub fn path(&self) -> &str {
+        match self {
+            FileRequest::Path(path) | FileRequest::Full { path, .. } => path,
+        }
+    }
+
+    pub fn mode(&self) -> FileMode {
+        match self {
+            FileRequest::Path(_) => FileMode::ReadOnly,
+            FileRequest::Full { mode, .. } => *mode,
+        }
+    }
+}
+
+/// Read-only (`ro`, the default) or read-write (`rw`).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Deserialize, serde::Serialize,
+)]
+pub enum FileMode {
+    #[default]
+    #[serde(rename = "ro")]
+    ReadOnly,
+    #[serde(rename = "rw")]
+    ReadWrite,
+}
+
+impl std::fmt::Display for FileMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FileMode::ReadOnly => "ro",
+            FileMode::ReadWrite => "rw",
+        })
+    }
 }
 
 impl Permissions {
     pub fn is_empty(&self) -> bool {
-        self.http.is_empty() && self.config.is_empty()
+        self.http.is_empty() && self.config.is_empty() && self.files.is_empty()
     }
 
-    /// "http: a.com, b.com; config: KEY", for warnings.
+    /// "http: a.com, b.com; config: KEY; files: /data (ro)", for reports.
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
         if !self.http.is_empty() {
@@ -81,6 +142,14 @@ impl Permissions {
         }
         if !self.config.is_empty() {
             parts.push(format!("config: {}", self.config.join(", ")));
+        }
+        if !self.files.is_empty() {
+            let files: Vec<String> = self
+                .files
+                .iter()
+                .map(|f| format!("{} ({})", f.path(), f.mode()))
+                .collect();
+            parts.push(format!("files: {}", files.join(", ")));
         }
         parts.join("; ")
     }
@@ -181,6 +250,8 @@ impl Manifest {
                 ),
             ));
         }
+        crate::grants::check_requests(&manifest.permissions)
+            .map_err(|message| invalid("permissions", message))?;
         if let Some(sha) = &manifest.sha256
             && (sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()))
         {
@@ -263,10 +334,36 @@ mod tests {
         for extra in [
             "colour = 1\n",
             "[limits]\ntimeout = 5\n",
-            "[permissions]\nfiles = []\n",
+            "[permissions]\nnetwork = []\n",
         ] {
             let err = parse(&format!("{MINIMAL}{extra}")).unwrap_err().to_string();
             assert!(err.contains("unknown field"), "{extra}: {err}");
+        }
+    }
+
+    #[test]
+    fn files_http_and_config_requests_parse_and_are_checked() {
+        let m = parse(&format!(
+            "{MINIMAL}[permissions]\nfiles = [\"/data\", {{ path = \"/out\", mode = \"rw\" }}, \"*\"]\nhttp = [\"*\", \"https://api.example.com:8443\", \"*.wikipedia.org\"]\nconfig = [\"API_KEY\"]\n"
+        ))
+        .unwrap();
+        assert_eq!(m.permissions.files.len(), 3);
+        assert_eq!(m.permissions.files[1].mode(), FileMode::ReadWrite);
+        assert_eq!(
+            m.permissions.describe(),
+            "http: *, https://api.example.com:8443, *.wikipedia.org; config: API_KEY; files: /data (ro), /out (rw), * (ro)"
+        );
+        for bad in [
+            "files = [\"data\"]",
+            "files = [\"/a/../b\"]",
+            "http = [\"ftp://x.com\"]",
+            "http = [\"bad host\"]",
+            "config = [\"1KEY\"]",
+        ] {
+            let err = parse(&format!("{MINIMAL}[permissions]\n{bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("permissions"), "{bad}: {err}");
         }
     }
 

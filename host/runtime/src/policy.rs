@@ -13,9 +13,25 @@
 //! max-memory-mib = 1024
 //! host-memory-mib = 8192   # linear memory of all running calls together
 //!
+//! [gadgets]
+//! deny = ["Sleep", "Json*"] # names or globs, case-insensitive
+//! # allow = ["Calc*"]       # when present, only these
+//!
 //! [plugins.web]            # one plugin, by its manifest name
 //! prefix = "web_"          # its gadgets are served as web_<Name>
+//! http = ["https://api.example.com", "https://*.wikipedia.org"]
+//! allow-addresses = ["10.0.0.0/8"]   # internal addresses its names may resolve to
+//!
+//! [plugins.files]
+//! files = [{ host = "./data", guest = "/data", mode = "ro" }]
+//!
+//! [plugins.weather]
+//! config = { API_KEY = { env = "WEATHER_API_KEY" }, UNITS = { value = "metric" } }
 //! ```
+//!
+//! Relative `host` paths are relative to the policy file's directory (to
+//! the working directory for `--grant`). What a plugin finally gets is
+//! what this file grants AND what its manifest asks for (`grants`).
 //!
 //! Nothing in a model's output or a gadget's behaviour reaches this file:
 //! it is read once, at startup, by the front end.
@@ -31,8 +47,9 @@ use gadget_core::limits::{
     MAX_STDIO_BYTES,
 };
 
+use crate::grants::{self, IpRange, OriginRule};
 use crate::loader::check_gadget_name;
-use crate::manifest::MAX_MANIFEST_BYTES;
+use crate::manifest::{FileMode, MAX_MANIFEST_BYTES};
 
 /// The environment variable naming the policy file.
 pub const CONFIG_ENV: &str = "GADGET_CONFIG";
@@ -56,9 +73,67 @@ pub const MAX_PREFIX_BYTES: usize = 16;
 pub struct Policy {
     #[serde(default)]
     pub limits: PolicyLimits,
+    /// Which gadgets are served at all.
+    #[serde(default)]
+    pub gadgets: GadgetRules,
     /// Per plugin, by its manifest name.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginPolicy>,
+}
+
+/// `[gadgets]`: names or globs (`*`, `?`), compared case-insensitively
+/// with the name a gadget is served under. A gadget that is not allowed is
+/// absent from the prompt and from every list, and refused when called.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct GadgetRules {
+    /// When present, only these.
+    pub allow: Option<Vec<String>>,
+    #[serde(default)]
+    pub deny: Vec<String>,
+}
+
+impl GadgetRules {
+    /// `Err` with the rule that refuses the gadget.
+    pub fn check(&self, name: &str) -> Result<(), String> {
+        if let Some(pattern) = self.deny.iter().find(|p| glob_matches(p, name)) {
+            return Err(format!(
+                "denied by the operator's policy ([gadgets] deny = \"{pattern}\")"
+            ));
+        }
+        match &self.allow {
+            Some(allow) if !allow.iter().any(|p| glob_matches(p, name)) => {
+                Err("not in the operator's [gadgets] allow list".to_string())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Case-insensitive glob: `*` any run of characters, `?` one character.
+pub fn glob_matches(pattern: &str, name: &str) -> bool {
+    let pattern: Vec<char> = pattern.to_lowercase().chars().collect();
+    let name: Vec<char> = name.to_lowercase().chars().collect();
+    // Iterative matching with one backtrack point: linear in practice and
+    // never exponential, whatever the pattern.
+    let (mut p, mut n) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        if p < pattern.len() && (pattern[p] == '?' || pattern[p] == name[n]) {
+            p += 1;
+            n += 1;
+        } else if p < pattern.len() && pattern[p] == '*' {
+            star = Some((p, n));
+            p += 1;
+        } else if let Some((star_p, star_n)) = star {
+            p = star_p + 1;
+            n = star_n + 1;
+            star = Some((star_p, star_n + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|&c| c == '*')
 }
 
 /// `[limits]`: the ceilings over what manifests ask for, and the host-wide
@@ -84,6 +159,39 @@ pub struct PluginPolicy {
     /// Prepended to each of its gadgets' names (to resolve a collision, or
     /// to say where a gadget comes from).
     pub prefix: Option<String>,
+    /// Origins it may send HTTP requests to.
+    #[serde(default)]
+    pub http: Vec<String>,
+    /// Internal addresses (or ranges) its granted names may resolve to.
+    #[serde(default)]
+    pub allow_addresses: Vec<String>,
+    /// Directories it may open.
+    #[serde(default)]
+    pub files: Vec<FileGrant>,
+    /// Environment variables of its instances, by name.
+    #[serde(default)]
+    pub config: BTreeMap<String, ConfigSource>,
+}
+
+/// `{ host = "./data", guest = "/data", mode = "ro" }`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileGrant {
+    /// The directory on the host (relative: to the policy file's directory).
+    pub host: PathBuf,
+    /// Where the gadget sees it; default `/` and the directory's name.
+    pub guest: Option<String>,
+    #[serde(default)]
+    pub mode: FileMode,
+}
+
+/// `{ env = "VAR" }` (a secret, read from the host's environment at load)
+/// or `{ value = "..." }` (plain configuration).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigSource {
+    pub env: Option<String>,
+    pub value: Option<String>,
 }
 
 /// Why the policy file could not be used.
@@ -137,15 +245,17 @@ impl Policy {
             });
         }
         let text = std::fs::read_to_string(path).map_err(read_error)?;
-        Policy::parse(&text).map_err(|message| PolicyError::Invalid {
+        let base = path.parent().unwrap_or(Path::new("."));
+        Policy::parse(&text, base).map_err(|message| PolicyError::Invalid {
             path: path.to_path_buf(),
             message,
         })
     }
 
-    /// Parses and checks a policy's text.
-    pub fn parse(text: &str) -> Result<Policy, String> {
-        let policy: Policy = toml::from_str(text).map_err(|e| {
+    /// Parses and checks a policy's text; relative directories in it are
+    /// relative to `base`.
+    pub fn parse(text: &str, base: &Path) -> Result<Policy, String> {
+        let mut policy: Policy = toml::from_str(text).map_err(|e| {
             let line = e
                 .span()
                 .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
@@ -163,6 +273,14 @@ impl Policy {
                     ));
                 }
                 check_gadget_name(prefix).map_err(|e| format!("plugins.{plugin}.prefix: {e}"))?;
+            }
+            check_grants(plugin, grants)?;
+        }
+        for grants in policy.plugins.values_mut() {
+            for file in &mut grants.files {
+                if file.host.is_relative() {
+                    file.host = base.join(&file.host);
+                }
             }
         }
         let limits = &policy.limits;
@@ -240,19 +358,244 @@ impl Policy {
         self.limits.host_memory_mib.map(|mib| mib << 20)
     }
 
+    /// Adds one command-line grant: `PLUGIN:http=URL`,
+    /// `PLUGIN:files=HOST[:GUEST][:ro|rw]`, `PLUGIN:config=KEY=env:VAR` or
+    /// `PLUGIN:config=KEY=value:TEXT`. Relative directories are relative
+    /// to the working directory.
+    pub fn add_grant(&mut self, grant: &str) -> Result<(), String> {
+        let usage = "a grant is PLUGIN:http=URL, PLUGIN:files=HOST[:GUEST][:ro|rw] or PLUGIN:config=KEY=env:VAR";
+        let (plugin, rest) = grant
+            .split_once(':')
+            .ok_or_else(|| format!("'{grant}': {usage}"))?;
+        let (kind, value) = rest
+            .split_once('=')
+            .ok_or_else(|| format!("'{grant}': {usage}"))?;
+        let entry = self.plugins.entry(plugin.to_string()).or_default();
+        match kind {
+            "http" => entry.http.push(value.to_string()),
+            "files" => {
+                let mut parts: Vec<&str> = value.split(':').collect();
+                let mode = match parts.last() {
+                    Some(&"ro") if parts.len() > 1 => {
+                        parts.pop();
+                        FileMode::ReadOnly
+                    }
+                    Some(&"rw") if parts.len() > 1 => {
+                        parts.pop();
+                        FileMode::ReadWrite
+                    }
+                    _ => FileMode::ReadOnly,
+                };
+                let (host, guest) = match parts.as_slice() {
+                    [host] => (*host, None),
+                    [host, guest] => (*host, Some(guest.to_string())),
+                    _ => return Err(format!("'{grant}': {usage}")),
+                };
+                let host = PathBuf::from(host);
+                let host = if host.is_relative() {
+                    std::env::current_dir()
+                        .map_err(|e| format!("'{grant}': {e}"))?
+                        .join(host)
+                } else {
+                    host
+                };
+                entry.files.push(FileGrant { host, guest, mode });
+            }
+            "config" => {
+                let (key, source) = value
+                    .split_once('=')
+                    .ok_or_else(|| format!("'{grant}': {usage}"))?;
+                let source = match source.split_once(':') {
+                    Some(("env", var)) => ConfigSource {
+                        env: Some(var.to_string()),
+                        value: None,
+                    },
+                    Some(("value", text)) => ConfigSource {
+                        env: None,
+                        value: Some(text.to_string()),
+                    },
+                    _ => {
+                        return Err(format!(
+                            "'{grant}': a config grant is KEY=env:VAR or KEY=value:TEXT"
+                        ));
+                    }
+                };
+                entry.config.insert(key.to_string(), source);
+            }
+            other => {
+                return Err(format!(
+                    "'{grant}': '{other}' is not http, files or config; {usage}"
+                ));
+            }
+        }
+        check_grants(plugin, entry).map_err(|e| format!("--grant {grant}: {e}"))
+    }
+
+    /// Denies a gadget (name or glob) for this run.
+    pub fn deny_gadget(&mut self, pattern: &str) {
+        self.gadgets.deny.push(pattern.to_string());
+    }
+
     /// The prefix the operator gives a plugin's gadget names.
     pub fn prefix(&self, plugin: &str) -> Option<&str> {
         self.plugins.get(plugin)?.prefix.as_deref()
     }
 }
 
+/// Checks one plugin's grants as written.
+fn check_grants(plugin: &str, grants: &PluginPolicy) -> Result<(), String> {
+    for origin in &grants.http {
+        OriginRule::parse(origin).map_err(|e| format!("plugins.{plugin}.http: {e}"))?;
+    }
+    for address in &grants.allow_addresses {
+        IpRange::parse(address).map_err(|e| format!("plugins.{plugin}.allow-addresses: {e}"))?;
+    }
+    for file in &grants.files {
+        if let Some(guest) = &file.guest {
+            grants::check_guest_path(guest).map_err(|e| format!("plugins.{plugin}.files: {e}"))?;
+        }
+        if file.host.as_os_str().is_empty() {
+            return Err(format!("plugins.{plugin}.files: host must not be empty"));
+        }
+    }
+    for (key, source) in &grants.config {
+        grants::check_config_key(key).map_err(|e| format!("plugins.{plugin}.config: {e}"))?;
+        match (&source.env, &source.value) {
+            (Some(_), None) | (None, Some(_)) => {}
+            _ => {
+                return Err(format!(
+                    "plugins.{plugin}.config.{key}: give exactly one of env = \"VAR\" or value = \"...\""
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn parse(text: &str) -> Result<Policy, String> {
+        Policy::parse(text, Path::new("/etc/gadget-host"))
+    }
+
+    #[test]
+    fn grants_and_gadget_rules_are_read() {
+        let policy = parse(
+            r#"
+[gadgets]
+deny = ["Sleep", "Json*"]
+
+[plugins.web]
+http = ["https://api.example.com", "http://127.0.0.1:8080", "https://*.wikipedia.org"]
+allow-addresses = ["10.0.0.0/8"]
+
+[plugins.files]
+files = [{ host = "./data", guest = "/data", mode = "rw" }, { host = "/srv/docs" }]
+
+[plugins.weather]
+config = { API_KEY = { env = "WEATHER_API_KEY" }, UNITS = { value = "metric" } }
+"#,
+        )
+        .unwrap();
+        assert!(policy.gadgets.check("sleep").is_err());
+        assert!(policy.gadgets.check("JsonFormat").is_err());
+        assert!(policy.gadgets.check("Calculator").is_ok());
+        assert_eq!(policy.plugins["web"].http.len(), 3);
+        let files = &policy.plugins["files"].files;
+        assert_eq!(files[0].host, Path::new("/etc/gadget-host/./data"));
+        assert_eq!(files[0].mode, FileMode::ReadWrite);
+        assert_eq!(files[1].mode, FileMode::ReadOnly);
+        assert_eq!(
+            policy.plugins["weather"].config["API_KEY"].env.as_deref(),
+            Some("WEATHER_API_KEY")
+        );
+    }
+
+    #[test]
+    fn bad_grants_are_refused_with_their_place() {
+        let error = parse("[plugins.web]\nhttp = [\"api.example.com\"]\n").unwrap_err();
+        assert!(error.contains("plugins.web.http"), "{error}");
+        assert!(error.contains("scheme is required"), "{error}");
+        let error =
+            parse("[plugins.f]\nfiles = [{ host = \"/x\", guest = \"../etc\" }]\n").unwrap_err();
+        assert!(error.contains("not a guest path"), "{error}");
+        let error =
+            parse("[plugins.f]\nfiles = [{ host = \"/x\", mode = \"rwx\" }]\n").unwrap_err();
+        assert!(error.contains("line 2"), "{error}");
+        let error =
+            parse("[plugins.w]\nconfig = { K = { env = \"A\", value = \"b\" } }\n").unwrap_err();
+        assert!(error.contains("exactly one"), "{error}");
+        let error = parse("[gadgets]\ndenny = [\"x\"]\n").unwrap_err();
+        assert!(
+            error.contains("unknown field `denny`") && error.contains("line 2"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn allow_lists_and_globs() {
+        let policy =
+            parse("[gadgets]\nallow = [\"Calc*\", \"?ate*\"]\ndeny = [\"CalcSecret\"]\n").unwrap();
+        assert!(policy.gadgets.check("calculator").is_ok());
+        assert!(policy.gadgets.check("DateTime").is_ok());
+        assert!(
+            policy
+                .gadgets
+                .check("CalcSecret")
+                .unwrap_err()
+                .contains("deny")
+        );
+        assert!(
+            policy
+                .gadgets
+                .check("Sleep")
+                .unwrap_err()
+                .contains("allow list")
+        );
+        assert!(glob_matches("*a*b*c*", "xxaxxbxxcxx"));
+        assert!(!glob_matches("*a*b*c*d", &"ab".repeat(5000)));
+    }
+
+    #[test]
+    fn command_line_grants() {
+        let mut policy = Policy::default();
+        policy.add_grant("web:http=https://example.com").unwrap();
+        policy.add_grant("files:files=/srv/data:/data:rw").unwrap();
+        policy.add_grant("files:files=/srv/docs").unwrap();
+        policy
+            .add_grant("weather:config=API_KEY=env:WEATHER_KEY")
+            .unwrap();
+        policy
+            .add_grant("weather:config=UNITS=value:metric")
+            .unwrap();
+        assert_eq!(policy.plugins["web"].http, ["https://example.com"]);
+        let files = &policy.plugins["files"].files;
+        assert_eq!(files[0].guest.as_deref(), Some("/data"));
+        assert_eq!(files[0].mode, FileMode::ReadWrite);
+        assert_eq!(files[1].guest, None);
+        assert_eq!(policy.plugins["weather"].config.len(), 2);
+        assert!(
+            policy
+                .add_grant("web:ftp=x")
+                .unwrap_err()
+                .contains("not http, files or config")
+        );
+        assert!(policy.add_grant("web").is_err());
+        assert!(
+            policy
+                .add_grant("web:http=example.com")
+                .unwrap_err()
+                .contains("scheme is required")
+        );
+        policy.deny_gadget("Sleep");
+        assert!(policy.gadgets.check("SLEEP").is_err());
+    }
+
     #[test]
     fn an_empty_policy_keeps_every_default() {
-        let policy = Policy::parse("").unwrap();
+        let policy = parse("").unwrap();
         assert_eq!(policy, Policy::default());
         assert_eq!(policy.ceilings(), LimitCeilings::default());
         assert_eq!(policy.host_memory_bytes(), None);
@@ -260,7 +603,7 @@ mod tests {
 
     #[test]
     fn limits_and_prefixes_are_read() {
-        let policy = Policy::parse(
+        let policy = parse(
             "[limits]\nmax-timeout-ms = 5000\nmax-memory-mib = 64\nhost-memory-mib = 512\n\n[plugins.web]\nprefix = \"web_\"\n",
         )
         .unwrap();
@@ -274,30 +617,29 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_errors_that_name_the_line() {
-        let error =
-            Policy::parse("[limits]\nmax-timeout-ms = 5\nmax-memry-mib = 64\n").unwrap_err();
+        let error = parse("[limits]\nmax-timeout-ms = 5\nmax-memry-mib = 64\n").unwrap_err();
         assert!(error.contains("unknown field `max-memry-mib`"), "{error}");
         assert!(error.ends_with("(line 3)"), "{error}");
-        let error = Policy::parse("[plugin.web]\nprefix = \"w_\"\n").unwrap_err();
+        let error = parse("[plugin.web]\nprefix = \"w_\"\n").unwrap_err();
         assert!(error.contains("unknown field `plugin`"), "{error}");
     }
 
     #[test]
     fn values_past_the_hard_maximum_or_bad_prefixes_are_refused() {
-        let error = Policy::parse("[limits]\nmax-memory-mib = 8192\n").unwrap_err();
+        let error = parse("[limits]\nmax-memory-mib = 8192\n").unwrap_err();
         assert!(
             error.contains("over the host's hard maximum of 4096"),
             "{error}"
         );
-        let error = Policy::parse("[limits]\nmax-timeout-ms = 0\n").unwrap_err();
+        let error = parse("[limits]\nmax-timeout-ms = 0\n").unwrap_err();
         assert!(error.contains("must be more than 0"), "{error}");
-        let error = Policy::parse("[plugins.x]\nprefix = \"bad-prefix\"\n").unwrap_err();
+        let error = parse("[plugins.x]\nprefix = \"bad-prefix\"\n").unwrap_err();
         assert!(error.contains("plugins.x.prefix"), "{error}");
         let long = format!(
             "[plugins.x]\nprefix = \"{}\"\n",
             "p".repeat(MAX_PREFIX_BYTES + 1)
         );
-        let error = Policy::parse(&long).unwrap_err();
+        let error = parse(&long).unwrap_err();
         assert!(error.contains("is over 16 bytes"), "{error}");
     }
 }

@@ -23,6 +23,8 @@ pub enum CallRejected {
         name: String,
         available: Vec<String>,
     },
+    #[error("gadget '{name}' is {rule}")]
+    Denied { name: String, rule: String },
     #[error("{0}")]
     InvalidParameters(ValidationFailure),
 }
@@ -33,6 +35,9 @@ pub struct Registry {
     plugins: Vec<Arc<Plugin>>,
     /// Keyed by the lower-cased name.
     gadgets: BTreeMap<String, Arc<WasmGadget>>,
+    /// Gadgets the operator's rules do not serve, by lower-cased name: the
+    /// served name and the rule.
+    denied: BTreeMap<String, (String, String)>,
 }
 
 impl Registry {
@@ -54,16 +59,27 @@ impl Registry {
         self.gadgets.values().map(|g| g.spec.name.clone()).collect()
     }
 
+    /// Why `name` cannot be called: denied by the operator, or unknown.
+    pub fn rejection(&self, name: &str) -> CallRejected {
+        match self.denied.get(&name.to_lowercase()) {
+            Some((name, rule)) => CallRejected::Denied {
+                name: name.clone(),
+                rule: rule.clone(),
+            },
+            None => CallRejected::UnknownGadget {
+                name: name.to_string(),
+                available: self.names(),
+            },
+        }
+    }
+
     /// Looks the gadget up and validates the parameters (defaults filled in).
     pub fn prepare(
         &self,
         name: &str,
         params: Value,
     ) -> Result<(Arc<WasmGadget>, Value), CallRejected> {
-        let gadget = self.get(name).ok_or_else(|| CallRejected::UnknownGadget {
-            name: name.to_string(),
-            available: self.names(),
-        })?;
+        let gadget = self.get(name).ok_or_else(|| self.rejection(name))?;
         let params = gadget
             .schema
             .validate(&gadget.spec.name, params)
@@ -104,6 +120,10 @@ impl Registry {
                     other.source.path().display()
                 ),
             )];
+        }
+        for (name, rule) in &plugin.denied {
+            self.denied
+                .insert(name.to_lowercase(), (name.clone(), rule.clone()));
         }
         let mut errors = Vec::new();
         for LoadedGadget {

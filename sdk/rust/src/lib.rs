@@ -124,6 +124,17 @@ pub trait Gadget {
     fn invoke(params: Self::Params, ctx: &Context) -> Result<Outcome, GadgetError>;
 }
 
+/// A configuration value the operator granted this plugin (its manifest
+/// asks for the key under `[permissions] config`; the operator's policy
+/// gives the value). `None` when it was not granted. The host passes
+/// granted values as environment variables of the instance, so
+/// `std::env::var` reads them too; nothing else of the host's environment
+/// is there. Values the operator marks as secrets are redacted from
+/// everything the gadget sends back (results, logs, errors...).
+pub fn config(key: &str) -> Option<String> {
+    std::env::var(key).ok()
+}
+
 /// The parameters of a gadget that takes none.
 #[derive(Debug, Default, serde::Deserialize, JsonSchema)]
 pub struct NoParams {}

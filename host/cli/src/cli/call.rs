@@ -60,7 +60,9 @@ pub async fn call(
         Ok(report) => report,
         Err(rejected) => {
             let kind = match &rejected {
-                CallRejected::UnknownGadget { .. } => FailureKind::UnknownGadget,
+                CallRejected::UnknownGadget { .. } | CallRejected::Denied { .. } => {
+                    FailureKind::UnknownGadget
+                }
                 CallRejected::InvalidParameters(_) => FailureKind::InvalidParameters,
             };
             if json {

@@ -87,6 +87,29 @@ pub async fn check(
             println!("    ! no examples: models call gadgets more reliably with one");
         }
     }
+    let requested = &plugin.requested_permissions;
+    let granted = &plugin.grants.grants;
+    if !requested.is_empty() || !granted.is_empty() {
+        println!(
+            "  ✓ permissions: asks for {}; granted {}",
+            if requested.is_empty() {
+                "none".to_string()
+            } else {
+                requested.describe()
+            },
+            if granted.is_empty() {
+                "none".to_string()
+            } else {
+                granted.describe()
+            }
+        );
+    }
+    for note in &plugin.grant_notes {
+        println!("  ! {}", super::safe::safe(note));
+    }
+    for (name, rule) in &plugin.denied {
+        println!("  ! gadget {name}: {}", super::safe::safe(rule));
+    }
     for warning in &plugin.warnings {
         println!("  ! {}", super::safe::safe(warning));
     }

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use gadget_core::schema;
 use gadget_runtime::describe::GadgetDescription;
-use gadget_runtime::registry::{CallRejected, Registry};
+use gadget_runtime::registry::Registry;
 
 use super::{EXIT_BAD_INPUT, human_bytes, print_json};
 
@@ -17,10 +17,7 @@ pub fn describe(registry: &Registry, name: &str, json: bool) -> Result<ExitCode>
     let Some(g) = registry.get(name) else {
         eprintln!(
             "error: {}",
-            CallRejected::UnknownGadget {
-                name: name.to_string(),
-                available: registry.names(),
-            }
+            super::safe::safe(&registry.rejection(name).to_string())
         );
         return Ok(ExitCode::from(EXIT_BAD_INPUT));
     };
@@ -79,11 +76,25 @@ pub fn describe(registry: &Registry, name: &str, json: bool) -> Result<ExitCode>
         g.plugin.version,
         g.plugin.source.path().display()
     ));
-    if !g.plugin.requested_permissions.is_empty() {
+    let requested = &g.plugin.requested_permissions;
+    let granted = &g.plugin.grants.grants;
+    if !requested.is_empty() || !granted.is_empty() || !g.plugin.grant_notes.is_empty() {
         out.push_str(&format!(
-            "Permissions asked for, not granted: {}\n",
-            g.plugin.requested_permissions.describe()
+            "Permissions asked for: {}\nPermissions granted: {}\n",
+            if requested.is_empty() {
+                "none".to_string()
+            } else {
+                requested.describe()
+            },
+            if granted.is_empty() {
+                "none".to_string()
+            } else {
+                granted.describe()
+            }
         ));
+        for note in &g.plugin.grant_notes {
+            out.push_str(&format!("  ! {note}\n"));
+        }
     }
     std::io::stdout()
         .lock()

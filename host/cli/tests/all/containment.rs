@@ -28,6 +28,7 @@ async fn run_with(
         limits,
         cancel: None,
         observer: None,
+        grants: None,
     };
     gadget.invoke_request(request).await
 }
@@ -158,6 +159,7 @@ async fn external_cancellation_raises_the_abort_signal() {
         },
         cancel: Some(cancel.clone()),
         observer: None,
+        grants: None,
     };
     let started = Instant::now();
     let call = gadget.invoke_request(request);

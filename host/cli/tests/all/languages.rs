@@ -61,6 +61,7 @@ async fn stops_on_the_deadline_signal(registry: &Registry, timeout_ms: u64) {
         },
         cancel: None,
         observer: None,
+        grants: None,
     };
     let report = gadget.invoke_request(request).await;
     assert_eq!(

@@ -1,0 +1,136 @@
+//! Redaction of secret values from what a gadget hands the host.
+//!
+//! A plugin granted a secret (an API key read from the host's environment)
+//! gets it as an environment variable of its instance. The host then
+//! replaces every occurrence of that value with [`REDACTED`] in all the
+//! gadget sends back (results, details, errors, logs, progress, updates,
+//! captured output) before anything is stored, shown or sent to a model.
+//! It catches the value as written, not an encoding of it (base64, split
+//! across fields): redaction protects against accidents, not against a
+//! gadget determined to leak what it was given.
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+/// What a secret is replaced with.
+pub const REDACTED: &str = "[redacted]";
+
+/// The secret values of one plugin.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Redactor {
+    /// Longest first, so a secret that contains another is replaced whole.
+    secrets: Vec<String>,
+}
+
+impl Redactor {
+    pub fn new(mut secrets: Vec<String>) -> Redactor {
+        secrets.retain(|s| !s.is_empty());
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        secrets.dedup();
+        Redactor { secrets }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.secrets.is_empty()
+    }
+
+    /// `text` with every secret replaced.
+    pub fn text<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let mut out = Cow::Borrowed(text);
+        for secret in &self.secrets {
+            if out.contains(secret.as_str()) {
+                out = Cow::Owned(out.replace(secret.as_str(), REDACTED));
+            }
+        }
+        out
+    }
+
+    /// Like [`Redactor::text`], for an owned string.
+    pub fn string(&self, text: String) -> String {
+        match self.text(&text) {
+            Cow::Borrowed(_) => text,
+            Cow::Owned(redacted) => redacted,
+        }
+    }
+
+    /// Bytes (captured output) with every secret replaced.
+    pub fn bytes(&self, bytes: Vec<u8>) -> Vec<u8> {
+        let mut bytes = bytes;
+        for secret in &self.secrets {
+            let needle = secret.as_bytes();
+            if !bytes.windows(needle.len()).any(|w| w == needle) {
+                continue;
+            }
+            let mut out = Vec::with_capacity(bytes.len());
+            let mut i = 0;
+            while i < bytes.len() {
+                if bytes[i..].starts_with(needle) {
+                    out.extend_from_slice(REDACTED.as_bytes());
+                    i += needle.len();
+                } else {
+                    out.push(bytes[i]);
+                    i += 1;
+                }
+            }
+            bytes = out;
+        }
+        bytes
+    }
+
+    /// A JSON value with every secret replaced in its strings and keys
+    /// (after parsing, so an escaped occurrence is caught too).
+    pub fn value(&self, value: Value) -> Value {
+        if self.is_empty() {
+            return value;
+        }
+        match value {
+            Value::String(s) => Value::String(self.string(s)),
+            Value::Array(items) => Value::Array(items.into_iter().map(|v| self.value(v)).collect()),
+            Value::Object(map) => Value::Object(
+                map.into_iter()
+                    .map(|(k, v)| (self.string(k), self.value(v)))
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_occurrence_is_replaced() {
+        let r = Redactor::new(vec!["s3cret".into(), "s3cret-long".into(), String::new()]);
+        assert_eq!(
+            r.text("key=s3cret-long and s3cret"),
+            "key=[redacted] and [redacted]"
+        );
+        assert!(matches!(r.text("nothing here"), Cow::Borrowed(_)));
+        let value = r.value(json!({"k": ["a s3cret", {"s3cret": 1}], "n": 2}));
+        assert_eq!(
+            value,
+            json!({"k": ["a [redacted]", {"[redacted]": 1}], "n": 2})
+        );
+    }
+
+    #[test]
+    fn bytes_are_redacted_too() {
+        let r = Redactor::new(vec!["key".into()]);
+        assert_eq!(
+            r.bytes(b"a key, a key!".to_vec()),
+            b"a [redacted], a [redacted]!"
+        );
+        assert_eq!(r.bytes(b"ke".to_vec()), b"ke");
+    }
+
+    #[test]
+    fn an_escaped_secret_is_caught_after_parsing() {
+        let r = Redactor::new(vec!["a\"b".into()]);
+        let parsed: Value = serde_json::from_str(r#"{"x": "a\"b"}"#).unwrap();
+        assert_eq!(r.value(parsed), json!({"x": "[redacted]"}));
+    }
+}

@@ -37,6 +37,9 @@ pub struct CallGrants {
     pub plugin: String,
     pub grants: Grants,
     pub redactor: Arc<Redactor>,
+    /// The plugin's HTTP client, built at its first request: its own
+    /// connection pool and a resolver enforcing its address rules.
+    client: std::sync::OnceLock<Result<reqwest::Client, String>>,
 }
 
 impl CallGrants {
@@ -46,7 +49,15 @@ impl CallGrants {
             plugin: plugin.to_string(),
             grants,
             redactor,
+            client: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The plugin's HTTP client (built once).
+    pub(crate) fn http_client(&self) -> Result<reqwest::Client, String> {
+        self.client
+            .get_or_init(|| crate::http::build_client(&self.plugin, &self.grants.http.addresses))
+            .clone()
     }
 
     /// An outcome with the plugin's secrets replaced.

@@ -25,6 +25,7 @@ pub mod describe;
 mod epoch;
 mod gadget;
 pub mod grants;
+mod http;
 pub mod loader;
 pub mod manifest;
 pub mod policy;
@@ -245,8 +246,21 @@ pub struct CallState {
     cancel: Option<Arc<AtomicBool>>,
     /// The epoch callback trapped the call at the hard deadline.
     timed_out: bool,
+    /// Outbound HTTP (wasi:http), checked against the plugin's grants.
+    http_ctx: wasmtime_wasi_http::WasiHttpCtx,
+    http: http::HttpHooks,
     /// Keeps the epoch ticker running while this store exists.
     _activity: epoch::ActivityGuard,
+}
+
+impl wasmtime_wasi_http::WasiHttpView for CallState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        wasmtime_wasi_http::WasiHttpCtxView {
+            ctx: &mut self.http_ctx,
+            table: &mut self.table,
+            hooks: &mut self.http,
+        }
+    }
 }
 
 impl WasiView for CallState {
@@ -432,6 +446,10 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| RuntimeError::Link(e.to_string()))?;
+        // wasi:http is linked for every component; what a request may
+        // reach is the plugin's grants' decision, request by request.
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+            .map_err(|e| RuntimeError::Link(e.to_string()))?;
         bindings::v0_1_0::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
             .map_err(|e| RuntimeError::Link(e.to_string()))?;
         let ticker = epoch::EpochTicker::start(&engine, config.epoch)?;
@@ -557,7 +575,7 @@ impl Runtime {
             limits,
             request.cancel.clone(),
             request.observer.clone(),
-            grants,
+            request.grants.as_ref(),
         );
         let mut store = match store {
             Ok(store) => store,
@@ -648,6 +666,12 @@ impl Runtime {
         };
         let mut state = store.into_data();
         let at = state.elapsed_ms();
+        // What the HTTP policy refused or what failed, one line each.
+        let notes =
+            std::mem::take(&mut *state.http.notes.lock().unwrap_or_else(|p| p.into_inner()));
+        for note in notes {
+            state.ledger.host_warning(note, at);
+        }
         state.ledger.close(at);
         let redact_output = |captured: gadget_core::call::Captured| match grants {
             Some(grants) if !grants.redactor.is_empty() => gadget_core::call::Captured {
@@ -705,7 +729,7 @@ impl Runtime {
         limits: &Limits,
         cancel: Option<Arc<AtomicBool>>,
         observer: Option<CallObserver>,
-        grants: Option<&grants::CallGrants>,
+        grants: Option<&Arc<grants::CallGrants>>,
     ) -> Result<Store<CallState>, String> {
         let stdout = stdio::CappedPipe::new(limits.stdio_bytes as usize);
         let stderr = stdio::CappedPipe::new(limits.stdio_bytes as usize);
@@ -769,6 +793,14 @@ impl Runtime {
             hard_deadline_epoch: now + timeout_ticks + grace_ticks,
             grace_ticks,
             aborted: false,
+            http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
+            http: http::HttpHooks {
+                grants: grants.cloned(),
+                requests: 0,
+                deadline: Instant::now() + limits.timeout,
+                cancel: cancel.clone(),
+                notes: Default::default(),
+            },
             cancel,
             timed_out: false,
             _activity: activity,

@@ -124,6 +124,8 @@ pub trait Gadget {
     fn invoke(params: Self::Params, ctx: &Context) -> Result<Outcome, GadgetError>;
 }
 
+pub mod http;
+
 /// A configuration value the operator granted this plugin (its manifest
 /// asks for the key under `[permissions] config`; the operator's policy
 /// gives the value). `None` when it was not granted. The host passes

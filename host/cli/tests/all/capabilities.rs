@@ -389,3 +389,244 @@ fn check_and_list_show_requested_and_granted() {
     assert_eq!(read["granted_permissions"]["files"][0]["mode"], "ro");
     assert_eq!(read["requested_permissions"]["files"][0]["path"], "*");
 }
+
+/// A small HTTP/1.1 server on 127.0.0.1 for the HTTP tests: a few routes,
+/// a count of the requests it got, and it stops when dropped.
+struct TestServer {
+    port: u16,
+    hits: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl TestServer {
+    fn start() -> TestServer {
+        use std::io::{BufRead, BufReader, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hits = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (hits_seen, stopping) = (hits.clone(), stop.clone());
+        std::thread::spawn(move || {
+            // Bounded: the server ends when the test drops it, or after a
+            // minute whatever happens.
+            let started = std::time::Instant::now();
+            while !stopping.load(Ordering::Relaxed)
+                && started.elapsed() < std::time::Duration::from_secs(60)
+            {
+                let Ok((stream, _)) = listener.accept() else {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    continue;
+                };
+                let hits = hits_seen.clone();
+                std::thread::spawn(move || {
+                    stream.set_nonblocking(false).unwrap();
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).is_err() {
+                        return;
+                    }
+                    let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+                    loop {
+                        let mut header = String::new();
+                        if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
+                            break;
+                        }
+                    }
+                    hits.lock().unwrap().push(path.clone());
+                    let mut stream = stream;
+                    let reply = |stream: &mut std::net::TcpStream, head: &str, body: &[u8]| {
+                        let _ = write!(
+                            stream,
+                            "HTTP/1.1 {head}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                            body.len()
+                        );
+                        let _ = stream.write_all(body);
+                    };
+                    match path.as_str() {
+                        "/hello" => reply(&mut stream, "200 OK", b"hello from the test server"),
+                        "/redirect" => {
+                            let _ = write!(
+                                stream,
+                                "HTTP/1.1 302 Found\r\nlocation: http://127.0.0.1:1/elsewhere\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                            );
+                        }
+                        "/huge" => {
+                            let size = 20 << 20;
+                            let _ = write!(
+                                stream,
+                                "HTTP/1.1 200 OK\r\ncontent-length: {size}\r\nconnection: close\r\n\r\n"
+                            );
+                            let chunk = vec![b'x'; 64 << 10];
+                            for _ in 0..(size / chunk.len()) {
+                                if stream.write_all(&chunk).is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                        "/slow" => {
+                            std::thread::sleep(std::time::Duration::from_secs(10));
+                            reply(&mut stream, "200 OK", b"too late");
+                        }
+                        _ => reply(&mut stream, "404 Not Found", b"no such page"),
+                    }
+                });
+            }
+        });
+        TestServer { port, hits, stop }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn hits(&self) -> Vec<String> {
+        self.hits.lock().unwrap().clone()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn fetch(policy: Option<&str>, url: &str) -> Value {
+    call_json(policy, &[], "Fetch", &format!(r#"{{"url": "{url}"}}"#))
+}
+
+fn host_logs(call: &Value) -> String {
+    call["logs"]
+        .as_array()
+        .map(|logs| {
+            logs.iter()
+                .map(|l| l["message"].as_str().unwrap_or_default().to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_granted_origin_is_reached_and_nothing_else_is() {
+    let server = TestServer::start();
+    let port = server.port;
+    let granted = format!("[plugins.probe]\nhttp = [\"http://127.0.0.1:{port}\"]\n");
+    let ok = fetch(Some(&granted), &server.url("/hello"));
+    assert_eq!(ok["ok"], true, "{ok}");
+    assert_eq!(ok["result"], "200 hello from the test server");
+
+    // Nothing granted; another port; another scheme: refused before any
+    // connection, with the grant that would allow it.
+    let https_only = format!("[plugins.probe]\nhttp = [\"https://127.0.0.1:{port}\"]\n");
+    let other_port = format!(
+        "[plugins.probe]\nhttp = [\"http://127.0.0.1:{}\"]\n",
+        port + 1
+    );
+    for policy in [None, Some(https_only.as_str()), Some(other_port.as_str())] {
+        let refused = fetch(policy, &server.url("/hello"));
+        assert_eq!(refused["ok"], false, "{policy:?}: {refused}");
+        assert!(
+            error_message(&refused).contains("the host refused the request"),
+            "{refused}"
+        );
+        let logs = host_logs(&refused);
+        assert!(
+            logs.contains(&format!("HTTP to http://127.0.0.1:{port} is not granted")),
+            "{logs}"
+        );
+        assert!(
+            logs.contains(&format!("--grant probe:http=http://127.0.0.1:{port}")),
+            "{logs}"
+        );
+    }
+    assert_eq!(
+        server.hits(),
+        ["/hello"],
+        "a refused request reached the server"
+    );
+}
+
+#[test]
+fn a_granted_name_that_resolves_to_an_internal_address_is_refused() {
+    let server = TestServer::start();
+    let port = server.port;
+    let by_name = format!("[plugins.probe]\nhttp = [\"http://localhost:{port}\"]\n");
+    let url = format!("http://localhost:{port}/hello");
+    let refused = fetch(Some(&by_name), &url);
+    assert_eq!(refused["ok"], false, "{refused}");
+    let logs = host_logs(&refused);
+    assert!(logs.contains("localhost resolves to"), "{logs}");
+    assert!(logs.contains("an internal address"), "{logs}");
+    assert!(logs.contains("allow-addresses"), "{logs}");
+    assert!(server.hits().is_empty(), "{:?}", server.hits());
+
+    // The operator allows the address explicitly: now it is reached.
+    let allowed = format!("{by_name}allow-addresses = [\"127.0.0.0/8\", \"::1\"]\n");
+    let ok = fetch(Some(&allowed), &url);
+    assert_eq!(ok["ok"], true, "{ok}");
+}
+
+#[test]
+fn redirects_are_not_followed_and_bodies_and_requests_are_capped() {
+    let server = TestServer::start();
+    let port = server.port;
+    let granted = format!("[plugins.probe]\nhttp = [\"http://127.0.0.1:{port}\"]\n");
+
+    let redirect = fetch(Some(&granted), &server.url("/redirect"));
+    assert_eq!(redirect["ok"], true, "{redirect}");
+    assert_eq!(redirect["result"], "302 ");
+    assert_eq!(
+        redirect["details"]["location"],
+        "http://127.0.0.1:1/elsewhere"
+    );
+
+    let huge = fetch(Some(&granted), &server.url("/huge"));
+    assert_eq!(huge["ok"], false, "{}", huge["ok"]);
+    assert!(
+        error_message(&huge).contains("body size exceeds limit: 16777216 bytes"),
+        "{}",
+        error_message(&huge)
+    );
+
+    let many = call_json(
+        Some(&granted),
+        &[],
+        "Fetch",
+        &format!(r#"{{"url": "{}", "times": 65}}"#, server.url("/hello")),
+    );
+    assert_eq!(many["ok"], false);
+    assert!(
+        error_message(&many).starts_with("request 65:"),
+        "{}",
+        error_message(&many)
+    );
+    assert!(
+        host_logs(&many).contains("the call made 64 requests"),
+        "{}",
+        host_logs(&many)
+    );
+    let hello = server.hits().iter().filter(|p| *p == "/hello").count();
+    assert_eq!(hello, 64);
+}
+
+#[test]
+fn a_slow_server_is_cut_off_at_the_call_deadline() {
+    let server = TestServer::start();
+    let granted = format!(
+        "[plugins.probe]\nhttp = [\"http://127.0.0.1:{}\"]\n",
+        server.port
+    );
+    let started = std::time::Instant::now();
+    let slow = fetch(Some(&granted), &server.url("/slow"));
+    let took = started.elapsed();
+    assert_eq!(slow["ok"], false, "{slow}");
+    // The gadget's timeout is 3 s; the server answers after 10.
+    assert!(took < std::time::Duration::from_secs(8), "{took:?}");
+    let message = error_message(&slow);
+    assert!(
+        message.contains("timed out") || message.contains("timeout"),
+        "{message}"
+    );
+}

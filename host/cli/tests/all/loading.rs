@@ -197,7 +197,7 @@ async fn bare_wasm_files_are_plugins_with_default_limits() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn permissions_are_parsed_not_granted_and_warned_about() {
+async fn permissions_are_parsed_and_without_a_policy_nothing_is_granted() {
     let root = tempfile::tempdir().unwrap();
     plugin_dir(
         root.path(),
@@ -215,14 +215,15 @@ async fn permissions_are_parsed_not_granted_and_warned_about() {
         plugin.requested_permissions.http,
         vec!["api.example.com".to_string()]
     );
+    assert!(plugin.grants.grants.is_empty());
+    let notes = plugin.grant_notes.join("\n");
     assert!(
-        plugin
-            .warnings
-            .iter()
-            .any(|w| w.contains("not granted")
-                && w.contains("http: api.example.com; config: API_KEY")),
-        "{:?}",
-        plugin.warnings
+        notes.contains("asks for http api.example.com, not granted"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("asks for config API_KEY, not granted"),
+        "{notes}"
     );
 }
 

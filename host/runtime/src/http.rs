@@ -1,0 +1,373 @@
+//! Outbound HTTP for gadgets: the standard `wasi:http/outgoing-handler`,
+//! every request sent by the host's reqwest client behind the policy.
+//!
+//! A gadget uses its language's own wasi:http client; the host decides.
+//! Before any connection, a request must match one of the plugin's granted
+//! origins (scheme, host with `*.` wildcards, port) and the call must have
+//! requests left ([`MAX_HTTP_REQUESTS_PER_CALL`]). The name is resolved by
+//! the plugin's own client, whose resolver drops every internal address
+//! (loopback, private, link-local, ...) the operator did not allow, so a
+//! granted name cannot be pointed at the host's network through DNS. An
+//! address literal is checked the same way, unless the grant names that
+//! very address. Redirects are not followed: the gadget sees the 3xx and a
+//! request to the new place is checked like any other. Response bodies are
+//! capped ([`MAX_HTTP_RESPONSE_BYTES`]); a request ends at the call's
+//! deadline or when the call is cancelled (the abort signal), and never
+//! outlives the call (dropping the call's store aborts its requests).
+//!
+//! A refused request is a `wasi:http` error the gadget sees
+//! (`HTTP-request-denied`) and a host log line on the call that names the
+//! grant that would allow it.
+
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use wasmtime_wasi_http::{Error as HttpError, WasiBody, WasiHttpHooks};
+
+use crate::grants::{CallGrants, HttpRefusal, IpRange, is_internal};
+
+/// Requests one call may make: enough for any honest tool (a page and its
+/// redirects, a few API calls), few enough that a gadget cannot turn the
+/// host into a crawler or a flood.
+pub const MAX_HTTP_REQUESTS_PER_CALL: u32 = 64;
+
+/// Largest response body a gadget may read, in bytes: a page or an API
+/// answer fits many times over; a gadget cannot make the host buffer a
+/// download of any size.
+pub const MAX_HTTP_RESPONSE_BYTES: u64 = 16 << 20;
+
+/// Largest request body a gadget may send, in bytes (it is buffered before
+/// sending).
+pub const MAX_HTTP_REQUEST_BYTES: usize = 8 << 20;
+
+/// Longest wait for a connection: an unreachable host fails well before
+/// most deadlines.
+pub const HTTP_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often a waiting request looks at the call's cancel flag.
+const CANCEL_POLL: Duration = Duration::from_millis(20);
+
+/// The hooks wasmtime-wasi-http calls for one call's requests.
+pub(crate) struct HttpHooks {
+    pub(crate) grants: Option<Arc<CallGrants>>,
+    pub(crate) requests: u32,
+    pub(crate) deadline: Instant,
+    pub(crate) cancel: Option<Arc<AtomicBool>>,
+    /// Refusals and failures to note on the call (drained into its log).
+    pub(crate) notes: Arc<Mutex<Vec<String>>>,
+}
+
+type SendFuture = Box<
+    dyn Future<
+            Output = Result<
+                (
+                    http::Response<WasiBody>,
+                    Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+                ),
+                HttpError,
+            >,
+        > + Send,
+>;
+
+impl HttpHooks {
+    fn note(&self, message: String) {
+        self.notes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(message);
+    }
+
+    /// The client to send with, or why the request is refused.
+    fn admit(&mut self, uri: &http::Uri) -> Result<reqwest::Client, String> {
+        let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
+        let host = uri.host().unwrap_or_default().to_ascii_lowercase();
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let Some(grants) = &self.grants else {
+            return Err(HttpRefusal::Origin {
+                plugin: "this plugin".into(),
+                origin: crate::grants::origin_text(https, &host, port),
+            }
+            .to_string());
+        };
+        let plugin = &grants.plugin;
+        let rules = &grants.grants.http;
+        let rule = rules
+            .check_origin(plugin, https, &host, port)
+            .map_err(|e| e.to_string())?;
+        let literal = host.trim_start_matches('[').trim_end_matches(']');
+        if let Ok(address) = literal.parse::<IpAddr>() {
+            rules
+                .check_address(plugin, rule, &host, address)
+                .map_err(|e| e.to_string())?;
+        }
+        if self.requests >= MAX_HTTP_REQUESTS_PER_CALL {
+            return Err(format!(
+                "{plugin}: refused a request to {}: the call made {MAX_HTTP_REQUESTS_PER_CALL} requests, the most one call may make",
+                crate::grants::origin_text(https, &host, port)
+            ));
+        }
+        self.requests += 1;
+        grants.http_client().map_err(|e| format!("{plugin}: {e}"))
+    }
+}
+
+impl WasiHttpHooks for HttpHooks {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        _options: Option<wasmtime_wasi_http::RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+    ) -> SendFuture {
+        let client = match self.admit(request.uri()) {
+            Ok(client) => client,
+            Err(refusal) => {
+                self.note(format!("refused an HTTP request: {refusal}"));
+                return Box::new(async { Err(HttpError::HttpRequestDenied) });
+            }
+        };
+        let deadline = self.deadline;
+        let cancel = self.cancel.clone();
+        let notes = self.notes.clone();
+        Box::new(async move {
+            let note = |message: String| {
+                notes
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(message)
+            };
+            let sent = send(client, request, deadline, cancel).await;
+            if let Err((_, message)) = &sent {
+                note(message.clone());
+            }
+            sent.map_err(|(error, _)| error)
+        })
+    }
+}
+
+/// Sends one admitted request; an error carries the code the gadget sees
+/// and a line for the call's log.
+async fn send(
+    client: reqwest::Client,
+    request: http::Request<WasiBody>,
+    deadline: Instant,
+    cancel: Option<Arc<AtomicBool>>,
+) -> Result<
+    (
+        http::Response<WasiBody>,
+        Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+    ),
+    (HttpError, String),
+> {
+    let (parts, body) = request.into_parts();
+    let target = parts.uri.to_string();
+    let fail = |error: HttpError, why: String| (error, format!("HTTP {target}: {why}"));
+    let body = bounded(collect(body), deadline, cancel.clone())
+        .await
+        .map_err(|(e, why)| fail(e, why))?
+        .map_err(|(e, why)| fail(e, why))?;
+    let url = reqwest::Url::parse(&target)
+        .map_err(|e| fail(HttpError::HttpRequestUriInvalid, e.to_string()))?;
+    let mut outgoing = reqwest::Request::new(parts.method, url);
+    let mut headers = parts.headers;
+    headers.remove(http::header::HOST);
+    *outgoing.headers_mut() = headers;
+    *outgoing.body_mut() = Some(body.into());
+    let response = bounded(client.execute(outgoing), deadline, cancel.clone())
+        .await
+        .map_err(|(e, why)| fail(e, why))?
+        .map_err(|error| {
+            let (code, why) = classify(&error);
+            fail(code, why)
+        })?;
+    let mut builder = http::Response::builder()
+        .status(response.status())
+        .version(response.version());
+    if let Some(headers) = builder.headers_mut() {
+        *headers = response.headers().clone();
+    }
+    let body = capped_body(response, deadline, cancel);
+    let response = builder
+        .body(body)
+        .map_err(|e| fail(HttpError::InternalError(Some(e.to_string())), e.to_string()))?;
+    Ok((response, Box::new(async { Ok(()) })))
+}
+
+/// The request body, buffered up to [`MAX_HTTP_REQUEST_BYTES`].
+async fn collect(mut body: WasiBody) -> Result<Bytes, (HttpError, String)> {
+    let mut bytes = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            let why = e.to_string();
+            (e, why)
+        })?;
+        if let Ok(data) = frame.into_data() {
+            if bytes.len() + data.len() > MAX_HTTP_REQUEST_BYTES {
+                return Err((
+                    HttpError::HttpRequestBodySize(Some(MAX_HTTP_REQUEST_BYTES as u64)),
+                    format!("request body over the {MAX_HTTP_REQUEST_BYTES}-byte limit"),
+                ));
+            }
+            bytes.extend_from_slice(&data);
+        }
+    }
+    Ok(bytes.into())
+}
+
+/// Runs `work` until the call's deadline or its cancellation, whichever
+/// comes first.
+async fn bounded<T>(
+    work: impl Future<Output = T>,
+    deadline: Instant,
+    cancel: Option<Arc<AtomicBool>>,
+) -> Result<T, (HttpError, String)> {
+    let cancelled = async {
+        match cancel {
+            Some(flag) => {
+                while !flag.load(Ordering::Relaxed) {
+                    tokio::time::sleep(CANCEL_POLL).await;
+                }
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        done = work => Ok(done),
+        _ = tokio::time::sleep_until(deadline.into()) => Err((
+            HttpError::ConnectionTimeout,
+            "stopped at the call's deadline".into(),
+        )),
+        _ = cancelled => Err((
+            HttpError::ConnectionTerminated,
+            "stopped: the call was cancelled".into(),
+        )),
+    }
+}
+
+/// The response body as the guest reads it: capped, and ended at the
+/// deadline or on cancellation.
+fn capped_body(
+    response: reqwest::Response,
+    deadline: Instant,
+    cancel: Option<Arc<AtomicBool>>,
+) -> WasiBody {
+    let state = (response, 0u64, false);
+    let stream = futures_util::stream::unfold(state, move |(mut response, read, done)| {
+        let cancel = cancel.clone();
+        async move {
+            if done {
+                return None;
+            }
+            let next = bounded(response.chunk(), deadline, cancel).await;
+            let item = match next {
+                Err((error, _)) => Err(error),
+                Ok(Err(error)) => Err(classify(&error).0),
+                Ok(Ok(None)) => return None,
+                Ok(Ok(Some(chunk))) => {
+                    let read = read + chunk.len() as u64;
+                    if read > MAX_HTTP_RESPONSE_BYTES {
+                        Err(HttpError::HttpResponseBodySize(Some(
+                            MAX_HTTP_RESPONSE_BYTES,
+                        )))
+                    } else {
+                        return Some((Ok(http_body::Frame::data(chunk)), (response, read, false)));
+                    }
+                }
+            };
+            // An error ends the body.
+            Some((item, (response, read, true)))
+        }
+    });
+    http_body_util::StreamBody::new(stream).boxed_unsync()
+}
+
+/// The wasi:http error for a failed send, and why in words (naming the
+/// grant when the policy refused the address).
+fn classify(error: &reqwest::Error) -> (HttpError, String) {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(cause) = source {
+        if let Some(refusal) = cause.downcast_ref::<HttpRefusal>() {
+            return (HttpError::HttpRequestDenied, format!("refused: {refusal}"));
+        }
+        source = cause.source();
+    }
+    let why = error_chain(error);
+    let code = if error.is_timeout() {
+        HttpError::ConnectionTimeout
+    } else if error.is_connect() {
+        HttpError::ConnectionRefused
+    } else if error.is_body() || error.is_decode() {
+        HttpError::HttpResponseIncomplete
+    } else {
+        HttpError::InternalError(Some(why.clone()))
+    };
+    (code, why)
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Builds a plugin's HTTP client: rustls, no proxy from the environment
+/// (it would bypass the address checks), no redirects, and a resolver that
+/// drops the internal addresses the operator did not allow.
+pub(crate) fn build_client(plugin: &str, allowed: &[IpRange]) -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(HTTP_CONNECT_TIMEOUT)
+        .dns_resolver(Arc::new(PolicyResolver {
+            plugin: plugin.to_string(),
+            allowed: allowed.to_vec(),
+        }))
+        .user_agent(concat!("gadget-host/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+}
+
+/// Resolves names for one plugin's client, keeping only the addresses the
+/// policy lets it reach. The check happens on the very addresses the
+/// client connects to, so a name that changes its answer between a check
+/// and the connection (DNS rebinding) gains nothing.
+struct PolicyResolver {
+    plugin: String,
+    allowed: Vec<IpRange>,
+}
+
+impl reqwest::dns::Resolve for PolicyResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let plugin = self.plugin.clone();
+        let allowed = self.allowed.clone();
+        Box::pin(async move {
+            let host = name.as_str().to_string();
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let permitted: Vec<SocketAddr> = found
+                .iter()
+                .filter(|a| !is_internal(a.ip()) || allowed.iter().any(|r| r.contains(a.ip())))
+                .copied()
+                .collect();
+            match (permitted.is_empty(), found.first()) {
+                (true, Some(refused)) => Err(Box::new(HttpRefusal::Address {
+                    plugin,
+                    host,
+                    address: refused.ip(),
+                })
+                    as Box<dyn std::error::Error + Send + Sync>),
+                _ => Ok(Box::new(permitted.into_iter()) as reqwest::dns::Addrs),
+            }
+        }) as Pin<Box<_>>
+    }
+}

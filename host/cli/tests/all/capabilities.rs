@@ -446,6 +446,20 @@ impl TestServer {
                     };
                     match path.as_str() {
                         "/hello" => reply(&mut stream, "200 OK", b"hello from the test server"),
+                        "/page" => {
+                            let body = "<!DOCTYPE html><html><head><title>A &amp; B</title><style>p{x:1}</style><script>var a='<p>';</script></head><body><h1>Hello</h1><p>One&nbsp;two &lt;three&gt;</p><!-- hidden --><ul><li>x</li><li>y &#x263A;</li></ul></body></html>";
+                            let _ = write!(
+                                stream,
+                                "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                                body.len()
+                            );
+                        }
+                        "/moved" => {
+                            let _ = write!(
+                                stream,
+                                "HTTP/1.1 301 Moved Permanently\r\nlocation: /page\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                            );
+                        }
                         "/redirect" => {
                             let _ = write!(
                                 stream,
@@ -629,4 +643,87 @@ fn a_slow_server_is_cut_off_at_the_call_deadline() {
         message.contains("timed out") || message.contains("timeout"),
         "{message}"
     );
+}
+
+#[test]
+fn the_web_plugin_reads_a_granted_page_as_text_and_nothing_else() {
+    let server = TestServer::start();
+    let port = server.port;
+    let granted = format!("[plugins.web]\nhttp = [\"http://127.0.0.1:{port}\"]\n");
+    let page = call_json(
+        Some(&granted),
+        &[],
+        "FetchUrl",
+        &format!(r#"{{"url": "{}"}}"#, server.url("/moved")),
+    );
+    assert_eq!(page["ok"], true, "{page}");
+    assert_eq!(page["result"], "Hello\nOne two <three>\nx\ny ☺");
+    assert_eq!(page["details"]["title"], "A & B");
+    assert_eq!(page["details"]["final_url"], server.url("/page"));
+    assert_eq!(page["details"]["status"], 200);
+    // Each hop went through the host's checks: both reached the server.
+    assert_eq!(server.hits(), ["/moved", "/page"]);
+
+    // Without the grant, nothing is fetched.
+    let refused = call_json(
+        None,
+        &[],
+        "FetchUrl",
+        &format!(r#"{{"url": "{}"}}"#, server.url("/page")),
+    );
+    assert_eq!(refused["ok"], false);
+    assert!(
+        error_message(&refused).contains("the host refused the request"),
+        "{refused}"
+    );
+    assert_eq!(server.hits().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_abort_signal_stops_a_request_in_flight() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use gadget_host::loader::{LoadOptions, NoProgress, load_dirs};
+    use gadget_host::runtime::policy::Policy;
+
+    let server = TestServer::start();
+    let mut policy = Policy::default();
+    policy
+        .add_grant(&format!("probe:http=http://127.0.0.1:{}", server.port))
+        .unwrap();
+    let runtime = common::runtime(gadget_host::runtime::EpochMode::Ticker);
+    let (registry, errors) = load_dirs(
+        runtime,
+        &[probe_plugin().to_path_buf()],
+        &LoadOptions::from_policy(&policy, None),
+        Arc::new(NoProgress),
+    )
+    .await;
+    assert!(errors.is_empty(), "{errors:?}");
+    let gadget = registry.get("Fetch").unwrap().clone();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let raise = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        raise.store(true, Ordering::Relaxed);
+    });
+    let started = std::time::Instant::now();
+    let report = gadget
+        .invoke_request(gadget_host::runtime::CallRequest {
+            gadget: "Fetch".into(),
+            component_name: None,
+            invocation_id: "f1".into(),
+            params: format!(r#"{{"url": "{}", "times": 1}}"#, server.url("/slow")),
+            limits: gadget.limits.clone(),
+            cancel: Some(cancel),
+            observer: None,
+            grants: Some(gadget.plugin.grants.clone()),
+        })
+        .await;
+    let took = started.elapsed();
+    // Well before the server's 10 s and the gadget's 3 s timeout.
+    assert!(took < std::time::Duration::from_millis(1500), "{took:?}");
+    let error = report.outcome.unwrap_err().to_string();
+    assert!(error.contains("cancelled"), "{error}");
 }

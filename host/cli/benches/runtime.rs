@@ -9,6 +9,11 @@
 //!    gets its error no later than grace + 5 ms after the deadline; the
 //!    ticker costs under 1% of a core.
 //! 4. Start-up: `gadget list` over the shipped plugins, cold and warm cache.
+//! 5. Grants: a call of a gadget with grants (a preopened directory, two
+//!    environment variables, an HTTP origin) beside the same call with
+//!    none; and a GET to a local server through the host (a fresh instance,
+//!    the policy checks, reqwest behind wasi:http) beside the same GET with
+//!    reqwest directly.
 //!
 //! Run: `cargo bench -p gadget-host --bench runtime` (builds the guests first).
 
@@ -128,6 +133,9 @@ fn main() {
         if run("deadlines") {
             deadlines(&component).await;
         }
+        if run("grants") {
+            grants().await;
+        }
     });
     drop(tokio);
     if run("ticker") {
@@ -136,6 +144,133 @@ fn main() {
     if run("startup") {
         startup();
     }
+}
+
+/// A local HTTP/1.1 server answering every request with a short body
+/// (one thread per connection, `connection: close`), for the HTTP
+/// benchmark; it lives as long as the process.
+fn local_server() -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                    line.clear();
+                }
+                let mut stream = stream;
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello",
+                );
+            });
+        }
+    });
+    port
+}
+
+async fn grants() {
+    let port = local_server();
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("probe");
+    std::fs::create_dir(&plugin).unwrap();
+    std::fs::copy(
+        workspace().join("tests/fixtures/probe/plugin.toml"),
+        plugin.join("plugin.toml"),
+    )
+    .unwrap();
+    std::fs::copy(
+        workspace().join("target/wasm32-wasip2/guest/fixture_probe.wasm"),
+        plugin.join("probe.wasm"),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let registry = |policy: gadget_host::runtime::policy::Policy| {
+        let dir = dir.path().to_path_buf();
+        async move {
+            let runtime = Arc::new(Runtime::new(&RuntimeConfig::default()).unwrap());
+            let (registry, errors) = loader::load_dirs(
+                runtime,
+                &[dir],
+                &LoadOptions::from_policy(&policy, None),
+                Arc::new(NoProgress),
+            )
+            .await;
+            assert!(errors.is_empty(), "{errors:?}");
+            registry
+        }
+    };
+    let none = registry(Default::default()).await;
+    let mut policy = gadget_host::runtime::policy::Policy::default();
+    for grant in [
+        format!("probe:files={}:/data", data.display()),
+        "probe:config=UNITS=value:metric".to_string(),
+        "probe:config=SECRET_TOKEN=value:not-a-secret".to_string(),
+        format!("probe:http=http://127.0.0.1:{port}"),
+    ] {
+        policy.add_grant(&grant).unwrap();
+    }
+    let granted = registry(policy).await;
+    const CALLS: usize = 2000;
+    let median_call = |registry: &Registry, gadget: &'static str, params: Value, calls: usize| {
+        let gadget = registry.get(gadget).unwrap().clone();
+        async move {
+            let mut times = Vec::with_capacity(calls);
+            for _ in 0..calls {
+                let started = Instant::now();
+                let report = gadget.invoke(params.to_string(), "b", None).await;
+                times.push(started.elapsed());
+                assert!(report.outcome.is_ok(), "{:?}", report.outcome);
+            }
+            times.sort();
+            percentile(&times, 0.5)
+        }
+    };
+    let _warm = median_call(&none, "Env", json!({}), 100).await;
+    let bare = median_call(&none, "Env", json!({}), CALLS).await;
+    let with = median_call(&granted, "Env", json!({}), CALLS).await;
+    const GETS: usize = 300;
+    let url = format!("http://127.0.0.1:{port}/");
+    let through_host = median_call(&granted, "Fetch", json!({ "url": url.clone() }), GETS).await;
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let mut direct = Vec::with_capacity(GETS);
+    for _ in 0..GETS {
+        let started = Instant::now();
+        let body = client
+            .get(&url)
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        direct.push(started.elapsed());
+        assert_eq!(&body[..], b"hello");
+    }
+    direct.sort();
+    let direct = percentile(&direct, 0.5);
+    println!("| grants | gadget-host | baseline (same run) |");
+    println!("|---|---|---|");
+    println!(
+        "| a call with grants (preopened directory, 2 environment variables, an HTTP origin) | median {:.1} µs | the same call with no grants: {:.1} µs ({:.2}x) |",
+        with.as_secs_f64() * 1e6,
+        bare.as_secs_f64() * 1e6,
+        with.as_secs_f64() / bare.as_secs_f64()
+    );
+    println!(
+        "| a GET to a local server through the host (fresh instance, policy checks, wasi:http, reqwest) | median {:.1} µs | the same GET with reqwest directly: {:.1} µs ({:.2}x) |",
+        through_host.as_secs_f64() * 1e6,
+        direct.as_secs_f64() * 1e6,
+        through_host.as_secs_f64() / direct.as_secs_f64()
+    );
+    println!();
 }
 
 async fn load(component: &Path) -> Registry {

@@ -5,7 +5,7 @@ Build: `gadget build examples/python-gadget` (or `scripts/build-guests.sh`).
 
 from collections import Counter
 
-from gadget_sdk import Context, InvalidArguments, Cancelled, Result, export, gadget
+from gadget_sdk import Context, InvalidArguments, Cancelled, Result, config, export, gadget, http
 
 
 @gadget(
@@ -56,4 +56,25 @@ def WorkUntilCancelled(params: dict, ctx: Context) -> str:
             raise Cancelled()
 
 
-Gadget = export(WordFrequency, WorkUntilCancelled)
+@gadget(
+    description="Fetches a URL (GET) and returns its HTTP status and the start of its body. Only the origins the operator grants can be reached.",
+    schema={
+        "type": "object",
+        "properties": {"url": {"type": "string", "description": "An http or https URL."}},
+        "required": ["url"],
+    },
+    label="HTTP status",
+)
+def HttpStatus(params: dict, ctx: Context) -> Result:
+    # A config value the operator grants (`[plugins.python-words] config =
+    # { API_TOKEN = { env = "VAR" } }`); None when not granted.
+    token = config("API_TOKEN")
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    page = http.get(params["url"], headers)  # HttpDenied when the origin is not granted
+    return Result(
+        f"{page.status} {page.text()[:200]}",
+        details={"bytes": len(page.body), "content_type": page.header("content-type")},
+    )
+
+
+Gadget = export(WordFrequency, WorkUntilCancelled, HttpStatus)

@@ -52,10 +52,14 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 # during a call is not found ("No module named ...").
 try:
     from componentize_py_types import Err
+    from componentize_py_types import Ok as _Ok
     from wit_world.imports import host as _host
-    from wit_world.imports import types as _types
+    from wit_world.imports import gadget_plugin_types as _types
+    from wit_world.imports import outgoing_handler as _outgoing
+    from wit_world.imports import streams as _streams
+    from wit_world.imports import wasi_http_types as _http
 except ImportError:  # outside a component build (docs, type checks)
-    Err = _host = _types = None
+    Err = _Ok = _host = _types = _outgoing = _streams = _http = None
 
 __all__ = [
     "gadget",
@@ -67,7 +71,148 @@ __all__ = [
     "InvalidArguments",
     "Cancelled",
     "GadgetDef",
+    "config",
+    "http",
+    "HttpError",
+    "HttpDenied",
+    "Response",
 ]
+
+
+def config(key: str) -> Optional[str]:
+    """A configuration value the operator granted this plugin (its manifest asks
+    for the key under ``[permissions] config``), or None. Granted values are the
+    instance's environment variables, so ``os.environ`` has them too; nothing
+    else of the host's environment is there. Secret values are redacted from
+    everything the gadget sends back."""
+    import os
+
+    return os.environ.get(key)
+
+
+class HttpError(Exception):
+    """An HTTP request failed (connection, timeout, a body over the host's cap)."""
+
+
+class HttpDenied(HttpError):
+    """The host refused the request: the origin is not granted to this plugin (the
+    call's log names the grant that would allow it)."""
+
+
+@dataclass
+class Response:
+    """An HTTP response, read whole (the host caps its size)."""
+
+    status: int
+    headers: List[Tuple[str, str]]
+    body: bytes
+
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    def header(self, name: str) -> Optional[str]:
+        name = name.lower()
+        return next((v for k, v in self.headers if k == name), None)
+
+
+def _http_failure(code: Any) -> HttpError:
+    name = type(code).__name__.replace("ErrorCode_", "")
+    if name == "HttpRequestDenied":
+        return HttpDenied(
+            "the host refused the request: this origin is not granted to the plugin "
+            "(the operator grants origins in the policy file)"
+        )
+    if name == "HttpResponseBodySize":
+        return HttpError(f"the response body is over the host's {code.value}-byte limit")
+    if name == "ConnectionTimeout":
+        return HttpError("timed out (the call's deadline, or the connection)")
+    return HttpError(f"request failed: {name}")
+
+
+class http:
+    """Outbound HTTP over the standard wasi:http interface. The host sends each
+    request, only to the origins the operator granted this plugin (its manifest
+    asks under ``[permissions] http``); redirects come back as they are.
+
+        page = http.get("https://api.example.com/v1/items")
+        if page.status == 200:
+            items = page.json()
+    """
+
+    @staticmethod
+    def get(url: str, headers: Optional[Dict[str, str]] = None) -> Response:
+        return http.request("GET", url, headers)
+
+    @staticmethod
+    def request(
+        method: str,
+        url: str,
+        headers: Optional[Dict[str, str]] = None,
+        body: Optional[bytes] = None,
+    ) -> Response:
+        if "://" not in url:
+            raise HttpError(f"invalid URL {url!r}: no scheme")
+        scheme, rest = url.split("://", 1)
+        cut = min([i for i in (rest.find("/"), rest.find("?")) if i >= 0] or [len(rest)])
+        authority, path = rest[:cut], rest[cut:] or "/"
+        if path.startswith("?"):
+            path = "/" + path
+        fields = _http.Fields.from_list([(k, v.encode()) for k, v in (headers or {}).items()])
+        request = _http.OutgoingRequest(fields)
+        methods = {
+            "GET": _http.Method_Get(),
+            "HEAD": _http.Method_Head(),
+            "POST": _http.Method_Post(),
+            "PUT": _http.Method_Put(),
+            "DELETE": _http.Method_Delete(),
+            "PATCH": _http.Method_Patch(),
+            "OPTIONS": _http.Method_Options(),
+        }
+        request.set_method(methods.get(method.upper(), _http.Method_Other(method.upper())))
+        if scheme.lower() == "https":
+            request.set_scheme(_http.Scheme_Https())
+        elif scheme.lower() == "http":
+            request.set_scheme(_http.Scheme_Http())
+        else:
+            raise HttpError(f"invalid URL {url!r}: scheme {scheme!r}")
+        request.set_authority(authority)
+        request.set_path_with_query(path)
+        outgoing_body = request.body()
+        try:
+            future = _outgoing.handle(request, None)
+        except Err as error:
+            raise _http_failure(error.value)
+        if body:
+            stream = outgoing_body.write()
+            for at in range(0, len(body), 4096):
+                stream.blocking_write_and_flush(body[at : at + 4096])
+            stream.__exit__(None, None, None)
+        _http.OutgoingBody.finish(outgoing_body, None)
+        future.subscribe().block()
+        answer = future.get()
+        if answer is None or isinstance(answer, Err):
+            raise HttpError("no response")
+        inner = answer.value
+        if isinstance(inner, Err):
+            raise _http_failure(inner.value)
+        response = inner.value
+        status = response.status()
+        pairs = [(k.lower(), v.decode("utf-8", errors="replace")) for k, v in response.headers().entries()]
+        incoming = response.consume()
+        stream = incoming.stream()
+        chunks = []
+        while True:
+            try:
+                chunks.append(stream.blocking_read(65536))
+            except Err as error:
+                if isinstance(error.value, _streams.StreamError_Closed):
+                    break
+                code = _http.http_error_code(error.value.value)
+                raise _http_failure(code) if code is not None else HttpError("reading the body failed")
+        return Response(status=status, headers=pairs, body=b"".join(chunks))
 
 
 class InvalidArguments(Exception):

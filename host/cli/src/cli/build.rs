@@ -23,6 +23,49 @@ const WIT: &str = include_str!("../../../../wit/gadget@0.1.0/gadget.wit");
 /// The Python SDK module.
 const PYTHON_SDK: &str = include_str!("../../../../sdk/python/gadget_sdk/__init__.py");
 
+/// The world Python gadgets are built against (the contract plus
+/// wasi:http's outgoing handler) and the WASI WIT it needs, by file.
+const SDK_WORLD: &str = include_str!("../../../../sdk/wit/world.wit");
+const SDK_WIT_DEPS: &[(&str, &str)] = &[
+    ("cli", include_str!("../../../../sdk/wit/deps/cli/cli.wit")),
+    (
+        "clocks",
+        include_str!("../../../../sdk/wit/deps/clocks/clocks.wit"),
+    ),
+    (
+        "filesystem",
+        include_str!("../../../../sdk/wit/deps/filesystem/filesystem.wit"),
+    ),
+    (
+        "http",
+        include_str!("../../../../sdk/wit/deps/http/http.wit"),
+    ),
+    ("io", include_str!("../../../../sdk/wit/deps/io/io.wit")),
+    (
+        "random",
+        include_str!("../../../../sdk/wit/deps/random/random.wit"),
+    ),
+    (
+        "sockets",
+        include_str!("../../../../sdk/wit/deps/sockets/sockets.wit"),
+    ),
+];
+
+/// Writes the SDK world, the contract and the WASI WIT into `wit`.
+fn write_sdk_wit(wit: &Path) -> Result<()> {
+    std::fs::create_dir_all(wit.join("deps/gadget-plugin"))?;
+    std::fs::write(wit.join("world.wit"), SDK_WORLD)?;
+    std::fs::write(wit.join("deps/gadget-plugin/gadget.wit"), WIT)?;
+    for (name, text) in SDK_WIT_DEPS {
+        std::fs::create_dir_all(wit.join("deps").join(name))?;
+        std::fs::write(
+            wit.join("deps").join(name).join(format!("{name}.wit")),
+            text,
+        )?;
+    }
+    Ok(())
+}
+
 /// The C SDK and the bindings `wit-bindgen c` 0.63.0 generated from the
 /// WIT (`sdk/c/regen.sh`).
 const C_SDK: &[(&str, &[u8])] = &[
@@ -136,15 +179,14 @@ fn build_python(dir: &Path, output: &Path) -> Result<()> {
     let had_cache = dir.join("__pycache__").exists();
     let support_dir = build_dir()?;
     let support = support_dir.path();
-    std::fs::create_dir_all(support.join("wit"))?;
+    write_sdk_wit(&support.join("wit"))?;
     std::fs::create_dir_all(support.join("sdk/gadget_sdk"))?;
-    std::fs::write(support.join("wit/gadget.wit"), WIT)?;
     std::fs::write(support.join("sdk/gadget_sdk/__init__.py"), PYTHON_SDK)?;
     let result = run(
         Command::new(&tool)
             .arg("-d")
             .arg(support.join("wit"))
-            .args(["-w", "plugin", "componentize", "app", "-p"])
+            .args(["-w", "plugin-http", "componentize", "app", "-p"])
             .arg(dir)
             .arg("-p")
             .arg(support.join("sdk"))

@@ -727,3 +727,29 @@ async fn the_abort_signal_stops_a_request_in_flight() {
     let error = report.outcome.unwrap_err().to_string();
     assert!(error.contains("cancelled"), "{error}");
 }
+
+#[test]
+fn a_python_gadget_reaches_a_granted_origin_through_the_sdk() {
+    let server = TestServer::start();
+    let python = crate::languages::built(&common::workspace().join("examples/python-gadget"));
+    let granted = format!("--grant=python-words:http=http://127.0.0.1:{}", server.port);
+    let params = format!(r#"{{"url": "{}"}}"#, server.url("/hello"));
+    let call = |grant: Option<&str>| {
+        let mut args = vec!["--plugins", python.to_str().unwrap()];
+        args.extend(grant);
+        args.extend(["call", "HttpStatus", "--params", &params, "--json"]);
+        let out = run(None, &[], &args);
+        serde_json::from_str::<Value>(&stdout(&out))
+            .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&out), stderr(&out)))
+    };
+    let ok = call(Some(&granted));
+    assert_eq!(ok["ok"], true, "{ok}");
+    assert_eq!(ok["result"], "200 hello from the test server");
+    let refused = call(None);
+    assert_eq!(refused["ok"], false, "{refused}");
+    assert!(
+        error_message(&refused).contains("the host refused the request"),
+        "{refused}"
+    );
+    assert_eq!(server.hits(), ["/hello"]);
+}

@@ -3,6 +3,7 @@
  * Build: gadget build examples/c-gadget
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gadget.h"
@@ -46,6 +47,31 @@ static gadget_status work_until_cancelled(gadget_call *call) {
     return gadget_cancelled(call);
 }
 
+/* GETs a URL through the host (only the origins the operator grants) and
+ * returns the status and the start of the body. */
+static char url[2048];
+
+static gadget_status http_status(gadget_call *call) {
+    if (!gadget_param_string(call, "url", url, sizeof url))
+        return gadget_invalid_arguments(call, "url must be a string of at most %d bytes",
+                                        (int)sizeof url - 1);
+    /* A config value the operator grants ([plugins.c-cipher] config = ...), or NULL. */
+    const char *token = gadget_config("API_TOKEN");
+    char bearer[512];
+    snprintf(bearer, sizeof bearer, "Bearer %s", token ? token : "");
+    const char *headers[] = {"authorization", bearer, NULL};
+    gadget_http_response page;
+    char *error;
+    if (gadget_http_get(url, token ? headers : NULL, &page, &error) != 0) {
+        gadget_status failed = gadget_failed(call, "%s", error);
+        free(error);
+        return failed;
+    }
+    gadget_status done = gadget_result(call, "%d %.200s", page.status, page.body);
+    gadget_http_response_free(&page);
+    return done;
+}
+
 static const gadget_example caesar_examples[] = {
     {.params = "{\"text\": \"Hello, World\", \"shift\": 3}", .output = "Khoor, Zruog"},
     {.params = "{\"text\": \"Uryyb\"}", .output = "Hello", .comment = "ROT13 by default"},
@@ -73,6 +99,15 @@ static const gadget_def gadgets[] = {
         .description = "Works until told to stop: shows how a C gadget honours the abort signal.",
         .schema = "{\"type\":\"object\",\"properties\":{}}",
         .invoke = work_until_cancelled,
+    },
+    {
+        .name = "HttpStatus",
+        .label = "HTTP status",
+        .description = "Fetches a URL (GET) and returns its HTTP status and the start of its "
+                       "body. Only the origins the operator grants can be reached.",
+        .schema = "{\"type\":\"object\",\"properties\":{\"url\":{\"type\":\"string\","
+                  "\"description\":\"An http or https URL.\"}},\"required\":[\"url\"]}",
+        .invoke = http_status,
     },
 };
 

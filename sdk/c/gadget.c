@@ -4,7 +4,7 @@
  *
  * Ownership, as the canonical ABI wants it: the strings the host passes to
  * `invoke` belong to us and are freed here; the strings we return are
- * copies (plugin_string_dup) that the generated post-return functions free.
+ * copies (plugin_http_string_dup) that the generated post-return functions free.
  */
 #include "gadget.h"
 
@@ -13,8 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
-#include "plugin.h"
+#include "plugin_http.h"
 
 /* Provided by GADGET_EXPORT in the gadget's source. */
 extern const gadget_def *const gadget_defs;
@@ -32,7 +33,7 @@ enum {
 
 /* ---- Strings ---- */
 
-static char *to_cstring(const plugin_string_t *s) {
+static char *to_cstring(const plugin_http_string_t *s) {
     char *out = malloc(s->len + 1);
     if (out == NULL) abort();
     memcpy(out, s->ptr, s->len);
@@ -40,9 +41,9 @@ static char *to_cstring(const plugin_string_t *s) {
     return out;
 }
 
-static void set_option(plugin_option_string_t *opt, const char *s) {
+static void set_option(plugin_http_option_string_t *opt, const char *s) {
     opt->is_some = s != NULL;
-    if (s != NULL) plugin_string_dup(&opt->val, s);
+    if (s != NULL) plugin_http_string_dup(&opt->val, s);
 }
 
 static char *vformat(const char *format, va_list args) {
@@ -293,9 +294,9 @@ bool gadget_param_bool(const gadget_call *call, const char *key, bool *out) {
 /* ---- Host services ---- */
 
 void gadget_log(gadget_level level, const char *message, const char *fields_json) {
-    plugin_string_t msg, fields;
-    plugin_string_set(&msg, message);
-    plugin_string_set(&fields, fields_json == NULL ? "" : fields_json);
+    plugin_http_string_t msg, fields;
+    plugin_http_string_set(&msg, message);
+    plugin_http_string_set(&fields, fields_json == NULL ? "" : fields_json);
     gadget_plugin_host_log((gadget_plugin_host_level_t)level, &msg, &fields);
 }
 
@@ -305,8 +306,8 @@ void gadget_warn(const char *message) { gadget_log(GADGET_WARN, message, NULL); 
 void gadget_report_cost(double usd) { gadget_plugin_host_report_cost(usd); }
 
 void gadget_progress(const char *message) {
-    plugin_string_t msg;
-    plugin_string_set(&msg, message);
+    plugin_http_string_t msg;
+    plugin_http_string_set(&msg, message);
     gadget_plugin_host_progress(&msg);
 }
 
@@ -329,17 +330,17 @@ void exports_gadget_plugin_gadget_specs(exports_gadget_plugin_gadget_list_gadget
     for (size_t i = 0; i < gadget_def_count; i++) {
         const gadget_def *def = &gadget_defs[i];
         exports_gadget_plugin_gadget_gadget_spec_t *spec = &ret->ptr[i];
-        plugin_string_dup(&spec->name, def->name);
+        plugin_http_string_dup(&spec->name, def->name);
         set_option(&spec->label, def->label);
-        plugin_string_dup(&spec->description, def->description);
-        plugin_string_dup(&spec->parameters_schema, def->schema == NULL ? "" : def->schema);
+        plugin_http_string_dup(&spec->description, def->description);
+        plugin_http_string_dup(&spec->parameters_schema, def->schema == NULL ? "" : def->schema);
         spec->examples.len = def->example_count;
         spec->examples.ptr =
             calloc(def->example_count ? def->example_count : 1, sizeof *spec->examples.ptr);
         if (spec->examples.ptr == NULL) abort();
         for (size_t j = 0; j < def->example_count; j++) {
             const gadget_example *ex = &def->examples[j];
-            plugin_string_dup(&spec->examples.ptr[j].params, ex->params);
+            plugin_http_string_dup(&spec->examples.ptr[j].params, ex->params);
             set_option(&spec->examples.ptr[j].output, ex->output);
             set_option(&spec->examples.ptr[j].comment, ex->comment);
         }
@@ -351,17 +352,17 @@ void exports_gadget_plugin_gadget_specs(exports_gadget_plugin_gadget_list_gadget
     }
 }
 
-bool exports_gadget_plugin_gadget_invoke(plugin_string_t *invocation_id, plugin_string_t *name,
-                                         plugin_string_t *params,
+bool exports_gadget_plugin_gadget_invoke(plugin_http_string_t *invocation_id, plugin_http_string_t *name,
+                                         plugin_http_string_t *params,
                                          exports_gadget_plugin_gadget_outcome_t *ret,
                                          exports_gadget_plugin_gadget_gadget_error_t *err) {
     gadget_call call = {0};
     char *id_c = to_cstring(invocation_id);
     char *name_c = to_cstring(name);
     char *params_c = to_cstring(params);
-    plugin_string_free(invocation_id);
-    plugin_string_free(name);
-    plugin_string_free(params);
+    plugin_http_string_free(invocation_id);
+    plugin_http_string_free(name);
+    plugin_http_string_free(params);
     call.invocation_id = id_c;
     call.name = name_c;
     call.params = params_c;
@@ -388,7 +389,7 @@ bool exports_gadget_plugin_gadget_invoke(plugin_string_t *invocation_id, plugin_
                                                 : GADGET_PLUGIN_TYPES_OUTCOME_FINISH;
             gadget_plugin_types_call_result_t *r =
                 call.kind == KIND_RESULT ? &ret->val.result : &ret->val.finish;
-            plugin_string_dup(&r->result, text);
+            plugin_http_string_dup(&r->result, text);
             r->cost.is_some = call.has_cost;
             r->cost.val = call.cost;
             set_option(&r->details, call.details);
@@ -396,12 +397,12 @@ bool exports_gadget_plugin_gadget_invoke(plugin_string_t *invocation_id, plugin_
         }
         case KIND_ASK_HUMAN:
             ret->tag = GADGET_PLUGIN_TYPES_OUTCOME_ASK_HUMAN;
-            plugin_string_dup(&ret->val.ask_human, text);
+            plugin_http_string_dup(&ret->val.ask_human, text);
             break;
         case KIND_INVALID_ARGUMENTS:
             ok = false;
             err->tag = GADGET_PLUGIN_TYPES_GADGET_ERROR_INVALID_ARGUMENTS;
-            plugin_string_dup(&err->val.invalid_arguments, text);
+            plugin_http_string_dup(&err->val.invalid_arguments, text);
             break;
         case KIND_CANCELLED:
             ok = false;
@@ -410,7 +411,7 @@ bool exports_gadget_plugin_gadget_invoke(plugin_string_t *invocation_id, plugin_
         default:
             ok = false;
             err->tag = GADGET_PLUGIN_TYPES_GADGET_ERROR_FAILED;
-            plugin_string_dup(&err->val.failed, text);
+            plugin_http_string_dup(&err->val.failed, text);
             break;
     }
     free(call.text);
@@ -419,4 +420,209 @@ bool exports_gadget_plugin_gadget_invoke(plugin_string_t *invocation_id, plugin_
     free(name_c);
     free(params_c);
     return ok;
+}
+
+/* ---- Configuration and HTTP ---- */
+
+const char *gadget_config(const char *key) { return getenv(key); }
+
+static char *http_message(const char *text) {
+    char *copy = strdup(text);
+    return copy;
+}
+
+static int http_failure(const wasi_http_types_error_code_t *code, char **error) {
+    char buf[160];
+    switch (code->tag) {
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_REQUEST_DENIED:
+        *error = http_message("the host refused the request: this origin is not granted to the "
+                              "plugin (the operator grants origins in the policy file)");
+        return GADGET_HTTP_DENIED;
+    case WASI_HTTP_TYPES_ERROR_CODE_HTTP_RESPONSE_BODY_SIZE:
+        snprintf(buf, sizeof buf, "the response body is over the host's %llu-byte limit",
+                 (unsigned long long)(code->val.http_response_body_size.is_some
+                                          ? code->val.http_response_body_size.val
+                                          : 0));
+        *error = http_message(buf);
+        return -1;
+    case WASI_HTTP_TYPES_ERROR_CODE_CONNECTION_TIMEOUT:
+        *error = http_message("timed out (the call's deadline, or the connection)");
+        return -1;
+    default:
+        snprintf(buf, sizeof buf, "request failed (wasi:http error code %d)", code->tag);
+        *error = http_message(buf);
+        return -1;
+    }
+}
+
+static char *header_value(wasi_http_types_list_tuple2_field_name_field_value_t *entries,
+                          const char *name) {
+    for (size_t i = 0; i < entries->len; i++) {
+        plugin_http_string_t *key = &entries->ptr[i].f0;
+        if (key->len == strlen(name) && strncasecmp((const char *)key->ptr, name, key->len) == 0) {
+            wasi_http_types_field_value_t *v = &entries->ptr[i].f1;
+            char *out = malloc(v->len + 1);
+            memcpy(out, v->ptr, v->len);
+            out[v->len] = 0;
+            return out;
+        }
+    }
+    return NULL;
+}
+
+int gadget_http_get(const char *url, const char *const *headers, gadget_http_response *out,
+                    char **error) {
+    memset(out, 0, sizeof *out);
+    *error = NULL;
+    const char *sep = strstr(url, "://");
+    if (!sep) {
+        *error = http_message("invalid URL: no scheme");
+        return -1;
+    }
+    wasi_http_types_scheme_t scheme;
+    if ((size_t)(sep - url) == 5 && strncasecmp(url, "https", 5) == 0) {
+        scheme.tag = WASI_HTTP_TYPES_SCHEME_HTTPS;
+    } else if ((size_t)(sep - url) == 4 && strncasecmp(url, "http", 4) == 0) {
+        scheme.tag = WASI_HTTP_TYPES_SCHEME_HTTP;
+    } else {
+        *error = http_message("invalid URL: the scheme is not http or https");
+        return -1;
+    }
+    const char *rest = sep + 3;
+    size_t authority_len = strcspn(rest, "/?");
+    char path[4096];
+    snprintf(path, sizeof path, "%s%s", rest[authority_len] == '?' ? "/" : "",
+             rest[authority_len] ? rest + authority_len : "/");
+
+    size_t count = 0;
+    while (headers && headers[2 * count]) count++;
+    wasi_http_types_tuple2_field_name_field_value_t pairs[count ? count : 1];
+    for (size_t i = 0; i < count; i++) {
+        pairs[i].f0.ptr = (uint8_t *)headers[2 * i];
+        pairs[i].f0.len = strlen(headers[2 * i]);
+        pairs[i].f1.ptr = (uint8_t *)headers[2 * i + 1];
+        pairs[i].f1.len = strlen(headers[2 * i + 1]);
+    }
+    wasi_http_types_list_tuple2_field_name_field_value_t list = {pairs, count};
+    wasi_http_types_own_fields_t fields;
+    wasi_http_types_header_error_t header_error;
+    if (!wasi_http_types_static_fields_from_list(&list, &fields, &header_error)) {
+        *error = http_message("a header is not valid (or not allowed)");
+        return -1;
+    }
+    wasi_http_types_own_outgoing_request_t request =
+        wasi_http_types_constructor_outgoing_request(fields);
+    wasi_http_types_borrow_outgoing_request_t borrowed =
+        wasi_http_types_borrow_outgoing_request(request);
+    wasi_http_types_method_t method = {.tag = WASI_HTTP_TYPES_METHOD_GET};
+    plugin_http_string_t authority = {(uint8_t *)rest, authority_len};
+    plugin_http_string_t path_with_query = {(uint8_t *)path, strlen(path)};
+    wasi_http_types_own_outgoing_body_t body;
+    if (!wasi_http_types_method_outgoing_request_set_method(borrowed, &method) ||
+        !wasi_http_types_method_outgoing_request_set_scheme(borrowed, &scheme) ||
+        !wasi_http_types_method_outgoing_request_set_authority(borrowed, &authority) ||
+        !wasi_http_types_method_outgoing_request_set_path_with_query(borrowed, &path_with_query) ||
+        !wasi_http_types_method_outgoing_request_body(borrowed, &body)) {
+        wasi_http_types_outgoing_request_drop_own(request);
+        *error = http_message("invalid URL");
+        return -1;
+    }
+    wasi_http_outgoing_handler_own_future_incoming_response_t future;
+    wasi_http_outgoing_handler_error_code_t code;
+    if (!wasi_http_outgoing_handler_handle(request, NULL, &future, &code)) {
+        wasi_http_types_outgoing_body_drop_own(body);
+        int rc = http_failure(&code, error);
+        wasi_http_types_error_code_free(&code);
+        return rc;
+    }
+    wasi_http_types_error_code_t finish_error;
+    if (!wasi_http_types_static_outgoing_body_finish(body, NULL, &finish_error)) {
+        wasi_http_types_error_code_free(&finish_error);
+    }
+    wasi_http_types_borrow_future_incoming_response_t waiting =
+        wasi_http_types_borrow_future_incoming_response(future);
+    wasi_io_poll_own_pollable_t ready =
+        wasi_http_types_method_future_incoming_response_subscribe(waiting);
+    wasi_io_poll_method_pollable_block(wasi_io_poll_borrow_pollable(ready));
+    wasi_io_poll_pollable_drop_own(ready);
+    wasi_http_types_result_result_own_incoming_response_error_code_void_t answer;
+    bool some = wasi_http_types_method_future_incoming_response_get(waiting, &answer);
+    wasi_http_types_future_incoming_response_drop_own(future);
+    if (!some || answer.is_err) {
+        *error = http_message("no response");
+        return -1;
+    }
+    if (answer.val.ok.is_err) {
+        int rc = http_failure(&answer.val.ok.val.err, error);
+        wasi_http_types_error_code_free(&answer.val.ok.val.err);
+        return rc;
+    }
+    wasi_http_types_own_incoming_response_t response = answer.val.ok.val.ok;
+    wasi_http_types_borrow_incoming_response_t r = wasi_http_types_borrow_incoming_response(response);
+    out->status = wasi_http_types_method_incoming_response_status(r);
+    wasi_http_types_own_headers_t response_headers = wasi_http_types_method_incoming_response_headers(r);
+    wasi_http_types_list_tuple2_field_name_field_value_t entries;
+    wasi_http_types_method_fields_entries(wasi_http_types_borrow_fields(response_headers), &entries);
+    out->content_type = header_value(&entries, "content-type");
+    out->location = header_value(&entries, "location");
+    wasi_http_types_list_tuple2_field_name_field_value_free(&entries);
+    wasi_http_types_fields_drop_own(response_headers);
+
+    wasi_http_types_own_incoming_body_t incoming;
+    if (!wasi_http_types_method_incoming_response_consume(r, &incoming)) {
+        wasi_http_types_incoming_response_drop_own(response);
+        *error = http_message("the response has no body");
+        return -1;
+    }
+    wasi_http_types_own_input_stream_t stream;
+    wasi_http_types_method_incoming_body_stream(wasi_http_types_borrow_incoming_body(incoming), &stream);
+    size_t cap = 65536, len = 0;
+    char *bytes = malloc(cap + 1);
+    int rc = 0;
+    for (;;) {
+        plugin_http_list_u8_t chunk;
+        wasi_io_streams_stream_error_t stream_error;
+        if (!wasi_io_streams_method_input_stream_blocking_read(
+                wasi_io_streams_borrow_input_stream(stream), 65536, &chunk, &stream_error)) {
+            if (stream_error.tag != WASI_IO_STREAMS_STREAM_ERROR_CLOSED) {
+                wasi_http_types_error_code_t failure;
+                wasi_http_types_borrow_io_error_t io_error = {stream_error.val.last_operation_failed.__handle};
+                if (wasi_http_types_http_error_code(io_error, &failure)) {
+                    rc = http_failure(&failure, error);
+                    wasi_http_types_error_code_free(&failure);
+                } else {
+                    *error = http_message("reading the body failed");
+                    rc = -1;
+                }
+            }
+            wasi_io_streams_stream_error_free(&stream_error);
+            break;
+        }
+        if (len + chunk.len > cap) {
+            while (len + chunk.len > cap) cap *= 2;
+            bytes = realloc(bytes, cap + 1);
+        }
+        memcpy(bytes + len, chunk.ptr, chunk.len);
+        len += chunk.len;
+        plugin_http_list_u8_free(&chunk);
+    }
+    wasi_io_streams_input_stream_drop_own(stream);
+    wasi_http_types_incoming_body_drop_own(incoming);
+    wasi_http_types_incoming_response_drop_own(response);
+    bytes[len] = 0;
+    if (rc != 0) {
+        free(bytes);
+        gadget_http_response_free(out);
+        return rc;
+    }
+    out->body = bytes;
+    out->body_len = len;
+    return 0;
+}
+
+void gadget_http_response_free(gadget_http_response *response) {
+    free(response->body);
+    free(response->content_type);
+    free(response->location);
+    memset(response, 0, sizeof *response);
 }

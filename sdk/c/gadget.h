@@ -155,6 +155,36 @@ bool gadget_is_cancelled(void);
 /* Milliseconds until the call's deadline. */
 uint64_t gadget_time_left_ms(void);
 
+/* ---- Configuration and HTTP, as far as the operator grants them ----
+ *
+ * A configuration value the operator granted this plugin (the manifest asks
+ * under [permissions] config), or NULL. Granted values are the instance's
+ * environment, so this is getenv; nothing else of the host's environment is
+ * there. Secret values are redacted from everything the gadget sends back. */
+const char *gadget_config(const char *key);
+
+/* A response, read whole (the host caps its size). */
+typedef struct {
+    int status;
+    char *body;          /* body_len bytes, then a NUL */
+    size_t body_len;
+    char *content_type;  /* or NULL */
+    char *location;      /* or NULL (redirects are not followed) */
+} gadget_http_response;
+
+/* The host refused the request: the origin is not granted to this plugin
+ * (the call's log names the grant that would allow it). */
+#define GADGET_HTTP_DENIED (-2)
+
+/* GET url over the standard wasi:http interface; the host sends it, only to
+ * the origins the operator grants (the manifest asks under [permissions]
+ * http). headers: NULL, or "name", "value", ..., NULL. Returns 0 and fills
+ * *out (free it with gadget_http_response_free), or GADGET_HTTP_DENIED or -1
+ * with *error set to a message (free it). */
+int gadget_http_get(const char *url, const char *const *headers, gadget_http_response *out,
+                    char **error);
+void gadget_http_response_free(gadget_http_response *response);
+
 #ifdef __cplusplus
 }
 #endif

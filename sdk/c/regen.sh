@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Regenerates the C bindings in sdk/c/gen/ from wit/gadget@0.1.0/gadget.wit. They are
+# Regenerates the C bindings in sdk/c/gen/ for the SDK's world (sdk/wit/world.wit:
+# the contract in wit/gadget@0.1.0/gadget.wit plus wasi:http's outgoing handler). They are
 # committed (the generator is wit-bindgen-cli 0.63.0, a 13-minute install),
 # so only a change to the WIT needs this. Install the generator with:
 #   cargo install --locked wit-bindgen-cli@0.63.0
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-wit-bindgen c wit/gadget@0.1.0 --world plugin --out-dir sdk/c/gen
-echo "regenerated sdk/c/gen from wit/gadget@0.1.0/"
+wit=$(mktemp -d)
+cp -r sdk/wit/. "$wit"/
+mkdir -p "$wit/deps/gadget-plugin"
+cp wit/gadget@0.1.0/gadget.wit "$wit/deps/gadget-plugin/"
+wit-bindgen c "$wit" --world plugin-http --out-dir sdk/c/gen
+rm -rf "$wit"
+echo "regenerated sdk/c/gen from sdk/wit/ and wit/gadget@0.1.0/"

@@ -72,16 +72,16 @@ const C_SDK: &[(&str, &[u8])] = &[
     ("gadget.h", include_bytes!("../../../../sdk/c/gadget.h")),
     ("gadget.c", include_bytes!("../../../../sdk/c/gadget.c")),
     (
-        "gen/plugin.h",
-        include_bytes!("../../../../sdk/c/gen/plugin.h"),
+        "gen/plugin_http.h",
+        include_bytes!("../../../../sdk/c/gen/plugin_http.h"),
     ),
     (
-        "gen/plugin.c",
-        include_bytes!("../../../../sdk/c/gen/plugin.c"),
+        "gen/plugin_http.c",
+        include_bytes!("../../../../sdk/c/gen/plugin_http.c"),
     ),
     (
-        "gen/plugin_component_type.o",
-        include_bytes!("../../../../sdk/c/gen/plugin_component_type.o"),
+        "gen/plugin_http_component_type.o",
+        include_bytes!("../../../../sdk/c/gen/plugin_http_component_type.o"),
     ),
 ];
 
@@ -476,8 +476,8 @@ fn build_c(dir: &Path, output: &Path) -> Result<()> {
         .arg(output)
         .args(c_sources(dir)?)
         .arg(support.join("gadget.c"))
-        .arg(support.join("gen/plugin.c"))
-        .arg(support.join("gen/plugin_component_type.o"));
+        .arg(support.join("gen/plugin_http.c"))
+        .arg(support.join("gen/plugin_http_component_type.o"));
     run(&mut command, "clang")
 }
 

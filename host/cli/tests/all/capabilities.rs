@@ -728,14 +728,15 @@ async fn the_abort_signal_stops_a_request_in_flight() {
     assert!(error.contains("cancelled"), "{error}");
 }
 
-#[test]
-fn a_python_gadget_reaches_a_granted_origin_through_the_sdk() {
+/// An SDK example's `HttpStatus` through a granted origin, then refused
+/// without the grant.
+fn sdk_example_fetches(example: &str, plugin: &str) {
     let server = TestServer::start();
-    let python = crate::languages::built(&common::workspace().join("examples/python-gadget"));
-    let granted = format!("--grant=python-words:http=http://127.0.0.1:{}", server.port);
+    let dir = crate::languages::built(&common::workspace().join("examples").join(example));
+    let granted = format!("--grant={plugin}:http=http://127.0.0.1:{}", server.port);
     let params = format!(r#"{{"url": "{}"}}"#, server.url("/hello"));
     let call = |grant: Option<&str>| {
-        let mut args = vec!["--plugins", python.to_str().unwrap()];
+        let mut args = vec!["--plugins", dir.to_str().unwrap()];
         args.extend(grant);
         args.extend(["call", "HttpStatus", "--params", &params, "--json"]);
         let out = run(None, &[], &args);
@@ -743,13 +744,23 @@ fn a_python_gadget_reaches_a_granted_origin_through_the_sdk() {
             .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&out), stderr(&out)))
     };
     let ok = call(Some(&granted));
-    assert_eq!(ok["ok"], true, "{ok}");
+    assert_eq!(ok["ok"], true, "{example}: {ok}");
     assert_eq!(ok["result"], "200 hello from the test server");
     let refused = call(None);
-    assert_eq!(refused["ok"], false, "{refused}");
+    assert_eq!(refused["ok"], false, "{example}: {refused}");
     assert!(
         error_message(&refused).contains("the host refused the request"),
-        "{refused}"
+        "{example}: {refused}"
     );
-    assert_eq!(server.hits(), ["/hello"]);
+    assert_eq!(server.hits(), ["/hello"], "{example}");
+}
+
+#[test]
+fn a_python_gadget_reaches_a_granted_origin_through_the_sdk() {
+    sdk_example_fetches("python-gadget", "python-words");
+}
+
+#[test]
+fn a_c_gadget_reaches_a_granted_origin_through_the_sdk() {
+    sdk_example_fetches("c-gadget", "c-cipher");
 }

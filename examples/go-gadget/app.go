@@ -3,6 +3,7 @@
 package app
 
 import (
+	"fmt"
 	"strings"
 
 	"wit_component/gadget"
@@ -47,6 +48,26 @@ func workUntilCancelled(params map[string]any, ctx *gadget.Context) (gadget.Resu
 	}
 }
 
+// httpStatus GETs a URL through the host (only the origins the operator
+// grants) and returns the status and the start of the body.
+func httpStatus(params map[string]any, ctx *gadget.Context) (gadget.Result, error) {
+	url, _ := params["url"].(string)
+	headers := map[string]string{}
+	// A config value the operator grants ([plugins.go-roman] config = ...).
+	if token, ok := gadget.Config("API_TOKEN"); ok {
+		headers["authorization"] = "Bearer " + token
+	}
+	page, err := gadget.HTTPGet(url, headers)
+	if err != nil {
+		return gadget.Result{}, err
+	}
+	text := page.Text()
+	if len(text) > 200 {
+		text = text[:200]
+	}
+	return gadget.Text(fmt.Sprintf("%d %s", page.Status, text)), nil
+}
+
 func init() {
 	gadget.Register(
 		gadget.Def{
@@ -65,6 +86,13 @@ func init() {
 			Description: "Works until told to stop: shows how a Go gadget honours the abort signal.",
 			Schema:      `{"type":"object","properties":{}}`,
 			Run:         workUntilCancelled,
+		},
+		gadget.Def{
+			Name:        "HttpStatus",
+			Label:       "HTTP status",
+			Description: "Fetches a URL (GET) and returns its HTTP status and the start of its body. Only the origins the operator grants can be reached.",
+			Schema:      `{"type":"object","properties":{"url":{"type":"string","description":"An http or https URL."}},"required":["url"]}`,
+			Run:         httpStatus,
 		},
 	)
 }

@@ -387,14 +387,17 @@ fn go_cache_dir() -> PathBuf {
         .unwrap_or_else(|| std::env::temp_dir().join("gadget-host-go-build"))
 }
 
-/// A core module built against the WIT → a component of world `plugin`.
+/// A core module built against the SDK's WIT → a component of world
+/// `plugin-http` (the contract plus wasi:http's outgoing handler).
 fn componentize(module: &mut Vec<u8>) -> Result<Vec<u8>> {
+    let wit_dir = build_dir()?;
+    write_sdk_wit(wit_dir.path())?;
     let mut resolve = wit_parser::Resolve::default();
-    let package = resolve
-        .push_str("gadget.wit", WIT)
+    let (package, _) = resolve
+        .push_dir(wit_dir.path())
         .map_err(|e| anyhow::anyhow!("{e:#}"))?;
     let world = resolve
-        .select_world(&[package], Some("plugin"))
+        .select_world(&[package], Some("plugin-http"))
         .map_err(|e| anyhow::anyhow!("{e:#}"))?;
     wit_component::embed_component_metadata(
         module,

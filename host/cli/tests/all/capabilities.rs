@@ -764,3 +764,8 @@ fn a_python_gadget_reaches_a_granted_origin_through_the_sdk() {
 fn a_c_gadget_reaches_a_granted_origin_through_the_sdk() {
     sdk_example_fetches("c-gadget", "c-cipher");
 }
+
+#[test]
+fn a_go_gadget_reaches_a_granted_origin_through_the_sdk() {
+    sdk_example_fetches("go-gadget", "go-roman");
+}

@@ -2,6 +2,14 @@
 //
 // This code was generated from the following packages:
 //     gadget:plugin@0.1.0
+//     wasi:io@0.2.12
+//     wasi:clocks@0.2.12
+//     wasi:random@0.2.12
+//     wasi:filesystem@0.2.12
+//     wasi:sockets@0.2.12
+//     wasi:cli@0.2.12
+//     wasi:http@0.2.12
+//     gadget:sdk@0.1.0
 
 package gadget_plugin_types
 

@@ -1,6 +1,6 @@
 // URL slugs, written in JavaScript: the JS SDK's example plugin.
 // Build: gadget build examples/js-gadget
-import { defineGadget, exportGadgets, InvalidArguments, Cancelled, result } from 'gadget-sdk';
+import { defineGadget, exportGadgets, InvalidArguments, Cancelled, result, config } from 'gadget-sdk';
 
 const Slugify = defineGadget({
   name: 'Slugify',
@@ -47,4 +47,19 @@ const WorkUntilCancelled = defineGadget({
   },
 });
 
-export const gadget = exportGadgets(Slugify, WorkUntilCancelled);
+// A config value the operator grants (`[plugins.js-slug] config = { GREETING
+// = { value = "Bonjour" } }`); null when not granted.
+const Greet = defineGadget({
+  name: 'Greet',
+  description: "Greets someone with the operator's configured greeting (Hello by default).",
+  schema: {
+    type: 'object',
+    properties: { name: { type: 'string', description: 'Who to greet.' } },
+    required: ['name'],
+  },
+  run(params) {
+    return `${config('GREETING') ?? 'Hello'}, ${params.name}!`;
+  },
+});
+
+export const gadget = exportGadgets(Slugify, WorkUntilCancelled, Greet);

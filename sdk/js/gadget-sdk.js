@@ -33,6 +33,16 @@ import {
   cancelled as hostCancelled,
   callInfo as hostCallInfo,
 } from 'gadget:plugin/host@0.1.0';
+import environment from 'wasi:cli/environment@0.2.12';
+
+// A configuration value the operator granted this plugin (its manifest asks
+// for the key under `[permissions] config`), or null. Granted values are
+// the instance's environment; nothing else of the host's is there. Secret
+// values are redacted from everything the gadget sends back.
+function config(key) {
+  const found = environment.getEnvironment().find(([name]) => name === key);
+  return found ? found[1] : null;
+}
 
 // The parameters are unusable; the message tells the model what to change.
 class InvalidArguments extends Error {}

@@ -218,8 +218,7 @@ fn build_js(dir: &Path, output: &Path) -> Result<()> {
     let app = strip_sdk_import(&app);
     let support_dir = build_dir()?;
     let support = support_dir.path();
-    std::fs::create_dir_all(support.join("wit"))?;
-    std::fs::write(support.join("wit/gadget.wit"), WIT)?;
+    write_sdk_wit(&support.join("wit"))?;
     std::fs::write(support.join("app.js"), format!("{JS_SDK}\n{app}"))?;
     run(
         Command::new(&tool)
@@ -227,7 +226,7 @@ fn build_js(dir: &Path, output: &Path) -> Result<()> {
             .arg(support.join("wit"))
             .arg("--js")
             .arg(support.join("app.js"))
-            .args(["-n", "plugin", "--sync", "-o"])
+            .args(["-n", "plugin-config", "--sync", "-o"])
             .arg(output)
             .stdout(std::process::Stdio::null()),
         "componentize-qjs",

@@ -769,3 +769,22 @@ fn a_c_gadget_reaches_a_granted_origin_through_the_sdk() {
 fn a_go_gadget_reaches_a_granted_origin_through_the_sdk() {
     sdk_example_fetches("go-gadget", "go-roman");
 }
+
+#[test]
+fn a_javascript_gadget_reads_granted_config() {
+    let dir = crate::languages::built(&common::workspace().join("examples/js-gadget"));
+    let greet = |grant: &[&str]| {
+        let mut args = vec!["--plugins", dir.to_str().unwrap()];
+        args.extend(grant);
+        args.extend(["call", "Greet", "--params", r#"{"name": "Ada"}"#]);
+        let out = run(None, &[("GREETING", "from the host")], &args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    assert_eq!(
+        greet(&["--grant", "js-slug:config=GREETING=value:Bonjour"]),
+        "Bonjour, Ada!\n"
+    );
+    // The host's own GREETING is not the gadget's to read.
+    assert_eq!(greet(&[]), "Hello, Ada!\n");
+}

@@ -189,10 +189,10 @@ impl Ledger {
 
     /// Reports a log entry that fitted and keeps it.
     fn keep(&mut self, mut entry: LogEntry) {
-        if entry.source == LogSource::Gadget {
-            entry.message = self.redact(entry.message);
-            entry.fields = self.redact_value(entry.fields);
-        }
+        // Host notes too: they can quote what the gadget did (a request's
+        // URL with an API key in its query, say).
+        entry.message = self.redact(entry.message);
+        entry.fields = self.redact_value(entry.fields);
         self.emit(CallEvent::Log(entry.clone()));
         self.logs.push(entry);
     }
@@ -506,6 +506,25 @@ mod tests {
         ledger.guest_log(LogLevel::Info, "m".into(), &fields, 0);
         assert!(ledger.logs.is_empty());
         assert_eq!(ledger.dropped_entries, 1);
+    }
+
+    #[test]
+    fn secrets_are_redacted_from_every_entry_host_notes_included() {
+        let redactor = Arc::new(crate::redact::Redactor::new(vec!["k-123".into()]));
+        let mut ledger = Ledger::new(1 << 20, None).with_redactor(Some(redactor));
+        ledger.guest_log(LogLevel::Info, "key k-123".into(), r#"{"k": "k-123"}"#, 0);
+        ledger.host_warning("HTTP https://api.example.com/?key=k-123: refused".into(), 0);
+        ledger.progress("at k-123".into());
+        ledger.update("u k-123".into(), Some(r#"{"v": "k-123"}"#), 0);
+        let all = format!(
+            "{:?} {:?} {:?}",
+            ledger.logs, ledger.progress, ledger.updates
+        );
+        assert!(!all.contains("k-123"), "{all}");
+        assert_eq!(
+            ledger.logs[1].message,
+            "HTTP https://api.example.com/?key=[redacted]: refused"
+        );
     }
 
     #[test]

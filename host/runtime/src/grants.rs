@@ -243,8 +243,11 @@ impl HostPattern {
         match self {
             HostPattern::Exact(exact) => exact.eq_ignore_ascii_case(host),
             HostPattern::Subdomains(domain) => {
+                // Bytes, not string slices: a host with non-ASCII bytes
+                // must not make a slice land inside a character.
+                let (host, domain) = (host.as_bytes(), domain.as_bytes());
                 host.len() > domain.len() + 1
-                    && host.as_bytes()[host.len() - domain.len() - 1] == b'.'
+                    && host[host.len() - domain.len() - 1] == b'.'
                     && host[host.len() - domain.len()..].eq_ignore_ascii_case(domain)
             }
         }
@@ -818,6 +821,8 @@ mod tests {
         assert!(rule.allows(true, "EN.Wikipedia.org", 443));
         assert!(!rule.allows(true, "wikipedia.org", 443));
         assert!(!rule.allows(true, "evilwikipedia.org", 443));
+        assert!(!rule.allows(true, "é.wikipedia.orgé", 443));
+        assert!(!rule.allows(true, "xé.wikipedia.or", 443));
         assert!(!rule.allows(false, "en.wikipedia.org", 80));
         assert!(!rule.allows(true, "en.wikipedia.org", 8443));
         let rule = OriginRule::parse("http://127.0.0.1:8080").unwrap();

@@ -141,10 +141,15 @@ impl WasiHttpHooks for HttpHooks {
                     .unwrap_or_else(|p| p.into_inner())
                     .push(message)
             };
-            let sent = send(client, request, deadline, cancel).await;
+            // The request body stays alive until the failure is noted: its
+            // end is what the gadget sees, and the call must not end (and
+            // its notes be collected) before the reason is written down.
+            let (parts, mut body) = request.into_parts();
+            let sent = send(client, parts, &mut body, deadline, cancel).await;
             if let Err((_, message)) = &sent {
                 note(message.clone());
             }
+            drop(body);
             sent.map_err(|(error, _)| error)
         })
     }
@@ -154,7 +159,8 @@ impl WasiHttpHooks for HttpHooks {
 /// and a line for the call's log.
 async fn send(
     client: reqwest::Client,
-    request: http::Request<WasiBody>,
+    parts: http::request::Parts,
+    body: &mut WasiBody,
     deadline: Instant,
     cancel: Option<Arc<AtomicBool>>,
 ) -> Result<
@@ -164,7 +170,6 @@ async fn send(
     ),
     (HttpError, String),
 > {
-    let (parts, body) = request.into_parts();
     let target = parts.uri.to_string();
     let fail = |error: HttpError, why: String| (error, format!("HTTP {target}: {why}"));
     let body = bounded(collect(body), deadline, cancel.clone())
@@ -199,7 +204,7 @@ async fn send(
 }
 
 /// The request body, buffered up to [`MAX_HTTP_REQUEST_BYTES`].
-async fn collect(mut body: WasiBody) -> Result<Bytes, (HttpError, String)> {
+async fn collect(body: &mut WasiBody) -> Result<Bytes, (HttpError, String)> {
     let mut bytes = Vec::new();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| {

@@ -626,6 +626,33 @@ fn redirects_are_not_followed_and_bodies_and_requests_are_capped() {
 }
 
 #[test]
+fn a_request_body_over_the_cap_is_refused_before_it_is_sent() {
+    let server = TestServer::start();
+    let granted = format!(
+        "[plugins.probe]\nhttp = [\"http://127.0.0.1:{}\"]\n",
+        server.port
+    );
+    let upload = call_json(
+        Some(&granted),
+        &[],
+        "Upload",
+        &format!(
+            r#"{{"url": "{}", "bytes": {}}}"#,
+            server.url("/hello"),
+            9 << 20
+        ),
+    );
+    assert_eq!(upload["ok"], false, "{}", upload["ok"]);
+    let logs = host_logs(&upload);
+    assert!(
+        logs.contains("request body over the 8388608-byte limit"),
+        "{logs}: {}",
+        upload["error"]
+    );
+    assert!(server.hits().is_empty(), "{:?}", server.hits());
+}
+
+#[test]
 fn a_slow_server_is_cut_off_at_the_call_deadline() {
     let server = TestServer::start();
     let granted = format!(

@@ -157,8 +157,12 @@ impl Grants {
             .collect()
     }
 
-    /// "http: https://a.com; config: KEY; files: /data (ro)", for reports.
+    /// "http: https://a.com; config: KEY; files: /data (ro)", or "none",
+    /// for reports.
     pub fn describe(&self) -> String {
+        if self.is_empty() {
+            return "none".into();
+        }
         let mut parts = Vec::new();
         if !self.http.origins.is_empty() {
             let origins: Vec<&str> = self.http.origins.iter().map(|o| o.text.as_str()).collect();
@@ -606,7 +610,7 @@ pub fn check_guest_path(path: &str) -> Result<(), String> {
         && path
             .split('/')
             .skip(1)
-            .all(|part| part != "." && part != ".." && !part.contains('\0'))
+            .all(|part| part != "." && part != ".." && !part.chars().any(char::is_control))
         && (path == "/" || !path.ends_with('/'));
     if valid {
         Ok(())

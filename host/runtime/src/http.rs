@@ -89,11 +89,12 @@ impl HttpHooks {
         let host = uri.host().unwrap_or_default().to_ascii_lowercase();
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
         let Some(grants) = &self.grants else {
-            return Err(HttpRefusal::Origin {
-                plugin: "this plugin".into(),
-                origin: crate::grants::origin_text(https, &host, port),
-            }
-            .to_string());
+            // A call made without a plugin's grants (an embedder's own
+            // `CallRequest`) may reach nothing.
+            return Err(format!(
+                "HTTP to {} refused: this call was made with no grants",
+                crate::grants::origin_text(https, &host, port)
+            ));
         };
         let plugin = &grants.plugin;
         let rules = &grants.grants.http;

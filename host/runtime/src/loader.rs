@@ -150,10 +150,9 @@ impl std::fmt::Debug for ExternalCompiler {
 pub struct LoadOptions {
     pub cache: Option<ComponentCache>,
     pub ceilings: LimitCeilings,
-    /// Per plugin name, the prefix the operator gives its gadget names.
-    pub prefixes: BTreeMap<String, String>,
-    /// Per plugin name, what the operator grants it.
-    pub grants: BTreeMap<String, PluginPolicy>,
+    /// Per plugin name, what the operator says of it: a prefix for its
+    /// gadget names, and its grants.
+    pub plugins: BTreeMap<String, PluginPolicy>,
     /// Which gadgets are served at all.
     pub gadget_rules: GadgetRules,
     /// Where components are compiled; `None`: in this process.
@@ -166,12 +165,7 @@ impl LoadOptions {
         LoadOptions {
             cache,
             ceilings: policy.ceilings(),
-            prefixes: policy
-                .plugins
-                .iter()
-                .filter_map(|(name, p)| Some((name.clone(), p.prefix.clone()?)))
-                .collect(),
-            grants: policy.plugins.clone(),
+            plugins: policy.plugins.clone(),
             gadget_rules: policy.gadgets.clone(),
             compiler: None,
         }
@@ -391,7 +385,7 @@ pub async fn load_plugin(
     let (grants, grant_notes) = grants::resolve(
         &manifest.name,
         &manifest.permissions,
-        options.grants.get(&manifest.name),
+        options.plugins.get(&manifest.name),
         &|var| std::env::var(var).ok(),
     );
     let grants = Arc::new(CallGrants::new(&manifest.name, grants));
@@ -415,7 +409,10 @@ pub async fn load_plugin(
             "the component's specs hold {total} bytes of text, over the limit of {MAX_SPECS_TOTAL_BYTES}"
         )));
     }
-    let prefix = options.prefixes.get(&manifest.name).cloned();
+    let prefix = options
+        .plugins
+        .get(&manifest.name)
+        .and_then(|p| p.prefix.clone());
     let mut gadgets: Vec<LoadedGadget> = Vec::new();
     let mut refused = Vec::new();
     let mut denied = Vec::new();

@@ -134,8 +134,12 @@ impl Permissions {
         self.http.is_empty() && self.config.is_empty() && self.files.is_empty()
     }
 
-    /// "http: a.com, b.com; config: KEY; files: /data (ro)", for reports.
+    /// "http: a.com, b.com; config: KEY; files: /data (ro)", or "none",
+    /// for reports.
     pub fn describe(&self) -> String {
+        if self.is_empty() {
+            return "none".into();
+        }
         let mut parts = Vec::new();
         if !self.http.is_empty() {
             parts.push(format!("http: {}", self.http.join(", ")));
@@ -356,6 +360,7 @@ mod tests {
         for bad in [
             "files = [\"data\"]",
             "files = [\"/a/../b\"]",
+            "files = [\"/a\\u001b]2;title\"]",
             "http = [\"ftp://x.com\"]",
             "http = [\"bad host\"]",
             "config = [\"1KEY\"]",

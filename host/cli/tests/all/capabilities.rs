@@ -798,6 +798,77 @@ fn a_go_gadget_reaches_a_granted_origin_through_the_sdk() {
 }
 
 #[test]
+fn a_javascript_gadget_reaches_a_granted_origin_with_fetch() {
+    // The manifest asks for http, so `gadget build` used SpiderMonkey, whose
+    // fetch() runs over wasi:http. A refused request is a network error in
+    // JavaScript; the host's log of the call says which grant is missing.
+    let server = TestServer::start();
+    let dir = crate::languages::built(&common::workspace().join("examples/js-web-gadget"));
+    let granted = format!("--grant=js-web:http=http://127.0.0.1:{}", server.port);
+    let params = format!(r#"{{"url": "{}"}}"#, server.url("/hello"));
+    let call = |grant: Option<&str>| {
+        let mut args = vec!["--plugins", dir.to_str().unwrap()];
+        args.extend(grant);
+        args.extend(["call", "HttpStatus", "--params", &params, "--json"]);
+        let out = run(None, &[], &args);
+        serde_json::from_str::<Value>(&stdout(&out))
+            .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&out), stderr(&out)))
+    };
+    let ok = call(Some(&granted));
+    assert_eq!(ok["ok"], true, "{ok}");
+    assert_eq!(ok["result"], "200 hello from the test server");
+    assert_eq!(ok["details"]["bytes"], 26, "{ok}");
+    let refused = call(None);
+    assert_eq!(refused["ok"], false, "{refused}");
+    assert!(
+        error_message(&refused).contains("the host refused the request"),
+        "{refused}"
+    );
+    assert!(
+        host_logs(&refused).contains("--grant js-web:http=http://127.0.0.1:"),
+        "{refused}"
+    );
+    assert_eq!(server.hits(), ["/hello"]);
+}
+
+#[test]
+fn an_async_javascript_gadget_without_http_says_what_it_needs() {
+    // QuickJS (no http asked) cannot wait for a promise: the call fails in
+    // words that say how to get the engine that can.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("plugin.toml"),
+        "name = \"js-async\"\nversion = \"0.1.0\"\ndescription = \"d\"\ncomponent = \"a.wasm\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("app.js"),
+        "import { defineGadget, exportGadgets } from 'gadget-sdk';\n\
+         export const gadget = exportGadgets(defineGadget({ name: 'Later', description: 'd',\n\
+           async run() { return 'never'; } }));\n",
+    )
+    .unwrap();
+    let built = crate::languages::built(dir.path());
+    let out = run(
+        None,
+        &[],
+        &[
+            "--plugins",
+            built.to_str().unwrap(),
+            "call",
+            "Later",
+            "--json",
+        ],
+    );
+    let call: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(call["ok"], false, "{call}");
+    assert!(
+        error_message(&call).contains("ask for http under [permissions]"),
+        "{call}"
+    );
+}
+
+#[test]
 fn a_javascript_gadget_reads_granted_config() {
     let dir = crate::languages::built(&common::workspace().join("examples/js-gadget"));
     let greet = |grant: &[&str]| {

@@ -1,0 +1,638 @@
+//! The loop, as llmist's agent runs it: the system prompt documents the
+//! gadgets; each response streams into the executor, so calls start while
+//! the model is still writing; the next request carries llmist's history
+//! (each finished call re-rendered as a block, then `Result (id): ...`, in
+//! completion order; the model's prose around calls is dropped, as llmist
+//! drops it); a response without calls is the answer; a *finish* ends the
+//! loop after its response. Ids, stored outputs and costs carry over
+//! because one executor serves the whole session.
+//!
+//! Everything observable goes to one observer as [`AgentEvent`]s, from
+//! the task that produces it: the loop, the stream reader (text as it
+//! arrives) and the executor (call events).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+
+use gadget_core::call::OutcomeKind;
+use gadget_core::render::{self, Markers};
+use gadget_exec::{ExecEvent, Executor, ResponseSummary};
+
+use crate::models::ModelInfo;
+use crate::provider::{
+    ChatMessage, ChatRequest, Provider, ProviderError, ResponseStream, Role, StreamItem, Usage,
+};
+
+/// Requests one session makes unless told otherwise (llmist's default).
+pub const DEFAULT_MAX_ITERATIONS: usize = 10;
+
+/// Tokens one answer may have unless told otherwise: room for many calls,
+/// and Anthropic's API requires a cap.
+pub const DEFAULT_MAX_TOKENS: u32 = 8192;
+
+/// Bytes per token when estimating a request's size before it is sent (to
+/// stop before a request that would go over `--max-cost`): English and
+/// code average about four.
+pub const BYTES_PER_TOKEN_ESTIMATE: u64 = 4;
+
+/// Chunks of text buffered between the stream reader and the executor.
+const STREAM_CHANNEL_CHUNKS: usize = 64;
+
+/// How failed requests are retried.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// The first backoff; each retry doubles it.
+    pub base_delay: Duration,
+    /// No backoff is longer.
+    pub max_delay: Duration,
+    /// The longest `Retry-After` honoured; a server asking for more gets
+    /// this (the loop never sleeps for an hour on one header).
+    pub max_retry_after: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 4,
+            base_delay: Duration::from_millis(1000),
+            max_delay: Duration::from_secs(30),
+            max_retry_after: Duration::from_secs(120),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The pause before retry `attempt` (1-based) after `error`: the
+    /// server's `Retry-After` when it gave one, else exponential backoff
+    /// with "full jitter" between half and all of it (so clients that failed
+    /// together do not retry together).
+    pub fn delay(&self, attempt: u32, error: &ProviderError) -> Duration {
+        if let Some(asked) = error.retry_after() {
+            return asked.min(self.max_retry_after);
+        }
+        let exponential = self
+            .base_delay
+            .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
+            .min(self.max_delay);
+        exponential.mul_f64(0.5 + 0.5 * jitter())
+    }
+}
+
+/// A number in [0, 1) that differs between processes and calls.
+fn jitter() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// What the loop is told.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The model name the provider knows.
+    pub model: String,
+    pub max_iterations: usize,
+    /// USD over tokens and gadgets; no request starts that would go over.
+    pub max_cost: Option<f64>,
+    pub max_tokens: u32,
+    /// The operator's text, sent before the gadget instructions.
+    pub system: Option<String>,
+    /// Prices and context window, when the model table knows the model.
+    pub model_info: Option<ModelInfo>,
+    pub retry: RetryPolicy,
+}
+
+/// Something that happened, in order.
+#[derive(Debug, Clone)]
+pub enum AgentEvent {
+    /// A request is about to be sent. `messages` are the ones added since
+    /// the previous request (all of them, system included, the first time).
+    Request {
+        iteration: usize,
+        provider: String,
+        model: String,
+        system: Option<Vec<String>>,
+        messages: Vec<ChatMessage>,
+        estimated_input_tokens: u64,
+    },
+    /// A request failed and will be sent again after `delay`.
+    Retry {
+        iteration: usize,
+        attempt: u32,
+        delay: Duration,
+        error: String,
+    },
+    /// Text of the answer, as it streams.
+    Text { iteration: usize, content: String },
+    /// What the executor reports (the events of `gadget run`).
+    Exec(ExecEvent),
+    /// The whole answer and its tokens, once it has ended.
+    Response {
+        iteration: usize,
+        text: String,
+        usage: Usage,
+        cost: Option<f64>,
+    },
+    /// One iteration's figures.
+    IterationEnd(IterationRecord),
+}
+
+impl AgentEvent {
+    /// The event as one JSON object: the executor's events as `gadget
+    /// run --json` writes them, the loop's with `type`s of their own.
+    pub fn to_json(&self) -> Value {
+        match self {
+            AgentEvent::Exec(event) => serde_json::to_value(event).unwrap_or(Value::Null),
+            AgentEvent::Request {
+                iteration,
+                provider,
+                model,
+                system,
+                messages,
+                estimated_input_tokens,
+            } => {
+                let mut value = json!({
+                    "type": "llm_request", "iteration": iteration, "provider": provider,
+                    "model": model, "messages": messages,
+                    "estimated_input_tokens": estimated_input_tokens,
+                });
+                if let Some(system) = system {
+                    value["system"] = json!(system);
+                }
+                value
+            }
+            AgentEvent::Retry {
+                iteration,
+                attempt,
+                delay,
+                error,
+            } => json!({
+                "type": "llm_retry", "iteration": iteration, "attempt": attempt,
+                "delay_ms": delay.as_millis() as u64, "error": error,
+            }),
+            AgentEvent::Text { iteration, content } => {
+                json!({"type": "llm_text", "iteration": iteration, "content": content})
+            }
+            AgentEvent::Response {
+                iteration,
+                text,
+                usage,
+                cost,
+            } => json!({
+                "type": "llm_response", "iteration": iteration, "text": text,
+                "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+                "cost_usd": cost,
+            }),
+            AgentEvent::IterationEnd(record) => {
+                let mut value = serde_json::to_value(record).unwrap_or(Value::Null);
+                value["type"] = json!("iteration");
+                value
+            }
+        }
+    }
+}
+
+/// One iteration's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct IterationRecord {
+    pub iteration: usize,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// USD; `None` when the model's price is unknown.
+    pub llm_cost: Option<f64>,
+    pub gadget_cost: f64,
+    pub calls: usize,
+    pub succeeded: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    pub duration_ms: f64,
+}
+
+/// Why the loop stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopReason {
+    /// A response had no calls: its text is the answer.
+    Answered,
+    /// A gadget said the task is complete.
+    Finished,
+    MaxIterations,
+    MaxCost,
+    Interrupted,
+    /// The provider failed (after retries) or the stream broke.
+    Failed,
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentOutcome {
+    pub stop: StopReason,
+    /// The text of the response without calls, or the finishing call's
+    /// result.
+    pub answer: Option<String>,
+    pub iterations: Vec<IterationRecord>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// USD; `None` when the model's price is unknown.
+    pub llm_cost: Option<f64>,
+    pub gadget_cost: f64,
+    pub total_cost: f64,
+    #[serde(skip)]
+    pub error: Option<ProviderError>,
+}
+
+/// Stops a running session from elsewhere (Ctrl-C): the stream is
+/// dropped, the abort signal is raised in running calls, and no further
+/// request is sent.
+#[derive(Clone)]
+pub struct StopHandle {
+    stop: Arc<watch::Sender<bool>>,
+    abort: gadget_exec::AbortHandle,
+}
+
+impl StopHandle {
+    pub fn stop(&self) {
+        self.stop.send_replace(true);
+        self.abort.abort();
+    }
+}
+
+/// Receives every event.
+pub type Observer = Arc<dyn Fn(&AgentEvent) + Send + Sync>;
+
+/// An agent session: one provider, one executor, one conversation.
+pub struct Agent {
+    provider: Arc<dyn Provider>,
+    executor: Executor,
+    config: AgentConfig,
+    markers: Markers,
+    system: Vec<String>,
+    messages: Vec<ChatMessage>,
+    /// Messages already reported in a request event.
+    reported: usize,
+    observer: Observer,
+    stop: Arc<watch::Sender<bool>>,
+}
+
+impl Agent {
+    /// The system prompt is built here, from the executor's tools (so it
+    /// documents exactly what a response can call) and `markers`.
+    pub fn new(
+        provider: Arc<dyn Provider>,
+        executor: Executor,
+        markers: Markers,
+        config: AgentConfig,
+        observer: Observer,
+    ) -> Agent {
+        let mut system = Vec::new();
+        if let Some(text) = &config.system {
+            system.push(text.clone());
+        }
+        system.push(render::prompt(&executor.gadget_docs(), &markers));
+        Agent {
+            provider,
+            executor,
+            config,
+            markers,
+            system,
+            messages: Vec::new(),
+            reported: 0,
+            observer,
+            stop: Arc::new(watch::channel(false).0),
+        }
+    }
+
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle {
+            stop: self.stop.clone(),
+            abort: self.executor.abort_handle(),
+        }
+    }
+
+    /// The system prompt's parts.
+    pub fn system(&self) -> &[String] {
+        &self.system
+    }
+
+    /// The conversation so far.
+    pub fn messages(&self) -> &[ChatMessage] {
+        &self.messages
+    }
+
+    fn stopped(&self) -> bool {
+        *self.stop.borrow()
+    }
+
+    /// Runs `task` until an answer, a finish, a cap, a failure or a stop.
+    pub async fn run(&mut self, task: &str) -> AgentOutcome {
+        self.messages.push(ChatMessage::user(task));
+        let mut outcome = AgentOutcome {
+            stop: StopReason::MaxIterations,
+            answer: None,
+            iterations: Vec::new(),
+            input_tokens: 0,
+            output_tokens: 0,
+            llm_cost: Some(0.0),
+            gadget_cost: 0.0,
+            total_cost: 0.0,
+            error: None,
+        };
+        for iteration in 1..=self.config.max_iterations {
+            if self.stopped() {
+                outcome.stop = StopReason::Interrupted;
+                break;
+            }
+            let request = ChatRequest {
+                model: self.config.model.clone(),
+                system: self.system.clone(),
+                messages: self.messages.clone(),
+                max_tokens: self.config.max_tokens,
+            };
+            let estimated = estimate_tokens(&request);
+            if let Some(max) = self.config.max_cost {
+                let next = self
+                    .config
+                    .model_info
+                    .map(|info| info.input_per_mtok * estimated as f64 / 1e6)
+                    .unwrap_or(0.0);
+                if outcome.total_cost >= max || outcome.total_cost + next > max {
+                    outcome.stop = StopReason::MaxCost;
+                    break;
+                }
+            }
+            (self.observer)(&AgentEvent::Request {
+                iteration,
+                provider: self.provider.name().to_string(),
+                model: self.config.model.clone(),
+                system: (iteration == 1).then(|| self.system.clone()),
+                messages: self.messages[self.reported..].to_vec(),
+                estimated_input_tokens: estimated,
+            });
+            self.reported = self.messages.len();
+            let stream = match self.send(iteration, &request).await {
+                Ok(Some(stream)) => stream,
+                Ok(None) => {
+                    outcome.stop = StopReason::Interrupted;
+                    break;
+                }
+                Err(error) => {
+                    outcome.stop = StopReason::Failed;
+                    outcome.error = Some(error);
+                    break;
+                }
+            };
+            let step = self.respond(iteration, stream).await;
+            let llm_cost = self.config.model_info.map(|info| info.cost(step.usage));
+            (self.observer)(&AgentEvent::Response {
+                iteration,
+                text: step.text.clone(),
+                usage: step.usage,
+                cost: llm_cost,
+            });
+            let record = IterationRecord {
+                iteration,
+                input_tokens: step.usage.input_tokens,
+                output_tokens: step.usage.output_tokens,
+                llm_cost,
+                gadget_cost: step.summary.cost,
+                calls: step.summary.calls,
+                succeeded: step.summary.succeeded,
+                failed: step.summary.failed,
+                skipped: step.summary.skipped,
+                duration_ms: step.duration.as_secs_f64() * 1e3,
+            };
+            outcome.input_tokens += record.input_tokens;
+            outcome.output_tokens += record.output_tokens;
+            outcome.llm_cost = match (outcome.llm_cost, llm_cost) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
+            outcome.gadget_cost = step.summary.session_cost;
+            outcome.total_cost = outcome.llm_cost.unwrap_or(0.0) + outcome.gadget_cost;
+            (self.observer)(&AgentEvent::IterationEnd(record.clone()));
+            outcome.iterations.push(record);
+
+            // What the model is shown next: llmist's history of the calls
+            // that ended (in completion order); a response whose calls all
+            // were skipped counts as one without calls, as in llmist.
+            let history = render::history(self.executor.history(), &self.markers);
+            let had_results = !history.is_empty();
+            for message in history {
+                self.messages.push(ChatMessage {
+                    role: if message.role == "assistant" {
+                        Role::Assistant
+                    } else {
+                        Role::User
+                    },
+                    content: message.content,
+                });
+            }
+            if let Some(error) = step.error {
+                outcome.stop = StopReason::Failed;
+                outcome.error = Some(error);
+                break;
+            }
+            if step.interrupted || self.stopped() {
+                outcome.stop = StopReason::Interrupted;
+                break;
+            }
+            if step.summary.finished {
+                outcome.stop = StopReason::Finished;
+                outcome.answer = step.finish_result;
+                break;
+            }
+            if !had_results {
+                self.messages
+                    .push(ChatMessage::assistant(step.text.clone()));
+                outcome.stop = StopReason::Answered;
+                outcome.answer = Some(step.text);
+                break;
+            }
+        }
+        outcome
+    }
+
+    /// Sends `request`, retrying what is worth retrying. `None` when
+    /// stopped while waiting.
+    async fn send(
+        &self,
+        iteration: usize,
+        request: &ChatRequest,
+    ) -> Result<Option<ResponseStream>, ProviderError> {
+        let mut stop = self.stop.subscribe();
+        let mut attempt = 0;
+        loop {
+            let sent = tokio::select! {
+                sent = self.provider.stream(request) => sent,
+                Ok(_) = stop.wait_for(|s| *s) => return Ok(None),
+            };
+            match sent {
+                Ok(stream) => return Ok(Some(stream)),
+                Err(error) if error.retryable() && attempt < self.config.retry.max_retries => {
+                    attempt += 1;
+                    let delay = self.config.retry.delay(attempt, &error);
+                    (self.observer)(&AgentEvent::Retry {
+                        iteration,
+                        attempt,
+                        delay,
+                        error: error.to_string(),
+                    });
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        Ok(_) = stop.wait_for(|s| *s) => return Ok(None),
+                    }
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Streams one response into the executor and waits for its calls.
+    async fn respond(&mut self, iteration: usize, mut stream: ResponseStream) -> Step {
+        let started = std::time::Instant::now();
+        let (tx, rx) = mpsc::channel::<String>(STREAM_CHANNEL_CHUNKS);
+        let observer = self.observer.clone();
+        let mut stop = self.stop.subscribe();
+        let reader = tokio::spawn(async move {
+            let mut read = Read::default();
+            loop {
+                let item = tokio::select! {
+                    item = stream.next() => item,
+                    Ok(_) = stop.wait_for(|s| *s) => {
+                        read.interrupted = true;
+                        break;
+                    }
+                };
+                match item {
+                    Some(Ok(StreamItem::Text(text))) => {
+                        observer(&AgentEvent::Text {
+                            iteration,
+                            content: text.clone(),
+                        });
+                        read.text.push_str(&text);
+                        // The executor stopped reading (a call cap):
+                        // nothing more of this response is needed.
+                        if tx.send(text).await.is_err() {
+                            break;
+                        }
+                    }
+                    Some(Ok(StreamItem::Usage(usage))) => read.usage.merge(usage),
+                    Some(Err(error)) => {
+                        read.error = Some(error);
+                        break;
+                    }
+                    None => break,
+                }
+            }
+            read
+        });
+        let observer = self.observer.clone();
+        let finish_result: Arc<Mutex<Option<String>>> = Arc::default();
+        let finish = finish_result.clone();
+        let summary = self
+            .executor
+            .run_response(rx, |event| {
+                if let ExecEvent::CallFinished {
+                    outcome: OutcomeKind::Finish,
+                    result: Some(result),
+                    ..
+                } = &event
+                {
+                    *finish.lock().unwrap_or_else(|p| p.into_inner()) = Some(result.clone());
+                }
+                observer(&AgentEvent::Exec(event));
+            })
+            .await;
+        let read = reader.await.unwrap_or_else(|e| Read {
+            error: Some(ProviderError::StreamBroken {
+                provider: self.provider.name().to_string(),
+                cause: format!("the stream reader stopped: {e}"),
+            }),
+            ..Read::default()
+        });
+        let finish_result = finish_result
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        Step {
+            text: read.text,
+            usage: read.usage,
+            error: read.error,
+            interrupted: read.interrupted,
+            summary,
+            finish_result,
+            duration: started.elapsed(),
+        }
+    }
+}
+
+/// What the stream reader saw.
+#[derive(Default)]
+struct Read {
+    text: String,
+    usage: Usage,
+    error: Option<ProviderError>,
+    interrupted: bool,
+}
+
+/// One response, streamed and executed.
+struct Step {
+    text: String,
+    usage: Usage,
+    error: Option<ProviderError>,
+    interrupted: bool,
+    summary: ResponseSummary,
+    finish_result: Option<String>,
+    duration: Duration,
+}
+
+/// About how many tokens `request` is, before any tokenizer sees it.
+pub fn estimate_tokens(request: &ChatRequest) -> u64 {
+    let bytes: usize = request.system.iter().map(String::len).sum::<usize>()
+        + request
+            .messages
+            .iter()
+            .map(|m| m.content.len())
+            .sum::<usize>();
+    (bytes as u64).div_ceil(BYTES_PER_TOKEN_ESTIMATE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_with_jitter_and_honours_retry_after_up_to_its_cap() {
+        let policy = RetryPolicy::default();
+        let busy = ProviderError::Server {
+            provider: "p".into(),
+            status: 503,
+            retry_after: None,
+            message: String::new(),
+        };
+        for attempt in 1..=6 {
+            let full = (policy.base_delay * (1 << (attempt - 1))).min(policy.max_delay);
+            let delay = policy.delay(attempt, &busy);
+            assert!(delay >= full / 2 && delay <= full, "{attempt}: {delay:?}");
+        }
+        let asked = |secs| ProviderError::RateLimited {
+            provider: "p".into(),
+            retry_after: Some(Duration::from_secs(secs)),
+            message: String::new(),
+        };
+        assert_eq!(policy.delay(1, &asked(3)), Duration::from_secs(3));
+        assert_eq!(policy.delay(1, &asked(3600)), policy.max_retry_after);
+    }
+}

@@ -1,0 +1,192 @@
+//! Anthropic's Messages API with `stream: true`.
+//!
+//! The stream is named server-sent events: `message_start` (with the
+//! input token count), `content_block_start`, `content_block_delta`
+//! (`text_delta`s are the text), `content_block_stop`, `message_delta`
+//! (cumulative output tokens), `message_stop`; `ping` at any time; `error`
+//! for an error mid-response (`overloaded_error`, ...).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::provider::{
+    BoxFuture, ChatRequest, ProviderError, ResponseStream, Role, StreamItem, Usage, error_message,
+    send_error, status_error,
+};
+use crate::sse::{Decode, Item};
+
+/// Anthropic's own endpoint; `--base-url` points elsewhere.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+
+/// The API version the events above are documented for.
+pub const API_VERSION: &str = "2023-06-01";
+
+/// How long connecting may take before the server counts as unreachable.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A Messages endpoint.
+pub struct Anthropic {
+    client: reqwest::Client,
+    base_url: String,
+    api_key: String,
+}
+
+impl Anthropic {
+    pub fn new(base_url: &str, api_key: String) -> Anthropic {
+        Anthropic {
+            client: crate::http_client(CONNECT_TIMEOUT),
+            base_url: base_url.trim_end_matches('/').to_string(),
+            api_key,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("{}/v1/messages", self.base_url)
+    }
+}
+
+/// The request body: the system parts joined (the API takes one system
+/// text), the conversation as it is.
+pub fn body(request: &ChatRequest) -> Value {
+    let messages: Vec<Value> = request
+        .messages
+        .iter()
+        .map(|m| {
+            json!({
+                "role": match m.role { Role::User => "user", Role::Assistant => "assistant" },
+                "content": m.content,
+            })
+        })
+        .collect();
+    json!({
+        "model": request.model,
+        "system": request.system.join("\n\n"),
+        "messages": messages,
+        "max_tokens": request.max_tokens,
+        "stream": true,
+    })
+}
+
+impl crate::provider::Provider for Anthropic {
+    fn name(&self) -> &str {
+        "anthropic"
+    }
+
+    fn stream<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<ResponseStream, ProviderError>> {
+        Box::pin(async move {
+            let url = self.url();
+            let response = self
+                .client
+                .post(&url)
+                .header("x-api-key", &self.api_key)
+                .header("anthropic-version", API_VERSION)
+                .json(&body(request))
+                .send()
+                .await
+                .map_err(|e| send_error("anthropic", &url, &e))?;
+            let status = response.status();
+            if !status.is_success() {
+                let headers = response.headers().clone();
+                let body = crate::read_error_body(response).await;
+                return Err(status_error(
+                    "anthropic",
+                    &request.model,
+                    status,
+                    &headers,
+                    &body,
+                ));
+            }
+            Ok(crate::sse::decode(
+                "anthropic",
+                response.bytes_stream(),
+                Decoder::default(),
+            ))
+        })
+    }
+}
+
+/// Turns each named event into stream items.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    usage: Usage,
+    stopped: bool,
+}
+
+impl Decode for Decoder {
+    fn event(&mut self, event: &str, data: &str) -> Result<Vec<Item>, ProviderError> {
+        if self.stopped {
+            return Ok(Vec::new());
+        }
+        let parsed = || -> Result<Value, ProviderError> {
+            serde_json::from_str(data).map_err(|e| ProviderError::StreamBroken {
+                provider: "anthropic".into(),
+                cause: format!(
+                    "a '{event}' event is not JSON ({e}): {}",
+                    crate::provider::cut(data, 200)
+                ),
+            })
+        };
+        let count = |v: &Value, key: &str| v.get(key).and_then(Value::as_u64);
+        Ok(match event {
+            "message_start" => {
+                let value = parsed()?;
+                if let Some(usage) = value.pointer("/message/usage") {
+                    self.usage.merge(Usage {
+                        input_tokens: count(usage, "input_tokens").unwrap_or(0)
+                            + count(usage, "cache_read_input_tokens").unwrap_or(0)
+                            + count(usage, "cache_creation_input_tokens").unwrap_or(0),
+                        output_tokens: count(usage, "output_tokens").unwrap_or(0),
+                    });
+                }
+                vec![Item::Stream(StreamItem::Usage(self.usage))]
+            }
+            "content_block_delta" => {
+                let value = parsed()?;
+                match value.pointer("/delta/text").and_then(Value::as_str) {
+                    Some(text)
+                        if !text.is_empty()
+                            && value.pointer("/delta/type").and_then(Value::as_str)
+                                == Some("text_delta") =>
+                    {
+                        vec![Item::Stream(StreamItem::Text(text.to_string()))]
+                    }
+                    _ => Vec::new(),
+                }
+            }
+            "message_delta" => {
+                let value = parsed()?;
+                if let Some(usage) = value.get("usage") {
+                    let mut later = self.usage;
+                    if let Some(output) = count(usage, "output_tokens") {
+                        later.output_tokens = output;
+                    }
+                    if let Some(input) = count(usage, "input_tokens") {
+                        later.input_tokens = input;
+                    }
+                    self.usage.merge(later);
+                }
+                vec![Item::Stream(StreamItem::Usage(self.usage))]
+            }
+            "message_stop" => {
+                self.stopped = true;
+                vec![Item::End]
+            }
+            "error" => {
+                return Err(ProviderError::Api {
+                    provider: "anthropic".into(),
+                    message: error_message(data),
+                });
+            }
+            // ping, content_block_start/stop, and event types added later.
+            _ => Vec::new(),
+        })
+    }
+
+    fn complete(&self) -> bool {
+        self.stopped
+    }
+}

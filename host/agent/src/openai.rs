@@ -1,0 +1,170 @@
+//! OpenAI's Chat Completions API with `stream: true`, and so every server
+//! that speaks it (vLLM, llama.cpp's server, Ollama, LM Studio,
+//! OpenRouter) through a base URL.
+//!
+//! The stream is server-sent events: `data: {chunk}` lines whose
+//! `choices[0].delta.content` is the next text, a last chunk with `usage`
+//! (asked for with `stream_options.include_usage`) and empty `choices`,
+//! then `data: [DONE]`. An `error` object in a chunk is an error the API
+//! reports mid-response.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::provider::{
+    BoxFuture, ChatRequest, ProviderError, ResponseStream, Role, StreamItem, Usage, error_message,
+    send_error, status_error,
+};
+use crate::sse::{Decode, Item};
+
+/// OpenAI's own endpoint; `--base-url` points elsewhere.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// How long connecting may take before the server counts as unreachable.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A Chat Completions endpoint.
+pub struct OpenAi {
+    client: reqwest::Client,
+    base_url: String,
+    api_key: Option<String>,
+}
+
+impl OpenAi {
+    /// `api_key` may be absent for local servers that need none.
+    pub fn new(base_url: &str, api_key: Option<String>) -> OpenAi {
+        OpenAi {
+            client: crate::http_client(CONNECT_TIMEOUT),
+            base_url: base_url.trim_end_matches('/').to_string(),
+            api_key,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("{}/chat/completions", self.base_url)
+    }
+}
+
+/// The request body.
+pub fn body(request: &ChatRequest) -> Value {
+    let mut messages: Vec<Value> = request
+        .system
+        .iter()
+        .map(|text| json!({"role": "system", "content": text}))
+        .collect();
+    messages.extend(request.messages.iter().map(|m| {
+        json!({
+            "role": match m.role { Role::User => "user", Role::Assistant => "assistant" },
+            "content": m.content,
+        })
+    }));
+    json!({
+        "model": request.model,
+        "messages": messages,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+        "max_tokens": request.max_tokens,
+    })
+}
+
+impl crate::provider::Provider for OpenAi {
+    fn name(&self) -> &str {
+        "openai"
+    }
+
+    fn stream<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<ResponseStream, ProviderError>> {
+        Box::pin(async move {
+            let url = self.url();
+            let mut builder = self.client.post(&url).json(&body(request));
+            if let Some(key) = &self.api_key {
+                builder = builder.bearer_auth(key);
+            }
+            let response = builder
+                .send()
+                .await
+                .map_err(|e| send_error("openai", &url, &e))?;
+            let status = response.status();
+            if !status.is_success() {
+                let headers = response.headers().clone();
+                let body = crate::read_error_body(response).await;
+                return Err(status_error(
+                    "openai",
+                    &request.model,
+                    status,
+                    &headers,
+                    &body,
+                ));
+            }
+            Ok(crate::sse::decode(
+                "openai",
+                response.bytes_stream(),
+                Decoder::default(),
+            ))
+        })
+    }
+}
+
+/// Turns the `data` of each event into stream items.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    /// A chunk said why the answer ended.
+    finished: bool,
+    done: bool,
+}
+
+impl Decoder {}
+
+impl Decode for Decoder {
+    /// The items one event's data carries (OpenAI's events have no type).
+    fn event(&mut self, _event: &str, data: &str) -> Result<Vec<Item>, ProviderError> {
+        if self.done {
+            return Ok(Vec::new());
+        }
+        if data.trim() == "[DONE]" {
+            self.done = true;
+            return Ok(vec![Item::End]);
+        }
+        let chunk: Value = serde_json::from_str(data).map_err(|e| ProviderError::StreamBroken {
+            provider: "openai".into(),
+            cause: format!(
+                "an event is not JSON ({e}): {}",
+                crate::provider::cut(data, 200)
+            ),
+        })?;
+        if let Some(error) = chunk.get("error") {
+            return Err(ProviderError::Api {
+                provider: "openai".into(),
+                message: error_message(&json!({"error": error}).to_string()),
+            });
+        }
+        let mut items = Vec::new();
+        if let Some(choice) = chunk.pointer("/choices/0") {
+            if let Some(text) = choice.pointer("/delta/content").and_then(Value::as_str)
+                && !text.is_empty()
+            {
+                items.push(Item::Stream(StreamItem::Text(text.to_string())));
+            }
+            if choice.get("finish_reason").is_some_and(|r| !r.is_null()) {
+                self.finished = true;
+            }
+        }
+        if let Some(usage) = chunk.get("usage").filter(|u| !u.is_null()) {
+            let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
+            items.push(Item::Stream(StreamItem::Usage(Usage {
+                input_tokens: count("prompt_tokens"),
+                output_tokens: count("completion_tokens"),
+            })));
+        }
+        Ok(items)
+    }
+
+    /// Whether the stream may end here without `[DONE]`: some compatible
+    /// servers close after the chunk with `finish_reason`.
+    fn complete(&self) -> bool {
+        self.done || self.finished
+    }
+}

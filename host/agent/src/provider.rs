@@ -1,0 +1,380 @@
+//! What the agent loop needs from an LLM: send a conversation, get its
+//! answer back as a stream of text deltas and token usage. The two real
+//! providers ([`OpenAi`](crate::openai::OpenAi) for every Chat
+//! Completions-compatible server, [`Anthropic`](crate::anthropic::Anthropic))
+//! implement [`Provider`]; tests add scripted ones.
+//!
+//! Errors are classified once, here, so the loop can decide what to retry
+//! (rate limits, server errors, connection failures before the first byte)
+//! and the command line can say each in one line.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures_util::Stream;
+use serde::Serialize;
+
+/// Who said a message of the conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// One message of the conversation (the system prompt is apart: the two
+/// APIs carry it differently).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChatMessage {
+    pub role: Role,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn user(content: impl Into<String>) -> ChatMessage {
+        ChatMessage {
+            role: Role::User,
+            content: content.into(),
+        }
+    }
+
+    pub fn assistant(content: impl Into<String>) -> ChatMessage {
+        ChatMessage {
+            role: Role::Assistant,
+            content: content.into(),
+        }
+    }
+}
+
+/// One request: the model, the system prompt's parts (llmist sends the
+/// operator's text and the gadget instructions as separate system
+/// messages), the conversation, and the answer's token cap.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChatRequest {
+    pub model: String,
+    pub system: Vec<String>,
+    pub messages: Vec<ChatMessage>,
+    pub max_tokens: u32,
+}
+
+/// Tokens one response used, as the provider reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    /// Adds what a later event of the same response reports: each field
+    /// is the larger of the two (Anthropic repeats cumulative counts; a
+    /// count never goes down).
+    pub fn merge(&mut self, later: Usage) {
+        self.input_tokens = self.input_tokens.max(later.input_tokens);
+        self.output_tokens = self.output_tokens.max(later.output_tokens);
+    }
+}
+
+/// What a response stream carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamItem {
+    /// The next piece of the answer's text.
+    Text(String),
+    /// Token usage so far (the last one wins).
+    Usage(Usage),
+}
+
+/// A response as it streams.
+pub type ResponseStream = Pin<Box<dyn Stream<Item = Result<StreamItem, ProviderError>> + Send>>;
+
+/// A boxed future, so the trait stays object-safe without a macro.
+pub type BoxFuture<'a, T> = Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// An LLM API.
+pub trait Provider: Send + Sync {
+    /// `openai`, `anthropic`, ...: named in errors and events.
+    fn name(&self) -> &str;
+
+    /// Sends `request`; resolves once the response has started (status
+    /// and headers read), to the stream of its text and usage.
+    fn stream<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<ResponseStream, ProviderError>>;
+}
+
+/// Why a request or a stream failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProviderError {
+    #[error("{provider}: no API key: set {variable} (or --api-key-env VAR, or [llm] api-key-env)")]
+    MissingKey { provider: String, variable: String },
+    #[error("{provider}: the API key was refused ({status}): {message}")]
+    Unauthorized {
+        provider: String,
+        status: u16,
+        message: String,
+    },
+    #[error("{provider}: unknown model '{model}': {message}")]
+    UnknownModel {
+        provider: String,
+        model: String,
+        message: String,
+    },
+    #[error("{provider}: cannot reach {url}: {cause}")]
+    Unreachable {
+        provider: String,
+        url: String,
+        cause: String,
+    },
+    #[error("{provider}: rate limited (429){}: {message}", retry_after.map(|d| format!(", retry after {} ms", d.as_millis())).unwrap_or_default())]
+    RateLimited {
+        provider: String,
+        retry_after: Option<Duration>,
+        message: String,
+    },
+    #[error("{provider}: server error {status}: {message}")]
+    Server {
+        provider: String,
+        status: u16,
+        retry_after: Option<Duration>,
+        message: String,
+    },
+    #[error("{provider}: request refused ({status}): {message}")]
+    Refused {
+        provider: String,
+        status: u16,
+        message: String,
+    },
+    #[error("{provider}: the response stream broke: {cause}")]
+    StreamBroken { provider: String, cause: String },
+    #[error("{provider}: the API reported an error mid-response: {message}")]
+    Api { provider: String, message: String },
+}
+
+impl ProviderError {
+    /// Worth sending again (after a pause): the server was busy or not
+    /// there yet. Auth, unknown models and bad requests never are, and a
+    /// stream that broke midway is not (its calls have started).
+    pub fn retryable(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::RateLimited { .. }
+                | ProviderError::Server { .. }
+                | ProviderError::Unreachable { .. }
+        )
+    }
+
+    /// How long the server asked us to wait.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ProviderError::RateLimited { retry_after, .. }
+            | ProviderError::Server { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// A setup problem (key, model, address) rather than a failure of the
+    /// task: the command line exits with 2 for these.
+    pub fn is_setup(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::MissingKey { .. }
+                | ProviderError::Unauthorized { .. }
+                | ProviderError::UnknownModel { .. }
+                | ProviderError::Unreachable { .. }
+        )
+    }
+}
+
+/// The longest error body quoted in a message, in bytes: enough for any
+/// API's error text, never a whole HTML error page.
+pub const MAX_ERROR_BODY_BYTES: usize = 2_000;
+
+/// Classifies a non-success HTTP status with its body and headers.
+pub(crate) fn status_error(
+    provider: &str,
+    model: &str,
+    status: reqwest::StatusCode,
+    headers: &reqwest::header::HeaderMap,
+    body: &str,
+) -> ProviderError {
+    let message = error_message(body);
+    let provider = provider.to_string();
+    let code = status.as_u16();
+    match code {
+        401 | 403 => ProviderError::Unauthorized {
+            provider,
+            status: code,
+            message,
+        },
+        404 => ProviderError::UnknownModel {
+            provider,
+            model: model.to_string(),
+            message,
+        },
+        429 => ProviderError::RateLimited {
+            provider,
+            retry_after: retry_after(headers),
+            message,
+        },
+        // 529 is Anthropic's "overloaded".
+        500..=599 => ProviderError::Server {
+            provider,
+            status: code,
+            retry_after: retry_after(headers),
+            message,
+        },
+        _ if message.contains("model")
+            && (message.contains("not found") || message.contains("does not exist")) =>
+        {
+            ProviderError::UnknownModel {
+                provider,
+                model: model.to_string(),
+                message,
+            }
+        }
+        _ => ProviderError::Refused {
+            provider,
+            status: code,
+            message,
+        },
+    }
+}
+
+/// The human part of an API error body: `error.message` in both APIs'
+/// JSON, else the body itself (cut).
+pub(crate) fn error_message(body: &str) -> String {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let message = parsed
+        .as_ref()
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .or_else(|| v.get("message"))
+                .or_else(|| v.get("error"))
+        })
+        .and_then(|m| m.as_str())
+        .map(str::to_string)
+        .unwrap_or_else(|| body.trim().to_string());
+    cut(&message, MAX_ERROR_BODY_BYTES)
+}
+
+/// `text` cut to at most `max` bytes on a character boundary.
+pub(crate) fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// The wait a 429 or 5xx asks for: `retry-after-ms` (OpenAI), else
+/// `Retry-After` in seconds. (The HTTP-date form is rare from these APIs;
+/// without a parseable value the backoff decides.)
+pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_secs_f64(ms / 1e3));
+    }
+    header("retry-after")
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64)
+}
+
+/// A connection-level failure (no status), named by what went wrong.
+pub(crate) fn send_error(provider: &str, url: &str, error: &reqwest::Error) -> ProviderError {
+    let mut cause = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(inner) = source {
+        cause = format!("{cause}: {inner}");
+        source = inner.source();
+    }
+    ProviderError::Unreachable {
+        provider: provider.to_string(),
+        url: url.to_string(),
+        cause,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_are_classified_with_the_apis_own_words() {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("retry-after", "2".parse().unwrap());
+        let body =
+            r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}"#;
+        let e = status_error(
+            "openai",
+            "m",
+            reqwest::StatusCode::UNAUTHORIZED,
+            &headers,
+            body,
+        );
+        assert_eq!(
+            e.to_string(),
+            "openai: the API key was refused (401): Incorrect API key provided"
+        );
+        assert!(e.is_setup() && !e.retryable());
+        let e = status_error(
+            "openai",
+            "m",
+            reqwest::StatusCode::TOO_MANY_REQUESTS,
+            &headers,
+            "slow down",
+        );
+        assert!(e.retryable());
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(2)));
+        let e = status_error(
+            "anthropic",
+            "nope",
+            reqwest::StatusCode::NOT_FOUND,
+            &headers,
+            r#"{"type":"error","error":{"type":"not_found_error","message":"model: nope"}}"#,
+        );
+        assert_eq!(
+            e.to_string(),
+            "anthropic: unknown model 'nope': model: nope"
+        );
+        let e = status_error(
+            "anthropic",
+            "m",
+            reqwest::StatusCode::from_u16(529).unwrap(),
+            &headers,
+            "{}",
+        );
+        assert!(e.retryable());
+        let e = status_error(
+            "openai",
+            "m",
+            reqwest::StatusCode::BAD_REQUEST,
+            &headers,
+            &"x".repeat(10_000),
+        );
+        assert!(!e.retryable());
+        assert!(e.to_string().len() < MAX_ERROR_BODY_BYTES + 100);
+    }
+
+    #[test]
+    fn retry_after_prefers_milliseconds_and_ignores_nonsense() {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("retry-after", "3".parse().unwrap());
+        headers.insert("retry-after-ms", "250".parse().unwrap());
+        assert_eq!(retry_after(&headers), Some(Duration::from_millis(250)));
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            "retry-after",
+            "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
+        );
+        assert_eq!(retry_after(&headers), None);
+        headers.insert("retry-after", "-1".parse().unwrap());
+        assert_eq!(retry_after(&headers), None);
+    }
+}

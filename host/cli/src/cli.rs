@@ -22,6 +22,7 @@ use gadget_runtime::policy::Policy;
 use gadget_runtime::registry::Registry;
 use gadget_runtime::{Runtime, RuntimeConfig};
 
+mod agent;
 mod build;
 mod call;
 mod check;
@@ -125,6 +126,11 @@ enum Command {
         after_help = "Examples:\n  gadget run response.txt\n  gadget run --replay 20 response.txt     # stream it as a model would\n  my-llm-client | gadget run -\n  gadget run --json response.txt | jq 'select(.type == \"call_finished\")'\n\nExit code: 0 when every call succeeded, 1 when one failed or was skipped, 2 on bad input."
     )]
     Run(Box<run::RunOptions>),
+    /// Run an agent: send a task to an LLM, run the gadgets it calls while it streams, feed the results back, until it answers.
+    #[command(
+        after_help = "Examples:\n  OPENAI_API_KEY=... gadget agent 'What is 15 + 23?' --model openai:gpt-4o-mini\n  gadget agent 'Slugify \"Hello World\"' --model openai:llama3.2 --base-url http://127.0.0.1:11434/v1\n  ANTHROPIC_API_KEY=... gadget agent - --model anthropic:claude-sonnet-4-5 --save session.jsonl < task.txt\n\nExit code: 0 when the model answered or a gadget finished the task, 1 when a cap stopped it or the stream broke, 2 on bad input or a setup error (key, model, server), 130 on Ctrl-C."
+    )]
+    Agent(Box<agent::AgentOptions>),
     /// Print the instruction text a model needs: the loaded gadgets, their parameters and examples, and the block format.
     #[command(
         after_help = "Examples:\n  gadget prompt > system-prompt.txt\n  gadget prompt --start-marker '<<TOOL:' --end-marker '<<END' --arg-marker '@'"
@@ -256,6 +262,18 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
             run::run(Arc::new(registry), run_options).await
+        }
+        Command::Agent(agent_options) => {
+            let config = RuntimeConfig {
+                memory_budget: policy.host_memory_bytes(),
+                ..RuntimeConfig::default()
+            };
+            let runtime =
+                Arc::new(Runtime::new(&config).context("starting the WebAssembly runtime")?);
+            let Some(registry) = load(&runtime, &cli.global, &options()).await? else {
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            };
+            agent::agent(Arc::new(registry), agent_options, &policy.llm).await
         }
         Command::Prompt(prompt_options) => {
             let Some(registry) = load(&start()?, &cli.global, &options()).await? else {

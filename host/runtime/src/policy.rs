@@ -68,7 +68,7 @@ pub const DEFAULT_COMPILE_MEMORY_BYTES: u64 = 4 << 30;
 pub const MAX_PREFIX_BYTES: usize = 16;
 
 /// The policy, as read.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Policy {
     #[serde(default)]
@@ -79,6 +79,37 @@ pub struct Policy {
     /// Per plugin, by its manifest name.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginPolicy>,
+    /// The agent's defaults (`gadget agent`).
+    #[serde(default)]
+    pub llm: LlmSettings,
+}
+
+/// `[llm]`: what `gadget agent` uses when its options do not say.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LlmSettings {
+    /// `PROVIDER:MODEL`, as `--model` takes it.
+    pub model: Option<String>,
+    /// The API's base URL (an OpenAI-compatible server's, for example).
+    pub base_url: Option<String>,
+    /// The environment variable holding the API key.
+    pub api_key_env: Option<String>,
+    /// Prices and context windows over the built-in model table, keyed by
+    /// `PROVIDER:MODEL` or `MODEL`.
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelPrices>,
+}
+
+/// `[llm.models."NAME"]`.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ModelPrices {
+    /// USD per million input tokens.
+    pub input_per_mtok: f64,
+    /// USD per million output tokens.
+    pub output_per_mtok: f64,
+    /// Tokens the model reads at most (sizes output limiting).
+    pub context_window: Option<u64>,
 }
 
 /// `[gadgets]`: names or globs (`*`, `?`), compared case-insensitively
@@ -280,6 +311,18 @@ impl Policy {
             for file in &mut grants.files {
                 if file.host.is_relative() {
                     file.host = base.join(&file.host);
+                }
+            }
+        }
+        for (name, prices) in &policy.llm.models {
+            for (what, value) in [
+                ("input-per-mtok", prices.input_per_mtok),
+                ("output-per-mtok", prices.output_per_mtok),
+            ] {
+                if !value.is_finite() || value < 0.0 {
+                    return Err(format!(
+                        "llm.models.\"{name}\".{what}: {value} is not a price (USD per million tokens, 0 or more)"
+                    ));
                 }
             }
         }

@@ -35,7 +35,7 @@ pub fn prompt(registry: Arc<Registry>, options: &PromptOptions) -> Result<ExitCo
         .build()
         .context("invalid markers")?;
     let config = ExecConfig {
-        output_limit: options.limits.char_limit(),
+        output_limit: options.limits.char_limit(None),
         ..ExecConfig::default()
     };
     let tools = callable_tools(&*registry, &config);

@@ -55,9 +55,9 @@ impl MarkerOptions {
 /// prompt only when limiting is on).
 #[derive(Debug, clap::Args)]
 pub struct LimitOptions {
-    /// The model's context window in tokens; sizes the output limit.
-    #[arg(long, value_name = "TOKENS", default_value_t = viewer::DEFAULT_CONTEXT_WINDOW_TOKENS)]
-    context_window: u64,
+    /// The model's context window in tokens; sizes the output limit. Default: the model table's (agent), else 128000.
+    #[arg(long, value_name = "TOKENS")]
+    context_window: Option<u64>,
     /// The share of the context window one result may take (1-100); longer results are stored for GadgetOutputViewer.
     #[arg(long, value_name = "PERCENT", default_value_t = viewer::DEFAULT_OUTPUT_LIMIT_PERCENT,
           value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -68,9 +68,14 @@ pub struct LimitOptions {
 }
 
 impl LimitOptions {
-    pub(super) fn char_limit(&self) -> Option<usize> {
-        (!self.no_output_limit)
-            .then(|| viewer::char_limit(self.context_window, self.output_limit_percent))
+    /// The output limit in characters, for a model whose context window
+    /// is `known_window` when the option does not say.
+    pub(super) fn char_limit(&self, known_window: Option<u64>) -> Option<usize> {
+        let window = self
+            .context_window
+            .or(known_window)
+            .unwrap_or(viewer::DEFAULT_CONTEXT_WINDOW_TOKENS);
+        (!self.no_output_limit).then(|| viewer::char_limit(window, self.output_limit_percent))
     }
 }
 
@@ -89,6 +94,13 @@ pub struct RunOptions {
     /// After the run, print what the model is shown next: each finished call as a block, then `Result (id): ...`.
     #[arg(long)]
     history: bool,
+    #[command(flatten)]
+    exec: ExecOptions,
+}
+
+/// How responses are executed: shared by `run` and `agent`.
+#[derive(Debug, clap::Args)]
+pub struct ExecOptions {
     /// Answers for gadgets that ask a person, one per line, in order. Default: ask on the terminal, if there is one.
     #[arg(long, value_name = "FILE")]
     answers: Option<PathBuf>,
@@ -120,9 +132,63 @@ pub struct RunOptions {
     #[arg(long, value_name = "MS")]
     max_timeout: Option<u64>,
     #[command(flatten)]
-    markers: MarkerOptions,
+    pub(super) markers: MarkerOptions,
     #[command(flatten)]
-    limits: LimitOptions,
+    pub(super) limits: LimitOptions,
+}
+
+impl ExecOptions {
+    /// The executor's configuration; `known_window` is the model's context
+    /// window when a model table knows it.
+    pub(super) fn exec_config(&self, known_window: Option<u64>) -> ExecConfig {
+        ExecConfig {
+            schedule: ScheduleConfig {
+                strategy: self.strategy,
+                max_parallel: self.max_parallel,
+                max_calls_per_response: self.max_calls,
+                stop_on_error: self.stop_on_error,
+            },
+            dependency_policy: self.on_dependency_failure.clone(),
+            gadget_policies: self.gadget_policies.iter().cloned().collect(),
+            markers: self.markers.markers(),
+            timeouts: Timeouts {
+                default: self.default_timeout.map(Duration::from_millis),
+                per_gadget: self
+                    .gadget_timeouts
+                    .iter()
+                    .map(|(name, ms)| (name.clone(), Duration::from_millis(*ms)))
+                    .collect(),
+                cap: self.max_timeout.map(Duration::from_millis),
+            },
+            output_limit: self.limits.char_limit(known_window),
+        }
+    }
+
+    /// Warns about per-gadget options naming gadgets that are not loaded.
+    pub(super) fn warn_unknown_gadgets(&self, registry: &Registry) {
+        for name in self
+            .gadget_timeouts
+            .iter()
+            .map(|(n, _)| n)
+            .chain(self.gadget_policies.iter().map(|(n, _)| n))
+        {
+            if registry.get(name).is_none() {
+                eprintln!("warning: no gadget named '{name}' is loaded; its option has no effect");
+            }
+        }
+    }
+
+    /// Who answers gadgets that ask a person: `--answers`, else the
+    /// terminal when there is one.
+    pub(super) fn human_input(
+        &self,
+        multi: Option<indicatif::MultiProgress>,
+    ) -> Result<Option<Arc<dyn HumanInput>>> {
+        Ok(match &self.answers {
+            Some(path) => Some(Arc::new(ScriptedAnswers::read(path)?)),
+            None => TerminalInput::open(multi).map(|t| Arc::new(t) as Arc<dyn HumanInput>),
+        })
+    }
 }
 
 fn parse_strategy(text: &str) -> Result<Strategy, String> {
@@ -170,37 +236,8 @@ fn parse_gadget_timeout(text: &str) -> Result<(String, u64), String> {
 
 /// `gadget run`: the response through the executor, events out as they happen.
 pub async fn run(registry: Arc<Registry>, options: &RunOptions) -> Result<ExitCode> {
-    let config = ExecConfig {
-        schedule: ScheduleConfig {
-            strategy: options.strategy,
-            max_parallel: options.max_parallel,
-            max_calls_per_response: options.max_calls,
-            stop_on_error: options.stop_on_error,
-        },
-        dependency_policy: options.on_dependency_failure.clone(),
-        gadget_policies: options.gadget_policies.iter().cloned().collect(),
-        markers: options.markers.markers(),
-        timeouts: Timeouts {
-            default: options.default_timeout.map(Duration::from_millis),
-            per_gadget: options
-                .gadget_timeouts
-                .iter()
-                .map(|(name, ms)| (name.clone(), Duration::from_millis(*ms)))
-                .collect(),
-            cap: options.max_timeout.map(Duration::from_millis),
-        },
-        output_limit: options.limits.char_limit(),
-    };
-    for (name, _) in options
-        .gadget_timeouts
-        .iter()
-        .map(|(n, _)| (n, ()))
-        .chain(options.gadget_policies.iter().map(|(n, _)| (n, ())))
-    {
-        if registry.get(name).is_none() {
-            eprintln!("warning: no gadget named '{name}' is loaded; its option has no effect");
-        }
-    }
+    let config = options.exec.exec_config(None);
+    options.exec.warn_unknown_gadgets(&registry);
     let markers = config.markers.clone();
     let mut executor = Executor::new(registry, config).context("invalid markers")?;
 
@@ -211,11 +248,7 @@ pub async fn run(registry: Arc<Registry>, options: &RunOptions) -> Result<ExitCo
     } else {
         View::Plain
     };
-    let human: Option<Arc<dyn HumanInput>> = match &options.answers {
-        Some(path) => Some(Arc::new(ScriptedAnswers::read(path)?)),
-        None => TerminalInput::open(view.multi()).map(|t| Arc::new(t) as Arc<dyn HumanInput>),
-    };
-    if let Some(human) = human {
+    if let Some(human) = options.exec.human_input(view.multi())? {
         executor = executor.with_human_input(human);
     }
 
@@ -450,12 +483,12 @@ impl HumanInput for TerminalInput {
 }
 
 /// The exit code after Ctrl-C (128 + SIGINT, as shells report it).
-const EXIT_INTERRUPTED: u8 = 130;
+pub(super) const EXIT_INTERRUPTED: u8 = 130;
 
 /// Ctrl-C during a run: the first stops reading the response and raises
 /// the abort signal in every running call (they end as cancelled, and the
 /// summary is printed); a second one exits at once.
-struct Interrupt {
+pub(super) struct Interrupt {
     happened: Arc<std::sync::atomic::AtomicBool>,
     reader: Arc<std::sync::Mutex<Option<tokio::task::AbortHandle>>>,
 }

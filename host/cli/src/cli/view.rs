@@ -275,7 +275,7 @@ impl LiveView {
         }
     }
 
-    fn finish_text(&mut self) {
+    pub(super) fn finish_text(&mut self) {
         if !self.partial_text.is_empty() {
             let rest = std::mem::take(&mut self.partial_text);
             self.println(&rest);

@@ -1,6 +1,7 @@
 //! Integration tests: real components, real processes, no mocks of the
 //! runtime. Guests are built once per run by `scripts/build-guests.sh`.
 
+mod agent;
 mod capabilities;
 mod cli;
 mod common;

@@ -1,0 +1,404 @@
+//! `gadget agent`: the agent loop against a real LLM. The loop itself is
+//! the gadget-agent crate's; this file picks the provider, key, model
+//! table and caps from the options and the policy's `[llm]`, renders the
+//! loop's events (the views of `gadget run`, or JSON lines), saves the
+//! session, and turns Ctrl-C into a clean stop.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context as _, Result};
+use serde_json::json;
+
+use gadget_agent::agent::{DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_TOKENS};
+use gadget_agent::anthropic::{self, Anthropic};
+use gadget_agent::openai::{self, OpenAi};
+use gadget_agent::{
+    Agent, AgentConfig, AgentEvent, AgentOutcome, ModelInfo, ModelTable, Provider, ProviderError,
+    RetryPolicy, StopReason,
+};
+use gadget_core::viewer;
+use gadget_exec::Executor;
+use gadget_runtime::policy::LlmSettings;
+use gadget_runtime::registry::Registry;
+
+use super::run::{EXIT_INTERRUPTED, ExecOptions};
+use super::view::{LiveView, View};
+use super::{EXIT_BAD_INPUT, EXIT_FAILED};
+
+/// Options of `gadget agent`.
+#[derive(Debug, clap::Args)]
+pub struct AgentOptions {
+    /// The task, or `-` to read it from stdin.
+    #[arg(value_name = "PROMPT")]
+    prompt: String,
+    /// PROVIDER:MODEL; providers are `openai` (any OpenAI-compatible server) and `anthropic`. Default: [llm] model in the policy file.
+    #[arg(long, value_name = "PROVIDER:MODEL")]
+    model: Option<String>,
+    /// The API's base URL, e.g. http://127.0.0.1:11434/v1 for Ollama. Default: [llm] base-url, else the provider's own.
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// The environment variable holding the API key. Default: [llm] api-key-env, else OPENAI_API_KEY or ANTHROPIC_API_KEY.
+    #[arg(long, value_name = "VAR")]
+    api_key_env: Option<String>,
+    /// Requests at most; the loop stops after this many responses.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_ITERATIONS)]
+    max_iterations: usize,
+    /// USD over tokens and gadgets; no request starts that would go over it.
+    #[arg(long, value_name = "USD")]
+    max_cost: Option<f64>,
+    /// Tokens one answer may have.
+    #[arg(long, value_name = "TOKENS", default_value_t = DEFAULT_MAX_TOKENS)]
+    max_tokens: u32,
+    /// Retries of a request that failed with 429, 5xx or a connection error.
+    #[arg(long, value_name = "N", default_value_t = RetryPolicy::default().max_retries)]
+    max_retries: u32,
+    /// A file whose text goes before the gadget instructions in the system prompt.
+    #[arg(long, value_name = "FILE")]
+    system: Option<PathBuf>,
+    /// One JSON event per line: `gadget run`'s events plus llm_request, llm_text, llm_retry, llm_response, iteration and agent_summary.
+    #[arg(long)]
+    json: bool,
+    /// Write the whole session to FILE as JSON lines (every request, response and event).
+    #[arg(long, value_name = "FILE")]
+    save: Option<PathBuf>,
+    #[command(flatten)]
+    exec: ExecOptions,
+}
+
+/// The key variables the providers document.
+const OPENAI_KEY_VARIABLE: &str = "OPENAI_API_KEY";
+const ANTHROPIC_KEY_VARIABLE: &str = "ANTHROPIC_API_KEY";
+
+/// `gadget agent`.
+pub async fn agent(
+    registry: Arc<Registry>,
+    options: &AgentOptions,
+    settings: &LlmSettings,
+) -> Result<ExitCode> {
+    let task = if options.prompt == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .context("reading the task from stdin")?;
+        text
+    } else {
+        options.prompt.clone()
+    };
+    if task.trim().is_empty() {
+        eprintln!("error: the task is empty");
+        return Ok(ExitCode::from(EXIT_BAD_INPUT));
+    }
+    let Some(model) = options.model.as_ref().or(settings.model.as_ref()) else {
+        eprintln!(
+            "error: no model: pass --model PROVIDER:MODEL (e.g. openai:gpt-4o-mini) or set [llm] model in the policy file"
+        );
+        return Ok(ExitCode::from(EXIT_BAD_INPUT));
+    };
+    let Some((provider_name, model_name)) = model.split_once(':') else {
+        eprintln!("error: --model '{model}' is not PROVIDER:MODEL (e.g. openai:gpt-4o-mini)");
+        return Ok(ExitCode::from(EXIT_BAD_INPUT));
+    };
+    let provider = match make_provider(provider_name, options, settings) {
+        Ok(provider) => provider,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
+    };
+    let table = ModelTable::with_overrides(settings.models.iter().map(|(name, prices)| {
+        (
+            name.clone(),
+            ModelInfo {
+                input_per_mtok: prices.input_per_mtok,
+                output_per_mtok: prices.output_per_mtok,
+                context_window: prices
+                    .context_window
+                    .unwrap_or(viewer::DEFAULT_CONTEXT_WINDOW_TOKENS),
+            },
+        )
+    }));
+    let model_info = table.lookup(provider_name, model_name);
+    if model_info.is_none() && !options.json {
+        eprintln!(
+            "note: no price for {provider_name}:{model_name} in the model table ({}): tokens are counted, not priced; add [llm.models.\"{provider_name}:{model_name}\"] input-per-mtok and output-per-mtok to the policy file",
+            gadget_agent::models::TABLE_DATE
+        );
+    }
+    let system = match &options.system {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading the system prompt {}", path.display()))?,
+        ),
+        None => None,
+    };
+    if let Some(max) = options.max_cost
+        && !(max.is_finite() && max >= 0.0)
+    {
+        eprintln!("error: --max-cost {max} is not an amount of USD");
+        return Ok(ExitCode::from(EXIT_BAD_INPUT));
+    }
+
+    let exec_config = options
+        .exec
+        .exec_config(model_info.map(|info| info.context_window));
+    options.exec.warn_unknown_gadgets(&registry);
+    let markers = exec_config.markers.clone();
+    let mut executor = Executor::new(registry, exec_config).context("invalid markers")?;
+    let view = if options.json {
+        View::Json
+    } else if std::io::stdout().is_terminal() {
+        View::Live(LiveView::new())
+    } else {
+        View::Plain
+    };
+    if let Some(human) = options.exec.human_input(view.multi())? {
+        executor = executor.with_human_input(human);
+    }
+    let save = match &options.save {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("creating the session file {}", path.display()))?,
+        )),
+        None => None,
+    };
+    let output = Arc::new(Mutex::new(Output {
+        view,
+        json: options.json,
+        save,
+        failure: None,
+    }));
+    output
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .save(&json!({
+            "type": "session", "provider": provider_name, "model": model_name, "task": task,
+            "max_iterations": options.max_iterations, "max_cost": options.max_cost,
+        }));
+    let observer_output = output.clone();
+    let observer: gadget_agent::Observer = Arc::new(move |event: &AgentEvent| {
+        observer_output
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .event(event);
+    });
+    let config = AgentConfig {
+        model: model_name.to_string(),
+        max_iterations: options.max_iterations,
+        max_cost: options.max_cost,
+        max_tokens: options.max_tokens,
+        system,
+        model_info,
+        retry: RetryPolicy {
+            max_retries: options.max_retries,
+            ..RetryPolicy::default()
+        },
+    };
+    let mut agent = Agent::new(provider, executor, markers, config, observer);
+    let interrupt = watch_interrupt(agent.stop_handle());
+    let outcome = agent.run(&task).await;
+    interrupt.abort();
+
+    let mut output = output.lock().unwrap_or_else(|p| p.into_inner());
+    output.finish(&outcome)?;
+    Ok(match outcome.stop {
+        StopReason::Answered | StopReason::Finished => ExitCode::SUCCESS,
+        StopReason::MaxIterations | StopReason::MaxCost => ExitCode::from(EXIT_FAILED),
+        StopReason::Interrupted => ExitCode::from(EXIT_INTERRUPTED),
+        StopReason::Failed => match &outcome.error {
+            Some(error) if error.is_setup() => ExitCode::from(EXIT_BAD_INPUT),
+            _ => ExitCode::from(EXIT_FAILED),
+        },
+    })
+}
+
+/// The provider `name` with its base URL and key: the option, else
+/// `[llm]`, else the provider's default. The key is required for the
+/// provider's own endpoint; a local server at another base URL may need
+/// none.
+fn make_provider(
+    name: &str,
+    options: &AgentOptions,
+    settings: &LlmSettings,
+) -> Result<Arc<dyn Provider>, String> {
+    let base_url = options.base_url.clone().or(settings.base_url.clone());
+    let (default_url, default_variable) = match name {
+        "openai" => (openai::DEFAULT_BASE_URL, OPENAI_KEY_VARIABLE),
+        "anthropic" => (anthropic::DEFAULT_BASE_URL, ANTHROPIC_KEY_VARIABLE),
+        other => {
+            return Err(format!(
+                "unknown provider '{other}': use openai (any OpenAI-compatible server, with --base-url) or anthropic"
+            ));
+        }
+    };
+    let variable = options
+        .api_key_env
+        .clone()
+        .or(settings.api_key_env.clone())
+        .unwrap_or_else(|| default_variable.to_string());
+    let key = std::env::var(&variable)
+        .ok()
+        .filter(|k| !k.trim().is_empty());
+    let own_endpoint = base_url.is_none();
+    let base_url = base_url.unwrap_or_else(|| default_url.to_string());
+    if key.is_none() && own_endpoint {
+        return Err(ProviderError::MissingKey {
+            provider: name.to_string(),
+            variable,
+        }
+        .to_string());
+    }
+    Ok(match name {
+        "openai" => Arc::new(OpenAi::new(&base_url, key)),
+        _ => Arc::new(Anthropic::new(&base_url, key.unwrap_or_default())),
+    })
+}
+
+/// Ctrl-C: the first stops the session cleanly (the stream is dropped,
+/// running calls get the abort signal, the summary is printed and the
+/// session saved); a second exits at once.
+fn watch_interrupt(stop: gadget_agent::StopHandle) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        eprintln!(
+            "\ninterrupted: stopping the model and cancelling the running calls (Ctrl-C again to quit at once)"
+        );
+        stop.stop();
+        if tokio::signal::ctrl_c().await.is_ok() {
+            std::process::exit(EXIT_INTERRUPTED.into());
+        }
+    })
+}
+
+/// Where events go: the view (or JSON lines) and the session file.
+struct Output {
+    view: View,
+    json: bool,
+    save: Option<std::io::BufWriter<std::fs::File>>,
+    /// The first write error (stdout closed, disk full), reported at the end.
+    failure: Option<std::io::Error>,
+}
+
+impl Output {
+    fn save(&mut self, value: &serde_json::Value) {
+        if let Some(file) = &mut self.save
+            && let Err(e) = writeln!(file, "{value}")
+        {
+            self.failure.get_or_insert(e);
+        }
+    }
+
+    fn event(&mut self, event: &AgentEvent) {
+        let value = event.to_json();
+        self.save(&value);
+        let mut out = std::io::stdout();
+        let written = if self.json {
+            writeln!(out, "{value}").and_then(|_| out.flush())
+        } else {
+            match event {
+                AgentEvent::Exec(event) => self.view.event(&mut out, event),
+                AgentEvent::Request {
+                    iteration,
+                    provider,
+                    model,
+                    estimated_input_tokens,
+                    ..
+                } => {
+                    eprintln!(
+                        "── iteration {iteration}: {provider}:{model}, about {estimated_input_tokens} tokens in ──"
+                    );
+                    Ok(())
+                }
+                AgentEvent::Retry {
+                    attempt,
+                    delay,
+                    error,
+                    ..
+                } => {
+                    eprintln!("retry {attempt} in {} ms: {error}", delay.as_millis());
+                    Ok(())
+                }
+                AgentEvent::IterationEnd(record) => {
+                    eprintln!(
+                        "\niteration {}: {} call(s) ({} ok, {} failed, {} skipped); tokens {} in / {} out; LLM {}, gadgets ${:.6}; {:.0} ms",
+                        record.iteration,
+                        record.calls,
+                        record.succeeded,
+                        record.failed,
+                        record.skipped,
+                        record.input_tokens,
+                        record.output_tokens,
+                        usd(record.llm_cost),
+                        record.gadget_cost,
+                        record.duration_ms
+                    );
+                    Ok(())
+                }
+                // The text outside calls is printed by the view as it is
+                // parsed; the raw stream is for --json and --save.
+                AgentEvent::Text { .. } | AgentEvent::Response { .. } => Ok(()),
+            }
+        };
+        if let Err(e) = written {
+            self.failure.get_or_insert(e);
+        }
+    }
+
+    fn finish(&mut self, outcome: &AgentOutcome) -> Result<()> {
+        let mut summary = serde_json::to_value(outcome)?;
+        summary["type"] = json!("agent_summary");
+        if let Some(error) = &outcome.error {
+            summary["error"] = json!(error.to_string());
+        }
+        self.save(&summary);
+        if let Some(file) = &mut self.save {
+            file.flush().context("writing the session file")?;
+        }
+        if self.json {
+            println!("{summary}");
+        } else {
+            if let View::Live(live) = &mut self.view {
+                live.finish_text();
+            }
+            let stop = match outcome.stop {
+                StopReason::Answered => "answered".to_string(),
+                StopReason::Finished => "task complete".to_string(),
+                StopReason::MaxIterations => format!(
+                    "stopped: --max-iterations ({}) reached without an answer",
+                    outcome.iterations.len()
+                ),
+                StopReason::MaxCost => "stopped: the next request would go over --max-cost".into(),
+                StopReason::Interrupted => "interrupted".into(),
+                StopReason::Failed => "failed".into(),
+            };
+            eprintln!(
+                "\nsession: {} iteration(s), {stop}; tokens {} in / {} out; LLM {} + gadgets ${:.6} = ${:.6}",
+                outcome.iterations.len(),
+                outcome.input_tokens,
+                outcome.output_tokens,
+                usd(outcome.llm_cost),
+                outcome.gadget_cost,
+                outcome.total_cost
+            );
+            if let Some(error) = &outcome.error {
+                eprintln!("error: {error}");
+            }
+        }
+        match self.failure.take() {
+            Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                Err(e).context("writing the session's output")
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+fn usd(cost: Option<f64>) -> String {
+    match cost {
+        Some(cost) => format!("${cost:.6}"),
+        None => "(unpriced)".into(),
+    }
+}

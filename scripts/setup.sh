@@ -56,7 +56,7 @@ if ! dpkg -s $c_packages >/dev/null 2>&1; then
 fi
 
 ./scripts/build-guests.sh
-cargo build --quiet --release -p gadget-core -p gadget-exec -p gadget-runtime -p gadget-host
+cargo build --quiet --release -p gadget-core -p gadget-exec -p gadget-runtime -p gadget-agent -p gadget-host
 echo "host built: target/release/gadget"
 
 # The example gadgets in other languages, built by the host's own `gadget build`.

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 # The host's crates, always selected together so that features unify the
 # same way in every command (another selection rebuilds wasmtime).
-host=(-p gadget-core -p gadget-exec -p gadget-runtime -p gadget-host)
+host=(-p gadget-core -p gadget-exec -p gadget-runtime -p gadget-agent -p gadget-host)
 
 # The pure crate stays pure: the compiler enforces the one-way flow only
 # while gadget-core depends on none of the runtime's machinery.
@@ -16,7 +16,7 @@ if cargo tree --quiet -p gadget-core -e normal --prefix none | grep -E '^(wasmti
 fi
 
 cargo fmt --all --check
-cargo clippy --quiet --release "${host[@]}" -p example-embed --all-targets -- -D warnings
+cargo clippy --quiet --release "${host[@]}" -p example-embed -p example-agent --all-targets -- -D warnings
 cargo clippy --quiet --target wasm32-wasip2 --profile guest \
     -p gadget-sdk -p example-hello-gadget \
     $(for d in plugins/*/ tests/fixtures/*/; do [ -f "$d/Cargo.toml" ] && printf -- '-p %s ' "$(sed -n 's/^name = "\(.*\)"/\1/p' "$d/Cargo.toml" | head -1)"; done) \
@@ -28,3 +28,6 @@ cargo test --release "${host[@]}"
 
 # The embedding example must keep compiling and running against the library.
 cargo run --quiet --release -p example-embed > /dev/null
+
+# So must the agent example (its scripted provider checks its own answer).
+cargo run --quiet --release -p example-agent > /dev/null

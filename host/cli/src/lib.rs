@@ -18,6 +18,8 @@
 //!                 (core + tokio; knows nothing of WebAssembly)
 //! gadget-runtime  wasmtime: engine, epoch deadlines, store, host imports;
 //!                 the plugin loader, the registry, WasmGadget (a Tool)
+//! gadget-agent    the agent loop: LLM providers (reqwest, SSE) streaming
+//!                 into the executor, llmist's history, costs, retries
 //! gadget-host     this crate: the commands and their views
 //! ```
 //!
@@ -39,6 +41,7 @@
 //! # Ok(()) }
 //! ```
 
+pub use gadget_agent as agent;
 pub use gadget_core::{
     call, events, ledger, limits, params, parser, render, schedule, schema, tool, viewer,
 };

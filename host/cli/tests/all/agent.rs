@@ -684,3 +684,89 @@ fn a_missing_key_is_one_line_and_the_session_file_replays() {
     assert_eq!(finished[0]["result"], "5");
     assert_eq!(lines.last().unwrap()["type"], "agent_summary");
 }
+
+#[test]
+fn ctrl_c_cancels_the_running_calls_saves_the_session_and_exits_130() {
+    // The response starts a long Sleep, then the model "thinks" for ten
+    // seconds: the interrupt comes while both are under way.
+    let chunk = |text: &str, pause: u64| {
+        let chunk = json!({"choices": [{"index": 0, "delta": {"content": text}}]});
+        (Duration::from_millis(pause), format!("data: {chunk}\n\n"))
+    };
+    let server = LlmServer::start(vec![Reply::Events {
+        events: vec![
+            chunk(&block("Sleep:nap", &[("ms", "2900")]), 0),
+            chunk("more", 10_000),
+        ],
+        broken: false,
+    }]);
+    let home = tempfile::tempdir().unwrap();
+    let session = home.path().join("session.jsonl");
+    let mut child = Command::new(common::gadget_bin())
+        .arg("--plugins")
+        .arg(common::shipped_plugins())
+        .env_remove("GADGET_CONFIG")
+        .env("XDG_CONFIG_HOME", home.path())
+        .env("XDG_CACHE_HOME", home.path())
+        .env("TEST_LLM_KEY", "k")
+        .args([
+            "agent",
+            "nap",
+            "--model",
+            "openai:m",
+            "--json",
+            "--api-key-env",
+            "TEST_LLM_KEY",
+        ])
+        .arg("--base-url")
+        .arg(server.url() + "/v1")
+        .arg("--save")
+        .arg(&session)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Interrupt once the call has started (bounded wait).
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    for _ in 0..200 {
+        let mut line = String::new();
+        if stdout.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        seen.push_str(&line);
+        if line.contains("\"call_started\"") {
+            break;
+        }
+    }
+    assert!(seen.contains("call_started"), "{seen}");
+    let started = std::time::Instant::now();
+    // SAFETY: kill(2) on the child's pid with SIGINT, as Ctrl-C would.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "stopped promptly"
+    );
+    let events: Vec<Value> = rest
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let nap = events
+        .iter()
+        .find(|e| e["type"] == "call_finished" && e["id"] == "nap")
+        .expect("the call ended");
+    assert!(
+        nap["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("cancel"),
+        "{nap}"
+    );
+    assert_eq!(summary(&events)["stop"], "interrupted");
+    let saved = std::fs::read_to_string(&session).unwrap();
+    assert!(saved.lines().last().unwrap().contains("\"agent_summary\""));
+}

@@ -247,6 +247,12 @@ impl Ledger {
         self.log(LogLevel::Warn, message, Value::Null, LogSource::Host, at_ms);
     }
 
+    /// A fact from the host about the call (a completion it made for the
+    /// gadget, say), at info level; bounded like the gadget's own logs.
+    pub fn host_info(&mut self, message: String, fields: Value, at_ms: u64) {
+        self.log(LogLevel::Info, message, fields, LogSource::Host, at_ms);
+    }
+
     /// Closes the ledger at the end of a call: one line sums up what was
     /// refused or suppressed, instead of one line per offence.
     pub fn close(&mut self, at_ms: u64) {

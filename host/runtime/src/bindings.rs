@@ -6,16 +6,37 @@
 
 use gadget_core::call::{Example, GadgetSpec};
 
-/// The WIT package and interfaces this host speaks.
-pub const WIT_PACKAGE: &str = "gadget:plugin@0.1.0";
+/// The WIT packages this host speaks, oldest first, and the export each
+/// version's components have.
+pub const WIT_PACKAGE: &str = "gadget:plugin@0.1.0 or 0.2.0";
 pub const GADGET_EXPORT: &str = "gadget:plugin/gadget@0.1.0";
+pub const GADGET_EXPORT_V0_2_0: &str = "gadget:plugin/gadget@0.2.0";
 
-/// Imports a component may have: WASI 0.2 and the contract's own.
+/// Imports a component may have: WASI 0.2 and the contracts' own.
 pub(crate) const ALLOWED_IMPORT_PREFIXES: &[&str] = &[
     "wasi:",
     "gadget:plugin/host@0.1.0",
     "gadget:plugin/types@0.1.0",
+    "gadget:plugin/host@0.2.0",
+    "gadget:plugin/types@0.2.0",
+    "gadget:plugin/llm@0.2.0",
 ];
+
+/// Which contract a component was built against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContractVersion {
+    V0_1_0,
+    V0_2_0,
+}
+
+impl ContractVersion {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContractVersion::V0_1_0 => "0.1.0",
+            ContractVersion::V0_2_0 => "0.2.0",
+        }
+    }
+}
 
 /// `gadget:plugin@0.1.0`, as released (frozen).
 pub mod v0_1_0 {
@@ -23,6 +44,19 @@ pub mod v0_1_0 {
         path: "../../wit/gadget@0.1.0",
         world: "plugin",
         exports: { default: async },
+    });
+}
+
+/// `gadget:plugin@0.2.0`: 0.1.0 plus the `llm` import. Its types are
+/// 0.1.0's, field for field, so they are generated once (`with`) and the
+/// rest of the runtime handles one set.
+pub mod v0_2_0 {
+    wasmtime::component::bindgen!({
+        path: "../../wit/gadget@0.2.0",
+        world: "plugin",
+        exports: { default: async },
+        imports: { "gadget:plugin/llm.complete": async },
+        with: { "gadget:plugin/types@0.2.0": super::v0_1_0::gadget::plugin::types },
     });
 }
 

@@ -101,11 +101,22 @@ impl CallGrants {
 }
 
 /// What a plugin's calls get.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Grants {
     pub files: Vec<DirGrant>,
     pub http: HttpRules,
     pub config: Vec<ConfigGrant>,
+    /// Completions through the host's LLM, when asked for and granted.
+    pub llm: Option<LlmGrant>,
+}
+
+/// The models a plugin's calls may complete with, and their budget.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LlmGrant {
+    /// `provider:model`; the first is the default.
+    pub models: Vec<String>,
+    /// USD one call's completions may cost together.
+    pub max_usd_per_call: Option<f64>,
 }
 
 /// A directory visible to the plugin's calls.
@@ -145,7 +156,10 @@ impl std::fmt::Debug for ConfigGrant {
 
 impl Grants {
     pub fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.http.origins.is_empty() && self.config.is_empty()
+        self.files.is_empty()
+            && self.http.origins.is_empty()
+            && self.config.is_empty()
+            && self.llm.is_none()
     }
 
     /// The secret values to redact from what the plugin's calls emit.
@@ -180,6 +194,13 @@ impl Grants {
                 .collect();
             parts.push(format!("files: {}", files.join(", ")));
         }
+        if let Some(llm) = &self.llm {
+            let budget = match llm.max_usd_per_call {
+                Some(usd) => format!(", up to ${usd} per call"),
+                None => String::new(),
+            };
+            parts.push(format!("llm: {}{budget}", llm.models.join(", ")));
+        }
         parts.join("; ")
     }
 
@@ -191,6 +212,7 @@ impl Grants {
             "allow_addresses": self.http.addresses.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
             "config": self.config.iter().map(|c| &c.key).collect::<Vec<_>>(),
             "files": self.files,
+            "llm": self.llm,
         })
     }
 }
@@ -723,6 +745,23 @@ pub fn resolve(
                 "config {key} is granted, but the manifest does not ask for it: not applied"
             ));
         }
+    }
+
+    // LLM: the manifest asks, the operator names the models and budget.
+    match (&policy.llm, requested.llm) {
+        (Some(llm), true) => {
+            grants.llm = Some(LlmGrant {
+                models: llm.models.clone(),
+                max_usd_per_call: llm.max_usd_per_call,
+            })
+        }
+        (Some(_), false) => notes.push(
+            "llm is granted, but the manifest does not ask for it: not applied".to_string(),
+        ),
+        (None, true) => notes.push(format!(
+            "asks for llm, not granted (grant it with [plugins.{plugin}] llm = {{ models = [\"openai:gpt-4o-mini\"], max-usd-per-call = 0.05 }} or --grant {plugin}:llm=openai:gpt-4o-mini)"
+        )),
+        (None, false) => {}
     }
 
     // Files: each operator directory applies when the manifest asks for its

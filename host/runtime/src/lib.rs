@@ -26,6 +26,7 @@ mod epoch;
 mod gadget;
 pub mod grants;
 mod http;
+pub mod llm;
 pub mod loader;
 pub mod manifest;
 pub mod policy;
@@ -52,6 +53,7 @@ pub use gadget_core::ledger::{
 pub use gadget_core::limits::Limits;
 
 use bindings::v0_1_0::gadget::plugin::{host as wit_host, types as wit};
+use bindings::v0_2_0::gadget::plugin::llm as wit_llm;
 use gadget_core::ledger::{self, Ledger};
 use gadget_core::limits::MAX_ERROR_MESSAGE_BYTES;
 
@@ -64,8 +66,70 @@ pub const SPECS_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub use bindings::{GADGET_EXPORT, WIT_PACKAGE};
 
-/// A compiled, pre-linked component, ready to instantiate once per call.
-pub type PluginPre = bindings::v0_1_0::PluginPre<CallState>;
+/// A compiled, pre-linked component, ready to instantiate once per call,
+/// by the contract version it was built against.
+#[derive(Clone)]
+pub enum PluginPre {
+    V0_1_0(bindings::v0_1_0::PluginPre<CallState>),
+    V0_2_0(bindings::v0_2_0::PluginPre<CallState>),
+}
+
+impl PluginPre {
+    pub fn version(&self) -> bindings::ContractVersion {
+        match self {
+            PluginPre::V0_1_0(_) => bindings::ContractVersion::V0_1_0,
+            PluginPre::V0_2_0(_) => bindings::ContractVersion::V0_2_0,
+        }
+    }
+
+    async fn specs(&self, store: &mut Store<CallState>) -> wasmtime::Result<Vec<wit::GadgetSpec>> {
+        match self {
+            PluginPre::V0_1_0(pre) => {
+                let plugin = pre.instantiate_async(&mut *store).await?;
+                plugin.gadget_plugin_gadget().call_specs(&mut *store).await
+            }
+            PluginPre::V0_2_0(pre) => {
+                let plugin = pre.instantiate_async(&mut *store).await?;
+                plugin.gadget_plugin_gadget().call_specs(&mut *store).await
+            }
+        }
+    }
+
+    /// Instantiates (an error here is `Instantiation`) and invokes (an
+    /// error here is `Trapped`).
+    async fn invoke(
+        &self,
+        store: &mut Store<CallState>,
+        id: &str,
+        name: &str,
+        params: &str,
+    ) -> Result<Result<wit::Outcome, wit::GadgetError>, Failure> {
+        match self {
+            PluginPre::V0_1_0(pre) => {
+                let plugin = pre
+                    .instantiate_async(&mut *store)
+                    .await
+                    .map_err(Instantiation)?;
+                plugin
+                    .gadget_plugin_gadget()
+                    .call_invoke(&mut *store, id, name, params)
+                    .await
+                    .map_err(Trapped)
+            }
+            PluginPre::V0_2_0(pre) => {
+                let plugin = pre
+                    .instantiate_async(&mut *store)
+                    .await
+                    .map_err(Instantiation)?;
+                plugin
+                    .gadget_plugin_gadget()
+                    .call_invoke(&mut *store, id, name, params)
+                    .await
+                    .map_err(Trapped)
+            }
+        }
+    }
+}
 
 /// Why the runtime could not be set up or a component not prepared.
 #[derive(Debug, thiserror::Error)]
@@ -77,7 +141,7 @@ pub enum RuntimeError {
     #[error("not a valid component: {0}")]
     Compile(String),
     #[error(
-        "built for another world: expected a component exporting `{GADGET_EXPORT}` (world `plugin` of {WIT_PACKAGE}), but it exports {found}"
+        "built for another world: expected a component exporting `{GADGET_EXPORT}` or `gadget:plugin/gadget@0.2.0` (world `plugin` of {WIT_PACKAGE}), but it exports {found}"
     )]
     WrongWorld { found: String },
     #[error(
@@ -147,6 +211,8 @@ pub struct Runtime {
     linker: Linker<CallState>,
     ticker: epoch::EpochTicker,
     budget: Arc<MemoryBudget>,
+    /// Where granted `llm` completions go.
+    llm_backend: std::sync::OnceLock<Arc<dyn llm::LlmBackend>>,
 }
 
 /// The host's memory budget by default: this share of the machine's
@@ -246,6 +312,8 @@ pub struct CallState {
     cancel: Option<Arc<AtomicBool>>,
     /// The epoch callback trapped the call at the hard deadline.
     timed_out: bool,
+    /// Completions (the `llm` import), when granted.
+    llm: Option<llm::LlmAccess>,
     /// Outbound HTTP (wasi:http), checked against the plugin's grants.
     http_ctx: wasmtime_wasi_http::WasiHttpCtx,
     http: http::HttpHooks,
@@ -420,7 +488,127 @@ impl wit_host::Host for CallState {
     }
 }
 
+/// 0.2.0's host interface is 0.1.0's, function for function.
+impl bindings::v0_2_0::gadget::plugin::host::Host for CallState {
+    fn log(&mut self, level: wit::Level, message: String, fields: String) {
+        wit_host::Host::log(self, level, message, fields)
+    }
+
+    fn report_cost(&mut self, usd: f64) {
+        wit_host::Host::report_cost(self, usd)
+    }
+
+    fn progress(&mut self, message: String) {
+        wit_host::Host::progress(self, message)
+    }
+
+    fn update(&mut self, partial: String, details: Option<String>) {
+        wit_host::Host::update(self, partial, details)
+    }
+
+    fn cancelled(&mut self) -> bool {
+        wit_host::Host::cancelled(self)
+    }
+
+    fn call_info(&mut self) -> wit::InvocationInfo {
+        wit_host::Host::call_info(self)
+    }
+}
+
+impl bindings::v0_2_0::gadget::plugin::llm::Host for CallState {
+    async fn complete(
+        &mut self,
+        request: wit_llm::CompletionRequest,
+    ) -> Result<wit_llm::Completion, wit_llm::LlmError> {
+        let plugin = self
+            .http
+            .grants
+            .as_ref()
+            .map(|g| g.plugin.clone())
+            .unwrap_or_else(|| self.gadget.clone());
+        let messages = request
+            .messages
+            .into_iter()
+            .map(|m| {
+                let role = match m.role {
+                    wit_llm::Role::System => llm::LlmRole::System,
+                    wit_llm::Role::User => llm::LlmRole::User,
+                    wit_llm::Role::Assistant => llm::LlmRole::Assistant,
+                };
+                (role, m.content)
+            })
+            .collect();
+        let time_left =
+            Duration::from_millis(self.deadline_epoch.saturating_sub(self.clock.now()));
+        let done = llm::complete(
+            &plugin,
+            self.llm.as_ref(),
+            request.model,
+            messages,
+            request.max_tokens,
+            request.temperature,
+            time_left,
+            self.cancel.clone(),
+        )
+        .await;
+        let at = self.elapsed_ms();
+        match done {
+            Ok(done) => {
+                if let Some(access) = &mut self.llm {
+                    access.spent += done.cost;
+                }
+                // Kept in the ledger, so a call that fails later still
+                // reports what its completions cost.
+                self.ledger.report_cost(done.cost, at);
+                self.ledger.host_info(
+                    format!("llm completion ({})", done.model),
+                    serde_json::json!({
+                        "model": done.model,
+                        "input_tokens": done.answer.input_tokens,
+                        "output_tokens": done.answer.output_tokens,
+                        "cost_usd": done.cost,
+                    }),
+                    at,
+                );
+                Ok(wit_llm::Completion {
+                    text: done.answer.text,
+                    model: done.model,
+                    input_tokens: done.answer.input_tokens,
+                    output_tokens: done.answer.output_tokens,
+                    cost: done.cost,
+                })
+            }
+            Err(failure) => {
+                let (error, note) = match failure {
+                    llm::LlmFailure::Denied(m) => (wit_llm::LlmError::Denied(m.clone()), m),
+                    llm::LlmFailure::BudgetExceeded(m) => {
+                        (wit_llm::LlmError::BudgetExceeded(m.clone()), m)
+                    }
+                    llm::LlmFailure::Provider(m) => (wit_llm::LlmError::Provider(m.clone()), m),
+                    llm::LlmFailure::Deadline => (
+                        wit_llm::LlmError::Deadline,
+                        "the call's deadline passed (or it was cancelled) during a completion"
+                            .to_string(),
+                    ),
+                };
+                self.ledger.host_warning(format!("llm refused or failed: {note}"), at);
+                if matches!(error, wit_llm::LlmError::Deadline) {
+                    self.aborted = true;
+                }
+                Err(error)
+            }
+        }
+    }
+}
+
 impl Runtime {
+    /// Sets where the `llm` import's completions go (once; later calls
+    /// are ignored and return false). Without it, granted completions fail
+    /// with "no LLM provider configured".
+    pub fn set_llm_backend(&self, backend: Arc<dyn llm::LlmBackend>) -> bool {
+        self.llm_backend.set(backend).is_ok()
+    }
+
     pub fn new(config: &RuntimeConfig) -> Result<Runtime, RuntimeError> {
         let base = || {
             let mut wasm = Config::new();
@@ -452,6 +640,18 @@ impl Runtime {
             .map_err(|e| RuntimeError::Link(e.to_string()))?;
         bindings::v0_1_0::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
             .map_err(|e| RuntimeError::Link(e.to_string()))?;
+        // 0.2.0's types are 0.1.0's (already linked under their own name by
+        // the world above); its host and llm interfaces are its own.
+        bindings::v0_2_0::gadget::plugin::host::add_to_linker::<_, HasSelf<_>>(
+            &mut linker,
+            |state| state,
+        )
+        .map_err(|e| RuntimeError::Link(e.to_string()))?;
+        bindings::v0_2_0::gadget::plugin::llm::add_to_linker::<_, HasSelf<_>>(
+            &mut linker,
+            |state| state,
+        )
+        .map_err(|e| RuntimeError::Link(e.to_string()))?;
         let ticker = epoch::EpochTicker::start(&engine, config.epoch)?;
         let budget = Arc::new(MemoryBudget {
             limit: config.memory_budget.unwrap_or_else(default_memory_budget),
@@ -463,6 +663,7 @@ impl Runtime {
             linker,
             ticker,
             budget,
+            llm_backend: std::sync::OnceLock::new(),
         })
     }
 
@@ -490,14 +691,19 @@ impl Runtime {
             .map_err(|e| RuntimeError::Compile(format!("{e:#}")))
     }
 
-    /// Checks the component's world and links it, once.
+    /// Checks the component's world and links it, once. The contract
+    /// version is read from what it exports.
     pub fn prepare(&self, component: &Component) -> Result<PluginPre, RuntimeError> {
         let ty = component.component_type();
         let exports: Vec<String> = ty
             .exports(&self.engine)
             .map(|(name, _)| name.to_string())
             .collect();
-        if !exports.iter().any(|e| e == GADGET_EXPORT) {
+        let version = if exports.iter().any(|e| e == bindings::GADGET_EXPORT_V0_2_0) {
+            bindings::ContractVersion::V0_2_0
+        } else if exports.iter().any(|e| e == GADGET_EXPORT) {
+            bindings::ContractVersion::V0_1_0
+        } else {
             let found = if exports.is_empty() {
                 "nothing".to_string()
             } else {
@@ -508,7 +714,7 @@ impl Runtime {
                     .join(", ")
             };
             return Err(RuntimeError::WrongWorld { found });
-        }
+        };
         for (name, _) in ty.imports(&self.engine) {
             if !bindings::ALLOWED_IMPORT_PREFIXES
                 .iter()
@@ -521,7 +727,16 @@ impl Runtime {
             .linker
             .instantiate_pre(component)
             .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
-        PluginPre::new(pre).map_err(|e| RuntimeError::Link(format!("{e:#}")))
+        Ok(match version {
+            bindings::ContractVersion::V0_1_0 => PluginPre::V0_1_0(
+                bindings::v0_1_0::PluginPre::new(pre)
+                    .map_err(|e| RuntimeError::Link(format!("{e:#}")))?,
+            ),
+            bindings::ContractVersion::V0_2_0 => PluginPre::V0_2_0(
+                bindings::v0_2_0::PluginPre::new(pre)
+                    .map_err(|e| RuntimeError::Link(format!("{e:#}")))?,
+            ),
+        })
     }
 
     /// Reads the component's gadget specs from a fresh instance.
@@ -542,10 +757,7 @@ impl Runtime {
                     reason,
                 })
             })?;
-        let run = async {
-            let plugin = pre.instantiate_async(&mut store).await?;
-            plugin.gadget_plugin_gadget().call_specs(&mut store).await
-        };
+        let run = pre.specs(&mut store);
         let result = self.with_outer_timeout(&limits, run).await;
         match result {
             Some(Ok(specs)) => Ok(specs.into_iter().map(GadgetSpec::from).collect()),
@@ -591,17 +803,7 @@ impl Runtime {
         };
         let name = request.component_name.as_ref().unwrap_or(&request.gadget);
         let (id, params) = (&request.invocation_id, &request.params);
-        let run = async {
-            let plugin = pre
-                .instantiate_async(&mut store)
-                .await
-                .map_err(Instantiation)?;
-            plugin
-                .gadget_plugin_gadget()
-                .call_invoke(&mut store, id, name, params)
-                .await
-                .map_err(Trapped)
-        };
+        let run = pre.invoke(&mut store, id, name, params);
         let result = self.with_outer_timeout(limits, run).await;
         let mut returned_cost = 0.0;
         let outcome = match result {
@@ -793,6 +995,13 @@ impl Runtime {
             hard_deadline_epoch: now + timeout_ticks + grace_ticks,
             grace_ticks,
             aborted: false,
+            llm: grants
+                .and_then(|g| g.grants.llm.clone())
+                .map(|grant| llm::LlmAccess {
+                    backend: self.llm_backend.get().cloned(),
+                    grant,
+                    spent: 0.0,
+                }),
             http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
             http: http::HttpHooks {
                 grants: grants.cloned(),

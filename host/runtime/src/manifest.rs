@@ -77,6 +77,11 @@ pub struct Permissions {
     /// `*` (whichever the operator grants); read-only unless `mode = "rw"`.
     #[serde(default)]
     pub files: Vec<FileRequest>,
+    /// Completions through the host's LLM (the `llm` import of
+    /// gadget:plugin@0.2.0), which the operator grants with models and a
+    /// budget.
+    #[serde(default)]
+    pub llm: bool,
 }
 
 /// One directory a manifest asks for.
@@ -131,7 +136,7 @@ impl std::fmt::Display for FileMode {
 
 impl Permissions {
     pub fn is_empty(&self) -> bool {
-        self.http.is_empty() && self.config.is_empty() && self.files.is_empty()
+        self.http.is_empty() && self.config.is_empty() && self.files.is_empty() && !self.llm
     }
 
     /// "http: a.com, b.com; config: KEY; files: /data (ro)", or "none",
@@ -154,6 +159,9 @@ impl Permissions {
                 .map(|f| format!("{} ({})", f.path(), f.mode()))
                 .collect();
             parts.push(format!("files: {}", files.join(", ")));
+        }
+        if self.llm {
+            parts.push("llm".to_string());
         }
         parts.join("; ")
     }

@@ -184,7 +184,7 @@ pub struct PolicyLimits {
 }
 
 /// `[plugins.NAME]`: what the operator says about one plugin.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct PluginPolicy {
     /// Prepended to each of its gadgets' names (to resolve a collision, or
@@ -202,6 +202,19 @@ pub struct PluginPolicy {
     /// Environment variables of its instances, by name.
     #[serde(default)]
     pub config: BTreeMap<String, ConfigSource>,
+    /// Completions through the host's LLM providers (the `llm` import of
+    /// gadget:plugin@0.2.0).
+    pub llm: Option<LlmPolicy>,
+}
+
+/// `llm = { models = ["openai:gpt-4o-mini"], max-usd-per-call = 0.05 }`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LlmPolicy {
+    /// `provider:model` names the plugin may use; the first is its default.
+    pub models: Vec<String>,
+    /// What one call's completions may cost together, USD; absent: no cap.
+    pub max_usd_per_call: Option<f64>,
 }
 
 /// `{ host = "./data", guest = "/data", mode = "ro" }`.
@@ -406,7 +419,7 @@ impl Policy {
     /// `PLUGIN:config=KEY=value:TEXT`. Relative directories are relative
     /// to the working directory.
     pub fn add_grant(&mut self, grant: &str) -> Result<(), String> {
-        let usage = "a grant is PLUGIN:http=URL, PLUGIN:files=HOST[:GUEST][:ro|rw] or PLUGIN:config=KEY=env:VAR";
+        let usage = "a grant is PLUGIN:http=URL, PLUGIN:files=HOST[:GUEST][:ro|rw], PLUGIN:config=KEY=env:VAR or PLUGIN:llm=PROVIDER:MODEL";
         let (plugin, rest) = grant
             .split_once(':')
             .ok_or_else(|| format!("'{grant}': {usage}"))?;
@@ -416,6 +429,18 @@ impl Policy {
         let entry = self.plugins.entry(plugin.to_string()).or_default();
         match kind {
             "http" => entry.http.push(value.to_string()),
+            "llm" => {
+                if !value.contains(':') {
+                    return Err(format!(
+                        "'{grant}': an llm grant is PLUGIN:llm=PROVIDER:MODEL"
+                    ));
+                }
+                entry
+                    .llm
+                    .get_or_insert_with(LlmPolicy::default)
+                    .models
+                    .push(value.to_string());
+            }
             "files" => {
                 let mut parts: Vec<&str> = value.split(':').collect();
                 let mode = match parts.last() {
@@ -499,6 +524,30 @@ fn check_grants(plugin: &str, grants: &PluginPolicy) -> Result<(), String> {
         }
         if file.host.as_os_str().is_empty() {
             return Err(format!("plugins.{plugin}.files: host must not be empty"));
+        }
+    }
+    if let Some(llm) = &grants.llm {
+        if llm.models.is_empty() {
+            return Err(format!(
+                "plugins.{plugin}.llm.models: name at least one model, as \"provider:model\""
+            ));
+        }
+        for model in &llm.models {
+            match model.split_once(':') {
+                Some((provider, name)) if !provider.is_empty() && !name.is_empty() => {}
+                _ => {
+                    return Err(format!(
+                        "plugins.{plugin}.llm.models: '{model}' is not \"provider:model\""
+                    ));
+                }
+            }
+        }
+        if let Some(usd) = llm.max_usd_per_call
+            && !(usd.is_finite() && usd >= 0.0)
+        {
+            return Err(format!(
+                "plugins.{plugin}.llm.max-usd-per-call: {usd} is not an amount of USD"
+            ));
         }
     }
     for (key, source) in &grants.config {

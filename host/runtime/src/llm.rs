@@ -1,0 +1,183 @@
+//! The `llm` import of gadget:plugin@0.2.0: completions a gadget asks for
+//! during a call, sent through whatever [`LlmBackend`] the embedder set
+//! (the command line sets the agent's providers). The runtime knows no
+//! provider: it checks the grant (the model must be one the operator
+//! named), the budget (the request's worst case must fit what is left of
+//! the call's `max-usd-per-call`), and the clock (the call's deadline and
+//! abort signal end the wait), then adds the cost to the call's ledger,
+//! where it stays even if the call later fails.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use gadget_core::tool::BoxFuture;
+
+use crate::grants::LlmGrant;
+
+/// The answer's token cap when the gadget gives none.
+pub const DEFAULT_LLM_MAX_TOKENS: u32 = 1024;
+
+/// The largest token cap a gadget may ask for: a completion is a step of a
+/// gadget, not a book.
+pub const MAX_LLM_MAX_TOKENS: u32 = 32_768;
+
+/// Bytes per token when estimating a request before it is sent (for the
+/// budget check): English and code average about four.
+pub const BYTES_PER_TOKEN_ESTIMATE: u64 = 4;
+
+/// How often a completion in flight looks at the abort signal.
+const CANCEL_POLL: Duration = Duration::from_millis(20);
+
+/// Who says a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LlmRole {
+    System,
+    User,
+    Assistant,
+}
+
+/// One completion, as the backend receives it.
+#[derive(Debug, Clone)]
+pub struct LlmRequest {
+    /// `provider:model`.
+    pub model: String,
+    pub messages: Vec<(LlmRole, String)>,
+    pub max_tokens: u32,
+    pub temperature: Option<f32>,
+}
+
+/// What the backend answered.
+#[derive(Debug, Clone)]
+pub struct LlmAnswer {
+    pub text: String,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// A model's prices, USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LlmPrice {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+}
+
+impl LlmPrice {
+    pub fn cost(&self, input_tokens: u64, output_tokens: u64) -> f64 {
+        (input_tokens as f64 * self.input_per_mtok + output_tokens as f64 * self.output_per_mtok)
+            / 1e6
+    }
+}
+
+/// Where completions go: set on the runtime by the embedder.
+pub trait LlmBackend: Send + Sync {
+    /// The price of `model` (`provider:model`), when known.
+    fn price(&self, model: &str) -> Option<LlmPrice>;
+
+    /// One completion; the error is a message for the gadget.
+    fn complete(&self, request: LlmRequest) -> BoxFuture<'static, Result<LlmAnswer, String>>;
+}
+
+/// Why a completion did not happen (the WIT `llm-error`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum LlmFailure {
+    Denied(String),
+    BudgetExceeded(String),
+    Provider(String),
+    Deadline,
+}
+
+/// A completion that happened.
+#[derive(Debug, Clone)]
+pub struct LlmDone {
+    pub answer: LlmAnswer,
+    pub model: String,
+    pub cost: f64,
+}
+
+/// A call's access to the LLM: the backend, its grant, and what it spent.
+pub(crate) struct LlmAccess {
+    pub backend: Option<Arc<dyn LlmBackend>>,
+    pub grant: LlmGrant,
+    pub spent: f64,
+}
+
+/// Checks and sends one completion; `time_left` is until the call's
+/// deadline, `cancel` its abort signal from outside.
+pub(crate) async fn complete(
+    plugin: &str,
+    access: Option<&LlmAccess>,
+    model: Option<String>,
+    messages: Vec<(LlmRole, String)>,
+    max_tokens: Option<u32>,
+    temperature: Option<f32>,
+    time_left: Duration,
+    cancel: Option<Arc<AtomicBool>>,
+) -> Result<LlmDone, LlmFailure> {
+    let Some(access) = access else {
+        return Err(LlmFailure::Denied(format!(
+            "plugin '{plugin}' has no LLM grant (the manifest asks with [permissions] llm = true; the operator grants with [plugins.{plugin}] llm = {{ models = [\"openai:gpt-4o-mini\"] }})"
+        )));
+    };
+    let model = model.unwrap_or_else(|| access.grant.models[0].clone());
+    if !access.grant.models.iter().any(|m| m == &model) {
+        return Err(LlmFailure::Denied(format!(
+            "model '{model}' is not granted to plugin '{plugin}' (granted: {}; add it to [plugins.{plugin}] llm.models)",
+            access.grant.models.join(", ")
+        )));
+    }
+    let Some(backend) = &access.backend else {
+        return Err(LlmFailure::Provider(
+            "this host has no LLM provider configured".to_string(),
+        ));
+    };
+    let max_tokens = max_tokens
+        .unwrap_or(DEFAULT_LLM_MAX_TOKENS)
+        .clamp(1, MAX_LLM_MAX_TOKENS);
+    let price = backend.price(&model);
+    if let Some(budget) = access.grant.max_usd_per_call {
+        let Some(price) = price else {
+            return Err(LlmFailure::BudgetExceeded(format!(
+                "model '{model}' has no known price, so the call's budget of ${budget} cannot be checked (add [llm.models.\"{model}\"] to the policy file)"
+            )));
+        };
+        let bytes: usize = messages.iter().map(|(_, text)| text.len()).sum();
+        let input = (bytes as u64).div_ceil(BYTES_PER_TOKEN_ESTIMATE);
+        let worst = price.cost(input, u64::from(max_tokens));
+        let left = budget - access.spent;
+        if worst > left {
+            return Err(LlmFailure::BudgetExceeded(format!(
+                "this completion could cost ${worst:.6} (about {input} tokens in, up to {max_tokens} out) and ${:.6} of the call's ${budget} is left",
+                left.max(0.0)
+            )));
+        }
+    }
+    let request = LlmRequest {
+        model: model.clone(),
+        messages,
+        max_tokens,
+        temperature,
+    };
+    let sent = backend.complete(request);
+    let cancelled = async {
+        loop {
+            tokio::time::sleep(CANCEL_POLL).await;
+            if cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+                break;
+            }
+        }
+    };
+    let answer = tokio::select! {
+        answer = sent => answer.map_err(LlmFailure::Provider)?,
+        _ = tokio::time::sleep(time_left) => return Err(LlmFailure::Deadline),
+        _ = cancelled => return Err(LlmFailure::Deadline),
+    };
+    let cost = price
+        .map(|p| p.cost(answer.input_tokens, answer.output_tokens))
+        .unwrap_or(0.0);
+    Ok(LlmDone {
+        answer,
+        model,
+        cost,
+    })
+}

@@ -359,6 +359,7 @@ impl Agent {
                 system: self.system.clone(),
                 messages: self.messages.clone(),
                 max_tokens: self.config.max_tokens,
+                temperature: None,
             };
             let estimated = estimate_tokens(&request);
             if let Some(max) = self.config.max_cost {

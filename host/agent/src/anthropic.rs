@@ -59,13 +59,17 @@ pub fn body(request: &ChatRequest) -> Value {
             })
         })
         .collect();
-    json!({
+    let mut body = json!({
         "model": request.model,
         "system": request.system.join("\n\n"),
         "messages": messages,
         "max_tokens": request.max_tokens,
         "stream": true,
-    })
+    });
+    if let Some(temperature) = request.temperature {
+        body["temperature"] = json!(temperature);
+    }
+    body
 }
 
 impl crate::provider::Provider for Anthropic {

@@ -11,6 +11,7 @@
 
 pub mod agent;
 pub mod anthropic;
+pub mod backend;
 pub mod models;
 pub mod openai;
 pub mod provider;

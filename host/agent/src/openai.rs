@@ -59,13 +59,17 @@ pub fn body(request: &ChatRequest) -> Value {
             "content": m.content,
         })
     }));
-    json!({
+    let mut body = json!({
         "model": request.model,
         "messages": messages,
         "stream": true,
         "stream_options": {"include_usage": true},
         "max_tokens": request.max_tokens,
-    })
+    });
+    if let Some(temperature) = request.temperature {
+        body["temperature"] = json!(temperature);
+    }
+    body
 }
 
 impl crate::provider::Provider for OpenAi {

@@ -55,6 +55,8 @@ pub struct ChatRequest {
     pub system: Vec<String>,
     pub messages: Vec<ChatMessage>,
     pub max_tokens: u32,
+    /// Sampling temperature; `None`: the provider's default.
+    pub temperature: Option<f32>,
 }
 
 /// Tokens one response used, as the provider reports them.

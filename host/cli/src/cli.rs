@@ -258,6 +258,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             };
             let runtime =
                 Arc::new(Runtime::new(&config).context("starting the WebAssembly runtime")?);
+            runtime.set_llm_backend(agent::llm_backend(&policy.llm, None));
             let Some(registry) = load(&runtime, &cli.global, &options()).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
@@ -270,6 +271,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             };
             let runtime =
                 Arc::new(Runtime::new(&config).context("starting the WebAssembly runtime")?);
+            runtime.set_llm_backend(agent::llm_backend(&policy.llm, Some(agent_options)));
             let Some(registry) = load(&runtime, &cli.global, &options()).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
@@ -301,7 +303,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             json,
         } => {
             let params = call::read_params(params.clone())?;
-            let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
+            let runtime = start()?;
+            runtime.set_llm_backend(agent::llm_backend(&policy.llm, None));
+            let Some(registry) = load(&runtime, &cli.global, &options()).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
             call::call(&registry, name, params, id, *json).await

@@ -37,6 +37,7 @@ pub mod call;
 pub mod events;
 pub mod ledger;
 pub mod limits;
+pub mod llm;
 pub mod params;
 pub mod parser;
 pub mod redact;

@@ -105,10 +105,9 @@ impl ComponentCache {
     /// The specs-cache entry beside a component's compiled code.
     fn specs_path(&self, engine: &Engine, component_sha256: &str) -> PathBuf {
         self.entry_path(engine, component_sha256)
-            .with_extension(format!(
-                "specs-{}.json",
-                crate::WIT_PACKAGE.replace([':', '@'], "-")
-            ))
+            // The specs' shape is the same in every contract version so far
+            // (0.2.0 reuses 0.1.0's types), so one tag serves both.
+            .with_extension("specs-gadget-plugin-0.1.0.json")
     }
 
     /// The specs read from this component earlier (or the timeout that

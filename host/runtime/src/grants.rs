@@ -942,6 +942,7 @@ mod tests {
     #[test]
     fn only_what_both_sides_say_is_granted() {
         let requested = Permissions {
+            llm: false,
             http: vec!["api.example.com".into(), "*.wikipedia.org".into()],
             config: vec!["API_KEY".into(), "UNITS".into(), "MISSING".into()],
             files: vec![],
@@ -986,6 +987,7 @@ config = { API_KEY = { env = "TEST_KEY" }, UNITS = { value = "metric" }, OTHER =
     fn directories_take_the_narrower_mode() {
         let dir = tempfile::tempdir().unwrap();
         let requested = Permissions {
+            llm: false,
             files: vec![
                 FileRequest::Path("/data".into()),
                 FileRequest::Full {
@@ -1032,6 +1034,7 @@ config = { API_KEY = { env = "TEST_KEY" }, UNITS = { value = "metric" }, OTHER =
     #[test]
     fn nothing_is_granted_without_a_policy() {
         let requested = Permissions {
+            llm: false,
             http: vec!["*".into()],
             config: vec!["KEY".into()],
             files: vec![FileRequest::Path("*".into())],

@@ -538,15 +538,16 @@ impl bindings::v0_2_0::gadget::plugin::llm::Host for CallState {
                 (role, m.content)
             })
             .collect();
-        let time_left =
-            Duration::from_millis(self.deadline_epoch.saturating_sub(self.clock.now()));
+        let time_left = Duration::from_millis(self.deadline_epoch.saturating_sub(self.clock.now()));
         let done = llm::complete(
             &plugin,
             self.llm.as_ref(),
-            request.model,
-            messages,
-            request.max_tokens,
-            request.temperature,
+            llm::LlmAsk {
+                model: request.model,
+                messages,
+                max_tokens: request.max_tokens,
+                temperature: request.temperature,
+            },
             time_left,
             self.cancel.clone(),
         )
@@ -591,7 +592,8 @@ impl bindings::v0_2_0::gadget::plugin::llm::Host for CallState {
                             .to_string(),
                     ),
                 };
-                self.ledger.host_warning(format!("llm refused or failed: {note}"), at);
+                self.ledger
+                    .host_warning(format!("llm refused or failed: {note}"), at);
                 if matches!(error, wit_llm::LlmError::Deadline) {
                     self.aborted = true;
                 }

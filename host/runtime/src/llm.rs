@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use gadget_core::tool::BoxFuture;
+pub use gadget_core::llm::{LlmAnswer, LlmBackend, LlmPrice, LlmRequest, LlmRole};
 
 use crate::grants::LlmGrant;
 
@@ -28,55 +28,6 @@ pub const BYTES_PER_TOKEN_ESTIMATE: u64 = 4;
 
 /// How often a completion in flight looks at the abort signal.
 const CANCEL_POLL: Duration = Duration::from_millis(20);
-
-/// Who says a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LlmRole {
-    System,
-    User,
-    Assistant,
-}
-
-/// One completion, as the backend receives it.
-#[derive(Debug, Clone)]
-pub struct LlmRequest {
-    /// `provider:model`.
-    pub model: String,
-    pub messages: Vec<(LlmRole, String)>,
-    pub max_tokens: u32,
-    pub temperature: Option<f32>,
-}
-
-/// What the backend answered.
-#[derive(Debug, Clone)]
-pub struct LlmAnswer {
-    pub text: String,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-}
-
-/// A model's prices, USD per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LlmPrice {
-    pub input_per_mtok: f64,
-    pub output_per_mtok: f64,
-}
-
-impl LlmPrice {
-    pub fn cost(&self, input_tokens: u64, output_tokens: u64) -> f64 {
-        (input_tokens as f64 * self.input_per_mtok + output_tokens as f64 * self.output_per_mtok)
-            / 1e6
-    }
-}
-
-/// Where completions go: set on the runtime by the embedder.
-pub trait LlmBackend: Send + Sync {
-    /// The price of `model` (`provider:model`), when known.
-    fn price(&self, model: &str) -> Option<LlmPrice>;
-
-    /// One completion; the error is a message for the gadget.
-    fn complete(&self, request: LlmRequest) -> BoxFuture<'static, Result<LlmAnswer, String>>;
-}
 
 /// Why a completion did not happen (the WIT `llm-error`).
 #[derive(Debug, Clone, PartialEq)]
@@ -102,18 +53,29 @@ pub(crate) struct LlmAccess {
     pub spent: f64,
 }
 
+/// What the gadget asked for, before the host filled in the defaults.
+pub(crate) struct LlmAsk {
+    pub model: Option<String>,
+    pub messages: Vec<(LlmRole, String)>,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+}
+
 /// Checks and sends one completion; `time_left` is until the call's
 /// deadline, `cancel` its abort signal from outside.
 pub(crate) async fn complete(
     plugin: &str,
     access: Option<&LlmAccess>,
-    model: Option<String>,
-    messages: Vec<(LlmRole, String)>,
-    max_tokens: Option<u32>,
-    temperature: Option<f32>,
+    ask: LlmAsk,
     time_left: Duration,
     cancel: Option<Arc<AtomicBool>>,
 ) -> Result<LlmDone, LlmFailure> {
+    let LlmAsk {
+        model,
+        messages,
+        max_tokens,
+        temperature,
+    } = ask;
     let Some(access) = access else {
         return Err(LlmFailure::Denied(format!(
             "plugin '{plugin}' has no LLM grant (the manifest asks with [permissions] llm = true; the operator grants with [plugins.{plugin}] llm = {{ models = [\"openai:gpt-4o-mini\"] }})"

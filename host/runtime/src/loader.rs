@@ -205,6 +205,13 @@ pub struct Plugin {
     pub(crate) runtime: Arc<Runtime>,
 }
 
+impl Plugin {
+    /// The contract version its component was built against.
+    pub fn contract_version(&self) -> crate::bindings::ContractVersion {
+        self.pre.version()
+    }
+}
+
 impl std::fmt::Debug for Plugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Plugin")

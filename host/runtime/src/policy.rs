@@ -734,4 +734,35 @@ config = { API_KEY = { env = "WEATHER_API_KEY" }, UNITS = { value = "metric" } }
         let error = parse(&long).unwrap_err();
         assert!(error.contains("is over 16 bytes"), "{error}");
     }
+
+    #[test]
+    fn llm_grants_name_provider_models_and_a_real_budget() {
+        let policy = parse(
+            "[plugins.s]\nllm = { models = [\"openai:gpt-4o-mini\"], max-usd-per-call = 0.05 }\n",
+        )
+        .unwrap();
+        let llm = policy.plugins["s"].llm.as_ref().unwrap();
+        assert_eq!(llm.models, ["openai:gpt-4o-mini"]);
+        assert_eq!(llm.max_usd_per_call, Some(0.05));
+        let error = parse("[plugins.s]\nllm = { models = [\"gpt-4o\"] }\n").unwrap_err();
+        assert!(
+            error.contains("'gpt-4o' is not \"provider:model\""),
+            "{error}"
+        );
+        let error = parse("[plugins.s]\nllm = { models = [] }\n").unwrap_err();
+        assert!(error.contains("name at least one model"), "{error}");
+        let error = parse("[plugins.s]\nllm = { models = [\"a:b\"], max-usd-per-call = -1.0 }\n")
+            .unwrap_err();
+        assert!(error.contains("is not an amount of USD"), "{error}");
+        let error = parse("[llm.models.\"a:b\"]\ninput-per-mtok = -1.0\noutput-per-mtok = 1.0\n")
+            .unwrap_err();
+        assert!(error.contains("is not a price"), "{error}");
+        let mut policy = Policy::default();
+        policy.add_grant("s:llm=openai:m").unwrap();
+        assert_eq!(
+            policy.plugins["s"].llm.as_ref().unwrap().models,
+            ["openai:m"]
+        );
+        assert!(policy.add_grant("s:llm=m").is_err());
+    }
 }

@@ -3,8 +3,9 @@
 //! A gadget is a tool an LLM calls. You describe its parameters with a plain
 //! struct, implement one trait, and export it with one macro; the SDK derives
 //! the JSON Schema the model sees (descriptions come from your doc comments),
-//! checks the parameters' shape, and speaks the `gadget:plugin@0.1.0` WIT
-//! contract for you. Build with `cargo build --target wasm32-wasip2` and the
+//! checks the parameters' shape, and speaks the `gadget:plugin@0.2.0` WIT
+//! contract for you (0.1.0 plus [`llm`] completions; a gadget that makes
+//! none imports nothing more than a 0.1.0 one). Build with `cargo build --target wasm32-wasip2` and the
 //! output is a component gadget-host loads.
 //!
 //! ```no_run
@@ -70,7 +71,7 @@ pub use wit_bindgen as __wit_bindgen;
 #[doc(hidden)]
 pub mod __bindings {
     wit_bindgen::generate!({
-        path: "../../wit/gadget@0.1.0",
+        path: "../../wit/gadget@0.2.0",
         world: "plugin",
         pub_export_macro: true,
         export_macro_name: "__export_plugin",
@@ -381,6 +382,150 @@ impl Context {
     pub fn update_with(&self, partial: impl AsRef<str>, details: impl Serialize) {
         let details = serde_json::to_string(&details).ok();
         host::update(partial.as_ref(), details.as_deref());
+    }
+
+    /// One completion from the host's LLM (see [`llm`]); its cost is added
+    /// to this call's cost by the host.
+    pub fn complete(&self, request: llm::Request) -> Result<llm::Completion, llm::LlmError> {
+        llm::complete(request)
+    }
+}
+
+pub mod llm {
+    //! Completions from the host's LLM: `ctx.complete(Request::new().user("..."))`.
+    //!
+    //! The plugin's manifest asks with `[permissions] llm = true`; the
+    //! operator grants models and a per-call budget (`[plugins.NAME] llm =
+    //! { models = ["openai:gpt-4o-mini"], max-usd-per-call = 0.05 }`). The
+    //! host adds each completion's cost to the call, checks the budget
+    //! before sending, and ends a completion at the call's deadline.
+
+    use super::__bindings::gadget::plugin::llm as wit;
+
+    /// A completion to ask for: messages (oldest first) and options.
+    #[derive(Debug, Clone, Default)]
+    pub struct Request {
+        messages: Vec<(wit::Role, String)>,
+        model: Option<String>,
+        max_tokens: Option<u32>,
+        temperature: Option<f32>,
+    }
+
+    impl Request {
+        pub fn new() -> Request {
+            Request::default()
+        }
+
+        /// Adds a system message (instructions).
+        pub fn system(mut self, text: impl Into<String>) -> Request {
+            self.messages.push((wit::Role::System, text.into()));
+            self
+        }
+
+        /// Adds a user message.
+        pub fn user(mut self, text: impl Into<String>) -> Request {
+            self.messages.push((wit::Role::User, text.into()));
+            self
+        }
+
+        /// Adds an earlier answer of the model.
+        pub fn assistant(mut self, text: impl Into<String>) -> Request {
+            self.messages.push((wit::Role::Assistant, text.into()));
+            self
+        }
+
+        /// `provider:model`, one the operator granted; default: the first.
+        pub fn model(mut self, model: impl Into<String>) -> Request {
+            self.model = Some(model.into());
+            self
+        }
+
+        /// The answer's token cap (default 1024).
+        pub fn max_tokens(mut self, tokens: u32) -> Request {
+            self.max_tokens = Some(tokens);
+            self
+        }
+
+        pub fn temperature(mut self, temperature: f32) -> Request {
+            self.temperature = Some(temperature);
+            self
+        }
+    }
+
+    /// The answer.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Completion {
+        pub text: String,
+        /// The `provider:model` that answered.
+        pub model: String,
+        pub input_tokens: u64,
+        pub output_tokens: u64,
+        /// USD, already added to the call's cost.
+        pub cost: f64,
+    }
+
+    /// Why there is no completion.
+    #[derive(Debug, Clone, PartialEq)]
+    pub enum LlmError {
+        /// Not granted, or not this model; the message says what would allow it.
+        Denied(String),
+        /// It could cost more than what is left of the call's budget.
+        BudgetExceeded(String),
+        /// The provider failed.
+        Provider(String),
+        /// The call's deadline passed, or it was cancelled.
+        Deadline,
+    }
+
+    impl std::fmt::Display for LlmError {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            match self {
+                LlmError::Denied(m) => write!(f, "LLM denied: {m}"),
+                LlmError::BudgetExceeded(m) => write!(f, "LLM budget exceeded: {m}"),
+                LlmError::Provider(m) => write!(f, "LLM provider failed: {m}"),
+                LlmError::Deadline => write!(f, "the call's deadline passed during a completion"),
+            }
+        }
+    }
+
+    /// `?` in `invoke`: the deadline is the abort signal (the host reports a
+    /// timeout or a cancellation), anything else a failure with the message.
+    /// (Not `std::error::Error`, so this mapping is the one `?` uses.)
+    impl From<LlmError> for super::GadgetError {
+        fn from(error: LlmError) -> Self {
+            match error {
+                LlmError::Deadline => super::GadgetError::Cancelled,
+                other => super::GadgetError::Failed(other.to_string()),
+            }
+        }
+    }
+
+    /// Runs one completion.
+    pub fn complete(request: Request) -> Result<Completion, LlmError> {
+        let messages: Vec<wit::Message> = request
+            .messages
+            .into_iter()
+            .map(|(role, content)| wit::Message { role, content })
+            .collect();
+        let answer = wit::complete(&wit::CompletionRequest {
+            messages,
+            model: request.model,
+            max_tokens: request.max_tokens,
+            temperature: request.temperature,
+        });
+        match answer {
+            Ok(c) => Ok(Completion {
+                text: c.text,
+                model: c.model,
+                input_tokens: c.input_tokens,
+                output_tokens: c.output_tokens,
+                cost: c.cost,
+            }),
+            Err(wit::LlmError::Denied(m)) => Err(LlmError::Denied(m)),
+            Err(wit::LlmError::BudgetExceeded(m)) => Err(LlmError::BudgetExceeded(m)),
+            Err(wit::LlmError::Provider(m)) => Err(LlmError::Provider(m)),
+            Err(wit::LlmError::Deadline) => Err(LlmError::Deadline),
+        }
     }
 }
 

@@ -14,6 +14,7 @@ use serde_json::json;
 
 use gadget_agent::agent::{DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_TOKENS};
 use gadget_agent::anthropic::{self, Anthropic};
+use gadget_agent::backend::ProviderBackend;
 use gadget_agent::openai::{self, OpenAi};
 use gadget_agent::{
     Agent, AgentConfig, AgentEvent, AgentOutcome, ModelInfo, ModelTable, Provider, ProviderError,
@@ -107,18 +108,7 @@ pub async fn agent(
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
-    let table = ModelTable::with_overrides(settings.models.iter().map(|(name, prices)| {
-        (
-            name.clone(),
-            ModelInfo {
-                input_per_mtok: prices.input_per_mtok,
-                output_per_mtok: prices.output_per_mtok,
-                context_window: prices
-                    .context_window
-                    .unwrap_or(viewer::DEFAULT_CONTEXT_WINDOW_TOKENS),
-            },
-        )
-    }));
+    let table = model_table(settings);
     let model_info = table.lookup(provider_name, model_name);
     if model_info.is_none() && !options.json {
         eprintln!(
@@ -222,7 +212,18 @@ fn make_provider(
     options: &AgentOptions,
     settings: &LlmSettings,
 ) -> Result<Arc<dyn Provider>, String> {
-    let base_url = options.base_url.clone().or(settings.base_url.clone());
+    provider_for(
+        name,
+        options.base_url.clone().or(settings.base_url.clone()),
+        options.api_key_env.clone().or(settings.api_key_env.clone()),
+    )
+}
+
+fn provider_for(
+    name: &str,
+    base_url: Option<String>,
+    key_variable: Option<String>,
+) -> Result<Arc<dyn Provider>, String> {
     let (default_url, default_variable) = match name {
         "openai" => (openai::DEFAULT_BASE_URL, OPENAI_KEY_VARIABLE),
         "anthropic" => (anthropic::DEFAULT_BASE_URL, ANTHROPIC_KEY_VARIABLE),
@@ -232,11 +233,7 @@ fn make_provider(
             ));
         }
     };
-    let variable = options
-        .api_key_env
-        .clone()
-        .or(settings.api_key_env.clone())
-        .unwrap_or_else(|| default_variable.to_string());
+    let variable = key_variable.unwrap_or_else(|| default_variable.to_string());
     let key = std::env::var(&variable)
         .ok()
         .filter(|k| !k.trim().is_empty());
@@ -253,6 +250,58 @@ fn make_provider(
         "openai" => Arc::new(OpenAi::new(&base_url, key)),
         _ => Arc::new(Anthropic::new(&base_url, key.unwrap_or_default())),
     })
+}
+
+/// The model table: the built-in one under the policy file's prices.
+fn model_table(settings: &LlmSettings) -> ModelTable {
+    ModelTable::with_overrides(settings.models.iter().map(|(name, prices)| {
+        (
+            name.clone(),
+            ModelInfo {
+                input_per_mtok: prices.input_per_mtok,
+                output_per_mtok: prices.output_per_mtok,
+                context_window: prices
+                    .context_window
+                    .unwrap_or(viewer::DEFAULT_CONTEXT_WINDOW_TOKENS),
+            },
+        )
+    }))
+}
+
+/// Where gadgets' completions (the `llm` import) go: every provider, the
+/// configured model's provider (`--model`, else `[llm] model`) at the
+/// configured base URL with the configured key variable, the others at
+/// their own endpoints. A provider without a key answers each completion
+/// with the reason.
+pub fn llm_backend(
+    settings: &LlmSettings,
+    options: Option<&AgentOptions>,
+) -> Arc<dyn gadget_core::llm::LlmBackend> {
+    let model = options
+        .and_then(|o| o.model.clone())
+        .or(settings.model.clone());
+    let configured = model
+        .as_deref()
+        .and_then(|m| m.split_once(':'))
+        .map(|(provider, _)| provider.to_string());
+    let mut backend = ProviderBackend::new(model_table(settings), RetryPolicy::default());
+    for name in ["openai", "anthropic"] {
+        let provider = if configured.as_deref() == Some(name) {
+            provider_for(
+                name,
+                options
+                    .and_then(|o| o.base_url.clone())
+                    .or(settings.base_url.clone()),
+                options
+                    .and_then(|o| o.api_key_env.clone())
+                    .or(settings.api_key_env.clone()),
+            )
+        } else {
+            provider_for(name, None, None)
+        };
+        backend = backend.with_provider(name, provider);
+    }
+    Arc::new(backend)
 }
 
 /// Ctrl-C: the first stops the session cleanly (the stream is dropped,

@@ -55,11 +55,8 @@ pub async fn check(
             CacheOutcome::Off => "compiled, not cached",
         }
     );
-    println!(
-        "  ✓ world: exports {} ({})",
-        gadget_runtime::GADGET_EXPORT,
-        gadget_runtime::WIT_PACKAGE
-    );
+    let version = plugin.contract_version().as_str();
+    println!("  ✓ world: exports gadget:plugin/gadget@{version} (gadget:plugin@{version})");
     for gadget in &gadgets {
         let params = match gadget.schema.schema() {
             Some(schema) => format!(

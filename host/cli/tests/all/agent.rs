@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::common;
 
 /// One scripted reply.
-enum Reply {
+pub(crate) enum Reply {
     /// Server-sent events, each after its delay; `broken` closes the
     /// connection after them without ending the body.
     Events {
@@ -31,10 +31,10 @@ enum Reply {
 
 /// A request as the server received it.
 #[derive(Debug, Clone)]
-struct Received {
-    path: String,
+pub(crate) struct Received {
+    pub(crate) path: String,
     headers: Vec<(String, String)>,
-    body: Value,
+    pub(crate) body: Value,
 }
 
 impl Received {
@@ -49,13 +49,13 @@ impl Received {
 /// The server: replies in order, one connection per request; when the
 /// script runs out it answers 500 (a test that asks for more than it
 /// scripted fails visibly). Stops with the test process.
-struct LlmServer {
+pub(crate) struct LlmServer {
     port: u16,
     received: Arc<Mutex<Vec<Received>>>,
 }
 
 impl LlmServer {
-    fn start(script: Vec<Reply>) -> LlmServer {
+    pub(crate) fn start(script: Vec<Reply>) -> LlmServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let received: Arc<Mutex<Vec<Received>>> = Arc::default();
@@ -79,11 +79,11 @@ impl LlmServer {
         LlmServer { port, received }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    fn requests(&self) -> Vec<Received> {
+    pub(crate) fn requests(&self) -> Vec<Received> {
         self.received.lock().unwrap().clone()
     }
 }
@@ -156,7 +156,7 @@ fn answer(stream: &mut TcpStream, reply: Reply) -> std::io::Result<()> {
 
 /// An OpenAI stream of `pieces` (text, delay before it), then usage and
 /// `[DONE]`.
-fn openai_reply(pieces: &[(&str, u64)], usage: (u64, u64)) -> Reply {
+pub(crate) fn openai_reply(pieces: &[(&str, u64)], usage: (u64, u64)) -> Reply {
     let mut events: Vec<(Duration, String)> = pieces
         .iter()
         .map(|(text, delay)| {
@@ -176,7 +176,7 @@ fn openai_reply(pieces: &[(&str, u64)], usage: (u64, u64)) -> Reply {
 }
 
 /// One block of the format.
-fn block(header: &str, args: &[(&str, &str)]) -> String {
+pub(crate) fn block(header: &str, args: &[(&str, &str)]) -> String {
     let mut text = format!("\n!!!GADGET_START:{header}\n");
     for (pointer, value) in args {
         text.push_str(&format!("!!!ARG:{pointer}\n{value}\n"));

@@ -9,6 +9,7 @@ mod containment;
 mod executor;
 mod hostile;
 mod languages;
+mod llm;
 mod loading;
 mod parser;
 mod shipped;

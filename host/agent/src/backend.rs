@@ -1,0 +1,108 @@
+//! The agent's providers behind the runtime's `llm` import: a gadget's
+//! completion (`provider:model`) goes to the provider of that name, is
+//! retried like the loop's requests, and is priced by the model table.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use gadget_core::llm::{LlmAnswer, LlmBackend, LlmPrice, LlmRequest, LlmRole};
+use gadget_core::tool::BoxFuture;
+
+use crate::agent::RetryPolicy;
+use crate::models::ModelTable;
+use crate::provider::{ChatMessage, ChatRequest, Provider, StreamItem, Usage};
+
+/// Providers by name (`openai`, `anthropic`), or why one is unusable (a
+/// missing key), and the prices.
+pub struct ProviderBackend {
+    providers: HashMap<String, Result<Arc<dyn Provider>, String>>,
+    table: ModelTable,
+    retry: RetryPolicy,
+}
+
+impl ProviderBackend {
+    pub fn new(table: ModelTable, retry: RetryPolicy) -> ProviderBackend {
+        ProviderBackend {
+            providers: HashMap::new(),
+            table,
+            retry,
+        }
+    }
+
+    /// Serves `name` with `provider`, or answers its completions with
+    /// `Err(why)`.
+    pub fn with_provider(
+        mut self,
+        name: &str,
+        provider: Result<Arc<dyn Provider>, String>,
+    ) -> ProviderBackend {
+        self.providers.insert(name.to_string(), provider);
+        self
+    }
+}
+
+impl LlmBackend for ProviderBackend {
+    fn price(&self, model: &str) -> Option<LlmPrice> {
+        let (provider, name) = model.split_once(':')?;
+        self.table.lookup(provider, name).map(|info| LlmPrice {
+            input_per_mtok: info.input_per_mtok,
+            output_per_mtok: info.output_per_mtok,
+        })
+    }
+
+    fn complete(&self, request: LlmRequest) -> BoxFuture<'static, Result<LlmAnswer, String>> {
+        let found = request
+            .model
+            .split_once(':')
+            .map(|(provider, name)| (provider.to_string(), name.to_string()))
+            .ok_or_else(|| format!("'{}' is not provider:model", request.model))
+            .and_then(|(provider, name)| match self.providers.get(&provider) {
+                Some(Ok(p)) => Ok((p.clone(), name)),
+                Some(Err(why)) => Err(why.clone()),
+                None => Err(format!("no provider named '{provider}'")),
+            });
+        let retry = self.retry;
+        Box::pin(async move {
+            let (provider, model) = found?;
+            let mut chat = ChatRequest {
+                model,
+                system: Vec::new(),
+                messages: Vec::new(),
+                max_tokens: request.max_tokens,
+                temperature: request.temperature,
+            };
+            for (role, text) in request.messages {
+                match role {
+                    LlmRole::System => chat.system.push(text),
+                    LlmRole::User => chat.messages.push(ChatMessage::user(text)),
+                    LlmRole::Assistant => chat.messages.push(ChatMessage::assistant(text)),
+                }
+            }
+            let mut attempt = 0;
+            let mut stream = loop {
+                match provider.stream(&chat).await {
+                    Ok(stream) => break stream,
+                    Err(e) if e.retryable() && attempt < retry.max_retries => {
+                        attempt += 1;
+                        tokio::time::sleep(retry.delay(attempt, &e)).await;
+                    }
+                    Err(e) => return Err(e.to_string()),
+                }
+            };
+            let mut text = String::new();
+            let mut usage = Usage::default();
+            while let Some(item) = stream.next().await {
+                match item.map_err(|e| e.to_string())? {
+                    StreamItem::Text(piece) => text.push_str(&piece),
+                    StreamItem::Usage(u) => usage.merge(u),
+                }
+            }
+            Ok(LlmAnswer {
+                text,
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+            })
+        })
+    }
+}

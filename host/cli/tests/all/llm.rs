@@ -1,0 +1,220 @@
+//! The `llm` import of gadget:plugin@0.2.0 through the real binary: the
+//! shipped `Summarize` gadget completing against the scripted
+//! OpenAI-compatible server of the agent tests, under the operator's
+//! grant and budget; and a 0.1.0 component served beside 0.2.0 ones.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::agent::{LlmServer, Reply, block, openai_reply};
+use crate::common;
+
+/// `[llm]` pointing at `server`, priced at $1 in and $2 out per million
+/// tokens, and `grant` for the summarize plugin.
+fn policy(server: &LlmServer, grant: &str, extra: &str) -> String {
+    format!(
+        "{extra}\n[llm]\nmodel = \"openai:tiny\"\nbase-url = \"{}/v1\"\napi-key-env = \"TEST_LLM_KEY\"\n[llm.models.\"openai:tiny\"]\ninput-per-mtok = 1.0\noutput-per-mtok = 2.0\n[plugins.summarize]\n{grant}\n",
+        server.url()
+    )
+}
+
+fn gadget(policy: Option<&str>, plugins: &[&std::path::Path], args: &[&str]) -> Output {
+    let home = tempfile::tempdir().unwrap();
+    let mut command = Command::new(common::gadget_bin());
+    for dir in plugins {
+        command.arg("--plugins").arg(dir);
+    }
+    command
+        .env_remove("GADGET_CONFIG")
+        .env_remove("OPENAI_API_KEY")
+        .env("XDG_CONFIG_HOME", home.path())
+        .env("XDG_CACHE_HOME", home.path())
+        .env("TEST_LLM_KEY", "sk-test")
+        .stdin(Stdio::null());
+    if let Some(policy) = policy {
+        let file = home.path().join("policy.toml");
+        std::fs::write(&file, policy).unwrap();
+        command.arg("--config").arg(file);
+    }
+    command.args(args).output().expect("run gadget")
+}
+
+fn summarize(policy: Option<&str>, text: &str) -> Value {
+    let params = json!({"text": text, "max_words": 10}).to_string();
+    let out = gadget(
+        policy,
+        &[&common::shipped_plugins()],
+        &["call", "Summarize", "--params", &params, "--json"],
+    );
+    serde_json::from_str(&String::from_utf8_lossy(&out.stdout)).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn error_message(call: &Value) -> String {
+    call["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn a_completion_is_costed_into_the_call_that_made_it() {
+    let server = LlmServer::start(vec![openai_reply(
+        &[("A short ", 0), ("summary.", 0)],
+        (1_000, 500),
+    )]);
+    let call = summarize(
+        Some(&policy(
+            &server,
+            "llm = { models = [\"openai:tiny\"], max-usd-per-call = 0.05 }",
+            "",
+        )),
+        "A long text about many things.",
+    );
+    assert_eq!(call["ok"], true, "{call}");
+    assert_eq!(call["result"], "A short summary.");
+    // 1000 in at $1/M + 500 out at $2/M = $0.002, added by the host.
+    let cost = call["cost_usd"].as_f64().unwrap();
+    assert!((cost - 0.002).abs() < 1e-12, "{call}");
+    assert_eq!(call["details"]["output_tokens"], 500);
+    let logs = call["logs"].to_string();
+    assert!(logs.contains("llm completion (openai:tiny)"), "{logs}");
+    let request = &server.requests()[0];
+    assert_eq!(request.path, "/v1/chat/completions");
+    assert_eq!(request.body["model"], "tiny");
+    assert_eq!(request.body["messages"][0]["role"], "system");
+    assert_eq!(
+        request.body["messages"][1]["content"],
+        "A long text about many things."
+    );
+    assert_eq!(request.body["max_tokens"], 36);
+}
+
+#[test]
+fn without_a_grant_or_for_another_model_the_import_is_denied() {
+    let server = LlmServer::start(vec![]);
+    let call = summarize(Some(&policy(&server, "", "")), "text");
+    assert_eq!(call["ok"], false, "{call}");
+    assert!(error_message(&call).contains("has no LLM grant"), "{call}");
+    let call = summarize(
+        Some(&policy(
+            &server,
+            "llm = { models = [\"anthropic:other\"] }",
+            "",
+        )),
+        "text",
+    );
+    // The gadget asks for no model, so it gets the first granted one; the
+    // backend has no Anthropic key, and says so.
+    assert!(error_message(&call).contains("ANTHROPIC_API_KEY"), "{call}");
+    assert!(server.requests().is_empty());
+}
+
+#[test]
+fn a_completion_over_the_budget_is_refused_before_it_is_sent() {
+    let server = LlmServer::start(vec![]);
+    let call = summarize(
+        Some(&policy(
+            &server,
+            "llm = { models = [\"openai:tiny\"], max-usd-per-call = 0.00001 }",
+            "",
+        )),
+        "A text that will not be summarised.",
+    );
+    assert_eq!(call["ok"], false, "{call}");
+    assert!(
+        error_message(&call).contains("LLM budget exceeded"),
+        "{call}"
+    );
+    assert!(
+        error_message(&call).contains("of the call's $0.00001 is left"),
+        "{call}"
+    );
+    assert!(server.requests().is_empty(), "nothing was sent");
+    assert_eq!(call["cost_usd"], 0.0);
+}
+
+#[test]
+fn a_completion_in_flight_ends_at_the_call_deadline() {
+    // The server takes 30 s to start answering; the operator caps calls at
+    // 700 ms. (The bound below is generous: other tests share the cores.)
+    let slow = Reply::Events {
+        events: vec![(Duration::from_secs(30), "data: [DONE]\n\n".into())],
+        broken: false,
+    };
+    let server = LlmServer::start(vec![slow]);
+    let started = Instant::now();
+    let call = summarize(
+        Some(&policy(
+            &server,
+            "llm = { models = [\"openai:tiny\"] }",
+            "[limits]\nmax-timeout-ms = 700",
+        )),
+        "text",
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(call["ok"], false, "{call}");
+    assert_eq!(call["error"]["kind"], "timeout", "{call}");
+}
+
+#[test]
+fn components_of_both_contract_versions_run_in_one_response() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("legacy");
+    std::fs::create_dir(&plugin).unwrap();
+    std::fs::copy(
+        common::fixture("fixture-legacy-v0-1-0"),
+        plugin.join("legacy.wasm"),
+    )
+    .unwrap();
+    std::fs::write(
+        plugin.join("plugin.toml"),
+        "name = \"legacy\"\nversion = \"0.1.0\"\ndescription = \"a 0.1.0 component\"\ncomponent = \"legacy.wasm\"\n",
+    )
+    .unwrap();
+    let check = gadget(None, &[], &["check", plugin.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&check.stdout).contains("exports gadget:plugin/gadget@0.1.0"),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    let response = dir.path().join("response.txt");
+    std::fs::write(
+        &response,
+        block("LegacyEcho:old", &[("text", "hi")])
+            + &block(
+                "Calculator:new",
+                &[("operation", "add"), ("a", "1"), ("b", "2")],
+            ),
+    )
+    .unwrap();
+    let out = gadget(
+        None,
+        &[&common::shipped_plugins(), dir.path()],
+        &["run", "--json", response.to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let finished: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "call_finished")
+        .collect();
+    let result = |id: &str| finished.iter().find(|e| e["id"] == id).unwrap()["result"].clone();
+    assert_eq!(result("old"), "0.1.0 says {\"text\":\"hi\"}");
+    assert_eq!(result("new"), "3");
+}

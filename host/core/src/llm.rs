@@ -1,0 +1,56 @@
+//! What a gadget's completion needs from an LLM, as the runtime's `llm`
+//! import sees it: a request, an answer, a price, and the [`LlmBackend`]
+//! an embedder provides (the agent crate's providers, or a test's). Pure
+//! data and one trait, so the runtime that checks grants and the agent
+//! that talks to providers need not know each other.
+
+use crate::tool::BoxFuture;
+
+/// Who says a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LlmRole {
+    System,
+    User,
+    Assistant,
+}
+
+/// One completion, as the backend receives it.
+#[derive(Debug, Clone)]
+pub struct LlmRequest {
+    /// `provider:model`.
+    pub model: String,
+    pub messages: Vec<(LlmRole, String)>,
+    pub max_tokens: u32,
+    pub temperature: Option<f32>,
+}
+
+/// What the backend answered.
+#[derive(Debug, Clone)]
+pub struct LlmAnswer {
+    pub text: String,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// A model's prices, USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LlmPrice {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+}
+
+impl LlmPrice {
+    pub fn cost(&self, input_tokens: u64, output_tokens: u64) -> f64 {
+        (input_tokens as f64 * self.input_per_mtok + output_tokens as f64 * self.output_per_mtok)
+            / 1e6
+    }
+}
+
+/// Where completions go: set on the runtime by the embedder.
+pub trait LlmBackend: Send + Sync {
+    /// The price of `model` (`provider:model`), when known.
+    fn price(&self, model: &str) -> Option<LlmPrice>;
+
+    /// One completion; the error is a message for the gadget.
+    fn complete(&self, request: LlmRequest) -> BoxFuture<'static, Result<LlmAnswer, String>>;
+}

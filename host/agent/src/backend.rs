@@ -14,31 +14,50 @@ use crate::models::ModelTable;
 use crate::provider::{ChatMessage, ChatRequest, Provider, StreamItem, Usage};
 
 /// Providers by name (`openai`, `anthropic`), or why one is unusable (a
-/// missing key), and the prices.
+/// missing key). Shared by gadgets' completions and sub-agents.
+#[derive(Default)]
+pub struct Providers {
+    map: HashMap<String, Result<Arc<dyn Provider>, String>>,
+}
+
+impl Providers {
+    /// Serves `name` with `provider`, or answers with `Err(why)`.
+    pub fn with(mut self, name: &str, provider: Result<Arc<dyn Provider>, String>) -> Providers {
+        self.map.insert(name.to_string(), provider);
+        self
+    }
+
+    /// The provider of a `provider:model` name, and the model's own name.
+    pub fn for_model(&self, model: &str) -> Result<(Arc<dyn Provider>, String), String> {
+        let (provider, name) = model
+            .split_once(':')
+            .ok_or_else(|| format!("'{model}' is not provider:model"))?;
+        match self.map.get(provider) {
+            Some(Ok(p)) => Ok((p.clone(), name.to_string())),
+            Some(Err(why)) => Err(why.clone()),
+            None => Err(format!("no provider named '{provider}'")),
+        }
+    }
+}
+
+/// Gadgets' completions through [`Providers`], priced by the model table.
 pub struct ProviderBackend {
-    providers: HashMap<String, Result<Arc<dyn Provider>, String>>,
+    providers: Arc<Providers>,
     table: ModelTable,
     retry: RetryPolicy,
 }
 
 impl ProviderBackend {
-    pub fn new(table: ModelTable, retry: RetryPolicy) -> ProviderBackend {
+    pub fn new(
+        providers: Arc<Providers>,
+        table: ModelTable,
+        retry: RetryPolicy,
+    ) -> ProviderBackend {
         ProviderBackend {
-            providers: HashMap::new(),
+            providers,
             table,
             retry,
         }
-    }
-
-    /// Serves `name` with `provider`, or answers its completions with
-    /// `Err(why)`.
-    pub fn with_provider(
-        mut self,
-        name: &str,
-        provider: Result<Arc<dyn Provider>, String>,
-    ) -> ProviderBackend {
-        self.providers.insert(name.to_string(), provider);
-        self
     }
 }
 
@@ -52,16 +71,7 @@ impl LlmBackend for ProviderBackend {
     }
 
     fn complete(&self, request: LlmRequest) -> BoxFuture<'static, Result<LlmAnswer, String>> {
-        let found = request
-            .model
-            .split_once(':')
-            .map(|(provider, name)| (provider.to_string(), name.to_string()))
-            .ok_or_else(|| format!("'{}' is not provider:model", request.model))
-            .and_then(|(provider, name)| match self.providers.get(&provider) {
-                Some(Ok(p)) => Ok((p.clone(), name)),
-                Some(Err(why)) => Err(why.clone()),
-                None => Err(format!("no provider named '{provider}'")),
-            });
+        let found = self.providers.for_model(&request.model);
         let retry = self.retry;
         Box::pin(async move {
             let (provider, model) = found?;

@@ -16,6 +16,7 @@ pub mod models;
 pub mod openai;
 pub mod provider;
 pub mod sse;
+pub mod subagent;
 
 use std::time::Duration;
 

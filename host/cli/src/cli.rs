@@ -258,11 +258,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             };
             let runtime =
                 Arc::new(Runtime::new(&config).context("starting the WebAssembly runtime")?);
-            runtime.set_llm_backend(agent::llm_backend(&policy.llm, None));
+            let providers = agent::providers(&policy.llm, None);
+            runtime.set_llm_backend(agent::llm_backend(&policy.llm, providers.clone()));
             let Some(registry) = load(&runtime, &cli.global, &options()).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
-            run::run(Arc::new(registry), run_options).await
+            let tools = agent::with_agents(Arc::new(registry), &policy, providers)?;
+            run::run(tools, run_options).await
         }
         Command::Agent(agent_options) => {
             let config = RuntimeConfig {
@@ -271,11 +273,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             };
             let runtime =
                 Arc::new(Runtime::new(&config).context("starting the WebAssembly runtime")?);
-            runtime.set_llm_backend(agent::llm_backend(&policy.llm, Some(agent_options)));
+            let providers = agent::providers(&policy.llm, Some(agent_options));
+            runtime.set_llm_backend(agent::llm_backend(&policy.llm, providers.clone()));
             let Some(registry) = load(&runtime, &cli.global, &options()).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
-            agent::agent(Arc::new(registry), agent_options, &policy.llm).await
+            let tools = agent::with_agents(Arc::new(registry), &policy, providers)?;
+            agent::agent(tools, agent_options, &policy.llm).await
         }
         Command::Prompt(prompt_options) => {
             let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
@@ -304,7 +308,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let params = call::read_params(params.clone())?;
             let runtime = start()?;
-            runtime.set_llm_backend(agent::llm_backend(&policy.llm, None));
+            let providers = agent::providers(&policy.llm, None);
+            runtime.set_llm_backend(agent::llm_backend(&policy.llm, providers));
             let Some(registry) = load(&runtime, &cli.global, &options()).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };

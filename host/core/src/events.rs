@@ -86,6 +86,13 @@ pub enum ExecEvent {
         gadget: String,
         usd: f64,
     },
+    /// Something happened inside a running call (a sub-agent's request,
+    /// its calls, its answer): `event` is that loop's own event.
+    Nested {
+        id: String,
+        gadget: String,
+        event: Value,
+    },
     /// A gadget asked a person; the handler is asking.
     HumanInput {
         id: String,

@@ -72,6 +72,9 @@ pub enum CallEvent {
     Progress(String),
     Update(Update),
     Cost(f64),
+    /// An event of work the call runs inside itself (a sub-agent's loop),
+    /// as the JSON its own front end would print.
+    Nested(Value),
 }
 
 /// Receives a call's events as they happen (runs on the calling task: keep

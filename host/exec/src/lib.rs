@@ -585,6 +585,7 @@ impl Executor {
                 source: entry.source,
             },
             Live::Call(CallEvent::Cost(usd)) => ExecEvent::Cost { id, gadget, usd },
+            Live::Call(CallEvent::Nested(event)) => ExecEvent::Nested { id, gadget, event },
         });
     }
 

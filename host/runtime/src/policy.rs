@@ -82,6 +82,29 @@ pub struct Policy {
     /// The agent's defaults (`gadget agent`).
     #[serde(default)]
     pub llm: LlmSettings,
+    /// Sub-agents, each served as a gadget of that name.
+    #[serde(default)]
+    pub agents: BTreeMap<String, AgentDefinition>,
+}
+
+/// `[agents.NAME]`: an agent served as a gadget (agentsm's `as_tool`): a
+/// call's `task` runs a nested agent loop with these gadgets only, and its
+/// answer is the call's result.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct AgentDefinition {
+    /// What the agent does, for the model that may call it.
+    pub description: String,
+    /// `provider:model`; default: `[llm] model`.
+    pub model: Option<String>,
+    /// Its system text, before the gadget instructions.
+    pub system: Option<String>,
+    /// The gadgets it may call: names or globs (other agents included).
+    pub gadgets: Vec<String>,
+    /// Requests one call may make; default 5.
+    pub max_iterations: Option<usize>,
+    /// How long one call may take, ms; default 300000.
+    pub timeout_ms: Option<u64>,
 }
 
 /// `[llm]`: what `gadget agent` uses when its options do not say.
@@ -141,31 +164,7 @@ impl GadgetRules {
     }
 }
 
-/// Case-insensitive glob: `*` any run of characters, `?` one character.
-pub fn glob_matches(pattern: &str, name: &str) -> bool {
-    let pattern: Vec<char> = pattern.to_lowercase().chars().collect();
-    let name: Vec<char> = name.to_lowercase().chars().collect();
-    // Iterative matching with one backtrack point: linear in practice and
-    // never exponential, whatever the pattern.
-    let (mut p, mut n) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while n < name.len() {
-        if p < pattern.len() && (pattern[p] == '?' || pattern[p] == name[n]) {
-            p += 1;
-            n += 1;
-        } else if p < pattern.len() && pattern[p] == '*' {
-            star = Some((p, n));
-            p += 1;
-        } else if let Some((star_p, star_n)) = star {
-            p = star_p + 1;
-            n = star_n + 1;
-            star = Some((star_p, star_n + 1));
-        } else {
-            return false;
-        }
-    }
-    pattern[p..].iter().all(|&c| c == '*')
-}
+pub use gadget_core::tool::glob_matches;
 
 /// `[limits]`: the ceilings over what manifests ask for, and the host-wide
 /// memory budget. Each absent field keeps the built-in default.
@@ -325,6 +324,24 @@ impl Policy {
                 if file.host.is_relative() {
                     file.host = base.join(&file.host);
                 }
+            }
+        }
+        for (name, agent) in &policy.agents {
+            check_gadget_name(name).map_err(|e| format!("agents.{name}: {e}"))?;
+            if agent.description.trim().is_empty() {
+                return Err(format!(
+                    "agents.{name}.description: say what the agent does"
+                ));
+            }
+            if let Some(model) = &agent.model
+                && !model.contains(':')
+            {
+                return Err(format!(
+                    "agents.{name}.model: '{model}' is not \"provider:model\""
+                ));
+            }
+            if agent.max_iterations == Some(0) {
+                return Err(format!("agents.{name}.max-iterations: must be at least 1"));
             }
         }
         for (name, prices) in &policy.llm.models {

@@ -14,8 +14,11 @@ use serde_json::json;
 
 use gadget_agent::agent::{DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_TOKENS};
 use gadget_agent::anthropic::{self, Anthropic};
-use gadget_agent::backend::ProviderBackend;
+use gadget_agent::backend::{ProviderBackend, Providers};
 use gadget_agent::openai::{self, OpenAi};
+use gadget_agent::subagent::{
+    DEFAULT_SUBAGENT_ITERATIONS, DEFAULT_SUBAGENT_TIMEOUT, SubAgentDefinition, SubAgents,
+};
 use gadget_agent::{
     Agent, AgentConfig, AgentEvent, AgentOutcome, ModelInfo, ModelTable, Provider, ProviderError,
     RetryPolicy, StopReason,
@@ -75,7 +78,7 @@ const ANTHROPIC_KEY_VARIABLE: &str = "ANTHROPIC_API_KEY";
 
 /// `gadget agent`.
 pub async fn agent(
-    registry: Arc<Registry>,
+    tools: Arc<dyn gadget_core::tool::Tools>,
     options: &AgentOptions,
     settings: &LlmSettings,
 ) -> Result<ExitCode> {
@@ -133,9 +136,9 @@ pub async fn agent(
     let exec_config = options
         .exec
         .exec_config(model_info.map(|info| info.context_window));
-    options.exec.warn_unknown_gadgets(&registry);
+    options.exec.warn_unknown_gadgets(&*tools);
     let markers = exec_config.markers.clone();
-    let mut executor = Executor::new(registry, exec_config).context("invalid markers")?;
+    let mut executor = Executor::new(tools, exec_config).context("invalid markers")?;
     let view = if options.json {
         View::Json
     } else if std::io::stdout().is_terminal() {
@@ -268,15 +271,11 @@ fn model_table(settings: &LlmSettings) -> ModelTable {
     }))
 }
 
-/// Where gadgets' completions (the `llm` import) go: every provider, the
-/// configured model's provider (`--model`, else `[llm] model`) at the
-/// configured base URL with the configured key variable, the others at
-/// their own endpoints. A provider without a key answers each completion
-/// with the reason.
-pub fn llm_backend(
-    settings: &LlmSettings,
-    options: Option<&AgentOptions>,
-) -> Arc<dyn gadget_core::llm::LlmBackend> {
+/// Every provider for gadgets' completions and sub-agents: the configured
+/// model's provider (`--model`, else `[llm] model`) at the configured base
+/// URL with the configured key variable, the others at their own
+/// endpoints. A provider without a key answers each use with the reason.
+pub fn providers(settings: &LlmSettings, options: Option<&AgentOptions>) -> Arc<Providers> {
     let model = options
         .and_then(|o| o.model.clone())
         .or(settings.model.clone());
@@ -284,7 +283,7 @@ pub fn llm_backend(
         .as_deref()
         .and_then(|m| m.split_once(':'))
         .map(|(provider, _)| provider.to_string());
-    let mut backend = ProviderBackend::new(model_table(settings), RetryPolicy::default());
+    let mut providers = Providers::default();
     for name in ["openai", "anthropic"] {
         let provider = if configured.as_deref() == Some(name) {
             provider_for(
@@ -299,9 +298,57 @@ pub fn llm_backend(
         } else {
             provider_for(name, None, None)
         };
-        backend = backend.with_provider(name, provider);
+        providers = providers.with(name, provider);
     }
-    Arc::new(backend)
+    Arc::new(providers)
+}
+
+/// Where gadgets' completions (the `llm` import) go.
+pub fn llm_backend(
+    settings: &LlmSettings,
+    providers: Arc<Providers>,
+) -> Arc<dyn gadget_core::llm::LlmBackend> {
+    Arc::new(ProviderBackend::new(
+        providers,
+        model_table(settings),
+        RetryPolicy::default(),
+    ))
+}
+
+/// The tools a run serves: the loaded gadgets, plus the policy's agents
+/// (`[agents.NAME]`) as gadgets, when there are any.
+pub fn with_agents(
+    registry: Arc<Registry>,
+    policy: &gadget_runtime::policy::Policy,
+    providers: Arc<Providers>,
+) -> Result<Arc<dyn gadget_core::tool::Tools>> {
+    if policy.agents.is_empty() {
+        return Ok(registry);
+    }
+    let mut definitions = Vec::new();
+    for (name, agent) in &policy.agents {
+        let Some(model) = agent.model.clone().or(policy.llm.model.clone()) else {
+            anyhow::bail!(
+                "agents.{name}: no model (set model = \"provider:model\" there, or [llm] model)"
+            );
+        };
+        if registry.get(name).is_some() {
+            anyhow::bail!("agents.{name}: a loaded gadget already has this name");
+        }
+        definitions.push(SubAgentDefinition {
+            name: name.clone(),
+            description: agent.description.clone(),
+            model,
+            system: agent.system.clone(),
+            gadgets: agent.gadgets.clone(),
+            max_iterations: agent.max_iterations.unwrap_or(DEFAULT_SUBAGENT_ITERATIONS),
+            timeout: agent
+                .timeout_ms
+                .map(std::time::Duration::from_millis)
+                .unwrap_or(DEFAULT_SUBAGENT_TIMEOUT),
+        });
+    }
+    Ok(SubAgents::new(definitions, registry, providers, model_table(&policy.llm)).top_level())
 }
 
 /// Ctrl-C: the first stops the session cleanly (the stream is dropped,

@@ -18,7 +18,6 @@ use gadget_core::render::{self, Markers};
 use gadget_core::schedule::{DependencyPolicy, ScheduleConfig, Strategy};
 use gadget_core::viewer;
 use gadget_exec::{Answer, ExecConfig, Executor, HumanInput, Timeouts};
-use gadget_runtime::registry::Registry;
 
 /// How many bytes `--replay` feeds at a time: about what a streaming
 /// model sends per event.
@@ -165,14 +164,14 @@ impl ExecOptions {
     }
 
     /// Warns about per-gadget options naming gadgets that are not loaded.
-    pub(super) fn warn_unknown_gadgets(&self, registry: &Registry) {
+    pub(super) fn warn_unknown_gadgets(&self, tools: &dyn gadget_core::tool::Tools) {
         for name in self
             .gadget_timeouts
             .iter()
             .map(|(n, _)| n)
             .chain(self.gadget_policies.iter().map(|(n, _)| n))
         {
-            if registry.get(name).is_none() {
+            if tools.find(name).is_none() {
                 eprintln!("warning: no gadget named '{name}' is loaded; its option has no effect");
             }
         }
@@ -235,9 +234,12 @@ fn parse_gadget_timeout(text: &str) -> Result<(String, u64), String> {
 }
 
 /// `gadget run`: the response through the executor, events out as they happen.
-pub async fn run(registry: Arc<Registry>, options: &RunOptions) -> Result<ExitCode> {
+pub async fn run(
+    registry: Arc<dyn gadget_core::tool::Tools>,
+    options: &RunOptions,
+) -> Result<ExitCode> {
     let config = options.exec.exec_config(None);
-    options.exec.warn_unknown_gadgets(&registry);
+    options.exec.warn_unknown_gadgets(&*registry);
     let markers = config.markers.clone();
     let mut executor = Executor::new(registry, config).context("invalid markers")?;
 

@@ -180,6 +180,9 @@ fn plain_line(event: &ExecEvent) -> Option<String> {
             format!("  {} {gadget} ({id}): {message}\n", level.as_str())
         }
         ExecEvent::Cost { .. } => return None,
+        ExecEvent::Nested { id, gadget, event } => {
+            format!("  ↳ {gadget} ({id}): {}\n", nested_line(event)?)
+        }
         ExecEvent::HumanInput {
             id,
             gadget,
@@ -189,6 +192,40 @@ fn plain_line(event: &ExecEvent) -> Option<String> {
             format!("{}\n", outcome_line(event)?)
         }
     })
+}
+
+/// What a person sees of an event inside a call (a sub-agent's loop):
+/// its requests and its calls' ends, deeper levels behind more arrows.
+fn nested_line(event: &serde_json::Value) -> Option<String> {
+    let text = |key: &str| event[key].as_str().unwrap_or_default().to_string();
+    match event["type"].as_str()? {
+        "llm_request" => Some(format!(
+            "asks {}:{} (iteration {})",
+            text("provider"),
+            text("model"),
+            event["iteration"]
+        )),
+        "call_finished" => {
+            let ended = match event["error"]["message"].as_str() {
+                Some(error) => format!("✗ {}", error.lines().next().unwrap_or_default()),
+                None => format!("✓ {}", shown(&text("result")).trim_start()),
+            };
+            Some(format!("{} ({}) {ended}", text("gadget"), text("id")))
+        }
+        "call_skipped" => Some(format!(
+            "{} ({}) skipped: {}",
+            text("gadget"),
+            text("id"),
+            text("reason")
+        )),
+        "nested" => Some(format!(
+            "{} ({}) ↳ {}",
+            text("gadget"),
+            text("id"),
+            nested_line(&event["event"])?
+        )),
+        _ => None,
+    }
 }
 
 /// The one line that says how a call ended.

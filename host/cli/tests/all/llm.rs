@@ -218,3 +218,146 @@ fn components_of_both_contract_versions_run_in_one_response() {
     assert_eq!(result("old"), "0.1.0 says {\"text\":\"hi\"}");
     assert_eq!(result("new"), "3");
 }
+
+/// `gadget agent --json` with `policy` against `server`.
+fn agent_with(server: &LlmServer, policy: &str, task: &str) -> (Output, Vec<Value>) {
+    let policy = format!(
+        "{policy}\n[llm]\nmodel = \"openai:m\"\nbase-url = \"{}/v1\"\napi-key-env = \"TEST_LLM_KEY\"\n[llm.models.\"openai:m\"]\ninput-per-mtok = 1.0\noutput-per-mtok = 1.0\n",
+        server.url()
+    );
+    let out = gadget(
+        Some(&policy),
+        &[&common::shipped_plugins()],
+        &["agent", task, "--json"],
+    );
+    let events = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (out, events)
+}
+
+#[test]
+fn a_sub_agent_calls_its_gadgets_answers_and_its_costs_roll_up() {
+    let server = LlmServer::start(vec![
+        // The user's loop delegates.
+        openai_reply(
+            &[(
+                &block("Researcher:r1", &[("task", "add 3 and 4, then 1 and 1")]),
+                0,
+            )],
+            (100, 10),
+        ),
+        // The sub-agent's first response: two calls.
+        openai_reply(
+            &[(
+                &(block(
+                    "Calculator:x",
+                    &[("operation", "add"), ("a", "3"), ("b", "4")],
+                ) + &block(
+                    "Calculator:y",
+                    &[("operation", "add"), ("a", "1"), ("b", "1")],
+                )),
+                0,
+            )],
+            (200, 20),
+        ),
+        // Its answer.
+        openai_reply(&[("7 and 2", 0)], (300, 5)),
+        // The user's loop answers.
+        openai_reply(&[("The researcher says 7 and 2.", 0)], (400, 10)),
+    ]);
+    let (out, events) = agent_with(
+        &server,
+        "[agents.Researcher]\ndescription = \"Does sums with the calculator.\"\ngadgets = [\"Calc*\"]\nsystem = \"You research sums.\"\n",
+        "What are 3+4 and 1+1?",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let researcher = events
+        .iter()
+        .find(|e| e["type"] == "call_finished" && e["id"] == "r1")
+        .expect("the sub-agent's call ended");
+    assert_eq!(researcher["result"], "7 and 2");
+    // Its own LLM tokens (200+20 and 300+5 at $1 per million) are its cost.
+    let cost = researcher["cost"].as_f64().unwrap();
+    assert!((cost - 525e-6).abs() < 1e-12, "{researcher}");
+    // Its calls appear nested under it.
+    let nested: Vec<&Value> = events
+        .iter()
+        .filter(|e| {
+            e["type"] == "nested" && e["id"] == "r1" && e["event"]["type"] == "call_finished"
+        })
+        .collect();
+    assert_eq!(nested.len(), 2, "{events:#?}");
+    assert_eq!(nested[0]["event"]["gadget"], "Calculator");
+    // The sub-agent saw only its gadgets, and its own system text.
+    let requests = server.requests();
+    let system = requests[1].body["messages"][0]["content"].as_str().unwrap();
+    assert_eq!(system, "You research sums.");
+    let gadgets = requests[1].body["messages"][1]["content"].as_str().unwrap();
+    assert!(gadgets.contains("GADGET: Calculator") && !gadgets.contains("GADGET: Sleep"));
+    assert_eq!(
+        requests[1].body["messages"][2]["content"],
+        "add 3 and 4, then 1 and 1"
+    );
+    let summary = events
+        .iter()
+        .find(|e| e["type"] == "agent_summary")
+        .unwrap();
+    assert_eq!(summary["answer"], "The researcher says 7 and 2.");
+    let total = summary["total_cost"].as_f64().unwrap();
+    assert!((total - (525e-6 + 520e-6)).abs() < 1e-12, "{summary}");
+}
+
+#[test]
+fn an_agent_that_calls_itself_stops_at_the_depth_limit() {
+    let again = || {
+        openai_reply(
+            &[(&block("Looper:deeper", &[("task", "go deeper")]), 0)],
+            (1, 1),
+        )
+    };
+    let server = LlmServer::start(vec![
+        again(), // the user's loop
+        again(), // depth 1
+        again(), // depth 2
+        again(), // depth 3: its call of depth 4 is refused
+        openai_reply(&[("stopped at the bottom", 0)], (1, 1)),
+        openai_reply(&[("depth 2 done", 0)], (1, 1)),
+        openai_reply(&[("depth 1 done", 0)], (1, 1)),
+        openai_reply(&[("all done", 0)], (1, 1)),
+    ]);
+    let (out, events) = agent_with(
+        &server,
+        "[agents.Looper]\ndescription = \"Delegates to itself.\"\ngadgets = [\"Looper\"]\n",
+        "loop",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 8);
+    let refused = requests[4].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        refused.starts_with("Result (deeper): agent 'Looper' would run at depth 4, past the limit of 3 nested agents"),
+        "{refused}"
+    );
+    let summary = events
+        .iter()
+        .find(|e| e["type"] == "agent_summary")
+        .unwrap();
+    assert_eq!(summary["answer"], "all done");
+}

@@ -1,0 +1,327 @@
+//! Sub-agents as gadgets (agentsm's `as_tool`): an agent the operator
+//! defines (`[agents.NAME]`: description, model, system text, the gadgets
+//! it may call) is served as a gadget whose one parameter is the task. A
+//! call runs a nested [`Agent`] loop over those gadgets only; its LLM and
+//! gadget costs are the call's cost (llmist's tree total); its events are
+//! the call's nested events; the call's deadline and abort signal stop it;
+//! its answer is the call's result. Agents may call agents, down to
+//! [`MAX_AGENT_DEPTH`].
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use gadget_core::call::{CallError, CallReport, GadgetSpec, Outcome};
+use gadget_core::ledger::CallEvent;
+use gadget_core::limits::OwnTimeout;
+use gadget_core::params::ParamSchema;
+use gadget_core::render::Markers;
+use gadget_core::tool::{BoxFuture, Tool, ToolCall, Toolbox, Tools, glob_matches};
+use gadget_exec::{ExecConfig, Executor};
+
+use crate::agent::{Agent, AgentConfig, AgentEvent, RetryPolicy, StopReason};
+use crate::backend::Providers;
+use crate::models::ModelTable;
+
+/// How deep agents may nest: the loop the user runs is level 0, an agent
+/// it calls level 1, and so on. Each level multiplies cost and time; three
+/// is more than any sensible delegation needs, and it stops an agent that
+/// calls itself long before it spends much.
+pub const MAX_AGENT_DEPTH: usize = 3;
+
+/// Requests one sub-agent call makes unless its definition says.
+pub const DEFAULT_SUBAGENT_ITERATIONS: usize = 5;
+
+/// How long one sub-agent call may take unless its definition says: a
+/// few LLM round trips and their gadgets.
+pub const DEFAULT_SUBAGENT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How often a running sub-agent looks at its call's abort signal.
+const CANCEL_POLL: Duration = Duration::from_millis(20);
+
+/// One agent definition.
+#[derive(Debug, Clone)]
+pub struct SubAgentDefinition {
+    /// The gadget name it is served under.
+    pub name: String,
+    pub description: String,
+    /// `provider:model`.
+    pub model: String,
+    pub system: Option<String>,
+    /// Names or globs (`*`, `?`) of the gadgets it may call.
+    pub gadgets: Vec<String>,
+    pub max_iterations: usize,
+    pub timeout: Duration,
+}
+
+/// Everything sub-agents are made from: the definitions, the gadgets they
+/// may draw from, the providers and the prices.
+pub struct SubAgents {
+    definitions: Vec<SubAgentDefinition>,
+    base: Arc<dyn Tools>,
+    providers: Arc<Providers>,
+    table: ModelTable,
+}
+
+impl SubAgents {
+    pub fn new(
+        definitions: Vec<SubAgentDefinition>,
+        base: Arc<dyn Tools>,
+        providers: Arc<Providers>,
+        table: ModelTable,
+    ) -> Arc<SubAgents> {
+        Arc::new(SubAgents {
+            definitions,
+            base,
+            providers,
+            table,
+        })
+    }
+
+    /// The tools of the loop the user runs: the base gadgets plus every
+    /// agent (called from level 0, so running at level 1).
+    pub fn top_level(self: &Arc<Self>) -> Arc<dyn Tools> {
+        let mut agents = Toolbox::new();
+        for index in 0..self.definitions.len() {
+            let _ = agents.insert(Arc::new(SubAgentTool::new(self.clone(), index, 1)));
+        }
+        Arc::new(WithAgents {
+            base: self.base.clone(),
+            agents,
+        })
+    }
+
+    /// What an agent at `depth` may call: its gadgets, and the agents its
+    /// list names (at `depth + 1`).
+    fn tools_for(self: &Arc<Self>, definition: &SubAgentDefinition, depth: usize) -> Toolbox {
+        let allowed = |name: &str| {
+            definition
+                .gadgets
+                .iter()
+                .any(|pattern| glob_matches(pattern, name))
+        };
+        let mut tools = Toolbox::new();
+        for (index, other) in self.definitions.iter().enumerate() {
+            if allowed(&other.name) {
+                let _ = tools.insert(Arc::new(SubAgentTool::new(self.clone(), index, depth + 1)));
+            }
+        }
+        for tool in self.base.all() {
+            if allowed(tool.name()) {
+                let _ = tools.insert(tool);
+            }
+        }
+        tools
+    }
+}
+
+/// The base gadgets, then the agents.
+struct WithAgents {
+    base: Arc<dyn Tools>,
+    agents: Toolbox,
+}
+
+impl Tools for WithAgents {
+    fn find(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.base.find(name).or_else(|| self.agents.find(name))
+    }
+
+    fn all(&self) -> Vec<Arc<dyn Tool>> {
+        let mut all = self.base.all();
+        all.extend(self.agents.all());
+        all
+    }
+}
+
+/// One agent, served as a gadget at a depth.
+struct SubAgentTool {
+    agents: Arc<SubAgents>,
+    index: usize,
+    depth: usize,
+    spec: GadgetSpec,
+    schema: ParamSchema,
+}
+
+/// The one parameter every agent takes.
+const TASK_SCHEMA: &str = r#"{"type":"object","properties":{"task":{"type":"string","description":"The task, written so the agent can do it without the rest of the conversation."}},"required":["task"]}"#;
+
+impl SubAgentTool {
+    fn new(agents: Arc<SubAgents>, index: usize, depth: usize) -> SubAgentTool {
+        let definition = &agents.definitions[index];
+        let spec = GadgetSpec {
+            name: definition.name.clone(),
+            label: None,
+            description: definition.description.clone(),
+            parameters_schema: TASK_SCHEMA.to_string(),
+            examples: Vec::new(),
+            timeout_ms: Some(definition.timeout.as_millis().min(u32::MAX as u128) as u32),
+            exclusive: false,
+            max_concurrent: None,
+        };
+        let schema = ParamSchema::compile(TASK_SCHEMA).expect("the task schema compiles");
+        SubAgentTool {
+            agents,
+            index,
+            depth,
+            spec,
+            schema,
+        }
+    }
+
+    async fn run_nested(&self, call: ToolCall) -> CallReport {
+        let started = Instant::now();
+        let definition = &self.agents.definitions[self.index];
+        let name = definition.name.clone();
+        let failed =
+            |message: String| CallReport::of(Err(CallError::Failed { message }), started.elapsed());
+        if self.depth > MAX_AGENT_DEPTH {
+            return failed(format!(
+                "agent '{name}' would run at depth {}, past the limit of {MAX_AGENT_DEPTH} nested agents: do this part of the task without it",
+                self.depth
+            ));
+        }
+        let Some(task) = call.params["task"].as_str().map(str::to_string) else {
+            return CallReport::of(
+                Err(CallError::InvalidArguments {
+                    message: "task must be a string".into(),
+                }),
+                started.elapsed(),
+            );
+        };
+        let (provider, model) = match self.agents.providers.for_model(&definition.model) {
+            Ok(found) => found,
+            Err(why) => return failed(format!("agent '{name}' cannot reach its model: {why}")),
+        };
+        let tools = self.agents.tools_for(definition, self.depth);
+        let executor = match Executor::new(Arc::new(tools), ExecConfig::default()) {
+            Ok(executor) => executor,
+            Err(e) => return failed(format!("agent '{name}': {e}")),
+        };
+        let (provider_name, _) = definition.model.split_once(':').unwrap_or_default();
+        let config = AgentConfig {
+            model,
+            max_iterations: definition.max_iterations,
+            max_cost: None,
+            max_tokens: crate::agent::DEFAULT_MAX_TOKENS,
+            system: definition.system.clone(),
+            model_info: self
+                .agents
+                .table
+                .lookup(provider_name, &definition.model[provider_name.len() + 1..]),
+            retry: RetryPolicy::default(),
+        };
+        // The nested loop's events, except its raw text (the parsed text
+        // and the calls say the same, once), as the call's nested events.
+        let observer = call.observer.clone();
+        let forward: crate::agent::Observer = Arc::new(move |event: &AgentEvent| {
+            if matches!(event, AgentEvent::Text { .. }) {
+                return;
+            }
+            if let Some(observer) = &observer {
+                observer(&CallEvent::Nested(event.to_json()));
+            }
+        });
+        let mut agent = Agent::new(provider, executor, Markers::default(), config, forward);
+        let stop = agent.stop_handle();
+        let timeout = call.timeout.unwrap_or(definition.timeout);
+        let cancel = call.cancel.clone();
+        let (done_tx, mut done_rx) = tokio::sync::watch::channel(false);
+        // The call's deadline and abort signal stop the nested loop (its
+        // stream, its running calls, its next request).
+        let watcher = tokio::spawn(async move {
+            let deadline = tokio::time::sleep(timeout);
+            tokio::pin!(deadline);
+            loop {
+                tokio::select! {
+                    _ = &mut deadline => {
+                        stop.stop();
+                        return true;
+                    }
+                    _ = tokio::time::sleep(CANCEL_POLL) => {
+                        if cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+                            stop.stop();
+                            return false;
+                        }
+                    }
+                    _ = done_rx.changed() => return false,
+                }
+            }
+        });
+        let outcome = agent.run(&task).await;
+        let _ = done_tx.send(true);
+        let timed_out = watcher.await.unwrap_or(false);
+        let result = match outcome.stop {
+            StopReason::Answered | StopReason::Finished => Ok(Outcome::Result {
+                result: outcome.answer.clone().unwrap_or_default(),
+                details: Some(serde_json::json!({
+                    "iterations": outcome.iterations.len(),
+                    "input_tokens": outcome.input_tokens,
+                    "output_tokens": outcome.output_tokens,
+                    "llm_cost": outcome.llm_cost,
+                    "gadget_cost": outcome.gadget_cost,
+                })),
+            }),
+            StopReason::Interrupted if timed_out => Err(CallError::Timeout {
+                gadget: name.clone(),
+                timeout_ms: timeout.as_millis() as u64,
+            }),
+            StopReason::Interrupted => Err(CallError::Cancelled {
+                gadget: name.clone(),
+            }),
+            StopReason::MaxIterations => Err(CallError::Failed {
+                message: format!(
+                    "agent '{name}' gave no answer in {} iterations",
+                    outcome.iterations.len()
+                ),
+            }),
+            StopReason::MaxCost => Err(CallError::Failed {
+                message: format!("agent '{name}' stopped at its cost cap"),
+            }),
+            StopReason::Failed => Err(CallError::Failed {
+                message: format!(
+                    "agent '{name}': {}",
+                    outcome
+                        .error
+                        .as_ref()
+                        .map(|e| e.to_string())
+                        .unwrap_or_else(|| "failed".into())
+                ),
+            }),
+        };
+        let mut report = CallReport::of(result, started.elapsed());
+        // LLM and gadget costs alike, whatever the outcome (the work was done).
+        report.cost = outcome.total_cost;
+        report
+    }
+}
+
+impl Tool for SubAgentTool {
+    fn spec(&self) -> &GadgetSpec {
+        &self.spec
+    }
+
+    fn schema(&self) -> &ParamSchema {
+        &self.schema
+    }
+
+    fn own_timeout(&self) -> OwnTimeout {
+        OwnTimeout::Declared(self.agents.definitions[self.index].timeout)
+    }
+
+    fn run(&self, call: ToolCall) -> BoxFuture<'_, CallReport> {
+        Box::pin(self.run_nested(call))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn globs_match_whole_names_case_insensitively() {
+        use gadget_core::tool::glob_matches;
+        assert!(glob_matches("Calc*", "calculator"));
+        assert!(glob_matches("*", "Anything"));
+        assert!(glob_matches("Json?uery", "JsonQuery"));
+        assert!(!glob_matches("Calc", "Calculator"));
+        assert!(!glob_matches("*x", "Calculator"));
+    }
+}

@@ -285,7 +285,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
-            prompt::prompt(Arc::new(registry), prompt_options)
+            // The policy's agents are gadgets the model may call too.
+            let providers = agent::providers(&policy.llm, None);
+            let tools = agent::with_agents(Arc::new(registry), &policy, providers)?;
+            prompt::prompt(tools, prompt_options)
         }
         Command::Check { path } => check::check(&start()?, path, &options()).await,
         Command::List { json } => {

@@ -12,7 +12,6 @@ use gadget_core::parser::ParserBuilder;
 use gadget_core::render;
 use gadget_core::tool::docs;
 use gadget_exec::{ExecConfig, callable_tools};
-use gadget_runtime::registry::Registry;
 
 use super::run::{LimitOptions, MarkerOptions};
 
@@ -26,7 +25,10 @@ pub struct PromptOptions {
 }
 
 /// `gadget prompt`: the instruction text for the loaded gadgets.
-pub fn prompt(registry: Arc<Registry>, options: &PromptOptions) -> Result<ExitCode> {
+pub fn prompt(
+    registry: Arc<dyn gadget_core::tool::Tools>,
+    options: &PromptOptions,
+) -> Result<ExitCode> {
     let markers = options.markers.markers();
     ParserBuilder::new()
         .start_marker(&markers.start)

@@ -72,6 +72,30 @@ static gadget_status http_status(gadget_call *call) {
     return done;
 }
 
+/* Asks the host's LLM (only with the operator's grant) for a headline; the
+ * completion's cost is added to the call by the host. */
+static char headline_text[16384];
+
+static gadget_status headline(gadget_call *call) {
+    if (!gadget_param_string(call, "text", headline_text, sizeof headline_text))
+        return gadget_invalid_arguments(call, "text must be a string of at most %d bytes",
+                                        (int)sizeof headline_text - 1);
+    gadget_completion answer;
+    char *error;
+    int status = gadget_llm_complete(
+        "Write one short headline for the text. Reply with the headline only.", headline_text, NULL, 40,
+        &answer, &error);
+    if (status == GADGET_LLM_DEADLINE) return gadget_cancelled(call);
+    if (status != 0) {
+        gadget_status failed = gadget_failed(call, "%s", error);
+        free(error);
+        return failed;
+    }
+    gadget_status done = gadget_result(call, "%s", answer.text);
+    gadget_completion_free(&answer);
+    return done;
+}
+
 static const gadget_example caesar_examples[] = {
     {.params = "{\"text\": \"Hello, World\", \"shift\": 3}", .output = "Khoor, Zruog"},
     {.params = "{\"text\": \"Uryyb\"}", .output = "Hello", .comment = "ROT13 by default"},
@@ -108,6 +132,13 @@ static const gadget_def gadgets[] = {
         .schema = "{\"type\":\"object\",\"properties\":{\"url\":{\"type\":\"string\","
                   "\"description\":\"An http or https URL.\"}},\"required\":[\"url\"]}",
         .invoke = http_status,
+    },
+    {
+        .name = "Headline",
+        .description = "Writes a short headline for a text, with the host's LLM.",
+        .schema = "{\"type\":\"object\",\"properties\":{\"text\":{\"type\":\"string\","
+                  "\"description\":\"The text to title.\"}},\"required\":[\"text\"]}",
+        .invoke = headline,
     },
 };
 

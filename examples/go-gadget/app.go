@@ -3,6 +3,7 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -68,6 +69,25 @@ func httpStatus(params map[string]any, ctx *gadget.Context) (gadget.Result, erro
 	return gadget.Text(fmt.Sprintf("%d %s", page.Status, text)), nil
 }
 
+// headline asks the host's LLM (only with the operator's grant) for a
+// headline; the completion's cost is added to the call by the host.
+func headline(params map[string]any, ctx *gadget.Context) (gadget.Result, error) {
+	text, _ := params["text"].(string)
+	answer, err := gadget.Complete([]gadget.Message{
+		{Role: "system", Content: "Write one short headline for the text. Reply with the headline only."},
+		{Role: "user", Content: text},
+	}, gadget.CompletionOptions{MaxTokens: 40})
+	if errors.Is(err, gadget.ErrLLMDeadline) {
+		return gadget.Result{}, gadget.ErrCancelled
+	}
+	if err != nil {
+		return gadget.Result{}, err
+	}
+	result := gadget.Text(answer.Text)
+	result.Details = map[string]any{"model": answer.Model, "cost_usd": answer.Cost}
+	return result, nil
+}
+
 func init() {
 	gadget.Register(
 		gadget.Def{
@@ -93,6 +113,12 @@ func init() {
 			Description: "Fetches a URL (GET) and returns its HTTP status and the start of its body. Only the origins the operator grants can be reached.",
 			Schema:      `{"type":"object","properties":{"url":{"type":"string","description":"An http or https URL."}},"required":["url"]}`,
 			Run:         httpStatus,
+		},
+		gadget.Def{
+			Name:        "Headline",
+			Description: "Writes a short headline for a text, with the host's LLM.",
+			Schema:      `{"type":"object","properties":{"text":{"type":"string","description":"The text to title."}},"required":["text"]}`,
+			Run:         headline,
 		},
 	)
 }

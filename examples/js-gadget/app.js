@@ -1,6 +1,6 @@
 // URL slugs, written in JavaScript: the JS SDK's example plugin.
 // Build: gadget build examples/js-gadget
-import { defineGadget, exportGadgets, InvalidArguments, Cancelled, result, config } from 'gadget-sdk';
+import { defineGadget, exportGadgets, InvalidArguments, Cancelled, result, config, complete } from 'gadget-sdk';
 
 const Slugify = defineGadget({
   name: 'Slugify',
@@ -62,4 +62,23 @@ const Greet = defineGadget({
   },
 });
 
-export const gadget = exportGadgets(Slugify, WorkUntilCancelled, Greet);
+// The host's LLM, only with the operator's grant (`[plugins.js-slug] llm =
+// { models = [...] }`); the completion's cost is added to the call.
+const Headline = defineGadget({
+  name: 'Headline',
+  description: "Writes a short headline for a text, with the host's LLM.",
+  schema: {
+    type: 'object',
+    properties: { text: { type: 'string', description: 'The text to title.' } },
+    required: ['text'],
+  },
+  run(params) {
+    const answer = complete(params.text, {
+      system: 'Write one short headline for the text. Reply with the headline only.',
+      maxTokens: 40,
+    });
+    return result(answer.text, { details: { model: answer.model, cost_usd: answer.cost } });
+  },
+});
+
+export const gadget = exportGadgets(Slugify, WorkUntilCancelled, Greet, Headline);

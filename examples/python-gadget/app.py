@@ -5,7 +5,7 @@ Build: `gadget build examples/python-gadget` (or `scripts/build-guests.sh`).
 
 from collections import Counter
 
-from gadget_sdk import Context, InvalidArguments, Cancelled, Result, config, export, gadget, http
+from gadget_sdk import Context, InvalidArguments, Cancelled, Result, complete, config, export, gadget, http
 
 
 @gadget(
@@ -77,4 +77,22 @@ def HttpStatus(params: dict, ctx: Context) -> Result:
     )
 
 
-Gadget = export(WordFrequency, WorkUntilCancelled, HttpStatus)
+@gadget(
+    description="Writes a short headline for a text, with the host's LLM.",
+    schema={
+        "type": "object",
+        "properties": {"text": {"type": "string", "description": "The text to title."}},
+        "required": ["text"],
+    },
+)
+def Headline(params: dict, ctx: Context) -> Result:
+    # Only with the operator's grant; the completion's cost is added to the call.
+    answer = complete(
+        params["text"],
+        system="Write one short headline for the text. Reply with the headline only.",
+        max_tokens=40,
+    )
+    return Result(answer.text, details={"model": answer.model, "cost_usd": answer.cost})
+
+
+Gadget = export(WordFrequency, WorkUntilCancelled, HttpStatus, Headline)

@@ -626,3 +626,76 @@ void gadget_http_response_free(gadget_http_response *response) {
     free(response->location);
     memset(response, 0, sizeof *response);
 }
+
+/* ---- The host's LLM ---- */
+
+int gadget_llm_complete(const char *system, const char *user, const char *model,
+                        uint32_t max_tokens, gadget_completion *out, char **error) {
+    memset(out, 0, sizeof *out);
+    *error = NULL;
+    gadget_plugin_llm_message_t messages[2];
+    size_t count = 0;
+    if (system) {
+        messages[count].role = GADGET_PLUGIN_LLM_ROLE_SYSTEM;
+        messages[count].content.ptr = (uint8_t *)system;
+        messages[count].content.len = strlen(system);
+        count++;
+    }
+    messages[count].role = GADGET_PLUGIN_LLM_ROLE_USER;
+    messages[count].content.ptr = (uint8_t *)user;
+    messages[count].content.len = strlen(user);
+    count++;
+    gadget_plugin_llm_completion_request_t request = {0};
+    request.messages.ptr = messages;
+    request.messages.len = count;
+    if (model) {
+        request.model.is_some = true;
+        request.model.val.ptr = (uint8_t *)model;
+        request.model.val.len = strlen(model);
+    }
+    if (max_tokens) {
+        request.max_tokens.is_some = true;
+        request.max_tokens.val = max_tokens;
+    }
+    gadget_plugin_llm_completion_t answer;
+    gadget_plugin_llm_llm_error_t failure;
+    if (!gadget_plugin_llm_complete(&request, &answer, &failure)) {
+        const char *what = "LLM provider failed: ";
+        const plugin_http_string_t *detail = &failure.val.provider;
+        switch (failure.tag) {
+        case GADGET_PLUGIN_LLM_LLM_ERROR_DENIED:
+            what = "LLM denied: ";
+            detail = &failure.val.denied;
+            break;
+        case GADGET_PLUGIN_LLM_LLM_ERROR_BUDGET_EXCEEDED:
+            what = "LLM budget exceeded: ";
+            detail = &failure.val.budget_exceeded;
+            break;
+        case GADGET_PLUGIN_LLM_LLM_ERROR_PROVIDER:
+            break;
+        default:
+            gadget_plugin_llm_llm_error_free(&failure);
+            return GADGET_LLM_DEADLINE;
+        }
+        size_t len = strlen(what) + detail->len + 1;
+        *error = malloc(len);
+        if (*error) {
+            snprintf(*error, len, "%s%.*s", what, (int)detail->len, (const char *)detail->ptr);
+        }
+        gadget_plugin_llm_llm_error_free(&failure);
+        return -1;
+    }
+    out->text = to_cstring(&answer.text);
+    out->model = to_cstring(&answer.model);
+    out->input_tokens = answer.input_tokens;
+    out->output_tokens = answer.output_tokens;
+    out->cost = answer.cost;
+    gadget_plugin_llm_completion_free(&answer);
+    return 0;
+}
+
+void gadget_completion_free(gadget_completion *completion) {
+    free(completion->text);
+    free(completion->model);
+    completion->text = completion->model = NULL;
+}

@@ -185,6 +185,35 @@ int gadget_http_get(const char *url, const char *const *headers, gadget_http_res
                     char **error);
 void gadget_http_response_free(gadget_http_response *response);
 
+/* ---- The host's LLM (gadget:plugin@0.2.0's llm import) ----
+ *
+ * The manifest asks with [permissions] llm = true; the operator grants models
+ * and a per-call budget. The host adds each completion's cost to the call's
+ * cost, checks the budget before sending, and ends a completion at the call's
+ * deadline. */
+
+/* A completion's answer; free it with gadget_completion_free. */
+typedef struct {
+    char *text;   /* NUL-terminated */
+    char *model;  /* "provider:model" that answered */
+    uint64_t input_tokens;
+    uint64_t output_tokens;
+    double cost;  /* USD, already added to the call's cost */
+} gadget_completion;
+
+/* The call's deadline passed (or it was cancelled) during the completion:
+ * end the call with gadget_cancelled (the host reports a timeout or a
+ * cancellation). */
+#define GADGET_LLM_DEADLINE (-3)
+
+/* One completion: an optional system text (NULL for none) and the user's text.
+ * model: NULL for the first granted model; max_tokens: 0 for the host's
+ * default. Returns 0 and fills *out, or GADGET_LLM_DEADLINE, or -1 with *error
+ * set to the reason (denied, budget exceeded, provider failed; free it). */
+int gadget_llm_complete(const char *system, const char *user, const char *model,
+                        uint32_t max_tokens, gadget_completion *out, char **error);
+void gadget_completion_free(gadget_completion *completion);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the C bindings in sdk/c/gen/ for the SDK's world (sdk/wit/world.wit:
-# the contract in wit/gadget@0.1.0/gadget.wit plus wasi:http's outgoing handler). They are
+# the contract in wit/gadget@0.2.0/gadget.wit plus wasi:http's outgoing handler). They are
 # committed (the generator is wit-bindgen-cli 0.63.0, a 13-minute install),
 # so only a change to the WIT needs this. Install the generator with:
 #   cargo install --locked wit-bindgen-cli@0.63.0
@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../.."
 wit=$(mktemp -d)
 cp -r sdk/wit/. "$wit"/
 mkdir -p "$wit/deps/gadget-plugin"
-cp wit/gadget@0.1.0/gadget.wit "$wit/deps/gadget-plugin/"
+cp wit/gadget@0.2.0/gadget.wit "$wit/deps/gadget-plugin/"
 wit-bindgen c "$wit" --world plugin-http --out-dir sdk/c/gen
 rm -rf "$wit"
-echo "regenerated sdk/c/gen from sdk/wit/ and wit/gadget@0.1.0/"
+echo "regenerated sdk/c/gen from sdk/wit/ and wit/gadget@0.2.0/"

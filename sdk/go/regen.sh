@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the Go bindings in sdk/go/gen/ for the SDK's world (sdk/wit/world.wit: the
-# contract in wit/gadget@0.1.0/gadget.wit plus wasi:http's outgoing handler). They are
+# contract in wit/gadget@0.2.0/gadget.wit plus wasi:http's outgoing handler). They are
 # committed (the generator is wit-bindgen-cli 0.63.0, a 13-minute install),
 # so only a change to the WIT needs this. sdk/go/gopkg is the
 # go.bytecodealliance.org/pkg module that release vendors (src/pkg of the
@@ -12,9 +12,9 @@ out=$(mktemp -d)
 wit=$(mktemp -d)
 cp -r sdk/wit/. "$wit"/
 mkdir -p "$wit/deps/gadget-plugin"
-cp wit/gadget@0.1.0/gadget.wit "$wit/deps/gadget-plugin/"
+cp wit/gadget@0.2.0/gadget.wit "$wit/deps/gadget-plugin/"
 wit-bindgen go "$wit" --world plugin-http --out-dir "$out"
 rm -rf sdk/go/gen && mkdir -p sdk/go/gen
 cp -r "$out"/gadget_plugin_* "$out"/wasi_* "$out"/wit_exports.go sdk/go/gen/
 rm -rf "$out" "$wit"
-echo "regenerated sdk/go/gen from sdk/wit/ and wit/gadget@0.1.0/"
+echo "regenerated sdk/go/gen from sdk/wit/ and wit/gadget@0.2.0/"

@@ -38,8 +38,9 @@ import {
   update as hostUpdate,
   cancelled as hostCancelled,
   callInfo as hostCallInfo,
-} from 'gadget:plugin/host@0.1.0';
+} from 'gadget:plugin/host@0.2.0';
 import { getEnvironment } from 'wasi:cli/environment@0.2.12';
+import { complete as hostComplete } from 'gadget:plugin/llm@0.2.0';
 
 // Which engine this build runs on ('quickjs' or 'spidermonkey'); `gadget
 // build` defines GADGET_JS_ENGINE in front of this module.
@@ -52,6 +53,50 @@ const ENGINE = typeof GADGET_JS_ENGINE === 'string' ? GADGET_JS_ENGINE : 'quickj
 function config(key) {
   const found = getEnvironment().find(([name]) => name === key);
   return found ? found[1] : null;
+}
+
+// No completion: denied (not granted, or not this model), the call's budget
+// exceeded, or the provider failed; the message says which and why.
+class LlmError extends Error {}
+
+// One completion from the host's LLM: `complete('text', { system, model,
+// maxTokens, temperature })`, or `complete([['system', '...'], ['user',
+// '...']])`. The manifest asks with `[permissions] llm = true`; the operator
+// grants models and a per-call budget; the cost is added to the call's by the
+// host. Returns { text, model, inputTokens, outputTokens, cost }; throws
+// LlmError, or Cancelled when the call's deadline passes during it.
+function complete(prompt, { system, model, maxTokens, temperature } = {}) {
+  const pairs = typeof prompt === 'string' ? [['user', prompt]] : [...prompt];
+  if (system !== undefined) pairs.unshift(['system', system]);
+  for (const [role] of pairs) {
+    if (!['system', 'user', 'assistant'].includes(role)) {
+      throw new TypeError(`message role '${role}' is not system, user or assistant`);
+    }
+  }
+  let answer;
+  try {
+    answer = hostComplete({
+      messages: pairs.map(([role, content]) => ({ role, content: String(content) })),
+      model,
+      maxTokens,
+      temperature,
+    });
+  } catch (e) {
+    // The import's error arrives as the thrown value (or its payload).
+    const failure = e && typeof e === 'object' && 'payload' in e ? e.payload : e;
+    const tag = failure && failure.tag;
+    if (tag === 'deadline') throw new Cancelled("the call's deadline passed during a completion");
+    const what = { denied: 'LLM denied', 'budget-exceeded': 'LLM budget exceeded', provider: 'LLM provider failed' }[tag];
+    if (what) throw new LlmError(`${what}: ${failure.val}`);
+    throw e;
+  }
+  return {
+    text: answer.text,
+    model: answer.model,
+    inputTokens: Number(answer.inputTokens),
+    outputTokens: Number(answer.outputTokens),
+    cost: answer.cost,
+  };
 }
 
 // The parameters are unusable; the message tells the model what to change.

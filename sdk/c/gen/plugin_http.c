@@ -240,29 +240,34 @@ extern void __wasm_import_wasi_http_types_http_error_code(int32_t, uint8_t *);
 __attribute__((__import_module__("wasi:http/outgoing-handler@0.2.12"), __import_name__("handle")))
 extern void __wasm_import_wasi_http_outgoing_handler_handle(int32_t, int32_t, int32_t, uint8_t *);
 
-// Imported Functions from `gadget:plugin/host@0.1.0`
+// Imported Functions from `gadget:plugin/host@0.2.0`
 
-__attribute__((__import_module__("gadget:plugin/host@0.1.0"), __import_name__("log")))
+__attribute__((__import_module__("gadget:plugin/host@0.2.0"), __import_name__("log")))
 extern void __wasm_import_gadget_plugin_host_log(int32_t, uint8_t *, size_t, uint8_t *, size_t);
 
-__attribute__((__import_module__("gadget:plugin/host@0.1.0"), __import_name__("report-cost")))
+__attribute__((__import_module__("gadget:plugin/host@0.2.0"), __import_name__("report-cost")))
 extern void __wasm_import_gadget_plugin_host_report_cost(double);
 
-__attribute__((__import_module__("gadget:plugin/host@0.1.0"), __import_name__("progress")))
+__attribute__((__import_module__("gadget:plugin/host@0.2.0"), __import_name__("progress")))
 extern void __wasm_import_gadget_plugin_host_progress(uint8_t *, size_t);
 
-__attribute__((__import_module__("gadget:plugin/host@0.1.0"), __import_name__("update")))
+__attribute__((__import_module__("gadget:plugin/host@0.2.0"), __import_name__("update")))
 extern void __wasm_import_gadget_plugin_host_update(uint8_t *, size_t, int32_t, uint8_t *, size_t);
 
-__attribute__((__import_module__("gadget:plugin/host@0.1.0"), __import_name__("cancelled")))
+__attribute__((__import_module__("gadget:plugin/host@0.2.0"), __import_name__("cancelled")))
 extern int32_t __wasm_import_gadget_plugin_host_cancelled(void);
 
-__attribute__((__import_module__("gadget:plugin/host@0.1.0"), __import_name__("call-info")))
+__attribute__((__import_module__("gadget:plugin/host@0.2.0"), __import_name__("call-info")))
 extern void __wasm_import_gadget_plugin_host_call_info(uint8_t *);
 
-// Exported Functions from `gadget:plugin/gadget@0.1.0`
+// Imported Functions from `gadget:plugin/llm@0.2.0`
 
-__attribute__((__weak__, __export_name__("cabi_post_gadget:plugin/gadget@0.1.0#specs")))
+__attribute__((__import_module__("gadget:plugin/llm@0.2.0"), __import_name__("complete")))
+extern void __wasm_import_gadget_plugin_llm_complete(uint8_t *, size_t, int32_t, uint8_t *, size_t, int32_t, int32_t, int32_t, float, uint8_t *);
+
+// Exported Functions from `gadget:plugin/gadget@0.2.0`
+
+__attribute__((__weak__, __export_name__("cabi_post_gadget:plugin/gadget@0.2.0#specs")))
 void __wasm_export_exports_gadget_plugin_gadget_specs_post_return(uint8_t * arg0) {
   size_t len0 = *((size_t*) (arg0 + sizeof(void*)));
   if (len0 > 0) {
@@ -329,7 +334,7 @@ void __wasm_export_exports_gadget_plugin_gadget_specs_post_return(uint8_t * arg0
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_gadget:plugin/gadget@0.1.0#invoke")))
+__attribute__((__weak__, __export_name__("cabi_post_gadget:plugin/gadget@0.2.0#invoke")))
 void __wasm_export_exports_gadget_plugin_gadget_invoke_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -1080,6 +1085,61 @@ void gadget_plugin_types_invocation_info_free(gadget_plugin_types_invocation_inf
 
 void gadget_plugin_host_invocation_info_free(gadget_plugin_host_invocation_info_t *ptr) {
   gadget_plugin_types_invocation_info_free(ptr);
+}
+
+void gadget_plugin_llm_message_free(gadget_plugin_llm_message_t *ptr) {
+  plugin_http_string_free(&ptr->content);
+}
+
+void gadget_plugin_llm_list_message_free(gadget_plugin_llm_list_message_t *ptr) {
+  size_t list_len = ptr->len;
+  if (list_len > 0) {
+    gadget_plugin_llm_message_t *list_ptr = ptr->ptr;
+    for (size_t i = 0; i < list_len; i++) {
+      gadget_plugin_llm_message_free(&list_ptr[i]);
+    }
+    free(list_ptr);
+  }
+}
+
+void plugin_http_option_f32_free(plugin_http_option_f32_t *ptr) {
+  if (ptr->is_some) {
+  }
+}
+
+void gadget_plugin_llm_completion_request_free(gadget_plugin_llm_completion_request_t *ptr) {
+  gadget_plugin_llm_list_message_free(&ptr->messages);
+  plugin_http_option_f32_free(&ptr->temperature);
+}
+
+void gadget_plugin_llm_completion_free(gadget_plugin_llm_completion_t *ptr) {
+  plugin_http_string_free(&ptr->text);
+  plugin_http_string_free(&ptr->model);
+}
+
+void gadget_plugin_llm_llm_error_free(gadget_plugin_llm_llm_error_t *ptr) {
+  switch ((int32_t) ptr->tag) {
+    case 0: {
+      plugin_http_string_free(&ptr->val.denied);
+      break;
+    }
+    case 1: {
+      plugin_http_string_free(&ptr->val.budget_exceeded);
+      break;
+    }
+    case 2: {
+      plugin_http_string_free(&ptr->val.provider);
+      break;
+    }
+  }
+}
+
+void gadget_plugin_llm_result_completion_llm_error_free(gadget_plugin_llm_result_completion_llm_error_t *ptr) {
+  if (!ptr->is_err) {
+    gadget_plugin_llm_completion_free(&ptr->val.ok);
+  } else {
+    gadget_plugin_llm_llm_error_free(&ptr->val.err);
+  }
 }
 
 void exports_gadget_plugin_gadget_gadget_spec_free(exports_gadget_plugin_gadget_gadget_spec_t *ptr) {
@@ -5804,7 +5864,93 @@ void gadget_plugin_host_call_info(gadget_plugin_host_invocation_info_t *ret) {
   };
 }
 
-__attribute__((__export_name__("gadget:plugin/gadget@0.1.0#specs")))
+bool gadget_plugin_llm_complete(gadget_plugin_llm_completion_request_t *request, gadget_plugin_llm_completion_t *ret, gadget_plugin_llm_llm_error_t *err) {
+  __attribute__((__aligned__(8)))
+  uint8_t ret_area[(32+4*sizeof(void*))];
+  int32_t option;
+  uint8_t * option1;
+  size_t option2;
+  if (((*request).model).is_some) {
+    const plugin_http_string_t *payload0 = &((*request).model).val;
+    option = 1;
+    option1 = (uint8_t *) (*payload0).ptr;
+    option2 = (*payload0).len;
+  } else {
+    option = 0;
+    option1 = 0;
+    option2 = 0;
+  }
+  int32_t option5;
+  int32_t option6;
+  if (((*request).max_tokens).is_some) {
+    const uint32_t *payload4 = &((*request).max_tokens).val;
+    option5 = 1;
+    option6 = (int32_t) (*payload4);
+  } else {
+    option5 = 0;
+    option6 = 0;
+  }
+  int32_t option9;
+  float option10;
+  if (((*request).temperature).is_some) {
+    const float *payload8 = &((*request).temperature).val;
+    option9 = 1;
+    option10 = *payload8;
+  } else {
+    option9 = 0;
+    option10 = 0;
+  }
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_gadget_plugin_llm_complete((uint8_t *) ((*request).messages).ptr, ((*request).messages).len, option, option1, option2, option5, option6, option9, option10, ptr);
+  gadget_plugin_llm_result_completion_llm_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      result.val.ok = (gadget_plugin_llm_completion_t) {
+        (plugin_http_string_t) (plugin_http_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 8))), (*((size_t*) (ptr + (8+1*sizeof(void*))))) },
+        (plugin_http_string_t) (plugin_http_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (8+2*sizeof(void*))))), (*((size_t*) (ptr + (8+3*sizeof(void*))))) },
+        (uint64_t) (uint64_t) (*((int64_t*) (ptr + (8+4*sizeof(void*))))),
+        (uint64_t) (uint64_t) (*((int64_t*) (ptr + (16+4*sizeof(void*))))),
+        (double) *((double*) (ptr + (24+4*sizeof(void*)))),
+      };
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      gadget_plugin_llm_llm_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + 8));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.denied = (plugin_http_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (8+1*sizeof(void*))))), (*((size_t*) (ptr + (8+2*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.budget_exceeded = (plugin_http_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (8+1*sizeof(void*))))), (*((size_t*) (ptr + (8+2*sizeof(void*))))) };
+          break;
+        }
+        case 2: {
+          variant.val.provider = (plugin_http_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (8+1*sizeof(void*))))), (*((size_t*) (ptr + (8+2*sizeof(void*))))) };
+          break;
+        }
+        case 3: {
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+__attribute__((__export_name__("gadget:plugin/gadget@0.2.0#specs")))
 uint8_t * __wasm_export_exports_gadget_plugin_gadget_specs(void) {
   exports_gadget_plugin_gadget_list_gadget_spec_t ret;
   exports_gadget_plugin_gadget_specs(&ret);
@@ -5814,7 +5960,7 @@ uint8_t * __wasm_export_exports_gadget_plugin_gadget_specs(void) {
   return ptr;
 }
 
-__attribute__((__export_name__("gadget:plugin/gadget@0.1.0#invoke")))
+__attribute__((__export_name__("gadget:plugin/gadget@0.2.0#invoke")))
 uint8_t * __wasm_export_exports_gadget_plugin_gadget_invoke(uint8_t * arg, size_t arg0, uint8_t * arg1, size_t arg2, uint8_t * arg3, size_t arg4) {
   plugin_http_string_t arg5 = (plugin_http_string_t) { (uint8_t*)(arg), (arg0) };
   plugin_http_string_t arg6 = (plugin_http_string_t) { (uint8_t*)(arg1), (arg2) };

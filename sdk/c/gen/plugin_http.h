@@ -698,6 +698,82 @@ typedef gadget_plugin_types_level_t gadget_plugin_host_level_t;
 
 typedef gadget_plugin_types_invocation_info_t gadget_plugin_host_invocation_info_t;
 
+// Who says a message.
+typedef uint8_t gadget_plugin_llm_role_t;
+
+#define GADGET_PLUGIN_LLM_ROLE_SYSTEM 0
+#define GADGET_PLUGIN_LLM_ROLE_USER 1
+#define GADGET_PLUGIN_LLM_ROLE_ASSISTANT 2
+
+typedef struct gadget_plugin_llm_message_t {
+  gadget_plugin_llm_role_t   role;
+  plugin_http_string_t   content;
+} gadget_plugin_llm_message_t;
+
+typedef struct {
+  gadget_plugin_llm_message_t *ptr;
+  size_t len;
+} gadget_plugin_llm_list_message_t;
+
+typedef struct {
+  bool is_some;
+  float val;
+} plugin_http_option_f32_t;
+
+typedef struct gadget_plugin_llm_completion_request_t {
+  // The conversation, oldest first.
+  gadget_plugin_llm_list_message_t   messages;
+  // `provider:model`, one the operator allows; none: the first
+  // allowed model.
+  plugin_http_option_string_t   model;
+  // The answer's token cap; none: the host's default (1024).
+  plugin_http_option_u32_t   max_tokens;
+  // Sampling temperature; none: the provider's default.
+  plugin_http_option_f32_t   temperature;
+} gadget_plugin_llm_completion_request_t;
+
+typedef struct gadget_plugin_llm_completion_t {
+  // The answer.
+  plugin_http_string_t   text;
+  // The `provider:model` that answered.
+  plugin_http_string_t   model;
+  uint64_t   input_tokens;
+  uint64_t   output_tokens;
+  // USD, already added to the call's cost.
+  double   cost;
+} gadget_plugin_llm_completion_t;
+
+// Why a completion did not happen. Errors are data: a gadget can
+// fall back, retry with less, or report the message.
+typedef struct gadget_plugin_llm_llm_error_t {
+  uint8_t tag;
+  union {
+    plugin_http_string_t     denied;
+    plugin_http_string_t     budget_exceeded;
+    plugin_http_string_t     provider;
+  } val;
+} gadget_plugin_llm_llm_error_t;
+
+// The plugin has no LLM grant, or not for this model; the message
+// names the grant that would allow it.
+#define GADGET_PLUGIN_LLM_LLM_ERROR_DENIED 0
+// The request could cost more than what is left of the call's
+// budget (`max-usd-per-call`); the message gives both figures.
+#define GADGET_PLUGIN_LLM_LLM_ERROR_BUDGET_EXCEEDED 1
+// The provider failed after its retries (unreachable, refused,
+// rate limited, a broken stream); the message says which.
+#define GADGET_PLUGIN_LLM_LLM_ERROR_PROVIDER 2
+// The call's deadline passed, or it was cancelled, while waiting.
+#define GADGET_PLUGIN_LLM_LLM_ERROR_DEADLINE 3
+
+typedef struct {
+  bool is_err;
+  union {
+    gadget_plugin_llm_completion_t ok;
+    gadget_plugin_llm_llm_error_t err;
+  } val;
+} gadget_plugin_llm_result_completion_llm_error_t;
+
 typedef gadget_plugin_types_gadget_spec_t exports_gadget_plugin_gadget_gadget_spec_t;
 
 typedef gadget_plugin_types_outcome_t exports_gadget_plugin_gadget_outcome_t;
@@ -1237,7 +1313,7 @@ extern bool wasi_http_types_http_error_code(wasi_http_types_borrow_io_error_t er
 // through the `future-incoming-response`.
 extern bool wasi_http_outgoing_handler_handle(wasi_http_outgoing_handler_own_outgoing_request_t request, wasi_http_outgoing_handler_own_request_options_t *maybe_options, wasi_http_outgoing_handler_own_future_incoming_response_t *ret, wasi_http_outgoing_handler_error_code_t *err);
 
-// Imported Functions from `gadget:plugin/host@0.1.0`
+// Imported Functions from `gadget:plugin/host@0.2.0`
 // Writes a structured log entry for people (never shown to the model).
 // `fields` is a JSON object in text form, or the empty string for none;
 // anything else is kept as a string field named `fields`.
@@ -1260,7 +1336,11 @@ extern bool gadget_plugin_host_cancelled(void);
 // The invocation id, the gadget name and the time left.
 extern void gadget_plugin_host_call_info(gadget_plugin_host_invocation_info_t *ret);
 
-// Exported Functions from `gadget:plugin/gadget@0.1.0`
+// Imported Functions from `gadget:plugin/llm@0.2.0`
+// Runs one completion and waits for its whole answer.
+extern bool gadget_plugin_llm_complete(gadget_plugin_llm_completion_request_t *request, gadget_plugin_llm_completion_t *ret, gadget_plugin_llm_llm_error_t *err);
+
+// Exported Functions from `gadget:plugin/gadget@0.2.0`
 void exports_gadget_plugin_gadget_specs(exports_gadget_plugin_gadget_list_gadget_spec_t *ret);
 bool exports_gadget_plugin_gadget_invoke(plugin_http_string_t *invocation_id, plugin_http_string_t *name, plugin_http_string_t *params, exports_gadget_plugin_gadget_outcome_t *ret, exports_gadget_plugin_gadget_gadget_error_t *err);
 
@@ -1469,6 +1549,20 @@ void gadget_plugin_types_gadget_error_free(gadget_plugin_types_gadget_error_t *p
 void gadget_plugin_types_invocation_info_free(gadget_plugin_types_invocation_info_t *ptr);
 
 void gadget_plugin_host_invocation_info_free(gadget_plugin_host_invocation_info_t *ptr);
+
+void gadget_plugin_llm_message_free(gadget_plugin_llm_message_t *ptr);
+
+void gadget_plugin_llm_list_message_free(gadget_plugin_llm_list_message_t *ptr);
+
+void plugin_http_option_f32_free(plugin_http_option_f32_t *ptr);
+
+void gadget_plugin_llm_completion_request_free(gadget_plugin_llm_completion_request_t *ptr);
+
+void gadget_plugin_llm_completion_free(gadget_plugin_llm_completion_t *ptr);
+
+void gadget_plugin_llm_llm_error_free(gadget_plugin_llm_llm_error_t *ptr);
+
+void gadget_plugin_llm_result_completion_llm_error_free(gadget_plugin_llm_result_completion_llm_error_t *ptr);
 
 void exports_gadget_plugin_gadget_gadget_spec_free(exports_gadget_plugin_gadget_gadget_spec_t *ptr);
 

@@ -58,8 +58,9 @@ try:
     from wit_world.imports import outgoing_handler as _outgoing
     from wit_world.imports import streams as _streams
     from wit_world.imports import wasi_http_types as _http
+    from wit_world.imports import llm as _llm
 except ImportError:  # outside a component build (docs, type checks)
-    Err = _Ok = _host = _types = _outgoing = _streams = _http = None
+    Err = _Ok = _host = _types = _outgoing = _streams = _http = _llm = None
 
 __all__ = [
     "gadget",
@@ -76,6 +77,9 @@ __all__ = [
     "HttpError",
     "HttpDenied",
     "Response",
+    "complete",
+    "Completion",
+    "LlmError",
 ]
 
 
@@ -213,6 +217,68 @@ class http:
                 code = _http.http_error_code(error.value.value)
                 raise _http_failure(code) if code is not None else HttpError("reading the body failed")
         return Response(status=status, headers=pairs, body=b"".join(chunks))
+
+
+@dataclass
+class Completion:
+    """The host's LLM's answer; ``cost`` (USD) is already added to the call's cost."""
+
+    text: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cost: float
+
+
+class LlmError(Exception):
+    """No completion: denied (not granted, or not this model), the call's budget
+    exceeded, or the provider failed; the message says which and why."""
+
+
+def complete(
+    prompt: Union[str, Sequence[Tuple[str, str]]],
+    *,
+    system: Optional[str] = None,
+    model: Optional[str] = None,
+    max_tokens: Optional[int] = None,
+    temperature: Optional[float] = None,
+) -> Completion:
+    """One completion from the host's LLM. ``prompt`` is the user's text, or a
+    list of ``(role, text)`` pairs (roles ``system``, ``user``, ``assistant``).
+    The manifest asks with ``[permissions] llm = true``; the operator grants
+    models and a per-call budget. Raises ``LlmError``, or ``Cancelled`` when the
+    call's deadline passes during the completion."""
+    roles = {"system": _llm.Role.SYSTEM, "user": _llm.Role.USER, "assistant": _llm.Role.ASSISTANT}
+    pairs = [("user", prompt)] if isinstance(prompt, str) else list(prompt)
+    if system is not None:
+        pairs.insert(0, ("system", system))
+    messages = []
+    for role, text in pairs:
+        if role not in roles:
+            raise ValueError(f"message role {role!r} is not system, user or assistant")
+        messages.append(_llm.Message(role=roles[role], content=str(text)))
+    request = _llm.CompletionRequest(
+        messages=messages, model=model, max_tokens=max_tokens, temperature=temperature
+    )
+    try:
+        answer = _llm.complete(request)
+    except Err as error:
+        failure = error.value
+        if isinstance(failure, _llm.LlmError_Deadline):
+            raise Cancelled("the call's deadline passed during a completion") from None
+        what = {
+            _llm.LlmError_Denied: "LLM denied",
+            _llm.LlmError_BudgetExceeded: "LLM budget exceeded",
+            _llm.LlmError_Provider: "LLM provider failed",
+        }.get(type(failure), "LLM failed")
+        raise LlmError(f"{what}: {failure.value}") from None
+    return Completion(
+        text=answer.text,
+        model=answer.model,
+        input_tokens=answer.input_tokens,
+        output_tokens=answer.output_tokens,
+        cost=answer.cost,
+    )
 
 
 class InvalidArguments(Exception):

@@ -18,7 +18,7 @@ use gadget_runtime::manifest::Manifest;
 use super::new::Lang;
 
 /// The contract every component targets.
-const WIT: &str = include_str!("../../../../wit/gadget@0.1.0/gadget.wit");
+const WIT: &str = include_str!("../../../../wit/gadget@0.2.0/gadget.wit");
 
 /// The Python SDK module.
 const PYTHON_SDK: &str = include_str!("../../../../sdk/python/gadget_sdk/__init__.py");

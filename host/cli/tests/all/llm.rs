@@ -361,3 +361,84 @@ fn an_agent_that_calls_itself_stops_at_the_depth_limit() {
         .unwrap();
     assert_eq!(summary["answer"], "all done");
 }
+
+/// An SDK example's `Headline` completes through the host, with the
+/// operator's grant, and its cost is the call's.
+fn sdk_example_completes(example: &str, plugin: &str) {
+    let server = LlmServer::start(vec![openai_reply(
+        &[("A Fine ", 0), ("Headline", 0)],
+        (1_000, 500),
+    )]);
+    let dir = crate::languages::built(&common::workspace().join("examples").join(example));
+    let policy = format!(
+        "[llm]\nmodel = \"openai:tiny\"\nbase-url = \"{}/v1\"\napi-key-env = \"TEST_LLM_KEY\"\n[llm.models.\"openai:tiny\"]\ninput-per-mtok = 1.0\noutput-per-mtok = 2.0\n[plugins.{plugin}]\nllm = {{ models = [\"openai:tiny\"] }}\n",
+        server.url()
+    );
+    let out = gadget(
+        Some(&policy),
+        &[&dir],
+        &[
+            "call",
+            "Headline",
+            "--params",
+            r#"{"text": "Rain is expected on Tuesday."}"#,
+            "--json",
+        ],
+    );
+    let call: Value =
+        serde_json::from_str(&String::from_utf8_lossy(&out.stdout)).unwrap_or_else(|e| {
+            panic!(
+                "{example}: {e}: {}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    assert_eq!(call["ok"], true, "{example}: {call}");
+    assert_eq!(call["result"], "A Fine Headline", "{example}");
+    let cost = call["cost_usd"].as_f64().unwrap();
+    assert!((cost - 0.002).abs() < 1e-12, "{example}: {call}");
+    let request = &server.requests()[0];
+    assert_eq!(
+        request.body["messages"][0]["content"],
+        "Write one short headline for the text. Reply with the headline only.",
+        "{example}"
+    );
+    assert_eq!(
+        request.body["messages"][1]["content"],
+        "Rain is expected on Tuesday."
+    );
+    assert_eq!(request.body["max_tokens"], 40, "{example}");
+
+    // Without the grant the gadget fails with the SDK's words for a denial.
+    let out = gadget(
+        None,
+        &[&dir],
+        &["call", "Headline", "--params", r#"{"text": "x"}"#, "--json"],
+    );
+    let call: Value = serde_json::from_str(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    assert_eq!(call["ok"], false, "{example}: {call}");
+    assert!(
+        error_message(&call).contains("LLM denied"),
+        "{example}: {call}"
+    );
+}
+
+#[test]
+fn a_python_gadget_completes_through_the_sdk() {
+    sdk_example_completes("python-gadget", "python-words");
+}
+
+#[test]
+fn a_javascript_gadget_completes_through_the_sdk() {
+    sdk_example_completes("js-gadget", "js-slug");
+}
+
+#[test]
+fn a_go_gadget_completes_through_the_sdk() {
+    sdk_example_completes("go-gadget", "go-roman");
+}
+
+#[test]
+fn a_c_gadget_completes_through_the_sdk() {
+    sdk_example_completes("c-gadget", "c-cipher");
+}

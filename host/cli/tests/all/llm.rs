@@ -442,3 +442,80 @@ fn a_go_gadget_completes_through_the_sdk() {
 fn a_c_gadget_completes_through_the_sdk() {
     sdk_example_completes("c-gadget", "c-cipher");
 }
+
+#[test]
+fn ctrl_c_reaches_a_sub_agent_in_flight() {
+    use std::io::{BufRead, BufReader};
+    let server = LlmServer::start(vec![
+        openai_reply(
+            &[(&block("Researcher:r1", &[("task", "think long")]), 0)],
+            (1, 1),
+        ),
+        // The sub-agent's model starts, then stalls.
+        Reply::Events {
+            events: vec![
+                (
+                    Duration::ZERO,
+                    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hmm\"}}]}\n\n"
+                        .into(),
+                ),
+                (Duration::from_secs(30), "data: [DONE]\n\n".into()),
+            ],
+            broken: false,
+        },
+    ]);
+    let home = tempfile::tempdir().unwrap();
+    let policy = home.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[llm]\nmodel = \"openai:m\"\nbase-url = \"{}/v1\"\napi-key-env = \"TEST_LLM_KEY\"\n[agents.Researcher]\ndescription = \"Thinks.\"\ngadgets = [\"Calculator\"]\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(common::gadget_bin())
+        .arg("--plugins")
+        .arg(common::shipped_plugins())
+        .arg("--config")
+        .arg(&policy)
+        .env("XDG_CACHE_HOME", home.path())
+        .env("TEST_LLM_KEY", "k")
+        .args(["agent", "go", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    for _ in 0..500 {
+        let mut line = String::new();
+        if stdout.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        seen.push_str(&line);
+        if line.contains("\"nested\"") && line.contains("\"llm_request\"") {
+            break;
+        }
+    }
+    assert!(seen.contains("llm_request"), "{seen}");
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    // SAFETY: kill(2) on the child's pid with SIGINT, as Ctrl-C would.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let researcher: Value = rest
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["type"] == "call_finished" && e["id"] == "r1")
+        .expect("the sub-agent's call ended");
+    assert_eq!(researcher["error"]["kind"], "cancelled", "{researcher}");
+}

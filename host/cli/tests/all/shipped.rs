@@ -50,6 +50,9 @@ async fn every_shipped_example_runs_and_matches_its_output() {
             if gadget.spec.name == "CurrentTime" {
                 continue; // the clock moves
             }
+            if gadget.spec.name == "Summarize" {
+                continue; // a model writes it (tests/all/llm.rs runs it against a scripted one)
+            }
             let params: Value = serde_json::from_str(&example.params).unwrap();
             let got = text(result(&registry, &gadget.spec.name, params).await);
             assert_eq!(

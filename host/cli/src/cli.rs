@@ -29,6 +29,7 @@ mod check;
 mod compile;
 mod describe;
 mod list;
+mod mcp;
 mod new;
 mod parse;
 mod prompt;
@@ -131,6 +132,24 @@ enum Command {
         after_help = "Examples:\n  OPENAI_API_KEY=... gadget agent 'What is 15 + 23?' --model openai:gpt-4o-mini\n  gadget agent 'Slugify \"Hello World\"' --model openai:llama3.2 --base-url http://127.0.0.1:11434/v1\n  ANTHROPIC_API_KEY=... gadget agent - --model anthropic:claude-sonnet-4-5 --save session.jsonl < task.txt\n\nExit code: 0 when the model answered or a gadget finished the task, 1 when a cap stopped it or the stream broke, 2 on bad input or a setup error (key, model, server), 130 on Ctrl-C."
     )]
     Agent(Box<agent::AgentOptions>),
+    /// Serve the gadgets as MCP tools over stdio (for Claude Desktop, Claude Code, Cursor, ...).
+    #[command(
+        after_help = "Examples:\n  gadget mcp\n  gadget --plugins ./my-plugins --config policy.toml mcp\n\nClaude Desktop / Claude Code: a server whose command is `gadget` and whose args are [\"mcp\"]."
+    )]
+    Mcp,
+    /// Serve the gadgets as MCP tools over Streamable HTTP, as a service (health, metrics, a call cap, graceful drain).
+    #[command(
+        after_help = "Examples:\n  gadget serve\n  GADGET_TOKEN=... gadget serve --listen 0.0.0.0:8765 --auth-token-env GADGET_TOKEN --allowed-host gadgets.example.com"
+    )]
+    Serve(mcp::ServeArgs),
+    /// Print the gadgets as native tool definitions (OpenAI, Anthropic or MCP), as JSON.
+    #[command(
+        after_help = "Examples:\n  gadget schemas --format openai > tools.json\n  gadget schemas --format anthropic"
+    )]
+    Schemas {
+        #[arg(long, value_enum, default_value = "openai")]
+        format: mcp::SchemaFormat,
+    },
     /// Print the instruction text a model needs: the loaded gadgets, their parameters and examples, and the block format.
     #[command(
         after_help = "Examples:\n  gadget prompt > system-prompt.txt\n  gadget prompt --start-marker '<<TOOL:' --end-marker '<<END' --arg-marker '@'"
@@ -280,6 +299,30 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             };
             let tools = agent::with_agents(Arc::new(registry), &policy, providers)?;
             agent::agent(tools, agent_options, &policy.llm).await
+        }
+        Command::Mcp | Command::Serve(_) => {
+            // Many calls at once: the pooling allocator pays for itself.
+            let config = RuntimeConfig {
+                memory_budget: policy.host_memory_bytes(),
+                ..RuntimeConfig::default()
+            };
+            let runtime =
+                Arc::new(Runtime::new(&config).context("starting the WebAssembly runtime")?);
+            let providers = agent::providers(&policy.llm, None);
+            runtime.set_llm_backend(agent::llm_backend(&policy.llm, providers));
+            let Some(registry) = load(&runtime, &cli.global, &options()).await? else {
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            };
+            match &cli.command {
+                Command::Serve(args) => mcp::serve(Arc::new(registry), args).await,
+                _ => mcp::mcp(Arc::new(registry)).await,
+            }
+        }
+        Command::Schemas { format } => {
+            let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            };
+            mcp::schemas(&registry, *format)
         }
         Command::Prompt(prompt_options) => {
             let Some(registry) = load(&start()?, &cli.global, &options()).await? else {

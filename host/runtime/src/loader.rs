@@ -185,6 +185,8 @@ pub struct Plugin {
     pub limits: Limits,
     /// What its manifest asks for.
     pub requested_permissions: Permissions,
+    /// What its manifest says its gadgets do (for MCP clients).
+    pub annotations: crate::manifest::Annotations,
     /// What its calls get: the requests AND the operator's grants.
     pub grants: Arc<CallGrants>,
     /// Requests not granted and grants not applied, one line each.
@@ -504,6 +506,7 @@ pub async fn load_plugin(
         component_bytes: size,
         limits,
         requested_permissions: manifest.permissions,
+        annotations: manifest.annotations,
         grants,
         grant_notes,
         warnings,
@@ -642,6 +645,7 @@ fn bare_manifest(file: &Path) -> Result<Manifest, String> {
         sha256: None,
         limits: RequestedLimits::default(),
         permissions: Permissions::default(),
+        annotations: Default::default(),
     })
 }
 

@@ -57,6 +57,24 @@ pub struct Manifest {
     pub limits: RequestedLimits,
     #[serde(default)]
     pub permissions: Permissions,
+    /// What its gadgets do to the world, for MCP clients (`readOnlyHint`,
+    /// ...). Claims, not grants: what the grants imply wins.
+    #[serde(default)]
+    pub annotations: Annotations,
+}
+
+/// `[annotations]`: the plugin's own account of its gadgets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Annotations {
+    /// They change nothing outside themselves.
+    pub read_only: Option<bool>,
+    /// They may destroy or overwrite something.
+    pub destructive: Option<bool>,
+    /// Calling twice with the same arguments does no more than once.
+    pub idempotent: Option<bool>,
+    /// They reach things outside the host (the network, other services).
+    pub open_world: Option<bool>,
 }
 
 /// Capabilities a plugin asks for. A request is not a grant: the operator's

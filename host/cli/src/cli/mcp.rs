@@ -1,0 +1,134 @@
+//! `gadget mcp`, `gadget serve` and `gadget schemas`: the loaded gadgets for
+//! MCP clients (stdio or Streamable HTTP, through the gadget-mcp crate) and
+//! as native tool definitions for LLM APIs.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use serde_json::{Value, json};
+
+use gadget_mcp::http::{DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_CONCURRENT_CALLS, ServeOptions};
+use gadget_mcp::metrics::Metrics;
+use gadget_mcp::server::{GadgetServer, tool_of};
+use gadget_runtime::registry::Registry;
+
+use super::EXIT_BAD_INPUT;
+
+/// Options of `gadget serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// The address to listen on. Anything but loopback needs --auth-token-env.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
+    listen: SocketAddr,
+    /// The environment variable holding the bearer token every request must carry.
+    #[arg(long, value_name = "VAR")]
+    auth_token_env: Option<String>,
+    /// Tool calls running at once; one more is refused with 503 and Retry-After.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONCURRENT_CALLS)]
+    max_concurrent_calls: usize,
+    /// On SIGTERM, how long calls in flight may finish before they are cancelled, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_DRAIN_TIMEOUT.as_millis() as u64)]
+    drain_timeout: u64,
+    /// A Host header value to accept besides loopback names (the public name clients use; repeatable).
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    allowed_hosts: Vec<String>,
+}
+
+/// The format of `gadget schemas`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum SchemaFormat {
+    /// Chat Completions `tools`: `{"type": "function", "function": {...}}`.
+    Openai,
+    /// Messages API `tools`: `{"name", "description", "input_schema"}`.
+    Anthropic,
+    /// MCP `tools/list` entries.
+    Mcp,
+}
+
+/// `gadget mcp`: MCP over stdio until the client goes away.
+pub async fn mcp(registry: Arc<Registry>) -> Result<ExitCode> {
+    use rmcp::ServiceExt as _;
+    let server = GadgetServer::new(registry, Arc::new(Metrics::new()));
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .context("starting the MCP session on stdio")?;
+    running.waiting().await.context("the MCP session")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `gadget serve`: MCP over Streamable HTTP until SIGTERM or Ctrl-C.
+pub async fn serve(registry: Arc<Registry>, args: &ServeArgs) -> Result<ExitCode> {
+    let auth_token = match &args.auth_token_env {
+        Some(var) => match std::env::var(var) {
+            Ok(token) if !token.trim().is_empty() => Some(token),
+            _ => {
+                eprintln!("error: --auth-token-env {var}: the variable is not set (or empty)");
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            }
+        },
+        None => None,
+    };
+    let options = ServeOptions {
+        listen: args.listen,
+        auth_token,
+        max_concurrent_calls: args.max_concurrent_calls,
+        drain_timeout: Duration::from_millis(args.drain_timeout),
+        allowed_hosts: args.allowed_hosts.clone(),
+    };
+    let gadgets = registry.gadgets().count();
+    let served = gadget_mcp::http::serve(
+        registry,
+        options,
+        tokio_util::sync::CancellationToken::new(),
+        |addr| eprintln!("serving {gadgets} gadgets over MCP at http://{addr}/mcp (health /healthz, metrics /metrics)"),
+    )
+    .await;
+    match served {
+        Ok(()) => {
+            eprintln!("stopped");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e @ gadget_mcp::http::ServeError::Unauthenticated(_)) => {
+            eprintln!("error: {e}");
+            Ok(ExitCode::from(EXIT_BAD_INPUT))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `gadget schemas`: the gadgets as native tool definitions, one JSON
+/// document on stdout.
+pub fn schemas(registry: &Registry, format: SchemaFormat) -> Result<ExitCode> {
+    let tools: Vec<Value> = registry
+        .gadgets()
+        .map(|gadget| {
+            let schema = gadget
+                .schema
+                .schema()
+                .cloned()
+                .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+            match format {
+                SchemaFormat::Openai => json!({
+                    "type": "function",
+                    "function": {
+                        "name": gadget.spec.name,
+                        "description": gadget.spec.description,
+                        "parameters": schema,
+                    },
+                }),
+                SchemaFormat::Anthropic => json!({
+                    "name": gadget.spec.name,
+                    "description": gadget.spec.description,
+                    "input_schema": schema,
+                }),
+                SchemaFormat::Mcp => serde_json::to_value(tool_of(gadget)).unwrap_or(Value::Null),
+            }
+        })
+        .collect();
+    println!("{}", serde_json::to_string_pretty(&tools)?);
+    Ok(ExitCode::SUCCESS)
+}

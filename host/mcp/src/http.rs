@@ -1,0 +1,325 @@
+//! `gadget serve`: MCP over Streamable HTTP at `/mcp`, stateless between
+//! calls (rmcp's stateless mode: no session lives in a replica, so any
+//! replica answers any request and the only shared state is the compile
+//! cache directory), with what an operator needs around it:
+//!
+//! - `/healthz` (the process answers) and `/readyz` (it takes calls; 503
+//!   while draining), `/metrics` in Prometheus' text format;
+//! - a cap on concurrent tool calls: one more is refused at once with 503
+//!   and `Retry-After`, never queued without bound;
+//! - bearer-token authentication when a token is configured, and a refusal
+//!   to listen beyond loopback without one; the `Host` header is checked
+//!   against the allowed hosts (DNS rebinding);
+//! - graceful shutdown: stop accepting, let calls in flight finish within
+//!   the drain timeout, then raise their abort signal.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use gadget_runtime::registry::Registry;
+
+use crate::metrics::Metrics;
+use crate::server::GadgetServer;
+
+/// Tool calls one replica runs at once unless told otherwise: each is an
+/// instance with up to its memory limit, so this bounds a replica's memory
+/// as much as its CPU.
+pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 64;
+
+/// How long a shutdown waits for calls in flight before cancelling them.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The largest request body read, bytes (rmcp's own cap too).
+pub const MAX_REQUEST_BODY_BYTES: usize = 4 << 20;
+
+/// What an overloaded replica tells a client to wait, seconds.
+pub const OVERLOAD_RETRY_AFTER_SECONDS: u64 = 1;
+
+/// How a server is run.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub listen: SocketAddr,
+    /// Every request must carry `Authorization: Bearer TOKEN`.
+    pub auth_token: Option<String>,
+    pub max_concurrent_calls: usize,
+    pub drain_timeout: Duration,
+    /// `Host` values accepted besides loopback ones (public names).
+    pub allowed_hosts: Vec<String>,
+}
+
+/// Why a server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(
+        "refusing to listen on {0} without authentication: set a token with --auth-token-env VAR (or listen on 127.0.0.1)"
+    )]
+    Unauthenticated(SocketAddr),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("the server stopped: {0}")]
+    Serve(std::io::Error),
+}
+
+struct Shared {
+    metrics: Arc<Metrics>,
+    registry: Arc<Registry>,
+    calls: Arc<Semaphore>,
+    auth: Option<HeaderValue>,
+    draining: AtomicBool,
+}
+
+/// Serves until `stop` is cancelled (or SIGTERM / Ctrl-C), then drains.
+/// `ready` is told the bound address once the server accepts requests.
+pub async fn serve(
+    registry: Arc<Registry>,
+    options: ServeOptions,
+    stop: CancellationToken,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
+    if !options.listen.ip().is_loopback() && options.auth_token.is_none() {
+        return Err(ServeError::Unauthenticated(options.listen));
+    }
+    let metrics = Arc::new(Metrics::new());
+    let calls_cancelled = CancellationToken::new();
+    let server =
+        GadgetServer::new(registry.clone(), metrics.clone()).with_shutdown(calls_cancelled.clone());
+    let mut allowed_hosts = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "[::1]".to_string(),
+    ];
+    allowed_hosts.extend(options.allowed_hosts.iter().cloned());
+    let mut config = StreamableHttpServerConfig::default();
+    config.legacy_session_mode = false;
+    config.json_response = true;
+    config.allowed_hosts = allowed_hosts;
+    config.max_request_body_bytes = MAX_REQUEST_BODY_BYTES;
+    config.cancellation_token = calls_cancelled.child_token();
+    let mcp = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        LocalSessionManager::default().into(),
+        config,
+    );
+    let shared = Arc::new(Shared {
+        metrics,
+        registry,
+        calls: Arc::new(Semaphore::new(options.max_concurrent_calls.max(1))),
+        auth: options
+            .auth_token
+            .as_ref()
+            .and_then(|t| HeaderValue::from_str(&format!("Bearer {t}")).ok()),
+        draining: AtomicBool::new(false),
+    });
+    let guarded = axum::Router::new()
+        .nest_service("/mcp", mcp)
+        .route("/metrics", axum::routing::get(metrics_page))
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), guard));
+    let router = axum::Router::new()
+        .route("/healthz", axum::routing::get(|| async { "ok\n" }))
+        .route("/readyz", axum::routing::get(readyz))
+        .merge(guarded)
+        .with_state(shared.clone());
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: options.listen,
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(ServeError::Serve)?;
+    ready(bound);
+
+    let draining = shared.clone();
+    let drain_timeout = options.drain_timeout;
+    let cancel_calls = calls_cancelled.clone();
+    let shutdown = async move {
+        tokio::select! {
+            _ = stop.cancelled() => {}
+            _ = terminate() => {}
+        }
+        draining.draining.store(true, Ordering::SeqCst);
+        tracing::info!("draining: no new connections; calls in flight get {drain_timeout:?}");
+        // After the drain timeout, calls still running get the abort signal.
+        tokio::spawn(async move {
+            tokio::time::sleep(drain_timeout).await;
+            cancel_calls.cancel();
+        });
+    };
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(ServeError::Serve)?;
+    calls_cancelled.cancel();
+    Ok(())
+}
+
+/// SIGTERM (what orchestrators send) or Ctrl-C.
+async fn terminate() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => return std::future::pending().await,
+            };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
+    if shared.draining.load(Ordering::SeqCst) {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response()
+    } else {
+        "ready\n".into_response()
+    }
+}
+
+async fn metrics_page(State(shared): State<Arc<Shared>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        shared.metrics.render(shared.registry.gadgets().count()),
+    )
+        .into_response()
+}
+
+/// Authentication, then the call cap: a `tools/call` takes a permit for as
+/// long as its response is being sent, or is refused with 503.
+async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    if let Some(expected) = &shared.auth {
+        let given = request.headers().get(header::AUTHORIZATION);
+        if given.is_none_or(|g| !constant_time_eq(g.as_bytes(), expected.as_bytes())) {
+            shared.metrics.refused_unauthorized();
+            return (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "a bearer token is required\n",
+            )
+                .into_response();
+        }
+    }
+    if request.method() != http::Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_REQUEST_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "the request body is too large\n",
+            )
+                .into_response();
+        }
+    };
+    let is_call = is_tool_call(&bytes);
+    let request = Request::from_parts(parts, Body::from(bytes));
+    if !is_call {
+        return next.run(request).await;
+    }
+    let Ok(permit) = shared.calls.clone().try_acquire_owned() else {
+        shared.metrics.refused_overload();
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(
+                header::RETRY_AFTER,
+                OVERLOAD_RETRY_AFTER_SECONDS.to_string(),
+            )],
+            "overloaded: every call slot is taken; retry shortly (or on another replica)\n",
+        )
+            .into_response();
+    };
+    let response = next.run(request).await;
+    response.map(|body| {
+        Body::new(PermitBody {
+            body,
+            _permit: permit,
+        })
+    })
+}
+
+/// Whether a JSON-RPC body is (or, in a batch, holds) a `tools/call`.
+fn is_tool_call(body: &[u8]) -> bool {
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Array(batch)) => batch.iter().any(|m| m["method"] == "tools/call"),
+        Ok(message) => message["method"] == "tools/call",
+        Err(_) => false,
+    }
+}
+
+/// Compares secrets in time that does not depend on where they differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A response body that holds a call slot until it has been sent.
+struct PermitBody {
+    body: Body,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl http_body::Body for PermitBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_calls_are_told_apart_from_other_requests() {
+        assert!(is_tool_call(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#
+        ));
+        assert!(is_tool_call(
+            br#"[{"method":"tools/list"},{"method":"tools/call"}]"#
+        ));
+        assert!(!is_tool_call(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#
+        ));
+        assert!(!is_tool_call(b"not json"));
+        assert!(constant_time_eq(b"Bearer x", b"Bearer x"));
+        assert!(!constant_time_eq(b"Bearer x", b"Bearer y"));
+        assert!(!constant_time_eq(b"Bearer", b"Bearer x"));
+    }
+}

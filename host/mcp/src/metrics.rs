@@ -1,0 +1,156 @@
+//! Prometheus metrics of a server, in the text exposition format: calls by
+//! gadget and outcome, a latency histogram, calls in flight, and requests
+//! refused for overload or authentication. Counters are atomics and one
+//! small map behind a mutex; rendering takes a snapshot.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Latency buckets, seconds: from a fast gadget (about a millisecond) to
+/// the longest timeout an operator is likely to allow.
+pub const LATENCY_BUCKETS_SECONDS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+#[derive(Default)]
+pub struct Metrics {
+    /// (gadget, outcome) → calls.
+    calls: Mutex<BTreeMap<(String, String), u64>>,
+    /// Per bucket (cumulative at render), plus sum and count.
+    buckets: Vec<AtomicU64>,
+    latency_sum_micros: AtomicU64,
+    latency_count: AtomicU64,
+    in_flight: AtomicI64,
+    refused_overload: AtomicU64,
+    refused_unauthorized: AtomicU64,
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        Metrics {
+            buckets: LATENCY_BUCKETS_SECONDS
+                .iter()
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            ..Metrics::default()
+        }
+    }
+
+    pub fn started(&self) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A call ended (or was refused before it started: `rejected`).
+    pub fn finished(&self, gadget: &str, outcome: &str, took: Duration) {
+        if outcome != "rejected" {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+        *self
+            .calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry((gadget.to_string(), outcome.to_string()))
+            .or_default() += 1;
+        let seconds = took.as_secs_f64();
+        if let Some(i) = LATENCY_BUCKETS_SECONDS.iter().position(|b| seconds <= *b) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.latency_sum_micros
+            .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+        self.latency_count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn refused_overload(&self) {
+        self.refused_overload.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn refused_unauthorized(&self) {
+        self.refused_unauthorized.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn in_flight(&self) -> i64 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// The text exposition format; `gadgets` is the number loaded.
+    pub fn render(&self, gadgets: usize) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "# HELP gadget_calls_total Tool calls by gadget and outcome."
+        );
+        let _ = writeln!(out, "# TYPE gadget_calls_total counter");
+        for ((gadget, outcome), n) in self.calls.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            let _ = writeln!(
+                out,
+                "gadget_calls_total{{gadget=\"{}\",outcome=\"{}\"}} {n}",
+                escape(gadget),
+                escape(outcome)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP gadget_call_duration_seconds Tool call latency."
+        );
+        let _ = writeln!(out, "# TYPE gadget_call_duration_seconds histogram");
+        let mut cumulative = 0;
+        for (bucket, count) in LATENCY_BUCKETS_SECONDS.iter().zip(&self.buckets) {
+            cumulative += count.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "gadget_call_duration_seconds_bucket{{le=\"{bucket}\"}} {cumulative}"
+            );
+        }
+        let count = self.latency_count.load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "gadget_call_duration_seconds_bucket{{le=\"+Inf\"}} {count}"
+        );
+        let _ = writeln!(
+            out,
+            "gadget_call_duration_seconds_sum {}",
+            self.latency_sum_micros.load(Ordering::Relaxed) as f64 / 1e6
+        );
+        let _ = writeln!(out, "gadget_call_duration_seconds_count {count}");
+        let gauges = [
+            (
+                "gadget_calls_in_flight",
+                "Tool calls running now (each one instance).",
+                self.in_flight.load(Ordering::Relaxed),
+            ),
+            ("gadget_gadgets_loaded", "Gadgets served.", gadgets as i64),
+        ];
+        for (name, help, value) in gauges {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP gadget_requests_refused_total Requests refused, by reason."
+        );
+        let _ = writeln!(out, "# TYPE gadget_requests_refused_total counter");
+        let _ = writeln!(
+            out,
+            "gadget_requests_refused_total{{reason=\"overload\"}} {}",
+            self.refused_overload.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "gadget_requests_refused_total{{reason=\"unauthorized\"}} {}",
+            self.refused_unauthorized.load(Ordering::Relaxed)
+        );
+        out
+    }
+}
+
+/// A label value with `\`, `"` and newlines escaped.
+fn escape(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

@@ -1,0 +1,310 @@
+//! The MCP server: every loaded, granted, allowed gadget as a tool.
+//!
+//! - `tools/list`: name, title (the label), description, `inputSchema`, and
+//!   annotations: what the manifest declares, overridden by what the grants
+//!   imply (a plugin with HTTP or a read-write directory is neither
+//!   read-only nor closed-world, whatever it says).
+//! - `tools/call`: the arguments validated as `gadget call` validates them,
+//!   then one call in a fresh instance with all its limits and grants. A
+//!   gadget error, a validation error or a timeout is a result with
+//!   `isError: true` and the text the model would read; details become
+//!   structured content.
+//! - While a call runs, its progress becomes progress notifications (when
+//!   the client sent a progress token) and its logs become log messages at
+//!   or above the client's level; `notifications/cancelled` raises the
+//!   call's abort signal.
+
+// MCP log messages (`logging/setLevel`, `notifications/message`) are what
+// clients show today; rmcp 3.1 marks them deprecated for a SEP that has no
+// replacement yet.
+#![allow(deprecated, reason = "MCP logging has no replacement yet (SEP-2577)")]
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, SetLevelRequestParams,
+    Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::Value;
+
+use gadget_core::call::Outcome;
+use gadget_core::ledger::{CallEvent, LogLevel};
+use gadget_core::tool::{Tool as _, ToolCall};
+use gadget_runtime::registry::Registry;
+
+use crate::metrics::Metrics;
+
+/// The server over one registry. Cheap to clone: one per MCP session.
+#[derive(Clone)]
+pub struct GadgetServer {
+    registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
+    /// The least severe log level the client wants (`logging/setLevel`);
+    /// warnings and errors until it says.
+    level: Arc<Mutex<LoggingLevel>>,
+    /// Numbers the calls of this process (invocation ids `mcp_N`).
+    calls: Arc<AtomicU64>,
+    /// Cancelled when the server stops waiting for calls (end of a drain):
+    /// every running call gets its abort signal.
+    shutdown: tokio_util::sync::CancellationToken,
+}
+
+impl GadgetServer {
+    pub fn new(registry: Arc<Registry>, metrics: Arc<Metrics>) -> GadgetServer {
+        GadgetServer {
+            registry,
+            metrics,
+            level: Arc::new(Mutex::new(LoggingLevel::Warning)),
+            calls: Arc::new(AtomicU64::new(0)),
+            shutdown: tokio_util::sync::CancellationToken::new(),
+        }
+    }
+
+    /// Calls get their abort signal when `shutdown` is cancelled.
+    pub fn with_shutdown(mut self, shutdown: tokio_util::sync::CancellationToken) -> GadgetServer {
+        self.shutdown = shutdown;
+        self
+    }
+
+    /// The tools, in name order.
+    pub fn tools(&self) -> Vec<Tool> {
+        self.registry.gadgets().map(|g| tool_of(g)).collect()
+    }
+}
+
+/// One gadget as an MCP tool.
+pub fn tool_of(gadget: &gadget_runtime::WasmGadget) -> Tool {
+    let schema = match gadget.schema.schema() {
+        Some(Value::Object(object)) => object.clone(),
+        // A gadget without parameters takes an empty object.
+        _ => serde_json::json!({"type": "object", "properties": {}})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    };
+    let mut tool = Tool::new(
+        gadget.spec.name.clone(),
+        gadget.spec.description.clone(),
+        Arc::new(schema),
+    );
+    if let Some(label) = &gadget.spec.label {
+        tool = tool.with_title(label.clone());
+    }
+    tool.with_annotations(annotations(gadget))
+}
+
+/// What the manifest declares, with the grants' word over it: reaching the
+/// network or writing a directory is neither read-only nor closed-world.
+pub fn annotations(gadget: &gadget_runtime::WasmGadget) -> ToolAnnotations {
+    let declared = &gadget.plugin.annotations;
+    let grants = &gadget.plugin.grants.grants;
+    let writes = grants
+        .files
+        .iter()
+        .any(|f| f.mode == gadget_runtime::manifest::FileMode::ReadWrite);
+    let network = !grants.http.origins.is_empty() || grants.llm.is_some();
+    let mut annotations = ToolAnnotations::new();
+    if let Some(label) = &gadget.spec.label {
+        annotations = ToolAnnotations::with_title(label.clone());
+    }
+    let read_only = declared.read_only.unwrap_or(false) && !writes && !network;
+    annotations = annotations.read_only(read_only);
+    if let Some(destructive) = declared.destructive {
+        annotations = annotations.destructive(destructive || writes);
+    } else if writes {
+        annotations = annotations.destructive(true);
+    }
+    if let Some(idempotent) = declared.idempotent {
+        annotations = annotations.idempotent(idempotent);
+    }
+    annotations.open_world(declared.open_world.unwrap_or(false) || network)
+}
+
+fn level_rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+fn mcp_level(level: LogLevel) -> LoggingLevel {
+    match level {
+        LogLevel::Trace | LogLevel::Debug => LoggingLevel::Debug,
+        LogLevel::Info => LoggingLevel::Info,
+        LogLevel::Warn => LoggingLevel::Warning,
+        LogLevel::Error => LoggingLevel::Error,
+    }
+}
+
+/// What the call reports while it runs, on its way to the client.
+enum Notice {
+    Progress(String),
+    Log(LoggingMessageNotificationParam),
+}
+
+impl ServerHandler for GadgetServer {
+    fn get_info(&self) -> InitializeResult {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_logging()
+            .build();
+        InitializeResult::new(capabilities)
+            .with_server_info(Implementation::new("gadget-host", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Tools are gadgets running as sandboxed WebAssembly components: each call runs in a fresh instance with only what the operator granted.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        *self.level.lock().unwrap_or_else(|p| p.into_inner()) = request.level;
+        Ok(())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let started = Instant::now();
+        let name = request.name.to_string();
+        // Metrics and messages use the name as served, whatever the case
+        // the client wrote.
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let (gadget, params) = match self.registry.prepare(&name, arguments) {
+            Ok(prepared) => prepared,
+            Err(rejected) => {
+                // A name nobody loaded is not a label: clients choose it, and
+                // metric labels must stay a bounded set.
+                let label = match self.registry.get(&name) {
+                    Some(gadget) => gadget.spec.name.as_str(),
+                    None => "(unknown)",
+                };
+                self.metrics.finished(label, "rejected", started.elapsed());
+                return Ok(
+                    CallToolResult::error(vec![ContentBlock::text(rejected.to_string())]).into(),
+                );
+            }
+        };
+        let name = gadget.spec.name.clone();
+        let id = format!("mcp_{}", self.calls.fetch_add(1, Ordering::Relaxed) + 1);
+
+        // Progress and logs leave through a channel: the observer runs on
+        // the call's task and must not wait for the client.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Notice>();
+        let min_level = level_rank(*self.level.lock().unwrap_or_else(|p| p.into_inner()));
+        let gadget_name = gadget.spec.name.clone();
+        let observer: gadget_core::ledger::CallObserver =
+            Arc::new(move |event: &CallEvent| match event {
+                CallEvent::Progress(message) => {
+                    let _ = tx.send(Notice::Progress(message.clone()));
+                }
+                CallEvent::Log(entry) if level_rank(mcp_level(entry.level)) >= min_level => {
+                    let data = serde_json::json!({
+                        "message": entry.message,
+                        "fields": entry.fields,
+                        "source": entry.source,
+                    });
+                    let mut param =
+                        LoggingMessageNotificationParam::new(mcp_level(entry.level), data);
+                    param.logger = Some(gadget_name.clone());
+                    let _ = tx.send(Notice::Log(param));
+                }
+                _ => {}
+            });
+        let progress_token = context.meta.get_progress_token();
+        let peer = context.peer.clone();
+        let forward = tokio::spawn(async move {
+            let mut step = 0.0;
+            while let Some(notice) = rx.recv().await {
+                match notice {
+                    Notice::Progress(message) => {
+                        if let Some(token) = &progress_token {
+                            step += 1.0;
+                            let mut param = ProgressNotificationParam::new(token.clone(), step);
+                            param.message = Some(message);
+                            let _ = peer.notify_progress(param).await;
+                        }
+                    }
+                    Notice::Log(param) => {
+                        let _ = peer.notify_logging_message(param).await;
+                    }
+                }
+            }
+        });
+
+        // notifications/cancelled (or the session ending) raises the abort
+        // signal; the gadget gets its grace period, then the instance stops.
+        let cancel = Arc::new(AtomicBool::new(false));
+        let raise = cancel.clone();
+        let cancelled = context.ct.clone();
+        let shutdown = self.shutdown.clone();
+        let watcher = tokio::spawn(async move {
+            tokio::select! {
+                _ = cancelled.cancelled() => {}
+                _ = shutdown.cancelled() => {}
+            }
+            raise.store(true, Ordering::Relaxed);
+        });
+
+        self.metrics.started();
+        let report = gadget
+            .run(ToolCall {
+                invocation_id: id,
+                params,
+                timeout: None,
+                cancel: Some(cancel),
+                observer: Some(observer),
+            })
+            .await;
+        watcher.abort();
+        let _ = forward.await;
+        let result = match report.outcome {
+            Ok(Outcome::Result { result, details }) | Ok(Outcome::Finish { result, details }) => {
+                self.metrics.finished(&name, "ok", started.elapsed());
+                let mut done = CallToolResult::success(vec![ContentBlock::text(result)]);
+                done.structured_content = details.map(|d| match d {
+                    Value::Object(_) => d,
+                    other => serde_json::json!({ "details": other }),
+                });
+                done
+            }
+            Ok(Outcome::AskHuman { question }) => {
+                self.metrics.finished(&name, "ask-human", started.elapsed());
+                CallToolResult::error(vec![ContentBlock::text(format!(
+                    "Gadget '{name}' needs a person to answer: {question}\n(This server cannot ask one: answer it in your next message to the model.)"
+                ))])
+            }
+            Err(error) => {
+                self.metrics
+                    .finished(&name, error.kind().as_str(), started.elapsed());
+                CallToolResult::error(vec![ContentBlock::text(error.to_string())])
+            }
+        };
+        Ok(result.into())
+    }
+}

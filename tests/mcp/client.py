@@ -5,6 +5,7 @@ prints (one object) to check what a client sees.
 
 Usage: client.py stdio GADGET_BINARY PLUGINS_DIR [POLICY]
        client.py http URL [TOKEN]
+       client.py call URL TOKEN NAME ARGUMENTS_JSON   (one call; prints its text)
 """
 
 import json
@@ -64,8 +65,21 @@ async def scenario(session):
     return report
 
 
+async def one_call(url, token, name, arguments):
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as client:
+        async with streamable_http_client(url, http_client=client) as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                await session.initialize()
+                result = await session.call_tool(name, json.loads(arguments))
+                print(json.dumps({"text": text_of(result), "is_error": result.is_error}))
+
+
 async def main():
     mode = sys.argv[1]
+    if mode == "call":
+        await one_call(*sys.argv[2:6])
+        return
     if mode == "stdio":
         args = ["--plugins", sys.argv[3]]
         if len(sys.argv) > 4:

@@ -10,8 +10,9 @@
 //! - bearer-token authentication when a token is configured, and a refusal
 //!   to listen beyond loopback without one; the `Host` header is checked
 //!   against the allowed hosts (DNS rebinding);
-//! - graceful shutdown: stop accepting, let calls in flight finish within
-//!   the drain timeout, then raise their abort signal.
+//! - graceful shutdown: readiness fails and new calls are refused, calls in
+//!   flight finish within the drain timeout (then their abort signal goes
+//!   up), then the server stops.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -50,6 +51,13 @@ pub const MAX_REQUEST_BODY_BYTES: usize = 4 << 20;
 
 /// What an overloaded replica tells a client to wait, seconds.
 pub const OVERLOAD_RETRY_AFTER_SECONDS: u64 = 1;
+
+/// How often a drain looks at the calls in flight.
+const DRAIN_POLL: Duration = Duration::from_millis(20);
+
+/// How long cancelled calls get to end after the drain timeout: the
+/// gadgets' grace period is shorter.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
 
 /// How a server is run.
 #[derive(Debug, Clone)]
@@ -113,7 +121,10 @@ pub async fn serve(
     config.json_response = true;
     config.allowed_hosts = allowed_hosts;
     config.max_request_body_bytes = MAX_REQUEST_BODY_BYTES;
-    config.cancellation_token = calls_cancelled.child_token();
+    // rmcp's own token ends its sessions: only once the drain is over, so
+    // a cancelled call's answer still reaches its client.
+    let sessions_end = CancellationToken::new();
+    config.cancellation_token = sessions_end.clone();
     let mcp = StreamableHttpService::new(
         move || Ok(server.clone()),
         LocalSessionManager::default().into(),
@@ -147,6 +158,11 @@ pub async fn serve(
     let bound = listener.local_addr().map_err(ServeError::Serve)?;
     ready(bound);
 
+    // Draining: readiness fails (the load balancer stops sending), new
+    // calls are refused with 503 (clients retry elsewhere), the listener
+    // stays open for the calls in flight and their sessions; when they are
+    // done, or at the drain timeout (then their abort signal goes up and
+    // they get a moment to end), the server stops.
     let draining = shared.clone();
     let drain_timeout = options.drain_timeout;
     let cancel_calls = calls_cancelled.clone();
@@ -156,18 +172,28 @@ pub async fn serve(
             _ = terminate() => {}
         }
         draining.draining.store(true, Ordering::SeqCst);
-        tracing::info!("draining: no new connections; calls in flight get {drain_timeout:?}");
-        // After the drain timeout, calls still running get the abort signal.
-        tokio::spawn(async move {
-            tokio::time::sleep(drain_timeout).await;
+        tracing::info!("draining: calls in flight get {drain_timeout:?}");
+        let idle = |shared: &Shared| shared.metrics.in_flight() <= 0;
+        let deadline = tokio::time::Instant::now() + drain_timeout;
+        while !idle(&draining) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(DRAIN_POLL).await;
+        }
+        if !idle(&draining) {
             cancel_calls.cancel();
-        });
+            let grace = tokio::time::Instant::now() + CANCEL_GRACE;
+            while !idle(&draining) && tokio::time::Instant::now() < grace {
+                tokio::time::sleep(DRAIN_POLL).await;
+            }
+        }
+        // Let the last responses leave before the connections close.
+        tokio::time::sleep(DRAIN_POLL).await;
     };
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
         .await
         .map_err(ServeError::Serve)?;
     calls_cancelled.cancel();
+    sessions_end.cancel();
     Ok(())
 }
 
@@ -240,6 +266,18 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
     let request = Request::from_parts(parts, Body::from(bytes));
     if !is_call {
         return next.run(request).await;
+    }
+    if shared.draining.load(Ordering::SeqCst) {
+        shared.metrics.refused_overload();
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(
+                header::RETRY_AFTER,
+                OVERLOAD_RETRY_AFTER_SECONDS.to_string(),
+            )],
+            "draining: this replica is shutting down; retry on another\n",
+        )
+            .into_response();
     }
     let Ok(permit) = shared.calls.clone().try_acquire_owned() else {
         shared.metrics.refused_overload();

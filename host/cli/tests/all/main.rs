@@ -11,6 +11,7 @@ mod hostile;
 mod languages;
 mod llm;
 mod loading;
+mod mcp;
 mod parser;
 mod shipped;
 mod transcripts;

@@ -54,7 +54,7 @@ struct Cli {
     command: Command,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 struct GlobalArgs {
     /// A directory of plugins (repeatable). Default: $GADGET_PLUGINS, else the shipped `plugins/`.
     #[arg(long = "plugins", value_name = "DIR", global = true)]
@@ -313,9 +313,29 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let Some(registry) = load(&runtime, &cli.global, &options()).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
+            // SIGHUP loads the plugins again (the policy as read at start).
+            let (reload_runtime, reload_global, reload_options) =
+                (runtime.clone(), cli.global.clone(), options());
+            let reload: gadget_mcp::Reload = Arc::new(move || {
+                let (runtime, global, options) = (
+                    reload_runtime.clone(),
+                    reload_global.clone(),
+                    reload_options.clone(),
+                );
+                Box::pin(async move {
+                    match load(&runtime, &global, &options).await {
+                        Ok(Some(registry)) => Some(Arc::new(registry)),
+                        Ok(None) => None,
+                        Err(e) => {
+                            eprintln!("error: reloading the plugins: {e:#}");
+                            None
+                        }
+                    }
+                })
+            });
             match &cli.command {
-                Command::Serve(args) => mcp::serve(Arc::new(registry), args).await,
-                _ => mcp::mcp(Arc::new(registry)).await,
+                Command::Serve(args) => mcp::serve(Arc::new(registry), args, reload).await,
+                _ => mcp::mcp(Arc::new(registry), reload).await,
             }
         }
         Command::Schemas { format } => {

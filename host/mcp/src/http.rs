@@ -89,7 +89,7 @@ pub enum ServeError {
 
 struct Shared {
     metrics: Arc<Metrics>,
-    registry: Arc<Registry>,
+    server: GadgetServer,
     calls: Arc<Semaphore>,
     auth: Option<HeaderValue>,
     draining: AtomicBool,
@@ -101,6 +101,7 @@ pub async fn serve(
     registry: Arc<Registry>,
     options: ServeOptions,
     stop: CancellationToken,
+    reload: Option<crate::Reload>,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
     if !options.listen.ip().is_loopback() && options.auth_token.is_none() {
@@ -109,7 +110,13 @@ pub async fn serve(
     let metrics = Arc::new(Metrics::new());
     let calls_cancelled = CancellationToken::new();
     let server =
-        GadgetServer::new(registry.clone(), metrics.clone()).with_shutdown(calls_cancelled.clone());
+        GadgetServer::new(registry, metrics.clone()).with_shutdown(calls_cancelled.clone());
+    // Stateless clients list the tools again when they want them: a reload
+    // needs no notification here.
+    if let Some(reload) = reload {
+        crate::reload_on_sighup(server.clone(), reload, || Box::pin(async {}));
+    }
+    let shared_server = server.clone();
     let mut allowed_hosts = vec![
         "localhost".to_string(),
         "127.0.0.1".to_string(),
@@ -132,7 +139,7 @@ pub async fn serve(
     );
     let shared = Arc::new(Shared {
         metrics,
-        registry,
+        server: shared_server,
         calls: Arc::new(Semaphore::new(options.max_concurrent_calls.max(1))),
         auth: options
             .auth_token
@@ -228,7 +235,9 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
 async fn metrics_page(State(shared): State<Arc<Shared>>) -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        shared.metrics.render(shared.registry.gadgets().count()),
+        shared
+            .metrics
+            .render(shared.server.registry().gadgets().count()),
     )
         .into_response()
 }

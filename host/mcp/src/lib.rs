@@ -11,3 +11,45 @@ pub mod metrics;
 pub mod server;
 
 pub use server::GadgetServer;
+
+use std::sync::Arc;
+
+/// Loads the plugins again (on SIGHUP): the new registry, or `None` when
+/// the reload failed (the old one stays; the caller has said why).
+pub type Reload = Arc<
+    dyn Fn() -> std::pin::Pin<
+            Box<
+                dyn std::future::Future<Output = Option<Arc<gadget_runtime::registry::Registry>>>
+                    + Send,
+            >,
+        > + Send
+        + Sync,
+>;
+
+/// Reloads on every SIGHUP, serves the new registry, and tells `changed`
+/// (a client to notify). Runs until the process ends.
+pub fn reload_on_sighup(
+    server: GadgetServer,
+    reload: Reload,
+    changed: impl Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+    + Send
+    + 'static,
+) {
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        let Ok(mut hangups) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            if let Some(registry) = reload().await {
+                tracing::info!("reloaded: {} gadgets", registry.gadgets().count());
+                server.replace_registry(registry);
+                changed().await;
+            }
+        }
+    });
+    #[cfg(not(unix))]
+    let _ = (server, reload, changed);
+}

@@ -43,7 +43,9 @@ use crate::metrics::Metrics;
 /// The server over one registry. Cheap to clone: one per MCP session.
 #[derive(Clone)]
 pub struct GadgetServer {
-    registry: Arc<Registry>,
+    /// The gadgets served; replaced whole when the plugins are reloaded
+    /// (a call in flight keeps the registry it started with).
+    registry: Arc<std::sync::RwLock<Arc<Registry>>>,
     metrics: Arc<Metrics>,
     /// The least severe log level the client wants (`logging/setLevel`);
     /// warnings and errors until it says.
@@ -58,7 +60,7 @@ pub struct GadgetServer {
 impl GadgetServer {
     pub fn new(registry: Arc<Registry>, metrics: Arc<Metrics>) -> GadgetServer {
         GadgetServer {
-            registry,
+            registry: Arc::new(std::sync::RwLock::new(registry)),
             metrics,
             level: Arc::new(Mutex::new(LoggingLevel::Warning)),
             calls: Arc::new(AtomicU64::new(0)),
@@ -72,9 +74,23 @@ impl GadgetServer {
         self
     }
 
+    /// The registry now served.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Serves `registry` from now on (a reload); calls in flight finish
+    /// with the gadgets they started with.
+    pub fn replace_registry(&self, registry: Arc<Registry>) {
+        *self.registry.write().unwrap_or_else(|p| p.into_inner()) = registry;
+    }
+
     /// The tools, in name order.
     pub fn tools(&self) -> Vec<Tool> {
-        self.registry.gadgets().map(|g| tool_of(g)).collect()
+        self.registry().gadgets().map(|g| tool_of(g)).collect()
     }
 }
 
@@ -195,12 +211,13 @@ impl ServerHandler for GadgetServer {
         // Metrics and messages use the name as served, whatever the case
         // the client wrote.
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let (gadget, params) = match self.registry.prepare(&name, arguments) {
+        let registry = self.registry();
+        let (gadget, params) = match registry.prepare(&name, arguments) {
             Ok(prepared) => prepared,
             Err(rejected) => {
                 // A name nobody loaded is not a label: clients choose it, and
                 // metric labels must stay a bounded set.
-                let label = match self.registry.get(&name) {
+                let label = match registry.get(&name) {
                     Some(gadget) => gadget.spec.name.as_str(),
                     None => "(unknown)",
                 };

@@ -49,19 +49,33 @@ pub enum SchemaFormat {
 }
 
 /// `gadget mcp`: MCP over stdio until the client goes away.
-pub async fn mcp(registry: Arc<Registry>) -> Result<ExitCode> {
+pub async fn mcp(registry: Arc<Registry>, reload: gadget_mcp::Reload) -> Result<ExitCode> {
     use rmcp::ServiceExt as _;
     let server = GadgetServer::new(registry, Arc::new(Metrics::new()));
     let running = server
+        .clone()
         .serve(rmcp::transport::stdio())
         .await
         .context("starting the MCP session on stdio")?;
+    // On SIGHUP the plugins are loaded again and the client is told the
+    // tool list changed.
+    let peer = running.peer().clone();
+    gadget_mcp::reload_on_sighup(server, reload, move || {
+        let peer = peer.clone();
+        Box::pin(async move {
+            let _ = peer.notify_tool_list_changed().await;
+        })
+    });
     running.waiting().await.context("the MCP session")?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// `gadget serve`: MCP over Streamable HTTP until SIGTERM or Ctrl-C.
-pub async fn serve(registry: Arc<Registry>, args: &ServeArgs) -> Result<ExitCode> {
+pub async fn serve(
+    registry: Arc<Registry>,
+    args: &ServeArgs,
+    reload: gadget_mcp::Reload,
+) -> Result<ExitCode> {
     let auth_token = match &args.auth_token_env {
         Some(var) => match std::env::var(var) {
             Ok(token) if !token.trim().is_empty() => Some(token),
@@ -84,6 +98,7 @@ pub async fn serve(registry: Arc<Registry>, args: &ServeArgs) -> Result<ExitCode
         registry,
         options,
         tokio_util::sync::CancellationToken::new(),
+        Some(reload),
         |addr| eprintln!("serving {gadgets} gadgets over MCP at http://{addr}/mcp (health /healthz, metrics /metrics)"),
     )
     .await;

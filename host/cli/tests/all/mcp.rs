@@ -498,3 +498,57 @@ async fn rmcps_own_client_lists_and_calls_over_stdio() {
     );
     client.cancel().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_plugins_and_tells_the_client() {
+    use rmcp::ServiceExt as _;
+    use rmcp::service::NotificationContext;
+    use rmcp::transport::TokioChildProcess;
+
+    /// Records `notifications/tools/list_changed`.
+    struct Watcher(tokio::sync::mpsc::UnboundedSender<()>);
+    impl rmcp::ClientHandler for Watcher {
+        async fn on_tool_list_changed(&self, _context: NotificationContext<rmcp::RoleClient>) {
+            let _ = self.0.send(());
+        }
+    }
+    let copy_plugin = |name: &str, into: &std::path::Path| {
+        let to = into.join(name);
+        std::fs::create_dir_all(&to).unwrap();
+        for entry in std::fs::read_dir(common::shipped_plugins().join(name)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml" || e == "wasm") {
+                std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
+            }
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    copy_plugin("calculator", dir.path());
+    let mut command = tokio::process::Command::new(common::gadget_bin());
+    command
+        .arg("--plugins")
+        .arg(dir.path())
+        .env("XDG_CACHE_HOME", dir.path())
+        .arg("mcp")
+        .stderr(Stdio::null());
+    let transport = TokioChildProcess::new(command).unwrap();
+    let pid = transport.id().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let client = Watcher(tx).serve(transport).await.unwrap();
+    let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
+        tools.into_iter().map(|t| t.name.to_string()).collect()
+    };
+    let before = names(client.list_all_tools().await.unwrap());
+    assert!(before.contains(&"Calculator".to_string()) && !before.contains(&"Sleep".to_string()));
+
+    copy_plugin("datetime", dir.path());
+    // SAFETY: kill(2) on the server's pid with SIGHUP, as an operator would.
+    unsafe { libc::kill(pid as i32, libc::SIGHUP) };
+    tokio::time::timeout(Duration::from_secs(20), rx.recv())
+        .await
+        .expect("tools/list_changed within 20 s")
+        .unwrap();
+    let after = names(client.list_all_tools().await.unwrap());
+    assert!(after.contains(&"Sleep".to_string()), "{after:?}");
+    client.cancel().await.unwrap();
+}

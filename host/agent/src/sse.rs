@@ -12,6 +12,12 @@ use futures_util::{Stream, StreamExt};
 
 use crate::provider::{ProviderError, ResponseStream, StreamItem};
 
+/// The most bytes one response's body may have: far more than any model
+/// writes in one answer (a 100k-token answer is well under 1 MiB), so
+/// only a runaway or hostile server reaches it. Past it the stream is
+/// broken off, so no event, line or text grows without bound.
+pub const MAX_RESPONSE_BYTES: usize = 16 << 20;
+
 /// What one event means.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Item {
@@ -40,6 +46,33 @@ where
     B: AsRef<[u8]> + Send + 'static,
     E: std::fmt::Display + Send + 'static,
 {
+    decode_within(provider, body, decoder, MAX_RESPONSE_BYTES)
+}
+
+/// [`decode`] with a byte limit of the caller's.
+pub fn decode_within<B, E>(
+    provider: &'static str,
+    body: impl Stream<Item = Result<B, E>> + Send + 'static,
+    decoder: impl Decode,
+    limit: usize,
+) -> ResponseStream
+where
+    B: AsRef<[u8]> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    // Counted before the event parser buffers anything.
+    let mut seen = 0usize;
+    let body = body.map(move |chunk| match chunk {
+        Ok(bytes) => {
+            seen = seen.saturating_add(bytes.as_ref().len());
+            if seen > limit {
+                Err(format!("the response is over {limit} bytes, the limit"))
+            } else {
+                Ok(bytes)
+            }
+        }
+        Err(e) => Err(e.to_string()),
+    });
     struct State<S, D> {
         events: S,
         decoder: D,
@@ -247,5 +280,29 @@ mod tests {
         );
         let items = collect(&no_stop, 64, crate::anthropic::Decoder::default());
         assert!(items.last().unwrap().is_err(), "{items:?}");
+    }
+
+    #[test]
+    fn a_response_over_the_byte_limit_is_broken_off() {
+        // One endless line: without the limit the event parser would
+        // buffer it for ever.
+        let chunks = (0..100).map(|_| Ok::<_, std::io::Error>(vec![b'x'; 1024]));
+        let stream = decode_within(
+            "test",
+            futures_util::stream::iter(chunks),
+            crate::openai::Decoder::default(),
+            10 * 1024,
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let items: Vec<_> = runtime.block_on(stream.collect());
+        assert_eq!(items.len(), 1);
+        let error = items[0].as_ref().unwrap_err().to_string();
+        assert!(
+            error.starts_with("test: the response stream broke: ")
+                && error.ends_with("the response is over 10240 bytes, the limit"),
+            "{error}"
+        );
     }
 }

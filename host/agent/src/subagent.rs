@@ -197,17 +197,14 @@ impl SubAgentTool {
             Ok(executor) => executor,
             Err(e) => return failed(format!("agent '{name}': {e}")),
         };
-        let (provider_name, _) = definition.model.split_once(':').unwrap_or_default();
+        let (provider_name, model_name) = definition.model.split_once(':').unwrap_or_default();
         let config = AgentConfig {
             model,
             max_iterations: definition.max_iterations,
             max_cost: None,
             max_tokens: crate::agent::DEFAULT_MAX_TOKENS,
             system: definition.system.clone(),
-            model_info: self
-                .agents
-                .table
-                .lookup(provider_name, &definition.model[provider_name.len() + 1..]),
+            model_info: self.agents.table.lookup(provider_name, model_name),
             retry: RetryPolicy::default(),
         };
         // The nested loop's events, except its raw text (the parsed text

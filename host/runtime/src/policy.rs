@@ -326,6 +326,11 @@ impl Policy {
                 }
             }
         }
+        if let Some(model) = &policy.llm.model
+            && !model.contains(':')
+        {
+            return Err(format!("llm.model: '{model}' is not \"provider:model\""));
+        }
         for (name, agent) in &policy.agents {
             check_gadget_name(name).map_err(|e| format!("agents.{name}: {e}"))?;
             if agent.description.trim().is_empty() {
@@ -771,6 +776,8 @@ config = { API_KEY = { env = "WEATHER_API_KEY" }, UNITS = { value = "metric" } }
         let error = parse("[plugins.s]\nllm = { models = [\"a:b\"], max-usd-per-call = -1.0 }\n")
             .unwrap_err();
         assert!(error.contains("is not an amount of USD"), "{error}");
+        let error = parse("[llm]\nmodel = \"gpt-4o\"\n").unwrap_err();
+        assert!(error.contains("llm.model: 'gpt-4o'"), "{error}");
         let error = parse("[llm.models.\"a:b\"]\ninput-per-mtok = -1.0\noutput-per-mtok = 1.0\n")
             .unwrap_err();
         assert!(error.contains("is not a price"), "{error}");

@@ -81,14 +81,24 @@ impl SubAgents {
     /// The tools of the loop the user runs: the base gadgets plus every
     /// agent (called from level 0, so running at level 1).
     pub fn top_level(self: &Arc<Self>) -> Arc<dyn Tools> {
+        Arc::new(WithAgents {
+            base: self.base.clone(),
+            agents: self.agents_at_level_one(),
+        })
+    }
+
+    /// Every agent alone, as called from level 0 (for servers that keep
+    /// the base gadgets apart).
+    pub fn agents(self: &Arc<Self>) -> Arc<dyn Tools> {
+        Arc::new(self.agents_at_level_one())
+    }
+
+    fn agents_at_level_one(self: &Arc<Self>) -> Toolbox {
         let mut agents = Toolbox::new();
         for index in 0..self.definitions.len() {
             let _ = agents.insert(Arc::new(SubAgentTool::new(self.clone(), index, 1)));
         }
-        Arc::new(WithAgents {
-            base: self.base.clone(),
-            agents,
-        })
+        agents
     }
 
     /// What an agent at `depth` may call: its gadgets, and the agents its

@@ -309,10 +309,15 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let runtime =
                 Arc::new(Runtime::new(&config).context("starting the WebAssembly runtime")?);
             let providers = agent::providers(&policy.llm, None);
-            runtime.set_llm_backend(agent::llm_backend(&policy.llm, providers));
+            runtime.set_llm_backend(agent::llm_backend(&policy.llm, providers.clone()));
             let Some(registry) = load(&runtime, &cli.global, &options()).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
+            let registry = Arc::new(registry);
+            // The policy's agents are tools too (over the gadgets loaded at
+            // start; a reload does not change what they may call).
+            let agents = agent::sub_agents(registry.clone(), &policy, providers)?
+                .map(|agents| agents.agents());
             // SIGHUP loads the plugins again (the policy as read at start).
             let (reload_runtime, reload_global, reload_options) =
                 (runtime.clone(), cli.global.clone(), options());
@@ -334,8 +339,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 })
             });
             match &cli.command {
-                Command::Serve(args) => mcp::serve(Arc::new(registry), args, reload).await,
-                _ => mcp::mcp(Arc::new(registry), reload).await,
+                Command::Serve(args) => mcp::serve(registry, agents, args, reload).await,
+                _ => mcp::mcp(registry, agents, reload).await,
             }
         }
         Command::Schemas { format } => {

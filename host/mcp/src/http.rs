@@ -100,6 +100,7 @@ struct Shared {
 pub async fn serve(
     registry: Arc<Registry>,
     options: ServeOptions,
+    agents: Option<Arc<dyn gadget_core::tool::Tools>>,
     stop: CancellationToken,
     reload: Option<crate::Reload>,
     ready: impl FnOnce(SocketAddr),
@@ -109,8 +110,9 @@ pub async fn serve(
     }
     let metrics = Arc::new(Metrics::new());
     let calls_cancelled = CancellationToken::new();
-    let server =
-        GadgetServer::new(registry, metrics.clone()).with_shutdown(calls_cancelled.clone());
+    let server = GadgetServer::new(registry, metrics.clone())
+        .with_shutdown(calls_cancelled.clone())
+        .with_agents(agents);
     // Stateless clients list the tools again when they want them: a reload
     // needs no notification here.
     if let Some(reload) = reload {

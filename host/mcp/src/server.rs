@@ -35,7 +35,7 @@ use serde_json::Value;
 
 use gadget_core::call::Outcome;
 use gadget_core::ledger::{CallEvent, LogLevel};
-use gadget_core::tool::{Tool as _, ToolCall};
+use gadget_core::tool::{Tool as GadgetTool, ToolCall, Tools};
 use gadget_runtime::registry::Registry;
 
 use crate::metrics::Metrics;
@@ -55,6 +55,8 @@ pub struct GadgetServer {
     /// Cancelled when the server stops waiting for calls (end of a drain):
     /// every running call gets its abort signal.
     shutdown: tokio_util::sync::CancellationToken,
+    /// The policy's agents, served as tools beside the gadgets.
+    agents: Option<Arc<dyn Tools>>,
 }
 
 impl GadgetServer {
@@ -65,7 +67,14 @@ impl GadgetServer {
             level: Arc::new(Mutex::new(LoggingLevel::Warning)),
             calls: Arc::new(AtomicU64::new(0)),
             shutdown: tokio_util::sync::CancellationToken::new(),
+            agents: None,
         }
+    }
+
+    /// Serves `agents` (sub-agents) as tools too.
+    pub fn with_agents(mut self, agents: Option<Arc<dyn Tools>>) -> GadgetServer {
+        self.agents = agents;
+        self
     }
 
     /// Calls get their abort signal when `shutdown` is cancelled.
@@ -88,9 +97,48 @@ impl GadgetServer {
         *self.registry.write().unwrap_or_else(|p| p.into_inner()) = registry;
     }
 
-    /// The tools, in name order.
+    /// The tools: the gadgets in name order, then the agents.
     pub fn tools(&self) -> Vec<Tool> {
-        self.registry().gadgets().map(|g| tool_of(g)).collect()
+        let registry = self.registry();
+        let mut tools: Vec<Tool> = registry.gadgets().map(|g| tool_of(g)).collect();
+        for agent in self.agents.iter().flat_map(|a| a.all()) {
+            if registry.get(agent.name()).is_none() {
+                tools.push(agent_tool_of(&*agent));
+            }
+        }
+        tools
+    }
+
+    /// The tool a call names, with its validated arguments, or the text
+    /// of the refusal and the metric label.
+    #[allow(clippy::type_complexity, reason = "a private pair of outcomes")]
+    fn resolve(
+        &self,
+        name: &str,
+        arguments: Value,
+    ) -> Result<(Arc<dyn GadgetTool>, Value), (String, String)> {
+        let registry = self.registry();
+        let rejected = match registry.prepare(name, arguments.clone()) {
+            Ok((gadget, params)) => return Ok((gadget as Arc<dyn GadgetTool>, params)),
+            Err(rejected) => rejected,
+        };
+        if matches!(
+            rejected,
+            gadget_runtime::registry::CallRejected::UnknownGadget { .. }
+        ) && let Some(agent) = self.agents.as_ref().and_then(|a| a.find(name))
+        {
+            return match agent.schema().validate(agent.name(), arguments) {
+                Ok(params) => Ok((agent, params)),
+                Err(failure) => Err((failure.to_string(), agent.name().to_string())),
+            };
+        }
+        // A name nobody loaded is not a label: clients choose it, and
+        // metric labels must stay a bounded set.
+        let label = match registry.get(name) {
+            Some(gadget) => gadget.spec.name.clone(),
+            None => "(unknown)".to_string(),
+        };
+        Err((rejected.to_string(), label))
     }
 }
 
@@ -113,6 +161,21 @@ pub fn tool_of(gadget: &gadget_runtime::WasmGadget) -> Tool {
         tool = tool.with_title(label.clone());
     }
     tool.with_annotations(annotations(gadget))
+}
+
+/// A sub-agent as an MCP tool: it calls an LLM, so it reaches the world.
+fn agent_tool_of(agent: &dyn GadgetTool) -> Tool {
+    let schema = agent
+        .schema()
+        .schema()
+        .and_then(|s| s.as_object().cloned())
+        .unwrap_or_default();
+    Tool::new(
+        agent.name().to_string(),
+        agent.spec().description.clone(),
+        Arc::new(schema),
+    )
+    .with_annotations(ToolAnnotations::new().read_only(false).open_world(true))
 }
 
 /// What the manifest declares, with the grants' word over it: reaching the
@@ -211,30 +274,21 @@ impl ServerHandler for GadgetServer {
         // Metrics and messages use the name as served, whatever the case
         // the client wrote.
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let registry = self.registry();
-        let (gadget, params) = match registry.prepare(&name, arguments) {
-            Ok(prepared) => prepared,
-            Err(rejected) => {
-                // A name nobody loaded is not a label: clients choose it, and
-                // metric labels must stay a bounded set.
-                let label = match registry.get(&name) {
-                    Some(gadget) => gadget.spec.name.as_str(),
-                    None => "(unknown)",
-                };
-                self.metrics.finished(label, "rejected", started.elapsed());
-                return Ok(
-                    CallToolResult::error(vec![ContentBlock::text(rejected.to_string())]).into(),
-                );
+        let (gadget, params) = match self.resolve(&name, arguments) {
+            Ok(resolved) => resolved,
+            Err((text, label)) => {
+                self.metrics.finished(&label, "rejected", started.elapsed());
+                return Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into());
             }
         };
-        let name = gadget.spec.name.clone();
+        let name = gadget.name().to_string();
         let id = format!("mcp_{}", self.calls.fetch_add(1, Ordering::Relaxed) + 1);
 
         // Progress and logs leave through a channel: the observer runs on
         // the call's task and must not wait for the client.
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Notice>();
         let min_level = level_rank(*self.level.lock().unwrap_or_else(|p| p.into_inner()));
-        let gadget_name = gadget.spec.name.clone();
+        let gadget_name = name.clone();
         let observer: gadget_core::ledger::CallObserver =
             Arc::new(move |event: &CallEvent| match event {
                 CallEvent::Progress(message) => {

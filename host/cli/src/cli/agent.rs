@@ -322,8 +322,20 @@ pub fn with_agents(
     policy: &gadget_runtime::policy::Policy,
     providers: Arc<Providers>,
 ) -> Result<Arc<dyn gadget_core::tool::Tools>> {
+    Ok(match sub_agents(registry.clone(), policy, providers)? {
+        Some(agents) => agents.top_level(),
+        None => registry,
+    })
+}
+
+/// The policy's agents over `registry`'s gadgets, when it defines any.
+pub fn sub_agents(
+    registry: Arc<Registry>,
+    policy: &gadget_runtime::policy::Policy,
+    providers: Arc<Providers>,
+) -> Result<Option<Arc<SubAgents>>> {
     if policy.agents.is_empty() {
-        return Ok(registry);
+        return Ok(None);
     }
     let mut definitions = Vec::new();
     for (name, agent) in &policy.agents {
@@ -348,7 +360,12 @@ pub fn with_agents(
                 .unwrap_or(DEFAULT_SUBAGENT_TIMEOUT),
         });
     }
-    Ok(SubAgents::new(definitions, registry, providers, model_table(&policy.llm)).top_level())
+    Ok(Some(SubAgents::new(
+        definitions,
+        registry,
+        providers,
+        model_table(&policy.llm),
+    )))
 }
 
 /// Ctrl-C: the first stops the session cleanly (the stream is dropped,

@@ -49,9 +49,13 @@ pub enum SchemaFormat {
 }
 
 /// `gadget mcp`: MCP over stdio until the client goes away.
-pub async fn mcp(registry: Arc<Registry>, reload: gadget_mcp::Reload) -> Result<ExitCode> {
+pub async fn mcp(
+    registry: Arc<Registry>,
+    agents: Option<Arc<dyn gadget_core::tool::Tools>>,
+    reload: gadget_mcp::Reload,
+) -> Result<ExitCode> {
     use rmcp::ServiceExt as _;
-    let server = GadgetServer::new(registry, Arc::new(Metrics::new()));
+    let server = GadgetServer::new(registry, Arc::new(Metrics::new())).with_agents(agents);
     let running = server
         .clone()
         .serve(rmcp::transport::stdio())
@@ -73,6 +77,7 @@ pub async fn mcp(registry: Arc<Registry>, reload: gadget_mcp::Reload) -> Result<
 /// `gadget serve`: MCP over Streamable HTTP until SIGTERM or Ctrl-C.
 pub async fn serve(
     registry: Arc<Registry>,
+    agents: Option<Arc<dyn gadget_core::tool::Tools>>,
     args: &ServeArgs,
     reload: gadget_mcp::Reload,
 ) -> Result<ExitCode> {
@@ -97,6 +102,7 @@ pub async fn serve(
     let served = gadget_mcp::http::serve(
         registry,
         options,
+        agents,
         tokio_util::sync::CancellationToken::new(),
         Some(reload),
         |addr| eprintln!("serving {gadgets} gadgets over MCP at http://{addr}/mcp (health /healthz, metrics /metrics)"),

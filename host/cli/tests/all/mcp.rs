@@ -552,3 +552,80 @@ async fn sighup_reloads_the_plugins_and_tells_the_client() {
     assert!(after.contains(&"Sleep".to_string()), "{after:?}");
     client.cancel().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_policys_agents_are_mcp_tools_too() {
+    use crate::agent::{LlmServer, block, openai_reply};
+    use rmcp::ServiceExt as _;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::TokioChildProcess;
+
+    let server = LlmServer::start(vec![
+        openai_reply(
+            &[(
+                &block(
+                    "Calculator:x",
+                    &[("operation", "add"), ("a", "20"), ("b", "22")],
+                ),
+                0,
+            )],
+            (10, 10),
+        ),
+        openai_reply(&[("It is 42.", 0)], (10, 10)),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[llm]\nmodel = \"openai:m\"\nbase-url = \"{}/v1\"\napi-key-env = \"TEST_LLM_KEY\"\n[agents.Researcher]\ndescription = \"Does sums.\"\ngadgets = [\"Calculator\"]\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    let mut command = tokio::process::Command::new(common::gadget_bin());
+    command
+        .arg("--plugins")
+        .arg(common::shipped_plugins())
+        .arg("--config")
+        .arg(&policy)
+        .env("XDG_CACHE_HOME", dir.path())
+        .env("TEST_LLM_KEY", "k")
+        .arg("mcp")
+        .stderr(Stdio::null());
+    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+    let tools = client.list_all_tools().await.unwrap();
+    let researcher = tools
+        .iter()
+        .find(|t| t.name == "Researcher")
+        .expect("the agent is listed");
+    assert_eq!(
+        researcher.input_schema["required"],
+        serde_json::json!(["task"])
+    );
+    assert_eq!(
+        researcher
+            .annotations
+            .as_ref()
+            .and_then(|a| a.open_world_hint),
+        Some(true)
+    );
+    let task = serde_json::json!({"task": "what is 20 + 22?"});
+    let answer = client
+        .call_tool(
+            CallToolRequestParams::new("Researcher")
+                .with_arguments(task.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(answer.is_error, Some(false), "{answer:?}");
+    assert_eq!(answer.content[0].as_text().unwrap().text, "It is 42.");
+    // Its arguments are validated like a gadget's.
+    let invalid = client
+        .call_tool(CallToolRequestParams::new("Researcher"))
+        .await
+        .unwrap();
+    assert_eq!(invalid.is_error, Some(true));
+    assert_eq!(server.requests().len(), 2);
+    client.cancel().await.unwrap();
+}

@@ -35,11 +35,6 @@ pub const DEFAULT_MAX_ITERATIONS: usize = 10;
 /// and Anthropic's API requires a cap.
 pub const DEFAULT_MAX_TOKENS: u32 = 8192;
 
-/// Bytes per token when estimating a request's size before it is sent (to
-/// stop before a request that would go over `--max-cost`): English and
-/// code average about four.
-pub const BYTES_PER_TOKEN_ESTIMATE: u64 = 4;
-
 /// Chunks of text buffered between the stream reader and the executor.
 const STREAM_CHANNEL_CHUNKS: usize = 64;
 
@@ -82,6 +77,32 @@ impl RetryPolicy {
             .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
             .min(self.max_delay);
         exponential.mul_f64(0.5 + 0.5 * jitter())
+    }
+}
+
+impl RetryPolicy {
+    /// Sends `request` through `provider`, retrying what is worth
+    /// retrying; `on_retry` hears of each retry (attempt, pause, cause)
+    /// before its pause. Dropping the future stops it, pause included.
+    pub async fn send(
+        &self,
+        provider: &dyn Provider,
+        request: &ChatRequest,
+        mut on_retry: impl FnMut(u32, Duration, &ProviderError),
+    ) -> Result<ResponseStream, ProviderError> {
+        let mut attempt = 0;
+        loop {
+            match provider.stream(request).await {
+                Ok(stream) => return Ok(stream),
+                Err(error) if error.retryable() && attempt < self.max_retries => {
+                    attempt += 1;
+                    let delay = self.delay(attempt, &error);
+                    on_retry(attempt, delay, &error);
+                    tokio::time::sleep(delay).await;
+                }
+                Err(error) => return Err(error),
+            }
+        }
     }
 }
 
@@ -473,30 +494,20 @@ impl Agent {
         request: &ChatRequest,
     ) -> Result<Option<ResponseStream>, ProviderError> {
         let mut stop = self.stop.subscribe();
-        let mut attempt = 0;
-        loop {
-            let sent = tokio::select! {
-                sent = self.provider.stream(request) => sent,
-                Ok(_) = stop.wait_for(|s| *s) => return Ok(None),
-            };
-            match sent {
-                Ok(stream) => return Ok(Some(stream)),
-                Err(error) if error.retryable() && attempt < self.config.retry.max_retries => {
-                    attempt += 1;
-                    let delay = self.config.retry.delay(attempt, &error);
-                    (self.observer)(&AgentEvent::Retry {
-                        iteration,
-                        attempt,
-                        delay,
-                        error: error.to_string(),
-                    });
-                    tokio::select! {
-                        _ = tokio::time::sleep(delay) => {}
-                        Ok(_) = stop.wait_for(|s| *s) => return Ok(None),
-                    }
-                }
-                Err(error) => return Err(error),
-            }
+        let sent = self
+            .config
+            .retry
+            .send(&*self.provider, request, |attempt, delay, error| {
+                (self.observer)(&AgentEvent::Retry {
+                    iteration,
+                    attempt,
+                    delay,
+                    error: error.to_string(),
+                })
+            });
+        tokio::select! {
+            sent = sent => sent.map(Some),
+            Ok(_) = stop.wait_for(|s| *s) => Ok(None),
         }
     }
 
@@ -607,7 +618,7 @@ pub fn estimate_tokens(request: &ChatRequest) -> u64 {
             .iter()
             .map(|m| m.content.len())
             .sum::<usize>();
-    (bytes as u64).div_ceil(BYTES_PER_TOKEN_ESTIMATE)
+    gadget_core::llm::estimate_tokens(bytes)
 }
 
 #[cfg(test)]

@@ -89,17 +89,10 @@ impl LlmBackend for ProviderBackend {
                     LlmRole::Assistant => chat.messages.push(ChatMessage::assistant(text)),
                 }
             }
-            let mut attempt = 0;
-            let mut stream = loop {
-                match provider.stream(&chat).await {
-                    Ok(stream) => break stream,
-                    Err(e) if e.retryable() && attempt < retry.max_retries => {
-                        attempt += 1;
-                        tokio::time::sleep(retry.delay(attempt, &e)).await;
-                    }
-                    Err(e) => return Err(e.to_string()),
-                }
-            };
+            let mut stream = retry
+                .send(&*provider, &chat, |_, _, _| {})
+                .await
+                .map_err(|e| e.to_string())?;
             let mut text = String::new();
             let mut usage = Usage::default();
             while let Some(item) = stream.next().await {

@@ -6,6 +6,16 @@
 
 use crate::tool::BoxFuture;
 
+/// Bytes per token when estimating a request before it is sent (budgets
+/// and cost caps are checked before a tokenizer sees it): English and
+/// code average about four.
+pub const BYTES_PER_TOKEN_ESTIMATE: u64 = 4;
+
+/// About how many tokens `bytes` of text are.
+pub fn estimate_tokens(bytes: usize) -> u64 {
+    (bytes as u64).div_ceil(BYTES_PER_TOKEN_ESTIMATE)
+}
+
 /// Who says a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LlmRole {

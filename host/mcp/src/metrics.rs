@@ -43,11 +43,18 @@ impl Metrics {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A call ended (or was refused before it started: `rejected`).
+    /// A call that [`started`](Self::started) ended with `outcome`.
     pub fn finished(&self, gadget: &str, outcome: &str, took: Duration) {
-        if outcome != "rejected" {
-            self.in_flight.fetch_sub(1, Ordering::Relaxed);
-        }
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.count(gadget, outcome, took);
+    }
+
+    /// A call refused before it started (unknown gadget, invalid arguments).
+    pub fn rejected(&self, gadget: &str, took: Duration) {
+        self.count(gadget, "rejected", took);
+    }
+
+    fn count(&self, gadget: &str, outcome: &str, took: Duration) {
         *self
             .calls
             .lock()

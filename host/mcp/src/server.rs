@@ -277,7 +277,7 @@ impl ServerHandler for GadgetServer {
         let (gadget, params) = match self.resolve(&name, arguments) {
             Ok(resolved) => resolved,
             Err((text, label)) => {
-                self.metrics.finished(&label, "rejected", started.elapsed());
+                self.metrics.rejected(&label, started.elapsed());
                 return Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into());
             }
         };

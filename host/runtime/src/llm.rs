@@ -22,10 +22,6 @@ pub const DEFAULT_LLM_MAX_TOKENS: u32 = 1024;
 /// gadget, not a book.
 pub const MAX_LLM_MAX_TOKENS: u32 = 32_768;
 
-/// Bytes per token when estimating a request before it is sent (for the
-/// budget check): English and code average about four.
-pub const BYTES_PER_TOKEN_ESTIMATE: u64 = 4;
-
 /// How often a completion in flight looks at the abort signal.
 const CANCEL_POLL: Duration = Duration::from_millis(20);
 
@@ -104,7 +100,7 @@ pub(crate) async fn complete(
             )));
         };
         let bytes: usize = messages.iter().map(|(_, text)| text.len()).sum();
-        let input = (bytes as u64).div_ceil(BYTES_PER_TOKEN_ESTIMATE);
+        let input = gadget_core::llm::estimate_tokens(bytes);
         let worst = price.cost(input, u64::from(max_tokens));
         let left = budget - access.spent;
         if worst > left {

@@ -4,7 +4,7 @@
 //! loop's events (the views of `gadget run`, or JSON lines), saves the
 //! session, and turns Ctrl-C into a clean stop.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -24,12 +24,11 @@ use gadget_agent::{
     RetryPolicy, StopReason,
 };
 use gadget_core::viewer;
-use gadget_exec::Executor;
 use gadget_runtime::policy::LlmSettings;
 use gadget_runtime::registry::Registry;
 
 use super::run::{EXIT_INTERRUPTED, ExecOptions};
-use super::view::{LiveView, View};
+use super::view::View;
 use super::{EXIT_BAD_INPUT, EXIT_FAILED};
 
 /// Options of `gadget agent`.
@@ -133,22 +132,11 @@ pub async fn agent(
         return Ok(ExitCode::from(EXIT_BAD_INPUT));
     }
 
-    let exec_config = options
-        .exec
-        .exec_config(model_info.map(|info| info.context_window));
-    options.exec.warn_unknown_gadgets(&*tools);
-    let markers = exec_config.markers.clone();
-    let mut executor = Executor::new(tools, exec_config).context("invalid markers")?;
-    let view = if options.json {
-        View::Json
-    } else if std::io::stdout().is_terminal() {
-        View::Live(LiveView::new())
-    } else {
-        View::Plain
-    };
-    if let Some(human) = options.exec.human_input(view.multi())? {
-        executor = executor.with_human_input(human);
-    }
+    let (executor, view, markers) = options.exec.executor(
+        tools,
+        model_info.map(|info| info.context_window),
+        options.json,
+    )?;
     let save = match &options.save {
         Some(path) => Some(std::io::BufWriter::new(
             std::fs::File::create(path)

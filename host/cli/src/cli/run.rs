@@ -177,6 +177,32 @@ impl ExecOptions {
         }
     }
 
+    /// The executor over `tools` with these options, the view for stdout
+    /// (JSON lines, a live terminal view, or plain lines) and the markers;
+    /// gadgets that ask a person are answered as [`Self::human_input`] says.
+    pub(super) fn executor(
+        &self,
+        tools: Arc<dyn gadget_core::tool::Tools>,
+        known_window: Option<u64>,
+        json: bool,
+    ) -> Result<(Executor, View, Markers)> {
+        let config = self.exec_config(known_window);
+        self.warn_unknown_gadgets(&*tools);
+        let markers = config.markers.clone();
+        let mut executor = Executor::new(tools, config).context("invalid markers")?;
+        let view = if json {
+            View::Json
+        } else if std::io::stdout().is_terminal() {
+            View::Live(LiveView::new())
+        } else {
+            View::Plain
+        };
+        if let Some(human) = self.human_input(view.multi())? {
+            executor = executor.with_human_input(human);
+        }
+        Ok((executor, view, markers))
+    }
+
     /// Who answers gadgets that ask a person: `--answers`, else the
     /// terminal when there is one.
     pub(super) fn human_input(
@@ -238,21 +264,7 @@ pub async fn run(
     registry: Arc<dyn gadget_core::tool::Tools>,
     options: &RunOptions,
 ) -> Result<ExitCode> {
-    let config = options.exec.exec_config(None);
-    options.exec.warn_unknown_gadgets(&*registry);
-    let markers = config.markers.clone();
-    let mut executor = Executor::new(registry, config).context("invalid markers")?;
-
-    let view = if options.json {
-        View::Json
-    } else if std::io::stdout().is_terminal() {
-        View::Live(LiveView::new())
-    } else {
-        View::Plain
-    };
-    if let Some(human) = options.exec.human_input(view.multi())? {
-        executor = executor.with_human_input(human);
-    }
+    let (mut executor, view, markers) = options.exec.executor(registry, None, options.json)?;
 
     // Not locked for the whole run: the live view's spinner thread writes
     // to stdout too, and would wait on the lock forever.

@@ -354,6 +354,47 @@ impl http_body::Body for PermitBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tower::ServiceExt as _;
+
+    /// The guard in front of a handler that says it was reached.
+    fn guarded(draining: bool) -> axum::Router {
+        let metrics = Arc::new(Metrics::new());
+        let shared = Arc::new(Shared {
+            metrics: metrics.clone(),
+            server: GadgetServer::new(Arc::new(Registry::default()), metrics),
+            calls: Arc::new(Semaphore::new(1)),
+            auth: None,
+            draining: AtomicBool::new(draining),
+        });
+        axum::Router::new()
+            .route("/mcp", axum::routing::post(|| async { "reached" }))
+            .layer(axum::middleware::from_fn_with_state(shared, guard))
+    }
+
+    fn post(body: impl Into<Body>) -> Request {
+        Request::post("/mcp").body(body.into()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_refused_before_it_is_parsed() {
+        let huge = vec![b' '; MAX_REQUEST_BODY_BYTES + 1];
+        let response = guarded(false).oneshot(post(huge)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#;
+        let response = guarded(false).oneshot(post(call)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn a_draining_server_refuses_new_calls_but_not_other_requests() {
+        let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#;
+        let response = guarded(true).oneshot(post(call)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+        let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+        let response = guarded(true).oneshot(post(list)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
 
     #[test]
     fn tool_calls_are_told_apart_from_other_requests() {

@@ -139,3 +139,135 @@ pub(crate) async fn complete(
         cost,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    //! The checks before a completion is sent, against a backend that
+    //! records what reaches it (the provider side, not the runtime).
+    use super::*;
+    use gadget_core::tool::BoxFuture;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Recorder {
+        sent: Mutex<Vec<LlmRequest>>,
+        /// How long each completion takes.
+        delay: Duration,
+        priced: bool,
+    }
+
+    impl LlmBackend for Recorder {
+        fn price(&self, _model: &str) -> Option<LlmPrice> {
+            self.priced.then_some(LlmPrice {
+                input_per_mtok: 1.0,
+                output_per_mtok: 1.0,
+            })
+        }
+
+        fn complete(&self, request: LlmRequest) -> BoxFuture<'static, Result<LlmAnswer, String>> {
+            self.sent.lock().unwrap().push(request);
+            let delay = self.delay;
+            Box::pin(async move {
+                tokio::time::sleep(delay).await;
+                Ok(LlmAnswer {
+                    text: "ok".into(),
+                    input_tokens: 1_000,
+                    output_tokens: 1_000,
+                })
+            })
+        }
+    }
+
+    fn access(backend: Arc<Recorder>, budget: Option<f64>, spent: f64) -> LlmAccess {
+        LlmAccess {
+            backend: Some(backend),
+            grant: LlmGrant {
+                models: vec!["p:first".into(), "p:second".into()],
+                max_usd_per_call: budget,
+            },
+            spent,
+        }
+    }
+
+    fn ask(model: Option<&str>, max_tokens: Option<u32>) -> LlmAsk {
+        LlmAsk {
+            model: model.map(str::to_string),
+            messages: vec![(LlmRole::User, "x".repeat(400))],
+            max_tokens,
+            temperature: None,
+        }
+    }
+
+    async fn run(
+        access: Option<&LlmAccess>,
+        ask: LlmAsk,
+        time_left: Duration,
+    ) -> Result<LlmDone, LlmFailure> {
+        complete("plug", access, ask, time_left, None).await
+    }
+
+    #[tokio::test]
+    async fn each_check_fires_before_anything_is_sent() {
+        let backend = Arc::new(Recorder {
+            priced: true,
+            ..Recorder::default()
+        });
+        let long = Duration::from_secs(10);
+        let Err(LlmFailure::Denied(m)) = run(None, ask(None, None), long).await else {
+            panic!("no grant must be denied")
+        };
+        assert!(m.contains("[plugins.plug] llm"), "{m}");
+        let granted = access(backend.clone(), None, 0.0);
+        let Err(LlmFailure::Denied(m)) =
+            run(Some(&granted), ask(Some("p:other"), None), long).await
+        else {
+            panic!("an ungranted model must be denied")
+        };
+        assert!(m.contains("granted: p:first, p:second"), "{m}");
+        // 100 tokens in + 1024 out at $1/M is about $0.0011: over what is
+        // left of a $0.01 budget with $0.0095 spent.
+        let tight = access(backend.clone(), Some(0.01), 0.0095);
+        let Err(LlmFailure::BudgetExceeded(m)) = run(Some(&tight), ask(None, None), long).await
+        else {
+            panic!("over the budget must be refused")
+        };
+        assert!(m.contains("about 100 tokens in, up to 1024 out"), "{m}");
+        assert!(backend.sent.lock().unwrap().is_empty(), "nothing was sent");
+
+        // Within the grant: the first model by default, the token cap clamped.
+        let done = run(Some(&granted), ask(None, Some(1_000_000)), long)
+            .await
+            .unwrap();
+        assert_eq!(done.model, "p:first");
+        assert!((done.cost - 0.002).abs() < 1e-12);
+        assert_eq!(
+            backend.sent.lock().unwrap()[0].max_tokens,
+            MAX_LLM_MAX_TOKENS
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unpriced_model_cannot_be_budgeted_and_the_deadline_ends_a_wait() {
+        let unpriced = Arc::new(Recorder::default());
+        let budgeted = access(unpriced.clone(), Some(1.0), 0.0);
+        let Err(LlmFailure::BudgetExceeded(m)) =
+            run(Some(&budgeted), ask(None, None), Duration::from_secs(10)).await
+        else {
+            panic!("an unpriced model under a budget must be refused")
+        };
+        assert!(m.contains("has no known price"), "{m}");
+        let slow = Arc::new(Recorder {
+            delay: Duration::from_secs(30),
+            ..Recorder::default()
+        });
+        let started = std::time::Instant::now();
+        let result = run(
+            Some(&access(slow, None, 0.0)),
+            ask(None, None),
+            Duration::from_millis(50),
+        )
+        .await;
+        assert_eq!(result.unwrap_err(), LlmFailure::Deadline);
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+}

@@ -6,6 +6,12 @@ prints (one object) to check what a client sees.
 Usage: client.py stdio GADGET_BINARY PLUGINS_DIR [POLICY]
        client.py http URL [TOKEN]
        client.py call URL TOKEN NAME ARGUMENTS_JSON   (one call; prints its text)
+       client.py ask-stdio GADGET_BINARY PLUGINS_DIR   (ask-human, handshake era)
+       client.py ask-http URL TOKEN                    (ask-human, protocol 2026-07-28)
+
+The ask modes call AskUser three times: answered ("blue"), declined, and
+from a client without elicitation; they print what each call returned and
+the questions the person was shown.
 """
 
 import json
@@ -13,7 +19,8 @@ import sys
 import time
 
 import anyio
-from mcp import ClientSession, StdioServerParameters
+import mcp_types
+from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 import httpx2
@@ -75,8 +82,67 @@ async def one_call(url, token, name, arguments):
                 print(json.dumps({"text": text_of(result), "is_error": result.is_error}))
 
 
+def person(answer, shown):
+    """A person at the client: reads the question, answers `answer` (or
+    declines when it is None)."""
+
+    async def elicit(context, params):
+        shown.append(params.message)
+        if answer is None:
+            return mcp_types.ElicitResult(action="decline")
+        return mcp_types.ElicitResult(action="accept", content={"answer": answer})
+
+    return elicit
+
+
+def outcome(result):
+    return {"text": text_of(result), "is_error": result.is_error}
+
+
+QUESTION = {"question": "Which colour should the button be?"}
+
+
+async def ask_stdio(binary, plugins):
+    params = StdioServerParameters(command=binary, args=["--plugins", plugins, "mcp"])
+    report, shown = {}, []
+    for key, callback in [
+        ("answered", person("blue", shown)),
+        ("declined", person(None, shown)),
+        ("no_elicitation", None),
+    ]:
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write, elicitation_callback=callback) as session:
+                await session.initialize()
+                report[key] = outcome(await session.call_tool("AskUser", QUESTION))
+    report["shown"] = shown
+    return report
+
+
+async def ask_http(url, token):
+    headers = {"Authorization": f"Bearer {token}"}
+    report, shown = {}, []
+    for key, callback in [
+        ("answered", person("blue", shown)),
+        ("declined", person(None, shown)),
+        ("no_elicitation", None),
+    ]:
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+            transport = streamable_http_client(url, http_client=http)
+            async with Client(transport, elicitation_callback=callback) as client:
+                report[key] = outcome(await client.call_tool("AskUser", QUESTION))
+                report["protocol"] = client.session.protocol_version
+    report["shown"] = shown
+    return report
+
+
 async def main():
     mode = sys.argv[1]
+    if mode == "ask-stdio":
+        print(json.dumps(await ask_stdio(sys.argv[2], sys.argv[3])))
+        return
+    if mode == "ask-http":
+        print(json.dumps(await ask_http(sys.argv[2], sys.argv[3])))
+        return
     if mode == "call":
         await one_call(*sys.argv[2:6])
         return

@@ -54,6 +54,12 @@ impl Metrics {
         self.count(gadget, "rejected", took);
     }
 
+    /// A call that ended without running anything: the second half of an
+    /// ask-human, whose result is the person's answer.
+    pub fn answered(&self, gadget: &str, outcome: &str, took: Duration) {
+        self.count(gadget, outcome, took);
+    }
+
     fn count(&self, gadget: &str, outcome: &str, took: Duration) {
         *self
             .calls

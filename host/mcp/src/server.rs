@@ -13,6 +13,15 @@
 //!   the client sent a progress token) and its logs become log messages at
 //!   or above the client's level; `notifications/cancelled` raises the
 //!   call's abort signal.
+//! - *ask-human*: the gadget's question goes to the person through MCP
+//!   elicitation and their answer is the call's result, as llmist makes it.
+//!   On protocol 2026-07-28 and later this is stateless (the result is
+//!   `input_required` with one form elicitation; the client calls again with
+//!   the answer in `inputResponses`), so it works behind a load balancer.
+//!   On older protocols over stdio the server asks with `elicitation/create`
+//!   while the call waits. A client that cannot elicit (or stateless HTTP on
+//!   an older protocol, where a server request has no way back) gets an
+//!   error result carrying the question.
 
 // MCP log messages (`logging/setLevel`, `notifications/message`) are what
 // clients show today; rmcp 3.1 marks them deprecated for a SEP that has no
@@ -24,10 +33,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
-    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, SetLevelRequestParams,
-    Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, Implementation,
+    InitializeResult, InputRequest, InputRequiredResult, InputRequests, ListToolsResult,
+    LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, ProtocolVersion, ServerCapabilities, SetLevelRequestParams, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -57,7 +68,24 @@ pub struct GadgetServer {
     shutdown: tokio_util::sync::CancellationToken,
     /// The policy's agents, served as tools beside the gadgets.
     agents: Option<Arc<dyn Tools>>,
+    /// Whether a request to the client (`elicitation/create`) can reach it
+    /// and be answered during a call: true on stdio, false on stateless
+    /// HTTP, where the client's answer would arrive on a request no session
+    /// ties back to the call.
+    server_requests: bool,
 }
+
+/// The key of the one input request an ask-human outcome makes, and of
+/// the answer the client sends back.
+pub const ASK_HUMAN_KEY: &str = "ask_human";
+
+/// The field of the elicitation form that holds the person's answer.
+pub const ANSWER_FIELD: &str = "answer";
+
+/// Longest question put in an elicitation, in bytes: what a person reads
+/// in a dialog; the gadget's whole question stays in the error text of a
+/// client that cannot ask.
+pub const MAX_QUESTION_BYTES: usize = 16 << 10;
 
 impl GadgetServer {
     pub fn new(registry: Arc<Registry>, metrics: Arc<Metrics>) -> GadgetServer {
@@ -68,7 +96,17 @@ impl GadgetServer {
             calls: Arc::new(AtomicU64::new(0)),
             shutdown: tokio_util::sync::CancellationToken::new(),
             agents: None,
+            server_requests: false,
         }
+    }
+
+    /// Whether the transport carries requests to the client and their
+    /// answers back during a call (stdio: yes; stateless HTTP: no). Only
+    /// then does ask-human use `elicitation/create` on protocols before
+    /// 2026-07-28.
+    pub fn with_server_requests(mut self, server_requests: bool) -> GadgetServer {
+        self.server_requests = server_requests;
+        self
     }
 
     /// Serves `agents` (sub-agents) as tools too.
@@ -205,6 +243,175 @@ pub fn annotations(gadget: &gadget_runtime::WasmGadget) -> ToolAnnotations {
     annotations.open_world(declared.open_world.unwrap_or(false) || network)
 }
 
+/// What became of a gadget's question.
+enum Asked {
+    /// The call's result: the person's answer, or why there is none.
+    Answered(CallToolResult),
+    /// The client is to ask and call again (protocol 2026-07-28 and later).
+    Later(InputRequiredResult),
+}
+
+/// What the server keeps of a question between the two halves of a
+/// stateless ask (in `requestState`, echoed by the client): the tool and
+/// the call that asked, to check that an answer belongs to this tool.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct AskState {
+    gadget: String,
+    call: String,
+}
+
+impl GadgetServer {
+    /// Puts a gadget's question to the person at the client, in the way
+    /// the connection allows.
+    async fn ask(
+        &self,
+        gadget: &str,
+        call_id: &str,
+        question: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Asked {
+        let can_elicit = context
+            .client_capabilities()
+            .and_then(|c| c.elicitation)
+            .is_some_and(|e| e.form.is_some() || e.url.is_none());
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let cannot = |why: &str| {
+            Asked::Answered(CallToolResult::error(vec![ContentBlock::text(format!(
+                "Gadget '{gadget}' needs a person to answer: {question}\n({why}: answer it in your next message to the model.)"
+            ))]))
+        };
+        if !can_elicit {
+            return cannot("This client cannot ask a person (no elicitation capability)");
+        }
+        let params = elicitation(gadget, question);
+        if modern {
+            let state = AskState {
+                gadget: gadget.to_string(),
+                call: call_id.to_string(),
+            };
+            let mut requests = InputRequests::new();
+            requests.insert(
+                ASK_HUMAN_KEY.to_string(),
+                InputRequest::Elicitation(ElicitRequest::new(params)),
+            );
+            let state = serde_json::to_string(&state).unwrap_or_default();
+            return Asked::Later(InputRequiredResult::new(Some(requests), Some(state)));
+        }
+        if !self.server_requests {
+            return cannot(
+                "Over stateless HTTP the server can ask a person only on protocol 2026-07-28 or later",
+            );
+        }
+        // The person may take a while: the wait is not the gadget's (its
+        // instance is gone), and a cancelled call stops waiting.
+        let answer = tokio::select! {
+            answer = context.peer.create_elicitation(params) => answer,
+            _ = context.ct.cancelled() => {
+                return Asked::Answered(CallToolResult::error(vec![ContentBlock::text(format!(
+                    "Gadget '{gadget}' asked a person, and the call was cancelled before they answered."
+                ))]));
+            }
+        };
+        Asked::Answered(match answer {
+            Ok(result) => answer_result(gadget, result),
+            Err(error) => CallToolResult::error(vec![ContentBlock::text(format!(
+                "Gadget '{gadget}' needs a person to answer: {question}\n(The client could not ask one: {error}.)"
+            ))]),
+        })
+    }
+
+    /// The second half of a stateless ask: the client's answer to the
+    /// question `state` names. The gadget does not run again; as in llmist,
+    /// the answer is the call's result. `state` is the client's echo and is
+    /// not trusted: it must name this tool, and a forged one can only make
+    /// the client's own answer its result, which it could write itself.
+    fn answered(
+        &self,
+        name: &str,
+        state: Option<&str>,
+        response: &Value,
+        started: Instant,
+    ) -> CallToolResult {
+        let registry = self.registry();
+        let served = registry.get(name).map(|g| g.spec.name.clone()).or_else(|| {
+            self.agents
+                .as_ref()
+                .and_then(|a| a.find(name))
+                .map(|a| a.name().to_string())
+        });
+        let state: Option<AskState> = state.and_then(|s| serde_json::from_str(s).ok());
+        let (Some(served), Some(state)) = (served, state) else {
+            self.metrics.rejected("(unknown)", started.elapsed());
+            return CallToolResult::error(vec![ContentBlock::text(format!(
+                "This call of '{name}' carries an answer (inputResponses.{ASK_HUMAN_KEY}) to no question this server asked of that tool: call it again without inputResponses."
+            ))]);
+        };
+        if state.gadget != served {
+            self.metrics.rejected(&served, started.elapsed());
+            return CallToolResult::error(vec![ContentBlock::text(format!(
+                "This call of '{served}' carries an answer to a question of '{}': call '{served}' again without inputResponses.",
+                state.gadget
+            ))]);
+        }
+        let result = match serde_json::from_value::<ElicitResult>(response.clone()) {
+            Ok(result) => answer_result(&served, result),
+            Err(error) => CallToolResult::error(vec![ContentBlock::text(format!(
+                "The answer to gadget '{served}''s question (call {}) is not an elicitation result: {error}",
+                state.call
+            ))]),
+        };
+        let outcome = if result.is_error == Some(true) {
+            "human-input"
+        } else {
+            "ask-human"
+        };
+        self.metrics.answered(&served, outcome, started.elapsed());
+        result
+    }
+}
+
+/// The form that asks a person a gadget's question: one required text.
+fn elicitation(gadget: &str, question: &str) -> ElicitRequestParams {
+    let question = gadget_core::ledger::truncate(question.to_string(), MAX_QUESTION_BYTES);
+    let schema = ElicitationSchema::builder()
+        .required_string_property(ANSWER_FIELD, |s| s.title("Answer"))
+        .build_unchecked();
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: format!("{gadget} asks: {question}"),
+        requested_schema: schema,
+    }
+}
+
+/// A person's reply as the call's result: their answer (a text field, or
+/// whatever JSON they sent), or an error when they declined.
+fn answer_result(gadget: &str, result: ElicitResult) -> CallToolResult {
+    match result.action {
+        ElicitationAction::Accept => {
+            let answer = match result.content {
+                Some(Value::Object(mut fields)) => match fields.remove(ANSWER_FIELD) {
+                    Some(Value::String(text)) => text,
+                    Some(other) => other.to_string(),
+                    None => Value::Object(fields).to_string(),
+                },
+                Some(Value::String(text)) => text,
+                Some(other) => other.to_string(),
+                None => String::new(),
+            };
+            CallToolResult::success(vec![ContentBlock::text(answer)])
+        }
+        ElicitationAction::Decline => CallToolResult::error(vec![ContentBlock::text(format!(
+            "The person declined to answer gadget '{gadget}''s question."
+        ))]),
+        // Cancel, and whatever a later protocol adds.
+        _ => CallToolResult::error(vec![ContentBlock::text(format!(
+            "The person dismissed gadget '{gadget}''s question without answering."
+        ))]),
+    }
+}
+
 fn level_rank(level: LoggingLevel) -> u8 {
     match level {
         LoggingLevel::Debug => 0,
@@ -271,6 +478,13 @@ impl ServerHandler for GadgetServer {
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
         let name = request.name.to_string();
+        if let Some(responses) = &request.input_responses
+            && let Some(response) = responses.get(ASK_HUMAN_KEY)
+        {
+            return Ok(self
+                .answered(&name, request.request_state.as_deref(), response, started)
+                .into());
+        }
         // Metrics and messages use the name as served, whatever the case
         // the client wrote.
         let arguments = Value::Object(request.arguments.unwrap_or_default());
@@ -283,6 +497,7 @@ impl ServerHandler for GadgetServer {
         };
         let name = gadget.name().to_string();
         let id = format!("mcp_{}", self.calls.fetch_add(1, Ordering::Relaxed) + 1);
+        let call_id = id.clone();
 
         // Progress and logs leave through a channel: the observer runs on
         // the call's task and must not wait for the client.
@@ -365,10 +580,17 @@ impl ServerHandler for GadgetServer {
                 done
             }
             Ok(Outcome::AskHuman { question }) => {
-                self.metrics.finished(&name, "ask-human", started.elapsed());
-                CallToolResult::error(vec![ContentBlock::text(format!(
-                    "Gadget '{name}' needs a person to answer: {question}\n(This server cannot ask one: answer it in your next message to the model.)"
-                ))])
+                let asked = self.ask(&name, &call_id, &question, &context).await;
+                let outcome = match &asked {
+                    Asked::Later(_) => "input-required",
+                    Asked::Answered(answer) if answer.is_error == Some(true) => "human-input",
+                    Asked::Answered(_) => "ask-human",
+                };
+                self.metrics.finished(&name, outcome, started.elapsed());
+                match asked {
+                    Asked::Answered(result) => result,
+                    Asked::Later(input_required) => return Ok(input_required.into()),
+                }
             }
             Err(error) => {
                 self.metrics
@@ -377,5 +599,59 @@ impl ServerHandler for GadgetServer {
             }
         };
         Ok(result.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server() -> GadgetServer {
+        GadgetServer::new(Arc::new(Registry::default()), Arc::new(Metrics::new()))
+    }
+
+    fn text(result: &CallToolResult) -> String {
+        result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn an_answer_to_no_question_is_refused_and_runs_nothing() {
+        let accept = serde_json::json!({"action": "accept", "content": {"answer": "yes"}});
+        for state in [None, Some("not json"), Some(r#"{"gadget":"AskUser","call":"mcp_1"}"#)] {
+            // No tool of that name is served: whatever the state says.
+            let result = server().answered("AskUser", state, &accept, Instant::now());
+            assert_eq!(result.is_error, Some(true));
+            assert!(text(&result).contains("no question this server asked"), "{}", text(&result));
+        }
+    }
+
+    #[test]
+    fn a_reply_becomes_the_result_or_says_why_not() {
+        let reply = |v: Value| answer_result("AskUser", serde_json::from_value(v).unwrap());
+        let ok = reply(serde_json::json!({"action": "accept", "content": {"answer": "blue"}}));
+        assert_eq!((text(&ok), ok.is_error), ("blue".into(), Some(false)));
+        // A client that sent other fields: the person's words are kept whole.
+        let other = reply(serde_json::json!({"action": "accept", "content": {"colour": "red"}}));
+        assert_eq!(text(&other), r#"{"colour":"red"}"#);
+        let declined = reply(serde_json::json!({"action": "decline"}));
+        assert_eq!(declined.is_error, Some(true));
+        assert!(text(&declined).contains("declined"));
+        let cancelled = reply(serde_json::json!({"action": "cancel"}));
+        assert!(text(&cancelled).contains("dismissed"));
+    }
+
+    #[test]
+    fn a_long_question_is_cut_for_the_dialog() {
+        let question = "why? ".repeat(10_000);
+        let ElicitRequestParams::FormElicitationParams { message, .. } =
+            elicitation("AskUser", &question)
+        else {
+            panic!("a form");
+        };
+        assert!(message.len() <= MAX_QUESTION_BYTES + 64, "{}", message.len());
     }
 }

@@ -55,7 +55,9 @@ pub async fn mcp(
     reload: gadget_mcp::Reload,
 ) -> Result<ExitCode> {
     use rmcp::ServiceExt as _;
-    let server = GadgetServer::new(registry, Arc::new(Metrics::new())).with_agents(agents);
+    let server = GadgetServer::new(registry, Arc::new(Metrics::new()))
+        .with_agents(agents)
+        .with_server_requests(true);
     let running = server
         .clone()
         .serve(rmcp::transport::stdio())

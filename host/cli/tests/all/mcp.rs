@@ -263,6 +263,62 @@ fn a_python_mcp_client_over_http_and_what_an_operator_sees() {
     assert!(metrics.contains("gadget_calls_in_flight 0"), "{metrics}");
 }
 
+/// What the ask scenario (client.py ask-*) reported: a person's answer is
+/// the call's result; a refusal and a client that cannot ask are errors
+/// that say so; the person saw the gadget's question.
+fn check_ask(report: &Value) {
+    assert_eq!(report["answered"]["text"], "blue", "{report}");
+    assert_eq!(report["answered"]["is_error"], false, "{report}");
+    assert_eq!(report["declined"]["is_error"], true, "{report}");
+    assert!(
+        report["declined"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("declined to answer gadget 'AskUser'"),
+        "{report}"
+    );
+    let cannot = report["no_elicitation"]["text"].as_str().unwrap();
+    assert_eq!(report["no_elicitation"]["is_error"], true, "{report}");
+    assert!(
+        cannot.contains("Which colour should the button be?") && cannot.contains("cannot ask"),
+        "{report}"
+    );
+    // Asked twice (answered, declined); the third client cannot be asked.
+    let shown = report["shown"].as_array().unwrap();
+    assert_eq!(shown.len(), 2, "{report}");
+    assert_eq!(shown[0], "AskUser asks: Which colour should the button be?");
+}
+
+#[test]
+fn ask_human_elicits_over_stdio_with_a_server_request() {
+    let report = run_client(&[
+        "ask-stdio",
+        common::gadget_bin().to_str().unwrap(),
+        common::shipped_plugins().to_str().unwrap(),
+    ]);
+    check_ask(&report);
+}
+
+#[test]
+fn ask_human_is_a_stateless_round_trip_over_http() {
+    let server = Server::start(&[], "s3cret");
+    let report = run_client(&["ask-http", &server.url(), "s3cret"]);
+    // The modern protocol: the answer comes back in a second, independent
+    // request (any replica could take it).
+    assert_eq!(report["protocol"], "2026-07-28", "{report}");
+    check_ask(&report);
+    let metrics = server.metrics();
+    for (outcome, n) in [("input-required", 2), ("ask-human", 1), ("human-input", 2)] {
+        assert!(
+            metrics.contains(&format!(
+                "gadget_calls_total{{gadget=\"AskUser\",outcome=\"{outcome}\"}} {n}"
+            )),
+            "{outcome}: {metrics}"
+        );
+    }
+    assert!(metrics.contains("gadget_calls_in_flight 0"), "{metrics}");
+}
+
 /// Starts one long call through the Python client in the background.
 fn long_call(server: &Server, ms: u64) -> Child {
     Command::new(python())

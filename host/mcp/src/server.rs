@@ -35,7 +35,7 @@ use std::time::Instant;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
     ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, Implementation,
-    InitializeResult, InputRequest, InputRequiredResult, InputRequests, ListToolsResult,
+    InitializeResult, InputRequest, InputRequests, InputRequiredResult, ListToolsResult,
     LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
     ProgressNotificationParam, ProtocolVersion, ServerCapabilities, SetLevelRequestParams, Tool,
     ToolAnnotations,
@@ -621,11 +621,19 @@ mod tests {
     #[test]
     fn an_answer_to_no_question_is_refused_and_runs_nothing() {
         let accept = serde_json::json!({"action": "accept", "content": {"answer": "yes"}});
-        for state in [None, Some("not json"), Some(r#"{"gadget":"AskUser","call":"mcp_1"}"#)] {
+        for state in [
+            None,
+            Some("not json"),
+            Some(r#"{"gadget":"AskUser","call":"mcp_1"}"#),
+        ] {
             // No tool of that name is served: whatever the state says.
             let result = server().answered("AskUser", state, &accept, Instant::now());
             assert_eq!(result.is_error, Some(true));
-            assert!(text(&result).contains("no question this server asked"), "{}", text(&result));
+            assert!(
+                text(&result).contains("no question this server asked"),
+                "{}",
+                text(&result)
+            );
         }
     }
 
@@ -652,6 +660,10 @@ mod tests {
         else {
             panic!("a form");
         };
-        assert!(message.len() <= MAX_QUESTION_BYTES + 64, "{}", message.len());
+        assert!(
+            message.len() <= MAX_QUESTION_BYTES + 64,
+            "{}",
+            message.len()
+        );
     }
 }

@@ -16,6 +16,11 @@
 //! Run: `cargo bench -p gadget-host --bench executor` (needs the guests
 //! built: `scripts/build-guests.sh`).
 
+/// The `gadget` binary's allocator (host/cli/src/main.rs), so the figures
+/// are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,6 +63,14 @@ fn calculator_block(i: usize) -> String {
 /// Runs a whole response (sent in 4 KiB chunks) and returns the wall time
 /// and the number of successful calls.
 async fn run(registry: &Arc<Registry>, config: ExecConfig, text: &str) -> (Duration, usize) {
+    // On a worker thread, as `gadget run` runs its commands (cli.rs).
+    let (registry, text) = (registry.clone(), text.to_string());
+    tokio::spawn(async move { run_here(&registry, config, &text).await })
+        .await
+        .unwrap()
+}
+
+async fn run_here(registry: &Arc<Registry>, config: ExecConfig, text: &str) -> (Duration, usize) {
     let mut executor = Executor::new(registry.clone(), config).unwrap();
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     let chunks: Vec<String> = text

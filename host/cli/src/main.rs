@@ -1,17 +1,19 @@
 //! The `gadget` binary: see `gadget --help`.
 
-/// Allocations at least this large are mapped on their own and returned
-/// to the system when freed. glibc otherwise raises this threshold after
-/// each large free (up to 32 MiB), so the multi-megabyte strings a hostile
-/// gadget hands over (refused, then dropped) would be carved from the heap
-/// and pin memory for the rest of a long session.
-const MMAP_THRESHOLD_BYTES: libc::c_int = 1 << 20;
+/// mimalloc, not glibc's malloc. The executor hands every call's
+/// parameters to a runner thread and takes its result back, so memory is
+/// routinely freed on another thread than the one that allocated it. glibc
+/// then takes the owning arena's lock, and with a call every few
+/// microseconds on each core that lock is contended: futex waits and wakes
+/// were most of the system calls, and the executor ran at about half the
+/// bare runtime's calls per second on two cores. mimalloc frees to the
+/// owning thread's list without a lock. It also returns freed memory to
+/// the system on its own (large blocks at once, the rest after a short
+/// delay), so the multi-megabyte strings a hostile gadget hands over do
+/// not pin memory for the rest of a long session (tests/session_memory.rs).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    // SAFETY: mallopt only sets an allocator parameter; called before any
-    // other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES);
-    }
     gadget_host::cli::main()
 }

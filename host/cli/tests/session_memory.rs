@@ -12,6 +12,11 @@ mod common;
 
 use std::sync::Arc;
 
+/// The allocator the `gadget` binary uses (src/main.rs): what memory stays
+/// flat with is the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use gadget_host::executor::{ExecConfig, ExecEvent, Executor};
 use gadget_host::loader::PluginSource;
 use gadget_host::runtime::{Runtime, RuntimeConfig};
@@ -67,11 +72,6 @@ fn response(index: usize) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resident_memory_stays_flat_over_ten_thousand_calls_with_hostile_ones() {
-    // As the `gadget` binary does (host/cli/src/main.rs).
-    // SAFETY: sets an allocator parameter; no allocation is in progress.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
-    }
     let runtime = Arc::new(Runtime::new(&RuntimeConfig::default()).unwrap());
     let registry = common::load(
         &runtime,

@@ -43,6 +43,8 @@ pub struct ParamSchema {
     /// The schema as the gadget declared it (`None`: takes no parameters).
     schema: Option<Value>,
     validator: Option<jsonschema::Validator>,
+    /// How block-format arguments are typed by this schema, worked out once.
+    coercions: crate::parser::Coercions,
 }
 
 impl fmt::Debug for ParamSchema {
@@ -100,6 +102,7 @@ impl ParamSchema {
             return Ok(ParamSchema {
                 schema: None,
                 validator: None,
+                coercions: Default::default(),
             });
         }
         if text.len() > MAX_SCHEMA_BYTES {
@@ -124,9 +127,16 @@ impl ParamSchema {
             .build(&schema)
             .map_err(|e| SchemaError::Invalid(e.to_string()))?;
         Ok(ParamSchema {
+            coercions: crate::parser::Coercions::of(&schema),
             schema: Some(schema),
             validator: Some(validator),
         })
+    }
+
+    /// How block-format arguments are typed by this schema (for
+    /// [`GadgetCall::parameters_with_coercions`](crate::parser::GadgetCall::parameters_with_coercions)).
+    pub fn coercions(&self) -> &crate::parser::Coercions {
+        &self.coercions
     }
 
     /// The schema, if the gadget takes parameters.

@@ -283,6 +283,22 @@ impl GadgetCall {
         }
         coerce_with_schema(self.arguments(), schema)
     }
+
+    /// [`parameters_with_schema`](Self::parameters_with_schema) with what
+    /// the schema expects of its top-level properties already worked out
+    /// (a gadget's [`Coercions`], made once when it is loaded).
+    pub fn parameters_with_coercions(
+        &self,
+        schema: &Value,
+        coercions: &Coercions,
+    ) -> Result<Map<String, Value>, String> {
+        if let Some(error) = &self.parse_error {
+            return Err(error.clone());
+        }
+        coerce_by(self.arguments(), |pointer| {
+            coercions.expected(schema, pointer)
+        })
+    }
 }
 
 /// An invocation id as written, or one the session assigned (`gadget_N`).
@@ -1426,6 +1442,13 @@ pub fn strip_fences(raw: &str) -> &str {
 /// llmist). Containers are created on the way: an array when the next
 /// segment is all ASCII digits, else an object.
 fn set_by_pointer(root: &mut Value, pointer: &str, value: Value) -> Result<(), String> {
+    // Most arguments are top-level names: one insert, no segment list.
+    if !pointer.contains('/')
+        && let Value::Object(map) = root
+    {
+        map.insert(pointer.to_string(), value);
+        return Ok(());
+    }
     let segments: Vec<&str> = pointer.split('/').collect();
     let mut current = root;
     for (i, segment) in segments.iter().enumerate() {
@@ -1574,9 +1597,53 @@ pub fn coerce_with_schema<'a>(
     arguments: impl IntoIterator<Item = (&'a str, &'a str)>,
     schema: &Value,
 ) -> Result<Map<String, Value>, String> {
+    coerce_by(arguments, |pointer| expected_at(schema, pointer))
+}
+
+/// Most properties a schema's [`Coercions`] list: looking one up is a scan
+/// of this many names at most, faster than hashing for the few parameters
+/// a gadget has; a larger schema is walked per argument instead.
+const MAX_LISTED_COERCIONS: usize = 16;
+
+/// What a schema expects of each of its top-level properties, worked out
+/// once instead of walking the schema (a handful of map lookups through
+/// optional wrappers) for every argument of every call.
+#[derive(Debug, Clone, Default)]
+pub struct Coercions {
+    top_level: Vec<(String, Expected)>,
+}
+
+impl Coercions {
+    pub fn of(schema: &Value) -> Coercions {
+        let properties = crate::schema::unwrap_optional(schema)
+            .get("properties")
+            .and_then(Value::as_object);
+        let top_level = match properties {
+            Some(properties) if properties.len() <= MAX_LISTED_COERCIONS => properties
+                .keys()
+                .map(|name| (name.clone(), expected_at(schema, name)))
+                .collect(),
+            _ => Vec::new(),
+        };
+        Coercions { top_level }
+    }
+
+    /// What `schema` (the one these were made of) expects at `pointer`.
+    fn expected(&self, schema: &Value, pointer: &str) -> Expected {
+        match self.top_level.iter().find(|(name, _)| name == pointer) {
+            Some((_, expected)) => *expected,
+            None => expected_at(schema, pointer),
+        }
+    }
+}
+
+fn coerce_by<'a>(
+    arguments: impl IntoIterator<Item = (&'a str, &'a str)>,
+    expected: impl Fn(&str) -> Expected,
+) -> Result<Map<String, Value>, String> {
     let mut root = Value::Object(Map::new());
     for (pointer, raw) in arguments {
-        let value = match expected_at(schema, pointer) {
+        let value = match expected(pointer) {
             Expected::String => Value::String(raw.to_string()),
             _ if memchr::memchr(b'\n', raw.as_bytes()).is_some() => Value::String(raw.to_string()),
             Expected::Number => match js_number(js_trim(raw)) {
@@ -1603,10 +1670,36 @@ fn expected_at(schema: &Value, pointer: &str) -> Expected {
     let Some(at) = crate::schema::at(schema, pointer) else {
         return Expected::Unknown;
     };
-    match crate::schema::types(at).as_slice() {
-        ["string"] => Expected::String,
-        ["number"] | ["integer"] => Expected::Number,
-        ["boolean"] => Expected::Boolean,
+    // `schema::types` without its list (this runs for every argument of
+    // every call): one declared type, `null` aside, or an enum of strings.
+    let mut declared = None;
+    match at.get("type") {
+        Some(Value::String(t)) => declared = Some(t.as_str()),
+        Some(Value::Array(types)) => {
+            for t in types
+                .iter()
+                .filter_map(Value::as_str)
+                .filter(|t| *t != "null")
+            {
+                if declared.replace(t).is_some() {
+                    return Expected::Unknown;
+                }
+            }
+        }
+        _ => {
+            if at
+                .get("enum")
+                .and_then(Value::as_array)
+                .is_some_and(|e| e.iter().all(Value::is_string))
+            {
+                declared = Some("string");
+            }
+        }
+    }
+    match declared {
+        Some("string") => Expected::String,
+        Some("number" | "integer") => Expected::Number,
+        Some("boolean") => Expected::Boolean,
         _ => Expected::Unknown,
     }
 }
@@ -1930,6 +2023,17 @@ mod tests {
             params,
             json!({ "n": 1000, "s": "42", "b": true, "opt": 16, "either": 7, "mode": "1", "items": [{ "qty": 0.5 }], "unknown": 12 })
         );
+        // Worked out once per schema, the same result.
+        let coercions = Coercions::of(&schema);
+        let by_coercions = coerce_by(args, |p| coercions.expected(&schema, p)).unwrap();
+        assert_eq!(Value::Object(by_coercions), params);
+        for (name, _) in args.iter().filter(|(p, _)| !p.contains('/')) {
+            assert_eq!(
+                coercions.expected(&schema, name),
+                expected_at(&schema, name),
+                "{name}"
+            );
+        }
         // A string field keeps its raw text, untrimmed; multi-line never becomes a number.
         let args = [("s", "  x \n"), ("n", "4\n2")];
         let params = coerce_with_schema(args, &schema).unwrap();

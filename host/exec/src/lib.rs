@@ -450,6 +450,12 @@ impl Executor {
                         let policy = &mut policy_for(&self.config, &*self.controller, &self.entries);
                         actions.extend(self.scheduler.end_of_stream(policy));
                     }
+                    // Calls that ended while this chunk was parsed are
+                    // settled now, not after the whole response has been
+                    // read: a model (or a file) that writes faster than the
+                    // calls run would otherwise leave the runners idle,
+                    // their successors waiting for the last chunk.
+                    self.settle_ended(&mut running, &mut live_rx, &mut actions, &mut summary, &mut sink);
                 }
                 Some(first) = running.next(), if !running.is_empty() => {
                     // Every call that has ended by now, not just the first:
@@ -459,13 +465,7 @@ impl Executor {
                     while let Some(more) = running.try_next() {
                         ended.push(more);
                     }
-                    // Whatever the calls sent before they ended comes first.
-                    while let Ok((ix, live)) = live_rx.try_recv() {
-                        self.live(ix, live, &mut sink);
-                    }
-                    for ended in ended {
-                        actions.extend(self.ended(ended, &mut summary, &mut sink));
-                    }
+                    self.settle(ended, &mut live_rx, &mut actions, &mut summary, &mut sink);
                 }
                 else => break,
             }
@@ -491,6 +491,42 @@ impl Executor {
         summary.calls = self.entries.len() - first;
         summary.duration_ms = started.elapsed().as_secs_f64() * 1e3;
         summary
+    }
+
+    /// Settles the calls that have already ended, if any (no wait).
+    fn settle_ended(
+        &mut self,
+        running: &mut Runners,
+        live_rx: &mut mpsc::UnboundedReceiver<(CallIx, Live)>,
+        actions: &mut Vec<Action>,
+        summary: &mut ResponseSummary,
+        sink: &mut impl FnMut(ExecEvent),
+    ) {
+        let mut ended = Vec::new();
+        while let Some(more) = running.try_next() {
+            ended.push(more);
+        }
+        if !ended.is_empty() {
+            self.settle(ended, live_rx, actions, summary, sink);
+        }
+    }
+
+    /// Settles calls that ended: first whatever they reported before they
+    /// ended, then each end, in order.
+    fn settle(
+        &mut self,
+        ended: Vec<Ended>,
+        live_rx: &mut mpsc::UnboundedReceiver<(CallIx, Live)>,
+        actions: &mut Vec<Action>,
+        summary: &mut ResponseSummary,
+        sink: &mut impl FnMut(ExecEvent),
+    ) {
+        while let Ok((ix, live)) = live_rx.try_recv() {
+            self.live(ix, live, sink);
+        }
+        for ended in ended {
+            actions.extend(self.ended(ended, summary, sink));
+        }
     }
 
     /// A parsed call: reported, then scheduled.
@@ -629,14 +665,14 @@ impl Executor {
         let entry = &self.entries[ix];
         let null = Value::Null;
         let view = entry.view(entry.params.as_ref().unwrap_or(&null));
-        let outcome = match self
-            .controller
-            .after_execution(&view, &outcome.clone().map(|(_, text)| text))
-        {
-            AfterExecution::Recover { result } if outcome.is_err() => {
-                Ok((OutcomeKind::Recovered, result))
-            }
-            _ => outcome,
+        // The controller reads the text as the model will (no copy of it).
+        let (kind, text) = match outcome {
+            Ok((kind, text)) => (Some(kind), Ok(text)),
+            Err(failure) => (None, Err(failure)),
+        };
+        let outcome = match (self.controller.after_execution(&view, &text), text) {
+            (AfterExecution::Recover { result }, Err(_)) => Ok((OutcomeKind::Recovered, result)),
+            (_, text) => text.map(|text| (kind.unwrap_or(OutcomeKind::Result), text)),
         };
         summary.cost = gadget_core::ledger::add_costs(summary.cost, cost);
         let (settled, halt) = match &outcome {
@@ -682,12 +718,16 @@ impl Executor {
             cost,
             duration,
         } = finished;
-        let entry = &self.entries[ix];
         let text = match &outcome {
             Ok((_, text)) => text.clone(),
             Err(failure) => failure.message.clone(),
         };
-        let parameters = entry.known_parameters();
+        // The call has ended: its parameters move to the history.
+        let parameters = match self.entries[ix].params.take() {
+            Some(params) => params,
+            None => self.entries[ix].known_parameters(),
+        };
+        let entry = &self.entries[ix];
         // The history is what the model is sent next: bounded, whatever
         // the response did (each result is already output-limited).
         // Sized by the block's raw text, not by serialising the value.
@@ -931,7 +971,7 @@ impl Executor {
         // The schema parsed once, at load time (no per-call re-parse).
         let schema = tool.schema();
         let params = call
-            .parameters_with_schema(schema.schema().unwrap_or(&Value::Null))
+            .parameters_with_coercions(schema.schema().unwrap_or(&Value::Null), schema.coercions())
             .map_err(|error| parse_failure(&error.to_string()))?;
         let params = schema
             .validate(tool.name(), Value::Object(params))

@@ -209,7 +209,7 @@ pub fn main() -> ExitCode {
     // it a core's worth of threads plus one, all busy under load (on two
     // cores the executor then ran at about 55% of the bare runtime's calls
     // per second instead of over 70%).
-    match runtime.block_on(tokio::spawn(run(cli))) {
+    match runtime.block_on(runtime.spawn(run(cli))) {
         Ok(Ok(code)) => code,
         Ok(Err(error)) => {
             eprintln!("error: {error:#}");

@@ -312,7 +312,13 @@ impl Timeouts {
     /// capped by the operator's cap and [`HARD_MAX_TIMEOUT`]. `None` for a tool
     /// without a deadline.
     pub fn resolve(&self, name: &str, own: OwnTimeout) -> Option<Duration> {
-        let chosen = match (self.per_gadget.get(&name.to_lowercase()), own) {
+        // Most runs set no per-gadget timeout: no lower-cased copy then.
+        let per_gadget = if self.per_gadget.is_empty() {
+            None
+        } else {
+            self.per_gadget.get(&name.to_lowercase())
+        };
+        let chosen = match (per_gadget, own) {
             (_, OwnTimeout::None) => return None,
             (Some(timeout), _) => *timeout,
             (None, OwnTimeout::Declared(timeout)) => timeout,

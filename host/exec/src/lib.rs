@@ -900,9 +900,13 @@ impl Executor {
         } else {
             Run::Later(call)
         };
-        let human = self.human.clone();
+        // Who answers a question, if the gadget asks one (no copy of the id
+        // when nobody can).
+        let human = self
+            .human
+            .clone()
+            .map(|human| (human, entry.call.invocation_id.clone()));
         let live = live.clone();
-        let call_id = entry.call.invocation_id.clone();
         running.spawn(ix, async move {
             let (settled, cost, duration) = match run {
                 Run::Asked {
@@ -919,7 +923,7 @@ impl Executor {
                 Ok(settled) => settled,
                 Err(question) => (
                     match human {
-                        Some(human) => {
+                        Some((human, call_id)) => {
                             let _ = live.send((ix, Live::Asking(question.clone())));
                             human
                                 .ask(&call_id, tool.name(), &question)

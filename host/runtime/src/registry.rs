@@ -52,6 +52,17 @@ impl Registry {
 
     /// Finds a gadget, case-insensitively.
     pub fn get(&self, name: &str) -> Option<&Arc<WasmGadget>> {
+        // Every call looks its gadget up: a short ASCII name is lower-cased
+        // on the stack (the same as `to_lowercase` for ASCII).
+        let mut buffer = [0u8; 64];
+        if name.is_ascii() && name.len() <= buffer.len() {
+            let lowered = &mut buffer[..name.len()];
+            lowered.copy_from_slice(name.as_bytes());
+            lowered.make_ascii_lowercase();
+            if let Ok(lowered) = std::str::from_utf8(lowered) {
+                return self.gadgets.get(lowered);
+            }
+        }
         self.gadgets.get(&name.to_lowercase())
     }
 

@@ -22,6 +22,14 @@ use gadget_runtime::policy::Policy;
 use gadget_runtime::registry::Registry;
 use gadget_runtime::{Runtime, RuntimeConfig};
 
+/// Set (to anything) in the environment of the compiling child process
+/// (`gadget __compile`): the binary then allocates with the system's
+/// allocator, whose use of memory `RLIMIT_DATA` bounds closely. mimalloc,
+/// the binary's allocator otherwise, commits its arenas in 128 MiB to
+/// 1 GiB steps, so under a budget of 64 MiB it could not compile even a
+/// small component (see src/main.rs).
+pub const SYSTEM_ALLOCATOR_ENV: &std::ffi::CStr = c"GADGET_SYSTEM_ALLOCATOR";
+
 mod agent;
 mod build;
 mod call;

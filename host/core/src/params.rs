@@ -45,6 +45,10 @@ pub struct ParamSchema {
     validator: Option<jsonschema::Validator>,
     /// How block-format arguments are typed by this schema, worked out once.
     coercions: crate::parser::Coercions,
+    /// Whether the schema has a `default` anywhere: without one, filling
+    /// in defaults (a walk of schema and parameters on every call) is
+    /// skipped.
+    has_defaults: bool,
 }
 
 impl fmt::Debug for ParamSchema {
@@ -103,6 +107,7 @@ impl ParamSchema {
                 schema: None,
                 validator: None,
                 coercions: Default::default(),
+                has_defaults: false,
             });
         }
         if text.len() > MAX_SCHEMA_BYTES {
@@ -128,6 +133,7 @@ impl ParamSchema {
             .map_err(|e| SchemaError::Invalid(e.to_string()))?;
         Ok(ParamSchema {
             coercions: crate::parser::Coercions::of(&schema),
+            has_defaults: has_default(&schema),
             schema: Some(schema),
             validator: Some(validator),
         })
@@ -153,7 +159,9 @@ impl ParamSchema {
             return Ok(Value::Object(Map::new()));
         };
         let mut budget = MAX_DEFAULTS_EXPANSION_BYTES;
-        if let Err(needed) = apply_defaults_within(schema, &mut params, &mut budget) {
+        if self.has_defaults
+            && let Err(needed) = apply_defaults_within(schema, &mut params, &mut budget)
+        {
             return Err(ValidationFailure {
                 gadget: gadget.to_string(),
                 issues: vec![Issue {
@@ -198,6 +206,15 @@ pub fn apply_defaults(schema: &Value, value: &mut Value) {
 
 /// [`apply_defaults`], adding at most `budget` bytes (of JSON text); on
 /// `Err(size)` the default that did not fit was `size` bytes.
+/// Whether a `default` keyword appears anywhere in `schema`.
+fn has_default(schema: &Value) -> bool {
+    match schema {
+        Value::Object(map) => map.contains_key("default") || map.values().any(has_default),
+        Value::Array(items) => items.iter().any(has_default),
+        _ => false,
+    }
+}
+
 fn apply_defaults_within(
     schema: &Value,
     value: &mut Value,

@@ -13,6 +13,8 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
+use crate::parser::GadgetCall;
+
 /// How many validation problems one error message lists at most; a model
 /// needs the first few, not a wall of text for a badly wrong call.
 pub const MAX_REPORTED_ISSUES: usize = 20;
@@ -139,10 +141,14 @@ impl ParamSchema {
         })
     }
 
-    /// How block-format arguments are typed by this schema (for
-    /// [`GadgetCall::parameters_with_coercions`](crate::parser::GadgetCall::parameters_with_coercions)).
-    pub fn coercions(&self) -> &crate::parser::Coercions {
-        &self.coercions
+    /// A call's parameters from its block-format arguments, typed by this
+    /// schema as [`GadgetCall::parameters_with_schema`] types them, with
+    /// the schema's coercions worked out at load instead of per argument.
+    pub fn parameters_of(&self, call: &GadgetCall) -> Result<Map<String, Value>, String> {
+        call.parameters_with_coercions(
+            self.schema.as_ref().unwrap_or(&Value::Null),
+            &self.coercions,
+        )
     }
 
     /// The schema, if the gadget takes parameters.
@@ -204,8 +210,6 @@ pub fn apply_defaults(schema: &Value, value: &mut Value) {
     let _ = apply_defaults_within(schema, value, &mut unbounded);
 }
 
-/// [`apply_defaults`], adding at most `budget` bytes (of JSON text); on
-/// `Err(size)` the default that did not fit was `size` bytes.
 /// Whether a `default` keyword appears anywhere in `schema`.
 fn has_default(schema: &Value) -> bool {
     match schema {
@@ -215,6 +219,8 @@ fn has_default(schema: &Value) -> bool {
     }
 }
 
+/// [`apply_defaults`], adding at most `budget` bytes (of JSON text); on
+/// `Err(size)` the default that did not fit was `size` bytes.
 fn apply_defaults_within(
     schema: &Value,
     value: &mut Value,

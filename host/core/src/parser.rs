@@ -285,9 +285,10 @@ impl GadgetCall {
     }
 
     /// [`parameters_with_schema`](Self::parameters_with_schema) with what
-    /// the schema expects of its top-level properties already worked out
-    /// (a gadget's [`Coercions`], made once when it is loaded).
-    pub fn parameters_with_coercions(
+    /// `schema` expects of its top-level properties already worked out
+    /// (`coercions` must be made of `schema`: [`ParamSchema::parameters_of`](crate::params::ParamSchema::parameters_of)
+    /// keeps the two together).
+    pub(crate) fn parameters_with_coercions(
         &self,
         schema: &Value,
         coercions: &Coercions,
@@ -1609,12 +1610,12 @@ const MAX_LISTED_COERCIONS: usize = 16;
 /// once instead of walking the schema (a handful of map lookups through
 /// optional wrappers) for every argument of every call.
 #[derive(Debug, Clone, Default)]
-pub struct Coercions {
+pub(crate) struct Coercions {
     top_level: Vec<(String, Expected)>,
 }
 
 impl Coercions {
-    pub fn of(schema: &Value) -> Coercions {
+    pub(crate) fn of(schema: &Value) -> Coercions {
         let properties = crate::schema::unwrap_optional(schema)
             .get("properties")
             .and_then(Value::as_object);

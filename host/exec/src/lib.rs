@@ -455,17 +455,13 @@ impl Executor {
                     // read: a model (or a file) that writes faster than the
                     // calls run would otherwise leave the runners idle,
                     // their successors waiting for the last chunk.
-                    self.settle_ended(&mut running, &mut live_rx, &mut actions, &mut summary, &mut sink);
+                    self.settle_ended(None, &mut running, &mut live_rx, &mut actions, &mut summary, &mut sink);
                 }
                 Some(first) = running.next(), if !running.is_empty() => {
                     // Every call that has ended by now, not just the first:
                     // one wake-up of this task settles them all and starts
                     // their successors together.
-                    let mut ended = vec![first];
-                    while let Some(more) = running.try_next() {
-                        ended.push(more);
-                    }
-                    self.settle(ended, &mut live_rx, &mut actions, &mut summary, &mut sink);
+                    self.settle_ended(Some(first), &mut running, &mut live_rx, &mut actions, &mut summary, &mut sink);
                 }
                 else => break,
             }
@@ -493,34 +489,25 @@ impl Executor {
         summary
     }
 
-    /// Settles the calls that have already ended, if any (no wait).
+    /// Settles `first` (a call just taken back) and every call that has
+    /// ended by now (no wait): first whatever they reported before they
+    /// ended, then each end, in order.
     fn settle_ended(
         &mut self,
+        first: Option<Ended>,
         running: &mut Runners,
         live_rx: &mut mpsc::UnboundedReceiver<(CallIx, Live)>,
         actions: &mut Vec<Action>,
         summary: &mut ResponseSummary,
         sink: &mut impl FnMut(ExecEvent),
     ) {
-        let mut ended = Vec::new();
+        let mut ended: Vec<Ended> = first.into_iter().collect();
         while let Some(more) = running.try_next() {
             ended.push(more);
         }
-        if !ended.is_empty() {
-            self.settle(ended, live_rx, actions, summary, sink);
+        if ended.is_empty() {
+            return;
         }
-    }
-
-    /// Settles calls that ended: first whatever they reported before they
-    /// ended, then each end, in order.
-    fn settle(
-        &mut self,
-        ended: Vec<Ended>,
-        live_rx: &mut mpsc::UnboundedReceiver<(CallIx, Live)>,
-        actions: &mut Vec<Action>,
-        summary: &mut ResponseSummary,
-        sink: &mut impl FnMut(ExecEvent),
-    ) {
         while let Ok((ix, live)) = live_rx.try_recv() {
             self.live(ix, live, sink);
         }
@@ -974,8 +961,8 @@ impl Executor {
         }
         // The schema parsed once, at load time (no per-call re-parse).
         let schema = tool.schema();
-        let params = call
-            .parameters_with_coercions(schema.schema().unwrap_or(&Value::Null), schema.coercions())
+        let params = schema
+            .parameters_of(call)
             .map_err(|error| parse_failure(&error.to_string()))?;
         let params = schema
             .validate(tool.name(), Value::Object(params))

@@ -638,6 +638,30 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_counts_only_for_the_tool_that_asked() {
+        // A served tool (the built-in viewer, served as the agents are).
+        let limiter = Arc::new(Mutex::new(gadget_core::viewer::OutputLimiter::new(100)));
+        let mut tools = gadget_core::tool::Toolbox::new();
+        let _ = tools.insert(Arc::new(gadget_core::viewer::OutputViewer::new(limiter)));
+        let server = server().with_agents(Some(Arc::new(tools)));
+        let accept = serde_json::json!({"action": "accept", "content": {"answer": "yes"}});
+        let other = r#"{"gadget":"AskUser","call":"mcp_1"}"#;
+        let result = server.answered("GadgetOutputViewer", Some(other), &accept, Instant::now());
+        assert_eq!(result.is_error, Some(true));
+        assert!(
+            text(&result).contains("carries an answer to a question of 'AskUser'"),
+            "{}",
+            text(&result)
+        );
+        let own = r#"{"gadget":"GadgetOutputViewer","call":"mcp_2"}"#;
+        let result = server.answered("gadgetoutputviewer", Some(own), &accept, Instant::now());
+        assert_eq!(
+            (text(&result), result.is_error),
+            ("yes".into(), Some(false))
+        );
+    }
+
+    #[test]
     fn a_reply_becomes_the_result_or_says_why_not() {
         let reply = |v: Value| answer_result("AskUser", serde_json::from_value(v).unwrap());
         let ok = reply(serde_json::json!({"action": "accept", "content": {"answer": "blue"}}));

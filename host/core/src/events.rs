@@ -2,6 +2,8 @@
 //! `gadget run --json` prints one per line (schema in docs/events.md), the
 //! [`Failure`] of a call, and a response's [`ResponseSummary`].
 
+use std::sync::Arc;
+
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
@@ -53,7 +55,8 @@ pub enum ExecEvent {
     CallStarted {
         id: String,
         gadget: String,
-        parameters: Value,
+        /// The validated parameters, shared with the call (not a copy).
+        parameters: Arc<Value>,
         /// 0 for a tool without a deadline (the output viewer).
         timeout_ms: u64,
     },

@@ -34,6 +34,7 @@
 //! ```
 
 pub mod call;
+pub mod chunked;
 pub mod events;
 pub mod ledger;
 pub mod limits;

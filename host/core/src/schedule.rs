@@ -22,6 +22,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use crate::chunked::ChunkedVec;
+
 /// A call's index in the session, in parse order.
 pub type CallIx = usize;
 
@@ -93,7 +95,9 @@ pub struct CallSpec {
 /// A gadget's own concurrency hints (from its spec).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GadgetHints {
-    /// The gadget's name, case-folded: the key its `max_concurrent` counts by.
+    /// The gadget's name, case-folded: the key its `max_concurrent` counts
+    /// by. Only a gadget with a limit is counted, so only its key is read
+    /// (others may leave it empty and save a copy per call).
     pub key: String,
     /// Runs alone: it waits for running calls to finish, and nothing starts beside it.
     pub exclusive: bool,
@@ -217,7 +221,8 @@ enum Settled {
 #[derive(Debug)]
 pub struct Scheduler {
     config: ScheduleConfig,
-    nodes: Vec<Node>,
+    /// One per call of the session, by index (never moved as it grows).
+    nodes: ChunkedVec<Node>,
     /// Invocation id -> the call that owns it.
     ids: HashMap<String, CallIx>,
     /// Dependency id -> calls waiting for it.
@@ -239,7 +244,7 @@ impl Scheduler {
     pub fn new(config: ScheduleConfig) -> Scheduler {
         Scheduler {
             config,
-            nodes: Vec::new(),
+            nodes: ChunkedVec::new(),
             ids: HashMap::new(),
             waiting_on: HashMap::new(),
             ready: BTreeSet::new(),
@@ -405,7 +410,9 @@ impl Scheduler {
                 if hints.exclusive {
                     self.running_exclusive = false;
                 }
-                if let Some(count) = self.running_per_gadget.get_mut(&hints.key) {
+                if hints.max_concurrent > 0
+                    && let Some(count) = self.running_per_gadget.get_mut(&hints.key)
+                {
                     *count = count.saturating_sub(1);
                 }
             }
@@ -504,10 +511,11 @@ impl Scheduler {
         policy: &mut dyn FnMut(CallIx, &str, &str) -> DependencyPolicy,
         actions: &mut Vec<Action>,
     ) {
-        let id = self.nodes[call].spec.invocation_id.clone();
-        let Some(dependents) = self.waiting_on.remove(&id) else {
+        // Most calls have no dependents: no copy of the id for them.
+        let Some(dependents) = self.waiting_on.remove(&self.nodes[call].spec.invocation_id) else {
             return;
         };
+        let id = self.nodes[call].spec.invocation_id.clone();
         let outcome = self.nodes[call].state.clone();
         for dependent in dependents {
             let State::Waiting(deps) = &mut self.nodes[dependent].state else {
@@ -685,17 +693,19 @@ impl Scheduler {
                 }
                 self.batch_left = size.max(1);
             }
-            let hints = self.nodes[call].spec.gadget.clone();
-            if let Some(hints) = &hints {
-                if hints.exclusive && self.running > 0 {
-                    break; // it waits for the running calls; nothing passes it
-                }
-                let count = self
-                    .running_per_gadget
-                    .get(&hints.key)
-                    .copied()
-                    .unwrap_or(0);
-                if hints.max_concurrent > 0 && count >= hints.max_concurrent {
+            let (exclusive, max_concurrent) = match &self.nodes[call].spec.gadget {
+                Some(hints) => (hints.exclusive, hints.max_concurrent),
+                None => (false, 0),
+            };
+            if exclusive && self.running > 0 {
+                break; // it waits for the running calls; nothing passes it
+            }
+            // Only gadgets with a limit are counted (no lookup otherwise).
+            let limited = max_concurrent > 0;
+            if limited {
+                let key = &self.nodes[call].spec.gadget.as_ref().expect("hinted").key;
+                let count = self.running_per_gadget.get(key).copied().unwrap_or(0);
+                if count >= max_concurrent {
                     continue; // others may still start
                 }
             }
@@ -705,11 +715,17 @@ impl Scheduler {
             if let Strategy::Batched { .. } = self.config.strategy {
                 self.batch_left -= 1;
             }
-            if let Some(hints) = hints {
-                if hints.exclusive {
-                    self.running_exclusive = true;
+            if exclusive {
+                self.running_exclusive = true;
+            }
+            if limited {
+                let key = &self.nodes[call].spec.gadget.as_ref().expect("hinted").key;
+                match self.running_per_gadget.get_mut(key) {
+                    Some(count) => *count += 1,
+                    None => {
+                        self.running_per_gadget.insert(key.clone(), 1);
+                    }
                 }
-                *self.running_per_gadget.entry(hints.key).or_default() += 1;
             }
             actions.push(Action::Start(call));
         }

@@ -46,8 +46,9 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub struct ToolCall {
     pub invocation_id: String,
     /// The parameters, already validated against the tool's schema (with
-    /// its defaults filled in).
-    pub params: Value,
+    /// its defaults filled in). Shared with the executor's record of the
+    /// call and its `CallStarted` event rather than copied for each.
+    pub params: Arc<Value>,
     /// The deadline, resolved by [`crate::limits::Timeouts`]; `None` for a
     /// tool that declared none (it runs in the host and returns at once).
     pub timeout: Option<Duration>,
@@ -61,7 +62,7 @@ impl ToolCall {
     pub fn new(invocation_id: impl Into<String>, params: Value) -> ToolCall {
         ToolCall {
             invocation_id: invocation_id.into(),
-            params,
+            params: Arc::new(params),
             timeout: None,
             cancel: None,
             observer: None,
@@ -100,10 +101,16 @@ pub trait Tool: Send + Sync {
     /// The scheduler's view: the lower-cased name and concurrency hints.
     fn hints(&self) -> GadgetHints {
         let spec = self.spec();
+        let max_concurrent = spec.max_concurrent.unwrap_or(0);
         GadgetHints {
-            key: spec.name.to_lowercase(),
+            // Only a limit counts by the key (no copy per call otherwise).
+            key: if max_concurrent > 0 {
+                spec.name.to_lowercase()
+            } else {
+                String::new()
+            },
             exclusive: spec.exclusive,
-            max_concurrent: spec.max_concurrent.unwrap_or(0),
+            max_concurrent,
         }
     }
 

@@ -44,6 +44,7 @@ mod runners;
 use runners::Runners;
 
 use gadget_core::call::{CallError, CallReport, FailureKind, Outcome, OutcomeKind};
+use gadget_core::chunked::ChunkedVec;
 use gadget_core::ledger::CallEvent;
 use gadget_core::parser::{self, ConfigError, EventRef, GadgetCall, ParserBuilder};
 use gadget_core::render::{self, GadgetDoc, HistoryEntry, Markers};
@@ -179,8 +180,8 @@ struct Entry {
     call: GadgetCall,
     /// The tool the call names, when there is one.
     tool: Option<Arc<dyn Tool>>,
-    /// Validated parameters, once known.
-    params: Option<Value>,
+    /// Validated parameters, once known (shared with the running call).
+    params: Option<Arc<Value>>,
     /// It started, or ended without starting (skipped, refused).
     settled: bool,
 }
@@ -189,9 +190,10 @@ impl Entry {
     /// The validated parameters, or before validation what could be
     /// parsed of them (an empty object when nothing could).
     fn known_parameters(&self) -> Value {
-        self.params
-            .clone()
-            .unwrap_or_else(|| Value::Object(self.call.parameters().unwrap_or_default()))
+        match &self.params {
+            Some(params) => Value::clone(params),
+            None => Value::Object(self.call.parameters().unwrap_or_default()),
+        }
     }
 
     fn view<'a>(&'a self, params: &'a Value) -> CallView<'a> {
@@ -281,7 +283,7 @@ pub struct Executor {
     human: Option<Arc<dyn HumanInput>>,
     scheduler: Scheduler,
     session: parser::Session,
-    entries: Vec<Entry>,
+    entries: ChunkedVec<Entry>,
     limiter: Option<Arc<Mutex<OutputLimiter>>>,
     history: Vec<HistoryEntry>,
     /// Calls just parsed that may be held back by an exclusive gadget.
@@ -341,7 +343,7 @@ impl Executor {
             controller: Arc::new(NoController),
             human: None,
             session: parser::Session::default(),
-            entries: Vec::new(),
+            entries: ChunkedVec::new(),
             history: Vec::new(),
             maybe_waiting: Vec::new(),
             exclusive_waiting: None,
@@ -473,12 +475,14 @@ impl Executor {
                 &mut summary,
                 &mut sink,
             );
+            // The calls started in this turn go out together.
+            running.flush();
             self.report_waits(&mut sink);
         }
         self.session = parser.session().clone();
         self.scheduler.next_response();
         // Calls that never ran (skipped) still hold their bodies.
-        for entry in &mut self.entries[first..] {
+        for entry in self.entries.iter_mut_from(first) {
             entry.call.forget_body();
             entry.params = None;
         }
@@ -627,21 +631,21 @@ impl Executor {
             cost,
             duration,
         } = ended;
-        let name = self.entries[ix].call.name.clone();
         // Results and error texts alike are limited (llmist's interceptor).
         let mut stored_output = None;
         let outcome = match &self.limiter {
             None => outcome,
             Some(limiter) => {
+                let name = &self.entries[ix].call.name;
                 let mut limiter = limiter.lock().unwrap_or_else(|p| p.into_inner());
                 match outcome {
                     Ok((kind, text)) => {
-                        let (text, stored) = limiter.limit(&name, text);
+                        let (text, stored) = limiter.limit(name, text);
                         stored_output = stored;
                         Ok((kind, text))
                     }
                     Err(mut failure) => {
-                        let (text, stored) = limiter.limit(&name, failure.message);
+                        let (text, stored) = limiter.limit(name, failure.message);
                         failure.message = text;
                         stored_output = stored;
                         Err(failure)
@@ -651,7 +655,7 @@ impl Executor {
         };
         let entry = &self.entries[ix];
         let null = Value::Null;
-        let view = entry.view(entry.params.as_ref().unwrap_or(&null));
+        let view = entry.view(entry.params.as_deref().unwrap_or(&null));
         // The controller reads the text as the model will (no copy of it).
         let (kind, text) = match outcome {
             Ok((kind, text)) => (Some(kind), Ok(text)),
@@ -710,8 +714,10 @@ impl Executor {
             Err(failure) => failure.message.clone(),
         };
         // The call has ended: its parameters move to the history.
+        // The call has ended, so the history is normally the one holder
+        // left (a sink may still keep its `CallStarted` event).
         let parameters = match self.entries[ix].params.take() {
-            Some(params) => params,
+            Some(params) => Arc::unwrap_or_clone(params),
             None => self.entries[ix].known_parameters(),
         };
         let entry = &self.entries[ix];
@@ -836,6 +842,7 @@ impl Executor {
             Ok(prepared) => prepared,
             Err(failure) => return at_once(Err(failure)),
         };
+        let params = Arc::new(params);
         self.entries[ix].params = Some(params.clone());
         let entry = &self.entries[ix];
         if let BeforeExecution::Skip { result } =
@@ -1040,7 +1047,7 @@ fn collect(event: EventRef<'_>, into: &mut Vec<Parsed>) {
 fn policy_for<'a>(
     config: &'a ExecConfig,
     controller: &'a dyn Controller,
-    entries: &'a [Entry],
+    entries: &'a ChunkedVec<Entry>,
 ) -> impl FnMut(CallIx, &str, &str) -> DependencyPolicy + 'a {
     move |call, failed_dependency, error| {
         let entry = &entries[call];

@@ -4,25 +4,36 @@
 //! A spawned task per call cost as much as a small gadget's whole call
 //! (allocating and scheduling the task, waking a parked worker thread for
 //! it, joining it), and every start and end went through the executor's
-//! one task. A runner takes calls in batches from its queue and hands back
-//! every call that ended in one batch too. Calls still overlap freely: a
-//! runner polls all of its calls, and a busy gadget yields to the others
-//! every few milliseconds (the runtime's epoch yield). Each new call goes
-//! to the runner with the fewest calls in flight.
+//! one task. So calls travel in batches both ways: the executor hands each
+//! runner the calls it started in one turn as one message, and a runner
+//! hands back every call that ended in one of its turns as one message
+//! (one wake-up of the other side per batch, not per call).
+//!
+//! A runner polls each new call once as it takes it: a small gadget's whole
+//! call (instantiate, run, return) ends in that poll. Only a call that must
+//! wait (a sleep, HTTP, its epoch yield) joins the runner's set of running
+//! calls, which polls it again when it is woken; a busy gadget yields to
+//! the others every few milliseconds (the runtime's epoch yield). A runner
+//! starts at most [`STARTS_PER_TURN`] calls before it reports what ended
+//! and lets the executor run, so the executor can start successors while
+//! the runners still have work. Each new call goes to the runner with the
+//! fewest calls in flight.
 //!
 //! A panic in a call (a bug in a tool, never a gadget's doing: gadgets are
 //! contained by the runtime) ends that call with a `crashed` failure; the
 //! other calls of its runner go on. Dropping the [`Runners`] (a response
 //! abandoned midway) drops the calls in flight, which cancels them.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 
-use futures_util::FutureExt;
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::{FutureExt, Stream};
 use tokio::sync::mpsc;
 
 use gadget_core::call::FailureKind;
@@ -34,17 +45,30 @@ use crate::Ended;
 /// A started call: its index and what runs it.
 pub(crate) type Job = (CallIx, Pin<Box<dyn Future<Output = Ended> + Send>>);
 
+/// Calls a runner starts in one turn before it reports the calls that
+/// ended and gives way. Each start of a small gadget takes some
+/// microseconds; after a few of them the executor should get the chance
+/// to settle their ends and start what waited on them (with the
+/// parallelism limit reached, nothing else starts until it has). Fewer
+/// means more turns (each a message and a task switch); more means the
+/// executor waits longer for ends, and runners go idle on an empty queue.
+const STARTS_PER_TURN: usize = 4;
+
 struct Runner {
-    jobs: mpsc::UnboundedSender<Job>,
+    jobs: mpsc::UnboundedSender<Vec<Job>>,
+    /// Calls this runner has taken and not yet reported as ended.
     in_flight: Arc<AtomicUsize>,
+    /// Calls started in this turn of the executor, sent by [`Runners::flush`].
+    unsent: Vec<Job>,
 }
 
 /// The runners of one response.
 pub(crate) struct Runners {
     runners: Vec<Runner>,
-    ended: mpsc::UnboundedReceiver<Ended>,
-    /// Calls that ended without reaching a runner.
-    refused: Vec<Ended>,
+    ended: mpsc::UnboundedReceiver<Vec<Ended>>,
+    /// Ends received and not yet taken, and calls that ended without
+    /// reaching a runner.
+    received: VecDeque<Ended>,
     in_flight: usize,
 }
 
@@ -58,13 +82,17 @@ impl Runners {
                 let (jobs, queue) = mpsc::unbounded_channel();
                 let in_flight = Arc::new(AtomicUsize::new(0));
                 tokio::spawn(run(queue, ended_tx.clone(), in_flight.clone()));
-                Runner { jobs, in_flight }
+                Runner {
+                    jobs,
+                    in_flight,
+                    unsent: Vec::new(),
+                }
             })
             .collect();
         Runners {
             runners,
             ended,
-            refused: Vec::new(),
+            received: VecDeque::new(),
             in_flight: 0,
         }
     }
@@ -74,7 +102,8 @@ impl Runners {
         self.in_flight == 0
     }
 
-    /// Starts a call on the least busy runner.
+    /// Starts a call on the least busy runner, once [`Runners::flush`]
+    /// sends this turn's calls.
     pub(crate) fn spawn(
         &mut self,
         call: CallIx,
@@ -82,37 +111,55 @@ impl Runners {
     ) {
         let runner = self
             .runners
-            .iter()
-            .min_by_key(|r| r.in_flight.load(Ordering::Relaxed))
+            .iter_mut()
+            .min_by_key(|r| r.in_flight.load(Ordering::Relaxed) + r.unsent.len())
             .expect("at least one runner");
-        runner.in_flight.fetch_add(1, Ordering::Relaxed);
+        runner.unsent.push((call, Box::pin(run)));
         self.in_flight += 1;
-        if let Err(mpsc::error::SendError((call, _))) = runner.jobs.send((call, Box::pin(run))) {
-            // The runner is gone (the async runtime is shutting down): the
-            // call ends at once rather than never.
-            self.refused.push(failed(
-                call,
-                "the call could not be started: the host is shutting down".into(),
-            ));
+    }
+
+    /// Sends each runner the calls started since the last flush, as one
+    /// message (one wake-up of it).
+    pub(crate) fn flush(&mut self) {
+        for runner in &mut self.runners {
+            if runner.unsent.is_empty() {
+                continue;
+            }
+            let jobs = std::mem::take(&mut runner.unsent);
+            runner.in_flight.fetch_add(jobs.len(), Ordering::Relaxed);
+            if let Err(mpsc::error::SendError(jobs)) = runner.jobs.send(jobs) {
+                // The runner is gone (the async runtime is shutting down):
+                // the calls end at once rather than never.
+                for (call, _) in jobs {
+                    self.received.push_back(failed(
+                        call,
+                        "the call could not be started: the host is shutting down".into(),
+                    ));
+                }
+            }
         }
     }
 
     /// The next call to end (waits for one).
     pub(crate) async fn next(&mut self) -> Option<Ended> {
-        let ended = match self.refused.pop() {
-            Some(ended) => ended,
-            None => self.ended.recv().await?,
-        };
-        self.in_flight -= 1;
-        Some(ended)
+        if self.received.is_empty() {
+            let batch = self.ended.recv().await?;
+            self.received.extend(batch);
+        }
+        self.take()
     }
 
     /// A call that has already ended, if any (no wait).
     pub(crate) fn try_next(&mut self) -> Option<Ended> {
-        let ended = match self.refused.pop() {
-            Some(ended) => ended,
-            None => self.ended.try_recv().ok()?,
-        };
+        if self.received.is_empty() {
+            let batch = self.ended.try_recv().ok()?;
+            self.received.extend(batch);
+        }
+        self.take()
+    }
+
+    fn take(&mut self) -> Option<Ended> {
+        let ended = self.received.pop_front()?;
         self.in_flight -= 1;
         Some(ended)
     }
@@ -132,43 +179,104 @@ fn failed(call: CallIx, message: String) -> Ended {
     }
 }
 
-/// One runner: takes calls from its queue, drives them all, and sends
-/// each one's end back, until the executor drops its queue.
+/// One runner: takes calls from its queue, drives them all, and sends the
+/// ends of each turn back together, until the executor drops its queue.
 async fn run(
-    mut queue: mpsc::UnboundedReceiver<Job>,
-    ended: mpsc::UnboundedSender<Ended>,
+    mut queue: mpsc::UnboundedReceiver<Vec<Job>>,
+    ended: mpsc::UnboundedSender<Vec<Ended>>,
     in_flight: Arc<AtomicUsize>,
 ) {
     let mut running = FuturesUnordered::new();
+    // Calls taken from the queue and not yet polled.
+    let mut waiting: VecDeque<Job> = VecDeque::new();
+    let mut done: Vec<Ended> = Vec::new();
     loop {
-        tokio::select! {
-            job = queue.recv() => match job {
-                Some((call, future)) => running.push(contain(call, future)),
-                None => break,
-            },
-            Some(done) = running.next(), if !running.is_empty() => {
-                in_flight.fetch_sub(1, Ordering::Relaxed);
-                // The executor may be gone (an abandoned response).
-                let _ = ended.send(done);
+        if waiting.is_empty() {
+            // Nothing to start: wait for new calls or for a running call
+            // to end.
+            tokio::select! {
+                jobs = queue.recv() => match jobs {
+                    Some(jobs) => waiting.extend(jobs),
+                    None => break,
+                },
+                Some(end) = running.next(), if !running.is_empty() => done.push(end),
             }
         }
+        while let Ok(jobs) = queue.try_recv() {
+            waiting.extend(jobs);
+        }
+        for _ in 0..STARTS_PER_TURN {
+            let Some((call, mut future)) = waiting.pop_front() else {
+                break;
+            };
+            match first_poll(call, &mut future).await {
+                Some(end) => done.push(end),
+                None => running.push(contain(call, future)),
+            }
+        }
+        // Running calls that have ended by now (no wait).
+        while let Some(end) = ready_end(&mut running).await {
+            done.push(end);
+        }
+        if !done.is_empty() {
+            in_flight.fetch_sub(done.len(), Ordering::Relaxed);
+            // The executor may be gone (an abandoned response).
+            let _ = ended.send(std::mem::take(&mut done));
+        }
+        if !waiting.is_empty() {
+            // Let the executor (and the other tasks) run before the next
+            // starts: they may be waiting for the ends just sent.
+            tokio::task::yield_now().await;
+        }
     }
+}
+
+/// Polls a call once (its panic is its `crashed` failure): `Some` when it
+/// ended in that poll.
+async fn first_poll(
+    call: CallIx,
+    future: &mut Pin<Box<dyn Future<Output = Ended> + Send>>,
+) -> Option<Ended> {
+    std::future::poll_fn(|cx| {
+        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx)));
+        Poll::Ready(match polled {
+            Ok(Poll::Ready(done)) => Some(done),
+            Ok(Poll::Pending) => None,
+            Err(panic) => Some(panicked(call, panic)),
+        })
+    })
+    .await
+}
+
+/// The next running call that has already ended, if one has. Polled with
+/// the runner's own waker, so a call still waiting wakes the runner later.
+async fn ready_end<S: Stream<Item = Ended> + Unpin>(running: &mut S) -> Option<Ended> {
+    std::future::poll_fn(|cx| {
+        Poll::Ready(match running.poll_next_unpin(cx) {
+            Poll::Ready(end) => end,
+            Poll::Pending => None,
+        })
+    })
+    .await
 }
 
 /// A call whose panic becomes its `crashed` failure.
 async fn contain(call: CallIx, future: Pin<Box<dyn Future<Output = Ended> + Send>>) -> Ended {
     match AssertUnwindSafe(future).catch_unwind().await {
         Ok(ended) => ended,
-        Err(panic) => {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic".into());
-            failed(
-                call,
-                format!("the host's call failed with a bug: {message}"),
-            )
-        }
+        Err(panic) => panicked(call, panic),
     }
+}
+
+/// The `crashed` failure of a call that panicked.
+fn panicked(call: CallIx, panic: Box<dyn std::any::Any + Send>) -> Ended {
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into());
+    failed(
+        call,
+        format!("the host's call failed with a bug: {message}"),
+    )
 }

@@ -561,7 +561,7 @@ impl ServerHandler for GadgetServer {
         let report = gadget
             .run(ToolCall {
                 invocation_id: id,
-                params,
+                params: Arc::new(params),
                 timeout: None,
                 cancel: Some(cancel),
                 observer: Some(observer),

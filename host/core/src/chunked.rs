@@ -45,14 +45,21 @@ impl<T> ChunkedVec<T> {
 
     /// Appends `value` at index `len()`.
     pub fn push(&mut self, value: T) {
-        if self.len.is_multiple_of(CHUNK_LEN) {
+        let chunk = self.len / CHUNK_LEN;
+        if chunk == self.chunks.len() {
             self.chunks.push(Vec::with_capacity(CHUNK_LEN));
         }
-        self.chunks
-            .last_mut()
-            .expect("a chunk with room was just ensured")
-            .push(value);
+        self.chunks[chunk].push(value);
         self.len += 1;
+    }
+
+    /// Removes every element, keeping the chunks for what is pushed next
+    /// (as `Vec::clear` keeps its capacity).
+    pub fn clear(&mut self) {
+        for chunk in &mut self.chunks {
+            chunk.clear();
+        }
+        self.len = 0;
     }
 
     /// The element at `index`, if there is one.
@@ -78,6 +85,15 @@ impl<T> ChunkedVec<T> {
     pub fn iter_mut_from(&mut self, start: usize) -> impl Iterator<Item = &mut T> {
         let (first, skip) = (start / CHUNK_LEN, start % CHUNK_LEN);
         self.chunks.iter_mut().skip(first).flatten().skip(skip)
+    }
+}
+
+impl<'a, T> IntoIterator for &'a ChunkedVec<T> {
+    type Item = &'a T;
+    type IntoIter = std::iter::Flatten<std::slice::Iter<'a, Vec<T>>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.chunks.iter().flatten()
     }
 }
 
@@ -152,6 +168,24 @@ mod tests {
             list.push(i.to_string());
         }
         assert_eq!(at, &list[0] as *const String);
+    }
+
+    #[test]
+    fn a_cleared_list_fills_again_from_the_start() {
+        let mut list = ChunkedVec::new();
+        for i in 0..(CHUNK_LEN + 3) {
+            list.push(i);
+        }
+        list.clear();
+        assert!(list.is_empty());
+        assert_eq!(list.iter().count(), 0);
+        for i in 0..5 {
+            list.push(i + 100);
+        }
+        assert_eq!(list.len(), 5);
+        assert!((&list).into_iter().copied().eq(100..105));
+        assert_eq!(list.get(5), None);
+        assert_eq!(list.iter_mut_from(3).count(), 2);
     }
 
     #[test]

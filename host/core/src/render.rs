@@ -373,8 +373,12 @@ pub struct Message {
 /// The messages llmist appends after a response: for each finished call,
 /// in completion order, the call re-rendered as a block (assistant), then
 /// `Result (id): text` (user). Skipped calls are not shown.
-pub fn history(entries: &[HistoryEntry], markers: &Markers) -> Vec<Message> {
-    let mut messages = Vec::with_capacity(entries.len() * 2);
+pub fn history<'a>(
+    entries: impl IntoIterator<Item = &'a HistoryEntry>,
+    markers: &Markers,
+) -> Vec<Message> {
+    let entries = entries.into_iter();
+    let mut messages = Vec::with_capacity(entries.size_hint().0 * 2);
     for entry in entries {
         messages.push(Message {
             role: "assistant",

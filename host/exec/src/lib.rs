@@ -285,7 +285,7 @@ pub struct Executor {
     session: parser::Session,
     entries: ChunkedVec<Entry>,
     limiter: Option<Arc<Mutex<OutputLimiter>>>,
-    history: Vec<HistoryEntry>,
+    history: ChunkedVec<HistoryEntry>,
     /// Calls just parsed that may be held back by an exclusive gadget.
     /// With whether each is of an exclusive gadget (its hints, already
     /// computed when it was added).
@@ -344,7 +344,7 @@ impl Executor {
             human: None,
             session: parser::Session::default(),
             entries: ChunkedVec::new(),
-            history: Vec::new(),
+            history: ChunkedVec::new(),
             maybe_waiting: Vec::new(),
             exclusive_waiting: None,
             history_bytes: 0,
@@ -376,7 +376,7 @@ impl Executor {
 
     /// What the model is shown of the last response: its finished calls,
     /// in completion order (render with [`render::history`]).
-    pub fn history(&self) -> &[HistoryEntry] {
+    pub fn history(&self) -> &ChunkedVec<HistoryEntry> {
         &self.history
     }
 
@@ -713,9 +713,8 @@ impl Executor {
             Ok((_, text)) => text.clone(),
             Err(failure) => failure.message.clone(),
         };
-        // The call has ended: its parameters move to the history.
-        // The call has ended, so the history is normally the one holder
-        // left (a sink may still keep its `CallStarted` event).
+        // The call has ended: its parameters move to the history, normally
+        // their one holder left (a sink may still keep its `CallStarted`).
         let parameters = match self.entries[ix].params.take() {
             Some(params) => Arc::unwrap_or_clone(params),
             None => self.entries[ix].known_parameters(),

@@ -14,8 +14,8 @@
 //! wait (a sleep, HTTP, its epoch yield) joins the runner's set of running
 //! calls, which polls it again when it is woken; a busy gadget yields to
 //! the others every few milliseconds (the runtime's epoch yield). A runner
-//! starts at most [`STARTS_PER_TURN`] calls before it reports what ended
-//! and lets the executor run, so the executor can start successors while
+//! starts at most [`STARTS_PER_TURN`] calls, for at most [`TURN_TIME`],
+//! before it reports what ended and lets the executor run, so the executor can start successors while
 //! the runners still have work. Each new call goes to the runner with the
 //! fewest calls in flight.
 //!
@@ -31,6 +31,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::Poll;
+use std::time::{Duration, Instant};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::{FutureExt, Stream};
@@ -54,6 +55,13 @@ pub(crate) type Job = (CallIx, Pin<Box<dyn Future<Output = Ended> + Send>>);
 /// about 5% of the throughput of 10,000 small calls); many more, and the
 /// executor is held back long enough for runners to run dry.
 const STARTS_PER_TURN: usize = 16;
+
+/// How long a turn may go on starting calls. A first poll can run as long
+/// as the runtime's yield interval (2 ms) when a gadget computes, so
+/// sixteen of them could hold the end of a quick call of the same turn
+/// back for some 30 ms; past this, the turn reports what ended and the
+/// rest wait for the next turn.
+const TURN_TIME: Duration = Duration::from_micros(500);
 
 struct Runner {
     jobs: mpsc::UnboundedSender<Vec<Job>>,
@@ -176,7 +184,7 @@ fn failed(call: CallIx, message: String) -> Ended {
         )),
         details: None,
         cost: 0.0,
-        duration: std::time::Duration::ZERO,
+        duration: Duration::ZERO,
     }
 }
 
@@ -206,6 +214,7 @@ async fn run(
         while let Ok(jobs) = queue.try_recv() {
             waiting.extend(jobs);
         }
+        let turn = Instant::now();
         for _ in 0..STARTS_PER_TURN {
             let Some((call, mut future)) = waiting.pop_front() else {
                 break;
@@ -213,6 +222,9 @@ async fn run(
             match first_poll(call, &mut future).await {
                 Some(end) => done.push(end),
                 None => running.push(contain(call, future)),
+            }
+            if turn.elapsed() >= TURN_TIME {
+                break;
             }
         }
         // Running calls that have ended by now (no wait).

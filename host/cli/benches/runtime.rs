@@ -38,11 +38,95 @@ mod bare {
     });
 }
 
-/// Store data of the bare baseline: WASI (the component imports it) and
-/// no-op host imports.
+/// The same for `gadget:plugin@0.2.0` components (0.1.0 plus `llm`), which
+/// is what the SDKs build now.
+mod bare2 {
+    wasmtime::component::bindgen!({
+        path: "../../wit/gadget@0.2.0",
+        world: "plugin",
+        exports: { default: async },
+        with: { "gadget:plugin/types@0.2.0": super::bare::gadget::plugin::types },
+    });
+}
+
+/// A bare instance-pre of either contract version.
+enum BarePre {
+    V1(bare::PluginPre<Bare>),
+    V2(bare2::PluginPre<Bare>),
+}
+
+impl BarePre {
+    fn new(linker: &Linker<Bare>, component: &wasmtime::component::Component) -> BarePre {
+        let pre = linker.instantiate_pre(component).unwrap();
+        match bare2::PluginPre::new(pre.clone()) {
+            Ok(pre) => BarePre::V2(pre),
+            Err(_) => BarePre::V1(bare::PluginPre::new(pre).unwrap()),
+        }
+    }
+
+    /// Instantiates and invokes; whether the gadget answered `ok`.
+    async fn invoke(&self, store: &mut Store<Bare>, gadget: &str, params: &str) -> bool {
+        match self {
+            BarePre::V1(pre) => {
+                let plugin = pre.instantiate_async(&mut *store).await.unwrap();
+                let out = plugin.gadget_plugin_gadget();
+                out.call_invoke(&mut *store, "b", gadget, params)
+                    .await
+                    .unwrap()
+                    .is_ok()
+            }
+            BarePre::V2(pre) => {
+                let plugin = pre.instantiate_async(&mut *store).await.unwrap();
+                let out = plugin.gadget_plugin_gadget();
+                out.call_invoke(&mut *store, "b", gadget, params)
+                    .await
+                    .unwrap()
+                    .is_ok()
+            }
+        }
+    }
+}
+
+/// Store data of the bare baseline: WASI and wasi:http (components import
+/// them) and no-op host imports.
 struct Bare {
     wasi: WasiCtx,
     table: ResourceTable,
+    http: wasmtime_wasi_http::WasiHttpCtx,
+    hooks: NoHttp,
+}
+
+/// wasi:http with every request refused: none leaves the bare baseline.
+struct NoHttp;
+
+type BodyDone = Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>;
+
+impl wasmtime_wasi_http::WasiHttpHooks for NoHttp {
+    fn send_request(
+        &mut self,
+        _: http::Request<wasmtime_wasi_http::WasiBody>,
+        _: Option<wasmtime_wasi_http::RequestOptions>,
+        _: BodyDone,
+    ) -> Box<
+        dyn Future<
+                Output = Result<
+                    (http::Response<wasmtime_wasi_http::WasiBody>, BodyDone),
+                    wasmtime_wasi_http::Error,
+                >,
+            > + Send,
+    > {
+        Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) })
+    }
+}
+
+impl wasmtime_wasi_http::WasiHttpView for Bare {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        wasmtime_wasi_http::WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
+        }
+    }
 }
 
 impl WasiView for Bare {
@@ -69,6 +153,34 @@ impl bare::gadget::plugin::host::Host for Bare {
             gadget_name: String::new(),
             time_left_ms: 0,
         }
+    }
+}
+
+impl bare2::gadget::plugin::host::Host for Bare {
+    fn log(&mut self, _: bare::gadget::plugin::types::Level, _: String, _: String) {}
+    fn report_cost(&mut self, _: f64) {}
+    fn progress(&mut self, _: String) {}
+    fn update(&mut self, _: String, _: Option<String>) {}
+    fn cancelled(&mut self) -> bool {
+        false
+    }
+    fn call_info(&mut self) -> bare::gadget::plugin::types::InvocationInfo {
+        bare::gadget::plugin::types::InvocationInfo {
+            invocation_id: String::new(),
+            gadget_name: String::new(),
+            time_left_ms: 0,
+        }
+    }
+}
+
+impl bare2::gadget::plugin::llm::Host for Bare {
+    fn complete(
+        &mut self,
+        _: bare2::gadget::plugin::llm::CompletionRequest,
+    ) -> Result<bare2::gadget::plugin::llm::Completion, bare2::gadget::plugin::llm::LlmError> {
+        Err(bare2::gadget::plugin::llm::LlmError::Denied(
+            "no llm in the bare baseline".into(),
+        ))
     }
 }
 
@@ -309,9 +421,12 @@ async fn call_overhead(component: &Path, gadget: &str, params_value: Value) {
     let engine = Engine::new(&config).unwrap();
     let mut linker: Linker<Bare> = Linker::new(&engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).unwrap();
+    // The Python runtime imports wasi:http (and makes no request here).
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).unwrap();
     bare::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).unwrap();
+    bare2::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).unwrap();
     let bare_component = wasmtime::component::Component::from_file(&engine, component).unwrap();
-    let pre = bare::PluginPre::new(linker.instantiate_pre(&bare_component).unwrap()).unwrap();
+    let pre = BarePre::new(&linker, &bare_component);
     // The bare call gets the parameters the host would pass (defaults in).
     let params = registry
         .prepare(gadget, params_value.clone())
@@ -329,17 +444,14 @@ async fn call_overhead(component: &Path, gadget: &str, params_value: Value) {
             Bare {
                 wasi: WasiCtx::builder().build(),
                 table: ResourceTable::new(),
+                http: wasmtime_wasi_http::WasiHttpCtx::new(),
+                hooks: NoHttp,
             },
         );
-        let plugin = pre.instantiate_async(&mut store).await.unwrap();
-        let out = plugin
-            .gadget_plugin_gadget()
-            .call_invoke(&mut store, "b", gadget, &params)
-            .await
-            .unwrap();
+        let ok = pre.invoke(&mut store, gadget, &params).await;
         drop(store);
         let bare_elapsed = start.elapsed();
-        assert!(out.is_ok());
+        assert!(ok);
 
         let start = Instant::now();
         let report = registry

@@ -688,6 +688,69 @@ async fn a_panicking_tool_fails_its_call_and_loses_no_other_result() {
     );
 }
 
+/// Calls that end in their first poll, calls that wait, and calls that
+/// panic in their first poll, many more than one runner's turn: each ends
+/// exactly once, with its own result (runners hand calls and ends over in
+/// batches; none is lost or given to another call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_starts_and_ends_lose_nothing_and_mix_nothing_up() {
+    let bang = fake(spec("Bang", ""), |_| {
+        Box::pin(async { panic!("bang at the first poll") })
+    });
+    let mut executor = Executor::new(toolbox([echo(), bang]), ExecConfig::default()).unwrap();
+    const CALLS: usize = 300;
+    let response: String = (0..CALLS)
+        .map(|i| {
+            if i % 7 == 3 {
+                block("Bang", &format!("c{i}"), "", &[])
+            } else {
+                let delay = if i % 5 == 0 {
+                    (i % 3 + 1).to_string()
+                } else {
+                    "0".into()
+                };
+                block(
+                    "Echo",
+                    &format!("c{i}"),
+                    "",
+                    &[("text", &format!("text {i}")), ("delay_ms", &delay)],
+                )
+            }
+        })
+        .collect();
+    let (events, summary) = run(&mut executor, &response).await;
+    let panics = (0..CALLS).filter(|i| i % 7 == 3).count();
+    assert_eq!(
+        (summary.succeeded, summary.failed),
+        (CALLS - panics, panics)
+    );
+    let mut ended = std::collections::HashMap::new();
+    for event in &events {
+        if let ExecEvent::CallFinished {
+            id, result, error, ..
+        } = event
+        {
+            let previous = ended.insert(id.clone(), (result.clone(), error.clone()));
+            assert!(previous.is_none(), "{id} ended twice");
+        }
+    }
+    assert_eq!(ended.len(), CALLS);
+    for i in 0..CALLS {
+        let (result, error) = &ended[&format!("c{i}")];
+        if i % 7 == 3 {
+            let error = error.as_ref().expect("a crash");
+            assert_eq!(error.kind, FailureKind::Crashed);
+            assert!(
+                error.message.contains("bang at the first poll"),
+                "{}",
+                error.message
+            );
+        } else {
+            assert_eq!(result.as_deref(), Some(format!("text {i}").as_str()));
+        }
+    }
+}
+
 /// A response's history (what the model is sent next) is bounded: past
 /// `MAX_HISTORY_BYTES`, later results are replaced by a note.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -211,8 +211,14 @@ async fn run(
                 Some(end) = running.next(), if !running.is_empty() => done.push(end),
             }
         }
-        while let Ok(jobs) = queue.try_recv() {
-            waiting.extend(jobs);
+        loop {
+            match queue.try_recv() {
+                Ok(jobs) => waiting.extend(jobs),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                // The response was abandoned: calls not started yet never
+                // start, and those running are dropped (cancelled).
+                Err(mpsc::error::TryRecvError::Disconnected) => return,
+            }
         }
         let turn = Instant::now();
         for _ in 0..STARTS_PER_TURN {

@@ -751,6 +751,66 @@ async fn batched_starts_and_ends_lose_nothing_and_mix_nothing_up() {
     }
 }
 
+/// Dropping a response midway (a client gone, a Ctrl-C) cancels the calls
+/// it started, and none starts after: the runners drop what they hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_response_cancels_its_calls_and_starts_no_more() {
+    /// Counts its drop (the call's future dropped: cancelled).
+    struct Dropped(Arc<AtomicUsize>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let started = Arc::new(AtomicUsize::new(0));
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let (s, d) = (started.clone(), dropped.clone());
+    let slow = fake(spec("Slow", ""), move |_| {
+        let (started, dropped) = (s.clone(), d.clone());
+        Box::pin(async move {
+            started.fetch_add(1, Ordering::SeqCst);
+            let _guard = Dropped(dropped);
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            report(result("too late"), 0.0)
+        })
+    });
+    let mut executor = Executor::new(toolbox([slow]), ExecConfig::default()).unwrap();
+    let response: String = (0..300)
+        .map(|i| block("Slow", &format!("s{i}"), "", &[]))
+        .collect();
+    let (tx, rx) = mpsc::channel(4);
+    tx.send(response).await.unwrap();
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(300),
+        executor.run_response(rx, |_| {}),
+    )
+    .await;
+    assert!(abandoned.is_err(), "the calls sleep for 30 s");
+    // The runners see their queues closed and drop their calls.
+    for _ in 0..500 {
+        if dropped.load(Ordering::SeqCst) == started.load(Ordering::SeqCst) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let at_end = started.load(Ordering::SeqCst);
+    assert!(
+        at_end > 0 && at_end <= 128,
+        "started {at_end} (the limit is 128)"
+    );
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        at_end,
+        "every started call cancelled"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        at_end,
+        "nothing started after"
+    );
+}
+
 /// A response's history (what the model is sent next) is bounded: past
 /// `MAX_HISTORY_BYTES`, later results are replaced by a note.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

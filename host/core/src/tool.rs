@@ -98,7 +98,8 @@ pub trait Tool: Send + Sync {
         &self.spec().name
     }
 
-    /// The scheduler's view: the lower-cased name and concurrency hints.
+    /// The scheduler's view: the concurrency hints, and the lower-cased
+    /// name its `max_concurrent` counts by (empty when it has no limit).
     fn hints(&self) -> GadgetHints {
         let spec = self.spec();
         let max_concurrent = spec.max_concurrent.unwrap_or(0);

@@ -304,6 +304,11 @@ pub struct CallState {
     clock: EpochClock,
     started_epoch: u64,
     deadline_epoch: u64,
+    /// The same deadline on the wall clock. The epoch ticker can fall a
+    /// tick or two behind on a loaded machine, while a completion or an
+    /// HTTP request ends on a wall-clock timer: whether a call stopped at
+    /// its deadline asks both.
+    deadline: Instant,
     hard_deadline_epoch: u64,
     grace_ticks: u64,
     /// The abort signal the gadget reads through `cancelled`.
@@ -842,7 +847,9 @@ impl Runtime {
                         .cancel
                         .as_ref()
                         .is_some_and(|cancel| cancel.load(Ordering::Relaxed));
-                    if !external && state.clock.now() >= state.deadline_epoch {
+                    let deadline_passed = state.clock.now() >= state.deadline_epoch
+                        || Instant::now() >= state.deadline;
+                    if !external && deadline_passed {
                         CallError::Timeout {
                             gadget: request.gadget.clone(),
                             timeout_ms: limits.timeout.as_millis() as u64,
@@ -971,6 +978,7 @@ impl Runtime {
         let clock = self.clock().clone();
         let activity = clock.activity();
         let now = clock.now();
+        let deadline = Instant::now() + limits.timeout;
         let timeout_ticks = (limits.timeout.as_millis() as u64).max(1);
         let grace_ticks = limits.grace.as_millis() as u64;
         let state = CallState {
@@ -994,6 +1002,7 @@ impl Runtime {
             clock,
             started_epoch: now,
             deadline_epoch: now + timeout_ticks,
+            deadline,
             hard_deadline_epoch: now + timeout_ticks + grace_ticks,
             grace_ticks,
             aborted: false,
@@ -1008,7 +1017,7 @@ impl Runtime {
             http: http::HttpHooks {
                 grants: grants.cloned(),
                 requests: 0,
-                deadline: Instant::now() + limits.timeout,
+                deadline,
                 cancel: cancel.clone(),
                 notes: Default::default(),
             },

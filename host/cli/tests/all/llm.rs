@@ -519,3 +519,62 @@ fn ctrl_c_reaches_a_sub_agent_in_flight() {
         .expect("the sub-agent's call ended");
     assert_eq!(researcher["error"]["kind"], "cancelled", "{researcher}");
 }
+
+/// A backend whose completions never answer (the call's deadline ends them).
+struct NeverAnswers;
+
+impl gadget_host::runtime::llm::LlmBackend for NeverAnswers {
+    fn price(&self, _: &str) -> Option<gadget_host::runtime::llm::LlmPrice> {
+        Some(gadget_host::runtime::llm::LlmPrice {
+            input_per_mtok: 1.0,
+            output_per_mtok: 2.0,
+        })
+    }
+
+    fn complete(
+        &self,
+        _: gadget_host::runtime::llm::LlmRequest,
+    ) -> gadget_host::tool::BoxFuture<'static, Result<gadget_host::runtime::llm::LlmAnswer, String>>
+    {
+        Box::pin(std::future::pending())
+    }
+}
+
+/// A completion cut at the call's deadline is the call's timeout even when
+/// the epoch clock lags the wall clock (a ticker thread starved on a
+/// loaded machine: here a manual clock that never moves). It was reported
+/// as a cancellation, because only the epoch clock was asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_cut_at_the_deadline_is_a_timeout_when_the_epoch_clock_lags() {
+    use gadget_host::loader::{self, LoadOptions, NoProgress};
+    use gadget_host::runtime::{EpochMode, policy::Policy};
+
+    let runtime = common::runtime(EpochMode::Manual);
+    runtime.set_llm_backend(std::sync::Arc::new(NeverAnswers));
+    let policy = Policy::parse(
+        "[limits]\nmax-timeout-ms = 300\n[plugins.summarize]\nllm = { models = [\"openai:tiny\"] }\n",
+        &common::workspace(),
+    )
+    .unwrap();
+    let (registry, errors) = loader::load_dirs(
+        runtime,
+        &[common::shipped_plugins()],
+        &LoadOptions::from_policy(&policy, None),
+        std::sync::Arc::new(NoProgress),
+    )
+    .await;
+    assert!(errors.is_empty(), "{errors:?}");
+    let started = Instant::now();
+    let report = registry
+        .call(
+            "Summarize",
+            json!({"text": "text", "max_words": 10}),
+            "s1",
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    let error = report.outcome.expect_err("the completion never answers");
+    assert_eq!(error.kind(), "timeout", "{error:?}");
+}

@@ -31,3 +31,10 @@ cargo run --quiet --release -p example-embed > /dev/null
 
 # So must the agent example (its scripted provider checks its own answer).
 cargo run --quiet --release -p example-agent > /dev/null
+
+# Every benchmark runs once, so one that no longer runs against the current
+# code, components or contracts fails here rather than when someone needs
+# its figures. The figures are printed, not judged: a machine shared with
+# the rest of CI is no place for that (README, "Benchmarks").
+cargo bench --quiet "${host[@]}" \
+    --bench executor --bench runtime --bench agent --bench mcp --bench languages --bench parser

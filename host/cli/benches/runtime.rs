@@ -66,23 +66,20 @@ impl BarePre {
 
     /// Instantiates and invokes; whether the gadget answered `ok`.
     async fn invoke(&self, store: &mut Store<Bare>, gadget: &str, params: &str) -> bool {
+        // The two versions' generated types differ; the calls are the same.
+        macro_rules! invoke {
+            ($pre:expr) => {{
+                let plugin = $pre.instantiate_async(&mut *store).await.unwrap();
+                let out = plugin.gadget_plugin_gadget();
+                out.call_invoke(&mut *store, "b", gadget, params)
+                    .await
+                    .unwrap()
+                    .is_ok()
+            }};
+        }
         match self {
-            BarePre::V1(pre) => {
-                let plugin = pre.instantiate_async(&mut *store).await.unwrap();
-                let out = plugin.gadget_plugin_gadget();
-                out.call_invoke(&mut *store, "b", gadget, params)
-                    .await
-                    .unwrap()
-                    .is_ok()
-            }
-            BarePre::V2(pre) => {
-                let plugin = pre.instantiate_async(&mut *store).await.unwrap();
-                let out = plugin.gadget_plugin_gadget();
-                out.call_invoke(&mut *store, "b", gadget, params)
-                    .await
-                    .unwrap()
-                    .is_ok()
-            }
+            BarePre::V1(pre) => invoke!(pre),
+            BarePre::V2(pre) => invoke!(pre),
         }
     }
 }
@@ -139,39 +136,31 @@ impl WasiView for Bare {
 }
 
 impl bare::gadget::plugin::types::Host for Bare {}
-impl bare::gadget::plugin::host::Host for Bare {
-    fn log(&mut self, _: bare::gadget::plugin::types::Level, _: String, _: String) {}
-    fn report_cost(&mut self, _: f64) {}
-    fn progress(&mut self, _: String) {}
-    fn update(&mut self, _: String, _: Option<String>) {}
-    fn cancelled(&mut self) -> bool {
-        false
-    }
-    fn call_info(&mut self) -> bare::gadget::plugin::types::InvocationInfo {
-        bare::gadget::plugin::types::InvocationInfo {
-            invocation_id: String::new(),
-            gadget_name: String::new(),
-            time_left_ms: 0,
+/// No-op host imports, for each contract version (their types are
+/// shared, their traits are not).
+macro_rules! no_op_host {
+    ($host:path) => {
+        impl $host for Bare {
+            fn log(&mut self, _: bare::gadget::plugin::types::Level, _: String, _: String) {}
+            fn report_cost(&mut self, _: f64) {}
+            fn progress(&mut self, _: String) {}
+            fn update(&mut self, _: String, _: Option<String>) {}
+            fn cancelled(&mut self) -> bool {
+                false
+            }
+            fn call_info(&mut self) -> bare::gadget::plugin::types::InvocationInfo {
+                bare::gadget::plugin::types::InvocationInfo {
+                    invocation_id: String::new(),
+                    gadget_name: String::new(),
+                    time_left_ms: 0,
+                }
+            }
         }
-    }
+    };
 }
 
-impl bare2::gadget::plugin::host::Host for Bare {
-    fn log(&mut self, _: bare::gadget::plugin::types::Level, _: String, _: String) {}
-    fn report_cost(&mut self, _: f64) {}
-    fn progress(&mut self, _: String) {}
-    fn update(&mut self, _: String, _: Option<String>) {}
-    fn cancelled(&mut self) -> bool {
-        false
-    }
-    fn call_info(&mut self) -> bare::gadget::plugin::types::InvocationInfo {
-        bare::gadget::plugin::types::InvocationInfo {
-            invocation_id: String::new(),
-            gadget_name: String::new(),
-            time_left_ms: 0,
-        }
-    }
-}
+no_op_host!(bare::gadget::plugin::host::Host);
+no_op_host!(bare2::gadget::plugin::host::Host);
 
 impl bare2::gadget::plugin::llm::Host for Bare {
     fn complete(

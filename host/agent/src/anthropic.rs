@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::provider::{
     BoxFuture, ChatRequest, ProviderError, ResponseStream, Role, StreamItem, Usage, error_message,
-    send_error, status_error,
+    status_error,
 };
 use crate::sse::{Decode, Item};
 
@@ -83,15 +83,13 @@ impl crate::provider::Provider for Anthropic {
     ) -> BoxFuture<'a, Result<ResponseStream, ProviderError>> {
         Box::pin(async move {
             let url = self.url();
-            let response = self
+            let builder = self
                 .client
                 .post(&url)
                 .header("x-api-key", &self.api_key)
                 .header("anthropic-version", API_VERSION)
-                .json(&body(request))
-                .send()
-                .await
-                .map_err(|e| send_error("anthropic", &url, &e))?;
+                .json(&body(request));
+            let response = crate::send("anthropic", &url, builder).await?;
             let status = response.status();
             if !status.is_success() {
                 let headers = response.headers().clone();

@@ -27,27 +27,70 @@ pub use agent::{
 pub use models::{ModelInfo, ModelTable};
 pub use provider::{ChatMessage, ChatRequest, Provider, ProviderError, Role, StreamItem, Usage};
 
+/// How long a provider may take to answer a request with its headers: a
+/// model may think a while before its first token, never this long.
+pub const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How long an error response's body may take to arrive whole: it is a
+/// short JSON object; a body dripped a byte a second is cut off here.
+pub const ERROR_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The HTTP client of a provider: rustls, no proxy from the environment
-/// (an API key must not go to a proxy nobody configured here), a bounded
-/// connect time, no overall timeout (a long answer streams for minutes).
+/// (an API key must not go to a proxy nobody configured here), no
+/// redirects (a 307 would replay the conversation and its key to another
+/// origin, a 303 make the host fetch any URL the server names), a bounded
+/// connect time, each read bounded by the idle timeout, no overall timeout
+/// (a long answer streams for minutes).
 pub(crate) fn http_client(connect_timeout: Duration) -> reqwest::Client {
     reqwest::Client::builder()
         .connect_timeout(connect_timeout)
+        .read_timeout(sse::READ_IDLE_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
         .build()
         .unwrap_or_default()
 }
 
-/// The body of an error response, cut to what a message quotes.
+/// Sends a provider request: its headers must arrive within
+/// [`FIRST_BYTE_TIMEOUT`].
+pub(crate) async fn send(
+    provider: &str,
+    url: &str,
+    builder: reqwest::RequestBuilder,
+) -> Result<reqwest::Response, ProviderError> {
+    match tokio::time::timeout(FIRST_BYTE_TIMEOUT, builder.send()).await {
+        Ok(Ok(response)) if response.status().is_redirection() => Err(ProviderError::Unreachable {
+            provider: provider.to_string(),
+            url: url.to_string(),
+            cause: format!(
+                "the server answered {} (a redirect); provider requests never follow redirects: set the API's final URL as the base URL",
+                response.status()
+            ),
+        }),
+        Ok(Ok(response)) => Ok(response),
+        Ok(Err(e)) => Err(provider::send_error(provider, url, &e)),
+        Err(_) => Err(ProviderError::Unreachable {
+            provider: provider.to_string(),
+            url: url.to_string(),
+            cause: format!("no response within {} s", FIRST_BYTE_TIMEOUT.as_secs()),
+        }),
+    }
+}
+
+/// The body of an error response, cut to what a message quotes, read
+/// within [`ERROR_BODY_TIMEOUT`].
 pub(crate) async fn read_error_body(response: reqwest::Response) -> String {
     use futures_util::StreamExt;
     let mut body = Vec::new();
     let mut chunks = response.bytes_stream();
-    while let Some(Ok(chunk)) = chunks.next().await {
-        body.extend_from_slice(&chunk);
-        if body.len() > provider::MAX_ERROR_BODY_BYTES {
-            break;
+    let read = async {
+        while let Some(Ok(chunk)) = chunks.next().await {
+            body.extend_from_slice(&chunk);
+            if body.len() > provider::MAX_ERROR_BODY_BYTES {
+                break;
+            }
         }
-    }
+    };
+    let _ = tokio::time::timeout(ERROR_BODY_TIMEOUT, read).await;
     String::from_utf8_lossy(&body).into_owned()
 }

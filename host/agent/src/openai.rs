@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::provider::{
     BoxFuture, ChatRequest, ProviderError, ResponseStream, Role, StreamItem, Usage, error_message,
-    send_error, status_error,
+    status_error,
 };
 use crate::sse::{Decode, Item};
 
@@ -87,10 +87,7 @@ impl crate::provider::Provider for OpenAi {
             if let Some(key) = &self.api_key {
                 builder = builder.bearer_auth(key);
             }
-            let response = builder
-                .send()
-                .await
-                .map_err(|e| send_error("openai", &url, &e))?;
+            let response = crate::send("openai", &url, builder).await?;
             let status = response.status();
             if !status.is_success() {
                 let headers = response.headers().clone();

@@ -271,21 +271,36 @@ pub(crate) fn cut(text: &str, max: usize) -> String {
     format!("{}…", &text[..end])
 }
 
+/// The longest wait a server's `Retry-After` is read as, seconds: far past
+/// any retry policy's cap (which then applies), and far inside what a
+/// `Duration` holds, so no number a server sends can overflow a conversion.
+pub const MAX_RETRY_AFTER_SECONDS: f64 = 86_400.0;
+
 /// The wait a 429 or 5xx asks for: `retry-after-ms` (OpenAI), else
 /// `Retry-After` in seconds. (The HTTP-date form is rare from these APIs;
-/// without a parseable value the backoff decides.)
+/// without a parseable value the backoff decides.) Whatever the server
+/// sends, the result is a valid, bounded duration: `1e30`, `inf`, `NaN`
+/// and negatives never reach a panicking conversion.
 pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok())
-        && ms.is_finite()
-        && ms >= 0.0
-    {
-        return Some(Duration::from_secs_f64(ms / 1e3));
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    let seconds = header("retry-after-ms")
+        .map(|ms| ms / 1e3)
+        .or_else(|| header("retry-after"))?;
+    bounded_seconds(seconds)
+}
+
+/// A server-given number of seconds as a duration, clamped to
+/// [`MAX_RETRY_AFTER_SECONDS`]; `None` when it is not a number of seconds.
+fn bounded_seconds(seconds: f64) -> Option<Duration> {
+    if seconds.is_nan() || seconds < 0.0 {
+        return None;
     }
-    header("retry-after")
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64)
+    Duration::try_from_secs_f64(seconds.min(MAX_RETRY_AFTER_SECONDS)).ok()
 }
 
 /// A connection-level failure (no status), named by what went wrong.
@@ -306,6 +321,29 @@ pub(crate) fn send_error(provider: &str, url: &str, error: &reqwest::Error) -> P
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn any_retry_after_a_server_sends_is_a_bounded_duration() {
+        let cap = Duration::from_secs_f64(MAX_RETRY_AFTER_SECONDS);
+        for (name, value, expected) in [
+            ("retry-after", "2", Some(Duration::from_secs(2))),
+            ("retry-after-ms", "1500", Some(Duration::from_millis(1500))),
+            ("retry-after", "1e20", Some(cap)),
+            ("retry-after", "1.8446744073709552e19", Some(cap)),
+            ("retry-after-ms", "1e30", Some(cap)),
+            ("retry-after", "inf", Some(cap)),
+            ("retry-after", "-inf", None),
+            ("retry-after", "NaN", None),
+            ("retry-after", "-1", None),
+            ("retry-after-ms", "-0.5", None),
+            ("retry-after", "soon", None),
+            ("retry-after", "1e-400", Some(Duration::ZERO)),
+        ] {
+            let mut headers = reqwest::header::HeaderMap::new();
+            headers.insert(name, value.parse().unwrap());
+            assert_eq!(retry_after(&headers), expected, "{name}: {value}");
+        }
+    }
 
     #[test]
     fn statuses_are_classified_with_the_apis_own_words() {

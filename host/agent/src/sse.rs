@@ -1,13 +1,13 @@
 //! Server-sent events into a response stream: the bytes of an HTTP body
-//! are split into events by `eventsource-stream`, each provider's
+//! are split into events by [`EventParser`] (one pass, bounded), each provider's
 //! [`Decode`] turns an event into text and usage, and the stream ends at
 //! the provider's end marker. A body that stops before the response is
 //! complete, or a transport error, is [`ProviderError::StreamBroken`]: a
 //! half answer is never taken for a whole one.
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
-use eventsource_stream::Eventsource;
 use futures_util::{Stream, StreamExt};
 
 use crate::provider::{ProviderError, ResponseStream, StreamItem};
@@ -15,8 +15,18 @@ use crate::provider::{ProviderError, ResponseStream, StreamItem};
 /// The most bytes one response's body may have: far more than any model
 /// writes in one answer (a 100k-token answer is well under 1 MiB), so
 /// only a runaway or hostile server reaches it. Past it the stream is
-/// broken off, so no event, line or text grows without bound.
+/// broken off.
 pub const MAX_RESPONSE_BYTES: usize = 16 << 20;
+
+/// The most bytes one event may hold (its lines together): the largest
+/// real event is one delta of a few KiB. A line that never ends is broken
+/// off here, not at the whole-response limit after seconds of scanning.
+pub const MAX_EVENT_BYTES: usize = 1 << 20;
+
+/// How long a streaming response may send nothing at all: providers send
+/// tokens or keep-alive comments every few seconds while a model thinks.
+/// A server that goes silent is broken off instead of hanging the agent.
+pub const READ_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What one event means.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +46,24 @@ pub trait Decode: Send + 'static {
     fn complete(&self) -> bool;
 }
 
+/// The bounds a body is read within.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub response_bytes: usize,
+    pub event_bytes: usize,
+    pub idle: Duration,
+}
+
+impl Default for Bounds {
+    fn default() -> Bounds {
+        Bounds {
+            response_bytes: MAX_RESPONSE_BYTES,
+            event_bytes: MAX_EVENT_BYTES,
+            idle: READ_IDLE_TIMEOUT,
+        }
+    }
+}
+
 /// The response stream of an event-stream body.
 pub fn decode<B, E>(
     provider: &'static str,
@@ -46,43 +74,172 @@ where
     B: AsRef<[u8]> + Send + 'static,
     E: std::fmt::Display + Send + 'static,
 {
-    decode_within(provider, body, decoder, MAX_RESPONSE_BYTES)
+    decode_within(provider, body, decoder, Bounds::default())
 }
 
-/// [`decode`] with a byte limit of the caller's.
+/// One event: its type and its data lines joined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub event: String,
+    pub data: String,
+}
+
+/// The event-stream format (WHATWG's `text/event-stream`), read in one pass:
+/// each byte is looked at once, whatever the chunking; lines end at LF, CR
+/// or CRLF; a line or an event over its limit, or text that is not UTF-8,
+/// is an error (never a character held back for ever).
+#[derive(Debug)]
+pub struct EventParser {
+    line: Vec<u8>,
+    /// The last byte seen was a CR (an LF right after it ends nothing).
+    after_cr: bool,
+    started: bool,
+    event: String,
+    data: String,
+    has_data: bool,
+    event_bytes: usize,
+    limit: usize,
+}
+
+impl EventParser {
+    pub fn new(event_limit: usize) -> EventParser {
+        EventParser {
+            line: Vec::new(),
+            after_cr: false,
+            started: false,
+            event: String::new(),
+            data: String::new(),
+            has_data: false,
+            event_bytes: 0,
+            limit: event_limit,
+        }
+    }
+
+    /// Feeds bytes; complete events go to `out`.
+    pub fn feed(&mut self, bytes: &[u8], out: &mut VecDeque<Event>) -> Result<(), String> {
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            if self.after_cr && rest[0] == b'\n' {
+                rest = &rest[1..];
+                self.after_cr = false;
+                continue;
+            }
+            self.after_cr = false;
+            match rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+                Some(at) => {
+                    self.take(&rest[..at])?;
+                    self.after_cr = rest[at] == b'\r';
+                    rest = &rest[at + 1..];
+                    self.line_ended(out)?;
+                }
+                None => {
+                    self.take(rest)?;
+                    rest = &[];
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn take(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.event_bytes = self.event_bytes.saturating_add(bytes.len());
+        if self.event_bytes > self.limit {
+            return Err(format!(
+                "an event is over {} bytes, the limit (a line that never ends?)",
+                self.limit
+            ));
+        }
+        self.line.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn line_ended(&mut self, out: &mut VecDeque<Event>) -> Result<(), String> {
+        let mut line = std::mem::take(&mut self.line);
+        if !self.started {
+            self.started = true;
+            if line.starts_with("\u{feff}".as_bytes()) {
+                line.drain(..3);
+            }
+        }
+        let line = String::from_utf8(line).map_err(|e| {
+            format!(
+                "the stream is not UTF-8 (at byte {} of a line)",
+                e.utf8_error().valid_up_to()
+            )
+        })?;
+        if line.is_empty() {
+            if self.has_data {
+                out.push_back(Event {
+                    event: std::mem::take(&mut self.event),
+                    data: std::mem::take(&mut self.data),
+                });
+            }
+            self.event.clear();
+            self.data.clear();
+            self.has_data = false;
+            self.event_bytes = 0;
+            return Ok(());
+        }
+        if line.starts_with(':') {
+            return Ok(()); // a comment (keep-alive)
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
+            None => (line.as_str(), ""),
+        };
+        match field {
+            "event" => self.event = value.to_string(),
+            "data" => {
+                if self.has_data {
+                    self.data.push('\n');
+                }
+                self.data.push_str(value);
+                self.has_data = true;
+            }
+            _ => {} // id, retry and unknown fields: nothing a response needs
+        }
+        Ok(())
+    }
+
+    /// The body ended: an event not closed by a blank line is dispatched
+    /// (servers often end with `data: [DONE]` and no blank line).
+    pub fn finish(&mut self, out: &mut VecDeque<Event>) -> Result<(), String> {
+        if !self.line.is_empty() {
+            self.line_ended(out)?;
+        }
+        self.line_ended(out)
+    }
+}
+
+/// [`decode`] within bounds of the caller's.
 pub fn decode_within<B, E>(
     provider: &'static str,
     body: impl Stream<Item = Result<B, E>> + Send + 'static,
     decoder: impl Decode,
-    limit: usize,
+    bounds: Bounds,
 ) -> ResponseStream
 where
     B: AsRef<[u8]> + Send + 'static,
     E: std::fmt::Display + Send + 'static,
 {
-    // Counted before the event parser buffers anything.
-    let mut seen = 0usize;
-    let body = body.map(move |chunk| match chunk {
-        Ok(bytes) => {
-            seen = seen.saturating_add(bytes.as_ref().len());
-            if seen > limit {
-                Err(format!("the response is over {limit} bytes, the limit"))
-            } else {
-                Ok(bytes)
-            }
-        }
-        Err(e) => Err(e.to_string()),
-    });
     struct State<S, D> {
-        events: S,
+        body: S,
+        parser: EventParser,
+        events: VecDeque<Event>,
         decoder: D,
         pending: VecDeque<StreamItem>,
+        seen: usize,
+        body_ended: bool,
         ended: bool,
     }
     let state = State {
-        events: Box::pin(body.eventsource()),
+        body: Box::pin(body),
+        parser: EventParser::new(bounds.event_bytes),
+        events: VecDeque::new(),
         decoder,
         pending: VecDeque::new(),
+        seen: 0,
+        body_ended: false,
         ended: false,
     };
     let broken = move |cause: String| ProviderError::StreamBroken {
@@ -99,8 +256,8 @@ where
                 if state.ended {
                     return None;
                 }
-                match state.events.next().await {
-                    Some(Ok(event)) => match state.decoder.event(&event.event, &event.data) {
+                if let Some(event) = state.events.pop_front() {
+                    match state.decoder.event(&event.event, &event.data) {
                         Ok(items) => {
                             for item in items {
                                 match item {
@@ -114,22 +271,47 @@ where
                             state.pending.clear();
                             return Some((Err(error), state));
                         }
-                    },
-                    Some(Err(error)) => {
-                        state.ended = true;
-                        return Some((Err(broken(error.to_string())), state));
                     }
-                    None => {
-                        state.ended = true;
-                        if !state.decoder.complete() {
-                            return Some((
-                                Err(broken(
-                                    "the connection closed before the response was complete".into(),
-                                )),
-                                state,
-                            ));
+                    continue;
+                }
+                if state.body_ended {
+                    state.ended = true;
+                    if !state.decoder.complete() {
+                        return Some((
+                            Err(broken(
+                                "the connection closed before the response was complete".into(),
+                            )),
+                            state,
+                        ));
+                    }
+                    continue;
+                }
+                let fed = match tokio::time::timeout(bounds.idle, state.body.next()).await {
+                    Err(_) => Err(format!(
+                        "the server sent nothing for {} s",
+                        bounds.idle.as_secs_f64()
+                    )),
+                    Ok(Some(Ok(bytes))) => {
+                        let bytes = bytes.as_ref();
+                        state.seen = state.seen.saturating_add(bytes.len());
+                        if state.seen > bounds.response_bytes {
+                            Err(format!(
+                                "the response is over {} bytes, the limit",
+                                bounds.response_bytes
+                            ))
+                        } else {
+                            state.parser.feed(bytes, &mut state.events)
                         }
                     }
+                    Ok(Some(Err(error))) => Err(error.to_string()),
+                    Ok(None) => {
+                        state.body_ended = true;
+                        state.parser.finish(&mut state.events)
+                    }
+                };
+                if let Err(cause) = fed {
+                    state.ended = true;
+                    return Some((Err(broken(cause)), state));
                 }
             }
         },
@@ -282,27 +464,121 @@ mod tests {
         assert!(items.last().unwrap().is_err(), "{items:?}");
     }
 
-    #[test]
-    fn a_response_over_the_byte_limit_is_broken_off() {
-        // One endless line: without the limit the event parser would
-        // buffer it for ever.
-        let chunks = (0..100).map(|_| Ok::<_, std::io::Error>(vec![b'x'; 1024]));
-        let stream = decode_within(
-            "test",
-            futures_util::stream::iter(chunks),
-            crate::openai::Decoder::default(),
-            10 * 1024,
-        );
+    /// What a body of these chunks gives within `bounds`; `then_hang`:
+    /// after them the body sends nothing and never ends.
+    fn within(
+        chunks: Vec<Vec<u8>>,
+        bounds: Bounds,
+        then_hang: bool,
+    ) -> Vec<Result<StreamItem, String>> {
+        let body = futures_util::stream::iter(chunks.into_iter().map(Ok::<_, std::io::Error>));
+        let body: std::pin::Pin<Box<dyn Stream<Item = Result<Vec<u8>, std::io::Error>> + Send>> =
+            if then_hang {
+                Box::pin(body.chain(futures_util::stream::pending()))
+            } else {
+                Box::pin(body)
+            };
+        let stream = decode_within("test", body, crate::openai::Decoder::default(), bounds);
         let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
             .build()
             .unwrap();
-        let items: Vec<_> = runtime.block_on(stream.collect());
-        assert_eq!(items.len(), 1);
-        let error = items[0].as_ref().unwrap_err().to_string();
+        runtime.block_on(stream.map(|r| r.map_err(|e| e.to_string())).collect())
+    }
+
+    fn broken_with(items: &[Result<StreamItem, String>], cause: &str) {
+        let error = items.last().unwrap().as_ref().unwrap_err();
         assert!(
-            error.starts_with("test: the response stream broke: ")
-                && error.ends_with("the response is over 10240 bytes, the limit"),
+            error.starts_with("test: the response stream broke: ") && error.contains(cause),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn a_response_over_the_byte_limit_is_broken_off() {
+        let chunks = (0..100).map(|_| b"data: x\n\n".repeat(100)).collect();
+        let bounds = Bounds {
+            response_bytes: 10 * 1024,
+            ..Bounds::default()
+        };
+        let items = within(chunks, bounds, false);
+        broken_with(&items, "the response is over 10240 bytes, the limit");
+    }
+
+    #[test]
+    fn an_endless_line_is_broken_off_at_the_event_limit_in_linear_time() {
+        // 16 MiB of one line in 1-byte to 64 KiB pieces: each byte is
+        // looked at once, so this takes milliseconds, not seconds.
+        for piece in [1usize, 4096, 65536] {
+            let total = if piece == 1 { 2 << 20 } else { 16 << 20 };
+            let chunks = (0..total / piece).map(|_| vec![b'x'; piece]).collect();
+            let started = std::time::Instant::now();
+            let items = within(chunks, Bounds::default(), false);
+            broken_with(&items, &format!("an event is over {MAX_EVENT_BYTES} bytes"));
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(5),
+                "{piece}: {:?}",
+                started.elapsed()
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_is_a_stream_error_not_a_hang() {
+        let mut bad = b"data: {\"choices\":[{\"delta\":{\"content\":\"a".to_vec();
+        bad.push(0xff);
+        bad.extend_from_slice(b"\"}}]}\n\ndata: [DONE]\n\n");
+        for hang in [false, true] {
+            let items = within(vec![bad.clone()], Bounds::default(), hang);
+            broken_with(&items, "not UTF-8");
+        }
+        // A character split across chunks is fine.
+        let text = "data: {\"choices\":[{\"delta\":{\"content\":\"✓\"}}]}\n\ndata: [DONE]\n\n";
+        let bytes = text.as_bytes();
+        let cut = text.find('✓').unwrap() + 1;
+        let items = within(
+            vec![bytes[..cut].to_vec(), bytes[cut..].to_vec()],
+            Bounds::default(),
+            false,
+        );
+        assert_eq!(super::tests::text(&items), "✓", "{items:?}");
+    }
+
+    #[test]
+    fn a_silent_server_is_broken_off_after_the_idle_timeout() {
+        let bounds = Bounds {
+            idle: std::time::Duration::from_millis(100),
+            ..Bounds::default()
+        };
+        let first = b"data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n".to_vec();
+        let items = within(vec![first], bounds, true);
+        assert_eq!(super::tests::text(&items), "Hi");
+        broken_with(&items, "the server sent nothing for 0.1 s");
+    }
+
+    #[test]
+    fn lines_end_at_lf_cr_or_crlf_and_events_need_a_blank_line() {
+        let mut parser = EventParser::new(1024);
+        let mut out = VecDeque::new();
+        for piece in [
+            "\u{feff}event: a\r",
+            "\ndata: 1\r\ndata:2\r\r",
+            ": c\n",
+            "data: x\n",
+            "\n",
+            "data: tail",
+        ] {
+            parser.feed(piece.as_bytes(), &mut out).unwrap();
+        }
+        parser.finish(&mut out).unwrap();
+        let events: Vec<(String, String)> = out.into_iter().map(|e| (e.event, e.data)).collect();
+        assert_eq!(
+            events,
+            [
+                ("a".to_string(), "1\n2".to_string()),
+                (String::new(), "x".to_string()),
+                (String::new(), "tail".to_string())
+            ]
         );
     }
 }

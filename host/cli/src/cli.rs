@@ -230,6 +230,9 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The crates whose debug and trace events carry a gadget's raw data.
+const GUEST_DATA_TARGETS: [&str; 3] = ["wasmtime_wasi", "wasmtime_wasi_http", "wasmtime_wasi_io"];
+
 fn init_tracing(verbose: u8) {
     let default = match verbose {
         0 => "warn",
@@ -237,8 +240,17 @@ fn init_tracing(verbose: u8) {
         2 => "debug",
         _ => "trace",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // wasmtime-wasi logs guest data below warn: raw stdout bytes at debug,
+    // every host call's arguments at trace (a URL with `?key=SECRET`). A
+    // gadget's output reaches people only through the host, redacted, so
+    // these never go past warn, whatever RUST_LOG says about them.
+    for target in GUEST_DATA_TARGETS {
+        if let Ok(directive) = format!("{target}=warn").parse() {
+            filter = filter.add_directive(directive);
+        }
+    }
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -127,10 +127,12 @@ impl Ledger {
         self
     }
 
-    fn redact(&self, text: String) -> String {
+    /// A gadget's text redacted, then cut to `max_bytes` (never the other
+    /// way round: see [`Redactor::bounded`]).
+    pub fn bounded(&self, text: String, max_bytes: usize) -> String {
         match &self.redactor {
-            Some(redactor) => redactor.string(text),
-            None => text,
+            Some(redactor) => redactor.bounded(text, max_bytes),
+            None => truncate(text, max_bytes),
         }
     }
 
@@ -171,7 +173,7 @@ impl Ledger {
         source: LogSource,
         at_ms: u64,
     ) {
-        let message = truncate(message, MAX_LOG_MESSAGE_BYTES);
+        let message = self.bounded(message, MAX_LOG_MESSAGE_BYTES);
         let size = message.len()
             + if fields.is_null() {
                 0
@@ -190,11 +192,9 @@ impl Ledger {
         });
     }
 
-    /// Reports a log entry that fitted and keeps it.
+    /// Reports a log entry that fitted and keeps it. Its message was
+    /// redacted before it was cut; its fields are redacted here.
     fn keep(&mut self, mut entry: LogEntry) {
-        // Host notes too: they can quote what the gadget did (a request's
-        // URL with an API key in its query, say).
-        entry.message = self.redact(entry.message);
         entry.fields = self.redact_value(entry.fields);
         self.emit(CallEvent::Log(entry.clone()));
         self.logs.push(entry);
@@ -205,7 +205,7 @@ impl Ledger {
     /// anything is parsed, and fields over [`MAX_LOG_FIELDS_BYTES`] are
     /// never parsed, so a hostile gadget pays for its own flood.
     pub fn guest_log(&mut self, level: LogLevel, message: String, fields: &str, at_ms: u64) {
-        let message = truncate(message, MAX_LOG_MESSAGE_BYTES);
+        let message = self.bounded(message, MAX_LOG_MESSAGE_BYTES);
         let fields = fields.trim();
         let raw_size = message.len() + fields.len().min(MAX_LOG_FIELDS_BYTES);
         if !self.charge(raw_size, LogSource::Gadget) {
@@ -224,7 +224,7 @@ impl Ledger {
             match serde_json::from_str::<Value>(fields) {
                 Ok(object @ Value::Object(_)) => object,
                 // Keep what the gadget sent, visibly, rather than drop it.
-                _ => serde_json::json!({ "fields": truncate(fields.to_string(), 1024) }),
+                _ => serde_json::json!({ "fields": self.bounded(fields.to_string(), 1024) }),
             }
         };
         self.keep(LogEntry {
@@ -245,7 +245,10 @@ impl Ledger {
         }
         self.host_warnings += 1;
         // The warning reaches people as the call's log entry (an event in
-        // `gadget run`); tracing it at warn too would print it twice.
+        // `gadget run`); tracing it at warn too would print it twice. It
+        // can quote what the gadget did (a URL with a key in its query):
+        // redacted before anything, the debug log included, sees it.
+        let message = self.bounded(message, MAX_LOG_MESSAGE_BYTES);
         tracing::debug!("{message}");
         self.log(LogLevel::Warn, message, Value::Null, LogSource::Host, at_ms);
     }
@@ -281,11 +284,10 @@ impl Ledger {
     }
 
     pub fn progress(&mut self, message: String) {
-        let message = truncate(message, MAX_LOG_MESSAGE_BYTES);
+        let message = self.bounded(message, MAX_LOG_MESSAGE_BYTES);
         if !self.charge(message.len(), LogSource::Gadget) {
             return;
         }
-        let message = self.redact(message);
         self.emit(CallEvent::Progress(message.clone()));
         self.progress.push(message);
     }
@@ -294,7 +296,7 @@ impl Ledger {
     /// [`MAX_UPDATE_BYTES`]; details are charged by their raw size and parsed
     /// only when within [`MAX_DETAILS_BYTES`].
     pub fn update(&mut self, partial: String, details: Option<&str>, at_ms: u64) {
-        let partial = truncate(partial, MAX_UPDATE_BYTES);
+        let partial = self.bounded(partial, MAX_UPDATE_BYTES);
         let raw_size = partial.len() + details.map_or(0, |d| d.len().min(MAX_DETAILS_BYTES));
         if !self.charge(raw_size, LogSource::Gadget) {
             return;
@@ -307,7 +309,7 @@ impl Ledger {
             }
         });
         let update = Update {
-            partial: self.redact(partial),
+            partial,
             details: details.map(|d| self.redact_value(d)),
             at_ms,
         };

@@ -90,6 +90,23 @@ pub const MAX_ERROR_MESSAGE_BYTES: usize = 16 << 10;
 /// one import into unbounded host output.
 pub const MAX_HOST_WARNINGS: usize = 16;
 
+/// Bytes of one response `gadget run` reads (a file or stdin): a model's
+/// response is far smaller (a provider stream is capped at 16 MiB), and the
+/// executor's bookkeeping grows with what it reads. Past it the rest is not
+/// read and the run says so.
+pub const MAX_RESPONSE_BYTES: usize = 64 << 20;
+
+/// Bytes one call may write into one read-write directory grant, by
+/// default (the grant's `write-quota-mib` changes it): 256 MiB is more than
+/// any honest tool call writes, and stops one call from filling the disk in
+/// seconds (one wrote 2 GiB in under 6 s with only its deadline to stop it).
+pub const DEFAULT_GRANT_WRITE_BYTES: u64 = 256 << 20;
+
+/// Files, directories and links one call may create in one read-write
+/// grant, by default (the grant's `max-entries`): 10,000 covers unpacking a
+/// real archive; 75,000 empty files in 10 s was an inode-exhaustion attack.
+pub const DEFAULT_GRANT_ENTRIES: u64 = 10_000;
+
 /// The operator's ceilings on each limit, by default (the policy file's
 /// `[limits]` replaces them); a manifest or spec asking for more gets the
 /// ceiling, with a warning. Chosen for a shared machine: five minutes is

@@ -54,6 +54,44 @@ impl Redactor {
         }
     }
 
+    /// `text` with every secret replaced, then cut to `max_bytes`, in that
+    /// order: a cut first could leave a secret's prefix that no longer
+    /// matches, and the prefix would leak.
+    pub fn bounded(&self, text: String, max_bytes: usize) -> String {
+        crate::ledger::truncate(self.string(text), max_bytes)
+    }
+
+    /// Output captured up to a cap, redacted; when the capture was cut
+    /// (`was_cut`), a tail that is the start of a secret (the rest of it
+    /// fell past the cap) is replaced too.
+    pub fn captured(&self, bytes: Vec<u8>, was_cut: bool) -> Vec<u8> {
+        let mut bytes = self.bytes(bytes);
+        if was_cut {
+            let keep = self.partial_tail_start(&bytes);
+            if keep < bytes.len() {
+                bytes.truncate(keep);
+                bytes.extend_from_slice(REDACTED.as_bytes());
+            }
+        }
+        bytes
+    }
+
+    /// Where a trailing proper prefix of some secret starts (the length
+    /// when there is none).
+    fn partial_tail_start(&self, bytes: &[u8]) -> usize {
+        let mut start = bytes.len();
+        for secret in &self.secrets {
+            let secret = secret.as_bytes();
+            if let Some(k) = (1..secret.len())
+                .rev()
+                .find(|&k| bytes.ends_with(&secret[..k]))
+            {
+                start = start.min(bytes.len() - k);
+            }
+        }
+        start
+    }
+
     /// Bytes (captured output) with every secret replaced. Linear in the
     /// output's size (memchr's substring search), however hostile the
     /// output is.

@@ -64,11 +64,56 @@ const CANCEL_GRACE: Duration = Duration::from_secs(2);
 pub struct ServeOptions {
     pub listen: SocketAddr,
     /// Every request must carry `Authorization: Bearer TOKEN`.
-    pub auth_token: Option<String>,
+    pub auth_token: Option<BearerToken>,
     pub max_concurrent_calls: usize,
     pub drain_timeout: Duration,
     /// `Host` values accepted besides loopback ones (public names).
     pub allowed_hosts: Vec<String>,
+}
+
+/// A configured bearer token, checked when it is made: trimmed (a token
+/// read from a file or a Kubernetes secret often ends in a newline), never
+/// empty, and only characters a header can carry. Once one exists, the
+/// guard's expected header value is built from it without a fallible step,
+/// so a configured token can never turn into "no authentication".
+#[derive(Clone)]
+pub struct BearerToken {
+    header: HeaderValue,
+}
+
+/// Why a configured token cannot be used: a start-up error, never a
+/// silent "no authentication".
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TokenError {
+    #[error("the token is empty (after trimming whitespace)")]
+    Empty,
+    #[error(
+        "the token holds a character a bearer token cannot carry (at byte {0}: spaces, control characters and non-ASCII are refused)"
+    )]
+    InvalidCharacter(usize),
+}
+
+impl BearerToken {
+    pub fn new(raw: &str) -> Result<BearerToken, TokenError> {
+        let token = raw.trim();
+        if token.is_empty() {
+            return Err(TokenError::Empty);
+        }
+        // RFC 6750's b64token is narrower; any visible ASCII is accepted so
+        // that operators' existing tokens work, nothing else.
+        if let Some(at) = token.bytes().position(|b| !b.is_ascii_graphic()) {
+            return Err(TokenError::InvalidCharacter(at));
+        }
+        let header = HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| TokenError::InvalidCharacter(0))?;
+        Ok(BearerToken { header })
+    }
+}
+
+impl std::fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerToken(<redacted>)")
+    }
 }
 
 /// Why a server could not start.
@@ -143,10 +188,7 @@ pub async fn serve(
         metrics,
         server: shared_server,
         calls: Arc::new(Semaphore::new(options.max_concurrent_calls.max(1))),
-        auth: options
-            .auth_token
-            .as_ref()
-            .and_then(|t| HeaderValue::from_str(&format!("Bearer {t}")).ok()),
+        auth: options.auth_token.as_ref().map(|t| t.header.clone()),
         draining: AtomicBool::new(false),
     });
     let guarded = axum::Router::new()
@@ -394,6 +436,61 @@ mod tests {
         let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
         let response = guarded(true).oneshot(post(list)).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
+    }
+
+    #[test]
+    fn a_configured_token_is_trimmed_or_refused_never_dropped() {
+        for (raw, expected) in [
+            ("t0k3n\n", "Bearer t0k3n"),
+            ("t0k3n\r\n", "Bearer t0k3n"),
+            ("  t0k3n\t", "Bearer t0k3n"),
+        ] {
+            let token = BearerToken::new(raw).unwrap();
+            assert_eq!(token.header, expected, "{raw:?}");
+        }
+        for (raw, error) in [
+            ("", TokenError::Empty),
+            ("\n\r\t ", TokenError::Empty),
+            ("to\nken", TokenError::InvalidCharacter(2)),
+            ("to ken", TokenError::InvalidCharacter(2)),
+            ("tok\u{0}en", TokenError::InvalidCharacter(3)),
+            ("tökén", TokenError::InvalidCharacter(1)),
+            ("tok\x7f", TokenError::InvalidCharacter(3)),
+        ] {
+            assert_eq!(BearerToken::new(raw).unwrap_err(), error, "{raw:?}");
+        }
+        assert!(!format!("{:?}", BearerToken::new("s3cret").unwrap()).contains("s3cret"));
+    }
+
+    #[tokio::test]
+    async fn a_trimmed_token_is_required_exactly() {
+        let metrics = Arc::new(Metrics::new());
+        let shared = Arc::new(Shared {
+            metrics: metrics.clone(),
+            server: GadgetServer::new(Arc::new(Registry::default()), metrics),
+            calls: Arc::new(Semaphore::new(1)),
+            auth: Some(BearerToken::new("t0k3n\n").unwrap().header),
+            draining: AtomicBool::new(false),
+        });
+        let router = axum::Router::new()
+            .route("/mcp", axum::routing::post(|| async { "reached" }))
+            .layer(axum::middleware::from_fn_with_state(shared, guard));
+        let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#;
+        for (header, status) in [
+            (None, StatusCode::UNAUTHORIZED),
+            (Some("Bearer t0k3n\n"), StatusCode::UNAUTHORIZED),
+            (Some("Bearer t0k3"), StatusCode::UNAUTHORIZED),
+            (Some("Bearer t0k3n"), StatusCode::OK),
+        ] {
+            let mut request = post(call);
+            if let Some(h) = header
+                && let Ok(value) = HeaderValue::from_str(h)
+            {
+                request.headers_mut().insert(header::AUTHORIZATION, value);
+            }
+            let response = router.clone().oneshot(request).await.unwrap();
+            assert_eq!(response.status(), status, "{header:?}");
+        }
     }
 
     #[test]

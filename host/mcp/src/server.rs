@@ -44,7 +44,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 
-use gadget_core::call::Outcome;
+use gadget_core::call::{CallError, Outcome};
 use gadget_core::ledger::{CallEvent, LogLevel};
 use gadget_core::tool::{Tool as GadgetTool, ToolCall, Tools};
 use gadget_runtime::registry::Registry;
@@ -558,15 +558,35 @@ impl ServerHandler for GadgetServer {
         });
 
         self.metrics.started();
-        let report = gadget
-            .run(ToolCall {
-                invocation_id: id,
-                params: Arc::new(params),
-                timeout: None,
-                cancel: Some(cancel),
-                observer: Some(observer),
-            })
-            .await;
+        // The call runs on its own task so that a panic anywhere under it
+        // is this call's failure (counted, answered, its slot freed), not a
+        // request that is never answered; dropping the request (the client
+        // went away) still stops the call.
+        let call = ToolCall {
+            invocation_id: id,
+            params: Arc::new(params),
+            timeout: None,
+            cancel: Some(cancel),
+            observer: Some(observer),
+        };
+        let running = gadget.clone();
+        let mut task = AbortOnDrop(tokio::spawn(async move { running.run(call).await }));
+        let report = match (&mut task.0).await {
+            Ok(report) => report,
+            Err(failure) => {
+                let reason = match failure.try_into_panic() {
+                    Ok(panic) => panic_message(panic.as_ref()),
+                    Err(_) => "the call's task was stopped".to_string(),
+                };
+                gadget_core::call::CallReport::of(
+                    Err(CallError::Crashed {
+                        gadget: name.clone(),
+                        reason: format!("the host's call failed with a bug: {reason}"),
+                    }),
+                    started.elapsed(),
+                )
+            }
+        };
         watcher.abort();
         let _ = forward.await;
         let result = match report.outcome {
@@ -600,6 +620,24 @@ impl ServerHandler for GadgetServer {
         };
         Ok(result.into())
     }
+}
+
+/// A task that is stopped when its handle is dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// What a panic said, when it said it as text.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
 }
 
 #[cfg(test)]

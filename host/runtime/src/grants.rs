@@ -26,6 +26,7 @@ use std::sync::Arc;
 use gadget_core::call::{CallError, Outcome};
 use gadget_core::redact::Redactor;
 
+use crate::dirs::{OpenedDir, WriteQuota};
 use crate::manifest::{FileMode, Permissions};
 use crate::policy::{ConfigSource, PluginPolicy};
 
@@ -127,6 +128,12 @@ pub struct DirGrant {
     /// Where the gadget opens it.
     pub guest: String,
     pub mode: FileMode,
+    /// The directory itself, open since the grant was resolved: each call's
+    /// preopen is made from it, never from the path again.
+    #[serde(skip)]
+    pub opened: Arc<OpenedDir>,
+    /// What one call may write into it (read-write grants).
+    pub quota: WriteQuota,
 }
 
 /// An environment variable of the plugin's instances.
@@ -807,7 +814,6 @@ pub fn resolve(
                 continue;
             }
         };
-        files_met[index] = true;
         let wanted = requested.files[index].mode();
         let mode = wanted.min(grant.mode);
         if grant.mode == FileMode::ReadWrite && wanted == FileMode::ReadOnly {
@@ -820,7 +826,31 @@ pub fn resolve(
                 "files {guest}: the manifest asks for rw, granted ro: read-only"
             ));
         }
-        grants.files.push(DirGrant { host, guest, mode });
+        let opened = match OpenedDir::open(&host) {
+            Ok(opened) => Arc::new(opened),
+            Err(e) => {
+                notes.push(format!(
+                    "files {} is granted but cannot be opened ({e}): not applied",
+                    grant.host.display()
+                ));
+                continue;
+            }
+        };
+        files_met[index] = true;
+        let defaults = WriteQuota::default();
+        let quota = WriteQuota {
+            bytes: grant
+                .write_quota_mib
+                .map_or(defaults.bytes, |mib| mib.saturating_mul(1 << 20)),
+            entries: grant.max_entries.unwrap_or(defaults.entries),
+        };
+        grants.files.push(DirGrant {
+            host,
+            guest,
+            mode,
+            opened,
+            quota,
+        });
     }
     for (request, met) in requested.files.iter().zip(files_met) {
         if !met {
@@ -1003,11 +1033,15 @@ config = { API_KEY = { env = "TEST_KEY" }, UNITS = { value = "metric" }, OTHER =
                     host: dir.path().to_path_buf(),
                     guest: Some("/data".into()),
                     mode: FileMode::ReadWrite,
+                    write_quota_mib: None,
+                    max_entries: None,
                 },
                 FileGrant {
                     host: dir.path().to_path_buf(),
                     guest: Some("/elsewhere".into()),
                     mode: FileMode::ReadOnly,
+                    write_quota_mib: None,
+                    max_entries: None,
                 },
             ],
             ..PluginPolicy::default()

@@ -22,6 +22,7 @@
 pub mod bindings;
 pub mod cache;
 pub mod describe;
+pub mod dirs;
 mod epoch;
 mod gadget;
 pub mod grants;
@@ -322,6 +323,8 @@ pub struct CallState {
     /// Outbound HTTP (wasi:http), checked against the plugin's grants.
     http_ctx: wasmtime_wasi_http::WasiHttpCtx,
     http: http::HttpHooks,
+    /// Granted directories' guards (symlinks, write quotas).
+    files: dirs::CallFiles,
     /// Keeps the epoch ticker running while this store exists.
     _activity: epoch::ActivityGuard,
 }
@@ -641,6 +644,7 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| RuntimeError::Link(e.to_string()))?;
+        dirs::add_guards_to_linker(&mut linker).map_err(|e| RuntimeError::Link(e.to_string()))?;
         // wasi:http is linked for every component; what a request may
         // reach is the plugin's grants' decision, request by request.
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
@@ -833,10 +837,16 @@ impl Runtime {
             Some(Err(Trapped(error))) => Err(classify_trap(error, &mut store, limits)),
             Some(Ok(Err(error))) => Err(match error {
                 wit::GadgetError::InvalidArguments(message) => CallError::InvalidArguments {
-                    message: ledger::truncate(message, MAX_ERROR_MESSAGE_BYTES),
+                    message: store
+                        .data()
+                        .ledger
+                        .bounded(message, MAX_ERROR_MESSAGE_BYTES),
                 },
                 wit::GadgetError::Failed(message) => CallError::Failed {
-                    message: ledger::truncate(message, MAX_ERROR_MESSAGE_BYTES),
+                    message: store
+                        .data()
+                        .ledger
+                        .bounded(message, MAX_ERROR_MESSAGE_BYTES),
                 },
                 // Stopping on the abort signal the deadline raised is a
                 // timeout, as the model should be told; only a cancellation
@@ -886,7 +896,9 @@ impl Runtime {
         state.ledger.close(at);
         let redact_output = |captured: gadget_core::call::Captured| match grants {
             Some(grants) if !grants.redactor.is_empty() => gadget_core::call::Captured {
-                bytes: grants.redactor.bytes(captured.bytes),
+                bytes: grants
+                    .redactor
+                    .captured(captured.bytes, captured.dropped > 0),
                 dropped: captured.dropped,
             },
             _ => captured,
@@ -961,20 +973,24 @@ impl Runtime {
                     manifest::FileMode::ReadOnly => wasmtime_wasi::FsPerms::ReadOnly,
                     manifest::FileMode::ReadWrite => wasmtime_wasi::FsPerms::ReadWrite,
                 };
-                wasi.preopened_dir(&dir.host, &dir.guest, perms)
-                    .map_err(|e| {
-                        format!(
-                            "the granted directory {} ({}) cannot be opened: {e}",
-                            dir.host.display(),
-                            dir.guest
-                        )
-                    })?;
+                // From the handle held since load, never the path again.
+                let path = dir.opened.call_path()?;
+                wasi.preopened_dir(&path, &dir.guest, perms).map_err(|e| {
+                    format!(
+                        "the granted directory {} ({}) cannot be opened: {e}",
+                        dir.host.display(),
+                        dir.guest
+                    )
+                })?;
             }
             for config in &grants.grants.config {
                 wasi.env(&config.key, &config.value);
             }
         }
         let wasi = wasi.build();
+        // What the HTTP policy and the filesystem guards refused, for the
+        // call's log.
+        let notes: Arc<std::sync::Mutex<Vec<String>>> = Default::default();
         let clock = self.clock().clone();
         let activity = clock.activity();
         let now = clock.now();
@@ -1014,12 +1030,16 @@ impl Runtime {
                     spent: 0.0,
                 }),
             http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
+            files: dirs::CallFiles::new(
+                grants.map_or(&[][..], |g| &g.grants.files[..]),
+                notes.clone(),
+            ),
             http: http::HttpHooks {
                 grants: grants.cloned(),
                 requests: 0,
                 deadline,
                 cancel: cancel.clone(),
-                notes: Default::default(),
+                notes,
             },
             cancel,
             timed_out: false,
@@ -1123,7 +1143,7 @@ fn accept_outcome(
             take(r, state).map(|(result, details)| Outcome::Finish { result, details })
         }
         wit::Outcome::AskHuman(question) => Ok(Outcome::AskHuman {
-            question: ledger::truncate(question, MAX_ERROR_MESSAGE_BYTES),
+            question: state.ledger.bounded(question, MAX_ERROR_MESSAGE_BYTES),
         }),
     }
 }
@@ -1169,7 +1189,8 @@ fn classify_trap(
     // useful lines there are for whoever debugs the gadget.
     let stderr = store.data().stderr.snapshot();
     if let Some(note) = crash_note(&String::from_utf8_lossy(&stderr.bytes)) {
-        reason.push_str(&format!("; stderr: {}", ledger::truncate(note, 512)));
+        let note = store.data().ledger.bounded(note, 512);
+        reason.push_str(&format!("; stderr: {note}"));
     }
     CallError::Crashed { gadget, reason }
 }

@@ -325,6 +325,25 @@ pub async fn load_sources(
     // Collisions are decided in discovery order, not completion order, so
     // the same directories always give the same registry.
     loaded.sort_by_key(|(index, _)| *index);
+    let nested = {
+        let plugins: Vec<(&str, &[crate::grants::DirGrant])> = loaded
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().ok())
+            .map(|(p, _)| (p.name.as_str(), &p.grants.grants.files[..]))
+            .collect();
+        crate::dirs::nested_grant_notes(&plugins)
+    };
+    for (which, note) in nested {
+        // Each plugin is still this loader's alone (its Arc not shared yet).
+        if let Some(plugin) = loaded
+            .iter_mut()
+            .filter_map(|(_, r)| r.as_mut().ok())
+            .nth(which)
+            .and_then(|(plugin, _)| Arc::get_mut(plugin))
+        {
+            plugin.warnings.push(note);
+        }
+    }
     let mut registry = Registry::default();
     for (_, result) in loaded {
         match result {

@@ -226,6 +226,14 @@ pub struct FileGrant {
     pub guest: Option<String>,
     #[serde(default)]
     pub mode: FileMode,
+    /// Bytes one call may write into it, MiB (read-write grants; default
+    /// `DEFAULT_GRANT_WRITE_BYTES`).
+    #[serde(rename = "write-quota-mib")]
+    pub write_quota_mib: Option<u64>,
+    /// Files, directories and links one call may create in it (default
+    /// `DEFAULT_GRANT_ENTRIES`).
+    #[serde(rename = "max-entries")]
+    pub max_entries: Option<u64>,
 }
 
 /// `{ env = "VAR" }` (a secret, read from the host's environment at load)
@@ -489,7 +497,13 @@ impl Policy {
                 } else {
                     host
                 };
-                entry.files.push(FileGrant { host, guest, mode });
+                entry.files.push(FileGrant {
+                    host,
+                    guest,
+                    mode,
+                    write_quota_mib: None,
+                    max_entries: None,
+                });
             }
             "config" => {
                 let (key, source) = value

@@ -83,11 +83,19 @@ pub async fn serve(
     args: &ServeArgs,
     reload: gadget_mcp::Reload,
 ) -> Result<ExitCode> {
+    // A configured token is either usable or a start-up error: never "no
+    // authentication" (see BearerToken).
     let auth_token = match &args.auth_token_env {
         Some(var) => match std::env::var(var) {
-            Ok(token) if !token.trim().is_empty() => Some(token),
-            _ => {
-                eprintln!("error: --auth-token-env {var}: the variable is not set (or empty)");
+            Ok(raw) => match gadget_mcp::http::BearerToken::new(&raw) {
+                Ok(token) => Some(token),
+                Err(e) => {
+                    eprintln!("error: --auth-token-env {var}: {e}");
+                    return Ok(ExitCode::from(EXIT_BAD_INPUT));
+                }
+            },
+            Err(_) => {
+                eprintln!("error: --auth-token-env {var}: the variable is not set");
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             }
         },

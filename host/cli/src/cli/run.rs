@@ -13,6 +13,7 @@ use serde_json::json;
 
 use super::EXIT_FAILED;
 use super::view::{LiveView, View};
+use gadget_core::limits::MAX_RESPONSE_BYTES;
 use gadget_core::parser;
 use gadget_core::render::{self, Markers};
 use gadget_core::schedule::{DependencyPolicy, ScheduleConfig, Strategy};
@@ -118,9 +119,9 @@ pub struct ExecOptions {
     /// After the first failed call, skip the calls not started yet and stop reading.
     #[arg(long)]
     stop_on_error: bool,
-    /// Calls accepted per response; the next is skipped and the rest is not read.
-    #[arg(long, value_name = "N")]
-    max_calls: Option<usize>,
+    /// Calls accepted per response; the next is skipped and the rest is not read (0: no limit).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CALLS_PER_RESPONSE)]
+    max_calls: usize,
     /// Timeout for gadgets that declare none, in milliseconds.
     #[arg(long = "timeout", value_name = "MS")]
     default_timeout: Option<u64>,
@@ -144,7 +145,7 @@ impl ExecOptions {
             schedule: ScheduleConfig {
                 strategy: self.strategy,
                 max_parallel: self.max_parallel,
-                max_calls_per_response: self.max_calls,
+                max_calls_per_response: (self.max_calls > 0).then_some(self.max_calls),
                 stop_on_error: self.stop_on_error,
             },
             dependency_policy: self.on_dependency_failure.clone(),
@@ -349,6 +350,11 @@ pub async fn run(
     })
 }
 
+/// Calls accepted per response unless `--max-calls` says otherwise: a model
+/// that writes 100,000 calls would otherwise make every later request carry
+/// them all (two history messages each).
+pub const DEFAULT_MAX_CALLS_PER_RESPONSE: usize = 1_000;
+
 /// Starts reading the response: a file replayed in chunks, or a file or
 /// stdin as it arrives.
 fn spawn_reader(
@@ -358,6 +364,15 @@ fn spawn_reader(
 ) -> Result<tokio::task::JoinHandle<Result<()>>> {
     Ok(match (source, replay) {
         (Some(path), Some(delay)) => {
+            let size = std::fs::metadata(&path)
+                .with_context(|| format!("reading {}", path.display()))?
+                .len();
+            if size > MAX_RESPONSE_BYTES as u64 {
+                bail!(
+                    "{}: {size} bytes, over the limit of {MAX_RESPONSE_BYTES} bytes for one response",
+                    path.display()
+                );
+            }
             let text = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading {}", path.display()))?;
             tokio::spawn(async move {
@@ -398,10 +413,17 @@ fn stream_utf8(
 ) -> Result<()> {
     let mut pending: Vec<u8> = Vec::new();
     let mut buf = vec![0u8; READ_CHUNK_BYTES];
+    let mut read = 0usize;
     loop {
         let n = input.read(&mut buf).context("reading the response")?;
         if n == 0 {
             break;
+        }
+        read += n;
+        if read > MAX_RESPONSE_BYTES {
+            bail!(
+                "the response is over the limit of {MAX_RESPONSE_BYTES} bytes: the rest was not read"
+            );
         }
         pending.extend_from_slice(&buf[..n]);
         // Keep an incomplete character at the end for the next read.

@@ -886,3 +886,130 @@ fn a_javascript_gadget_reads_granted_config() {
     // The host's own GREETING is not the gadget's to read.
     assert_eq!(greet(&[]), "Hello, Ada!\n");
 }
+
+/// The probe's `Fs` gadget run once with this script; its result lines and
+/// the call's log messages.
+fn fs_script(policy: &str, script: &str) -> (Vec<String>, String) {
+    let report = call_json(
+        Some(policy),
+        &[],
+        "Fs",
+        &serde_json::json!({ "script": script }).to_string(),
+    );
+    let result = report["result"].as_str().unwrap_or_default();
+    (
+        result.lines().map(str::to_string).collect(),
+        report["logs"].to_string(),
+    )
+}
+
+/// A grant is the directory it named at load, not whatever its path names
+/// later: a gadget that can write the parent of another grant moves that
+/// directory away and leaves a symlink (relative or absolute) in its
+/// place; the next call still sees the granted directory. Links that climb
+/// out of a grant cannot be planted, and nested grants are reported.
+#[test]
+fn a_grant_cannot_be_re_pointed_and_links_cannot_climb_out() {
+    let root = tempfile::tempdir().unwrap();
+    let outer = root.path().join("outer");
+    let inner = outer.join("inner");
+    let secret = root.path().join("secret");
+    std::fs::create_dir_all(&inner).unwrap();
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::write(inner.join("granted.txt"), "granted").unwrap();
+    std::fs::write(secret.join("key.txt"), "SECRET KEY").unwrap();
+    let policy = format!(
+        "[plugins.probe]\nfiles = [{{ host = \"{}\", guest = \"/outer\", mode = \"rw\" }}, {{ host = \"{}\", guest = \"/inner\", mode = \"rw\" }}]\n",
+        outer.display(),
+        inner.display()
+    );
+    // The nested grant is reported at load.
+    let out = run(Some(&policy), &[], &["list"]);
+    assert!(
+        stderr(&out).contains("lies inside") || stdout(&out).contains("lies inside"),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+
+    for target in ["../../secret", "../secret", "/etc", "a/../../x"] {
+        let (lines, logs) = fs_script(&policy, &format!("symlink {target} /outer/link"));
+        assert!(lines[0].starts_with("error"), "{target}: {lines:?}");
+        assert!(logs.contains("a symlink was refused"), "{target}: {logs}");
+    }
+    let (lines, _) = fs_script(&policy, "mkdir /outer/sub\nsymlink sub /outer/down");
+    assert_eq!(lines, ["ok made", "ok linked"]);
+
+    // The attack, inside one long-running host: between two calls, the
+    // inner grant is moved away and a symlink to the secret directory put
+    // where it was (from the host side here, as another plugin's gadget or
+    // any process of the user's could). The next call still sees the
+    // directory that was granted.
+    let runtime = common::runtime(gadget_host::runtime::EpochMode::Ticker);
+    let options = gadget_host::loader::LoadOptions::from_policy(
+        &gadget_host::runtime::policy::Policy::parse(&policy, root.path()).unwrap(),
+        None,
+    );
+    let (registry, errors) =
+        tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(gadget_host::loader::load_sources(
+                runtime,
+                vec![gadget_host::loader::PluginSource::Dir(
+                    probe_plugin().join("probe"),
+                )],
+                &options,
+                std::sync::Arc::new(gadget_host::loader::NoProgress),
+            ));
+    assert!(errors.is_empty(), "{errors:?}");
+    let script = |script: &str| -> Vec<String> {
+        let report = tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(registry.call("Fs", serde_json::json!({ "script": script }), "fs", None))
+            .unwrap();
+        match report.outcome.unwrap() {
+            gadget_host::runtime::Outcome::Result { result, .. } => {
+                result.lines().map(str::to_string).collect()
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(script("list /inner"), ["ok granted.txt"]);
+    std::fs::rename(&inner, outer.join("moved")).unwrap();
+    std::os::unix::fs::symlink("../secret", &inner).unwrap();
+    let lines = script("list /inner\nread /inner/key.txt\nread /inner/granted.txt");
+    assert_eq!(lines[0], "ok granted.txt", "{lines:?}");
+    assert!(lines[1].starts_with("error"), "{lines:?}");
+    assert_eq!(lines[2], "ok granted", "{lines:?}");
+}
+
+/// A read-write grant has a quota per call of bytes written and entries
+/// created; past it writes fail with WASI's quota error and the call's log
+/// says which quota was spent. The next call starts with a full quota.
+#[test]
+fn read_write_grants_have_a_write_quota_per_call() {
+    let root = tempfile::tempdir().unwrap();
+    let policy = format!(
+        "[plugins.probe]\nfiles = [{{ host = \"{}\", guest = \"/data\", mode = \"rw\", write-quota-mib = 2, max-entries = 50 }}]\n",
+        root.path().display()
+    );
+    let (lines, logs) = fs_script(&policy, "write /data/a 1048576\nwrite /data/b 4194304");
+    assert_eq!(lines[0], "ok wrote 1048576", "{lines:?}");
+    assert!(lines[1].starts_with("error"), "{lines:?}");
+    assert!(
+        logs.contains("write quota of 2097152 bytes is spent"),
+        "{logs}"
+    );
+    let written: u64 = std::fs::read_dir(root.path())
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(written <= 2 << 20, "{written} bytes written");
+
+    let (lines, logs) = fs_script(&policy, "mkdir /data/many\ntouch-many /data/many 100");
+    assert_eq!(lines[0], "ok made", "{lines:?}");
+    assert!(lines[1].starts_with("error after 49:"), "{lines:?}");
+    assert!(logs.contains("quota of 50 created files"), "{logs}");
+    let (lines, _) = fs_script(&policy, "write /data/c 1048576");
+    assert_eq!(lines, ["ok wrote 1048576"]);
+}

@@ -685,3 +685,36 @@ async fn the_policys_agents_are_mcp_tools_too() {
     assert_eq!(server.requests().len(), 2);
     client.cancel().await.unwrap();
 }
+
+/// A token as files and Kubernetes secrets give it (a trailing newline) is
+/// trimmed and required; one that cannot be a header is a start-up error,
+/// never "no authentication", on any interface.
+#[test]
+fn a_configured_token_is_never_turned_off() {
+    let server = Server::start(&[], "s3cret\r\n");
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
+    let (status, _, _) = server.request("POST", "/mcp", &[], call);
+    assert_eq!(status, 401);
+    assert!(server.metrics().contains("gadget_calls_in_flight 0"));
+
+    for token in ["to\nken", "\n", "tök"] {
+        let out = Command::new(common::gadget_bin())
+            .arg("--plugins")
+            .arg(common::shipped_plugins())
+            .env("TEST_TOKEN", token)
+            .args([
+                "serve",
+                "--listen",
+                "0.0.0.0:0",
+                "--auth-token-env",
+                "TEST_TOKEN",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{token:?} started: {stderr}");
+        assert!(stderr.contains("--auth-token-env TEST_TOKEN"), "{stderr}");
+        assert!(!stderr.contains("serving"), "{stderr}");
+    }
+}

@@ -1,0 +1,630 @@
+//! Granted directories: held open from load, guarded on every call.
+//!
+//! A grant is a *directory*, not a path. Re-opening a granted path on each
+//! call would follow whatever sits there now: a gadget that can write the
+//! parent of a granted directory (its own rw grant, or another plugin's)
+//! could move the directory away and leave a symlink in its place, and from
+//! the next call the grant would be wherever the link points. So each
+//! granted directory is opened once, when its grant is resolved
+//! ([`OpenedDir`]), and every call's preopen is made from that handle
+//! (`/proc/self/fd/N` names the open directory itself, wherever it now is).
+//! Where the system cannot name a handle, the path is re-opened only while
+//! it is still the same directory (device and inode) and not a symlink.
+//!
+//! Inside a call, [`add_guards_to_linker`] puts a guard in front of the
+//! WASI filesystem operations that create or grow things:
+//! - a symlink's target may not climb (`..`) or be absolute: a link a
+//!   gadget plants must not lead a later reader (another gadget's call, or
+//!   any program of the host's) out of the grant;
+//! - each read-write grant has a quota per call of bytes written and of
+//!   entries created ([`WriteQuota`]); past it the gadget gets WASI's
+//!   `quota` error and the call's log says which quota was spent.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use wasmtime::component::{Linker, Resource};
+use wasmtime_wasi::filesystem::WasiFilesystemView;
+use wasmtime_wasi::p2::bindings::filesystem::types::{
+    self as fs, Descriptor, DescriptorFlags, ErrorCode, Filesize, HostDescriptor, OpenFlags,
+    PathFlags,
+};
+use wasmtime_wasi::p2::{DynOutputStream, OutputStream, Pollable, StreamError, StreamResult};
+
+use crate::CallState;
+
+/// The WASI filesystem interfaces the guards shadow: the version
+/// wasmtime-wasi links (guests importing any 0.2.x resolve to it).
+const TYPES_INTERFACE: &str = "wasi:filesystem/types@0.2.12";
+const PREOPENS_INTERFACE: &str = "wasi:filesystem/preopens@0.2.12";
+
+/// A granted directory, open since its grant was resolved.
+#[derive(Debug)]
+pub struct OpenedDir {
+    handle: std::fs::File,
+    device: u64,
+    inode: u64,
+    canonical: PathBuf,
+    /// `/proc/self/fd/N` reaches the handle (Linux with /proc mounted).
+    by_handle: bool,
+}
+
+impl OpenedDir {
+    /// Opens a canonical directory path (no symlink in it).
+    pub fn open(canonical: &Path) -> std::io::Result<OpenedDir> {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let handle = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(canonical)?;
+        let metadata = handle.metadata()?;
+        let (device, inode) = (metadata.dev(), metadata.ino());
+        let by_handle = std::fs::metadata(handle_path(&handle))
+            .is_ok_and(|m| (m.dev(), m.ino()) == (device, inode));
+        Ok(OpenedDir {
+            handle,
+            device,
+            inode,
+            canonical: canonical.to_path_buf(),
+            by_handle,
+        })
+    }
+
+    /// The path a call's preopen opens: the held directory itself, or its
+    /// canonical path while that still names the same directory.
+    pub fn call_path(&self) -> Result<PathBuf, String> {
+        use std::os::unix::fs::MetadataExt;
+        if self.by_handle {
+            return Ok(handle_path(&self.handle));
+        }
+        match std::fs::symlink_metadata(&self.canonical) {
+            Ok(m) if m.is_dir() && (m.dev(), m.ino()) == (self.device, self.inode) => {
+                Ok(self.canonical.clone())
+            }
+            _ => Err(format!(
+                "the granted directory {} was moved or replaced since it was granted: refused (restart the host to grant what is there now)",
+                self.canonical.display()
+            )),
+        }
+    }
+
+    /// Whether two handles are the same directory.
+    pub fn same_directory(&self, other: &OpenedDir) -> bool {
+        (self.device, self.inode) == (other.device, other.inode)
+    }
+}
+
+impl PartialEq for OpenedDir {
+    fn eq(&self, other: &OpenedDir) -> bool {
+        self.same_directory(other)
+    }
+}
+
+impl Eq for OpenedDir {}
+
+fn handle_path(handle: &std::fs::File) -> PathBuf {
+    use std::os::fd::AsRawFd;
+    PathBuf::from(format!("/proc/self/fd/{}", handle.as_raw_fd()))
+}
+
+/// Grants that lie inside a directory some plugin may write, one note per
+/// such grant, for the plugin that holds it: `grants` is each plugin's name
+/// and directories. Held handles keep the grant from being re-pointed, but
+/// the writer can still change what is in it, and the operator should know.
+pub fn nested_grant_notes(grants: &[(&str, &[crate::grants::DirGrant])]) -> Vec<(usize, String)> {
+    let mut notes = Vec::new();
+    for (inner_plugin, (inner_name, inner)) in grants.iter().enumerate() {
+        for dir in inner.iter() {
+            let writers = grants.iter().flat_map(|(name, outer)| {
+                outer
+                    .iter()
+                    .filter(|o| {
+                        o.mode == crate::manifest::FileMode::ReadWrite
+                            && o.host != dir.host
+                            && dir.host.starts_with(&o.host)
+                    })
+                    .map(move |o| (name, o))
+            });
+            for (writer, outer) in writers {
+                let whose = if writer == inner_name {
+                    "its own read-write grant".to_string()
+                } else {
+                    format!("plugin {writer}'s read-write grant")
+                };
+                notes.push((
+                    inner_plugin,
+                    format!(
+                        "files {} ({}) lies inside {} ({}): it is held open from load, so it cannot be re-pointed, but those calls can change what is in it; grant disjoint directories to keep them apart",
+                        dir.guest,
+                        dir.host.display(),
+                        outer.host.display(),
+                        whose
+                    ),
+                ));
+            }
+        }
+    }
+    notes
+}
+
+/// What one call may write into one read-write grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct WriteQuota {
+    /// Bytes written (by any means: writes, streams, growing a file).
+    pub bytes: u64,
+    /// Files, directories and links created.
+    pub entries: u64,
+}
+
+impl Default for WriteQuota {
+    fn default() -> WriteQuota {
+        WriteQuota {
+            bytes: gadget_core::limits::DEFAULT_GRANT_WRITE_BYTES,
+            entries: gadget_core::limits::DEFAULT_GRANT_ENTRIES,
+        }
+    }
+}
+
+/// One read-write grant's use during one call. Shared with the file
+/// streams the call opens (they outlive any one host call).
+#[derive(Debug)]
+struct GrantUse {
+    guest: String,
+    quota: WriteQuota,
+    written: AtomicU64,
+    created: AtomicU64,
+    reported: AtomicBool,
+    notes: Arc<Mutex<Vec<String>>>,
+}
+
+impl GrantUse {
+    fn charge_bytes(&self, bytes: u64) -> Result<(), ErrorCode> {
+        let before = self.written.fetch_add(bytes, Ordering::Relaxed);
+        if before.saturating_add(bytes) > self.quota.bytes {
+            self.written.fetch_sub(bytes, Ordering::Relaxed);
+            self.report(format!(
+                "files {}: the call's write quota of {} bytes is spent: further writes fail (raise it with write-quota-mib on the grant)",
+                self.guest, self.quota.bytes
+            ));
+            return Err(ErrorCode::Quota);
+        }
+        Ok(())
+    }
+
+    fn remaining_bytes(&self) -> u64 {
+        self.quota
+            .bytes
+            .saturating_sub(self.written.load(Ordering::Relaxed))
+    }
+
+    fn charge_entry(&self) -> Result<(), ErrorCode> {
+        let before = self.created.fetch_add(1, Ordering::Relaxed);
+        if before >= self.quota.entries {
+            self.created.fetch_sub(1, Ordering::Relaxed);
+            self.report(format!(
+                "files {}: the call's quota of {} created files and directories is spent: further creations fail (raise it with max-entries on the grant)",
+                self.guest, self.quota.entries
+            ));
+            return Err(ErrorCode::Quota);
+        }
+        Ok(())
+    }
+
+    fn report(&self, note: String) {
+        if !self.reported.swap(true, Ordering::Relaxed) {
+            self.notes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(note);
+        }
+    }
+}
+
+/// The filesystem side of one call: which grant each open descriptor
+/// belongs to, and each read-write grant's use.
+#[derive(Debug, Default)]
+pub(crate) struct CallFiles {
+    /// By guest path, for the read-write grants only.
+    grants: HashMap<String, Arc<GrantUse>>,
+    /// Descriptor (resource index) to its read-write grant.
+    descriptors: HashMap<u32, Arc<GrantUse>>,
+    /// The call's notes (shown in its log when it ends).
+    notes: Arc<Mutex<Vec<String>>>,
+}
+
+impl CallFiles {
+    pub(crate) fn new(
+        grants: &[crate::grants::DirGrant],
+        notes: Arc<Mutex<Vec<String>>>,
+    ) -> CallFiles {
+        let grants = grants
+            .iter()
+            .filter(|g| g.mode == crate::manifest::FileMode::ReadWrite)
+            .map(|g| {
+                (
+                    g.guest.clone(),
+                    Arc::new(GrantUse {
+                        guest: g.guest.clone(),
+                        quota: g.quota,
+                        written: AtomicU64::new(0),
+                        created: AtomicU64::new(0),
+                        reported: AtomicBool::new(false),
+                        notes: notes.clone(),
+                    }),
+                )
+            })
+            .collect();
+        CallFiles {
+            grants,
+            descriptors: HashMap::new(),
+            notes,
+        }
+    }
+
+    fn note(&self, note: String) {
+        self.notes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(note);
+    }
+
+    fn grant_of(&self, fd: &Resource<Descriptor>) -> Option<Arc<GrantUse>> {
+        self.descriptors.get(&fd.rep()).cloned()
+    }
+}
+
+/// Why a symlink target is refused, if it is: absolute, or climbing.
+pub fn check_symlink_target(target: &str) -> Result<(), String> {
+    if target.is_empty() {
+        return Err("an empty symlink target".into());
+    }
+    if target.starts_with('/') || target.starts_with('\\') {
+        return Err(format!("the symlink target {target:?} is absolute"));
+    }
+    if target.split(['/', '\\']).any(|part| part == "..") {
+        return Err(format!(
+            "the symlink target {target:?} climbs with `..`: a link may point down into the grant, never up"
+        ));
+    }
+    Ok(())
+}
+
+/// A file stream that charges what it writes to its grant's quota.
+struct QuotaStream {
+    inner: DynOutputStream,
+    grant: Arc<GrantUse>,
+}
+
+fn quota_error() -> StreamError {
+    StreamError::LastOperationFailed(std::io::Error::from(std::io::ErrorKind::QuotaExceeded).into())
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for QuotaStream {
+    async fn ready(&mut self) {
+        self.inner.ready().await
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl OutputStream for QuotaStream {
+    fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
+        self.grant
+            .charge_bytes(bytes.len() as u64)
+            .map_err(|_| quota_error())?;
+        self.inner.write(bytes)
+    }
+
+    fn flush(&mut self) -> StreamResult<()> {
+        self.inner.flush()
+    }
+
+    fn check_write(&mut self) -> StreamResult<usize> {
+        let permitted = self.inner.check_write()?;
+        let remaining = self.grant.remaining_bytes();
+        if remaining == 0 && permitted > 0 {
+            // Zero would mean "wait", and the guest would wait forever.
+            let _ = self.grant.charge_bytes(1);
+            return Err(quota_error());
+        }
+        Ok(permitted.min(usize::try_from(remaining).unwrap_or(usize::MAX)))
+    }
+
+    fn write_zeroes(&mut self, nelem: usize) -> StreamResult<()> {
+        self.grant
+            .charge_bytes(nelem as u64)
+            .map_err(|_| quota_error())?;
+        self.inner.write_zeroes(nelem)
+    }
+
+    async fn cancel(&mut self) {
+        self.inner.cancel().await
+    }
+}
+
+type FsReturn<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
+
+/// Turns what wasmtime-wasi's filesystem host returned into what the guest
+/// gets (a trap stays a trap).
+fn settle<T>(state: &mut CallState, result: wasmtime_wasi::p2::FsResult<T>) -> FsReturn<T> {
+    match result {
+        Ok(value) => Ok((Ok(value),)),
+        Err(e) => {
+            let code = fs::Host::convert_error_code(&mut state.filesystem(), e)?;
+            Ok((Err(code),))
+        }
+    }
+}
+
+/// A file stream just opened, wrapped to charge its grant's quota when
+/// the file is in a read-write grant.
+fn charged_stream(
+    view: &mut wasmtime_wasi::filesystem::WasiFilesystemCtxView<'_>,
+    opened: wasmtime_wasi::p2::FsResult<Resource<DynOutputStream>>,
+    grant: Option<Arc<GrantUse>>,
+) -> FsReturn<Resource<DynOutputStream>> {
+    match opened {
+        Ok(stream) => {
+            if let Some(grant) = grant {
+                let entry = view.table.get_mut(&stream)?;
+                let inner =
+                    std::mem::replace(entry, Box::new(wasmtime_wasi::p2::pipe::SinkOutputStream));
+                *entry = Box::new(QuotaStream { inner, grant });
+            }
+            Ok((Ok(stream),))
+        }
+        Err(e) => Ok((Err(fs::Host::convert_error_code(view, e)?),)),
+    }
+}
+
+/// Shadows the filesystem operations that create or grow things with the
+/// guarded ones (after wasmtime-wasi's own are linked).
+pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let mut preopens = linker.instance(PREOPENS_INTERFACE)?;
+    preopens.func_wrap("get-directories", |mut store, (): ()| {
+        let state = store.data_mut();
+        let directories = wasmtime_wasi::p2::bindings::filesystem::preopens::Host::get_directories(
+            &mut state.filesystem(),
+        )?;
+        for (fd, guest) in &directories {
+            if let Some(grant) = state.files.grants.get(guest).cloned() {
+                state.files.descriptors.insert(fd.rep(), grant);
+            }
+        }
+        Ok((directories,))
+    })?;
+
+    let mut types = linker.instance(TYPES_INTERFACE)?;
+    types.func_wrap_async(
+        "[method]descriptor.open-at",
+        |mut store,
+         (fd, path_flags, path, open_flags, flags): (
+            Resource<Descriptor>,
+            PathFlags,
+            String,
+            OpenFlags,
+            DescriptorFlags,
+        )| {
+            Box::new(async move {
+                let state = store.data_mut();
+                let grant = state.files.grant_of(&fd);
+                let parent = fd.rep();
+                if let Some(grant) = &grant
+                    && open_flags.contains(OpenFlags::CREATE)
+                {
+                    // Only a creation counts: opening what exists is free.
+                    let exists = HostDescriptor::stat_at(
+                        &mut state.filesystem(),
+                        Resource::new_borrow(parent),
+                        PathFlags::empty(),
+                        path.clone(),
+                    )
+                    .await
+                    .is_ok();
+                    if !exists && let Err(code) = grant.charge_entry() {
+                        return Ok((Err(code),));
+                    }
+                }
+                let opened = HostDescriptor::open_at(
+                    &mut state.filesystem(),
+                    fd,
+                    path_flags,
+                    path,
+                    open_flags,
+                    flags,
+                )
+                .await;
+                if let (Ok(child), Some(grant)) = (&opened, grant) {
+                    state.files.descriptors.insert(child.rep(), grant);
+                }
+                settle(state, opened)
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.write",
+        |mut store, (fd, buffer, offset): (Resource<Descriptor>, Vec<u8>, Filesize)| {
+            Box::new(async move {
+                let state = store.data_mut();
+                if let Some(grant) = state.files.grant_of(&fd)
+                    && let Err(code) = grant.charge_bytes(buffer.len() as u64)
+                {
+                    return Ok((Err(code),));
+                }
+                let written =
+                    HostDescriptor::write(&mut state.filesystem(), fd, buffer, offset).await;
+                settle(state, written)
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.set-size",
+        |mut store, (fd, size): (Resource<Descriptor>, Filesize)| {
+            Box::new(async move {
+                let state = store.data_mut();
+                if let Some(grant) = state.files.grant_of(&fd) {
+                    // Growing a file is writing its new bytes (even sparse).
+                    let current = HostDescriptor::stat(
+                        &mut state.filesystem(),
+                        Resource::new_borrow(fd.rep()),
+                    )
+                    .await
+                    .map(|s| s.size)
+                    .unwrap_or(0);
+                    if size > current
+                        && let Err(code) = grant.charge_bytes(size - current)
+                    {
+                        return Ok((Err(code),));
+                    }
+                }
+                let done = HostDescriptor::set_size(&mut state.filesystem(), fd, size).await;
+                settle(state, done)
+            })
+        },
+    )?;
+    types.func_wrap(
+        "[method]descriptor.write-via-stream",
+        |mut store, (fd, offset): (Resource<Descriptor>, Filesize)| {
+            let state = store.data_mut();
+            let grant = state.files.grant_of(&fd);
+            let mut view = state.filesystem();
+            let opened = HostDescriptor::write_via_stream(&mut view, fd, offset);
+            charged_stream(&mut view, opened, grant)
+        },
+    )?;
+    types.func_wrap(
+        "[method]descriptor.append-via-stream",
+        |mut store, (fd,): (Resource<Descriptor>,)| {
+            let state = store.data_mut();
+            let grant = state.files.grant_of(&fd);
+            let mut view = state.filesystem();
+            let opened = HostDescriptor::append_via_stream(&mut view, fd);
+            charged_stream(&mut view, opened, grant)
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.create-directory-at",
+        |mut store, (fd, path): (Resource<Descriptor>, String)| {
+            Box::new(async move {
+                let state = store.data_mut();
+                if let Some(grant) = state.files.grant_of(&fd)
+                    && let Err(code) = grant.charge_entry()
+                {
+                    return Ok((Err(code),));
+                }
+                let done =
+                    HostDescriptor::create_directory_at(&mut state.filesystem(), fd, path).await;
+                settle(state, done)
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.symlink-at",
+        |mut store, (fd, target, path): (Resource<Descriptor>, String, String)| {
+            Box::new(async move {
+                let state = store.data_mut();
+                if let Err(reason) = check_symlink_target(&target) {
+                    state
+                        .files
+                        .note(format!("files: a symlink was refused: {reason}"));
+                    return Ok((Err(ErrorCode::NotPermitted),));
+                }
+                if let Some(grant) = state.files.grant_of(&fd)
+                    && let Err(code) = grant.charge_entry()
+                {
+                    return Ok((Err(code),));
+                }
+                let done =
+                    HostDescriptor::symlink_at(&mut state.filesystem(), fd, target, path).await;
+                settle(state, done)
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.link-at",
+        |mut store,
+         (fd, old_flags, old_path, new_fd, new_path): (
+            Resource<Descriptor>,
+            PathFlags,
+            String,
+            Resource<Descriptor>,
+            String,
+        )| {
+            Box::new(async move {
+                let state = store.data_mut();
+                if let Some(grant) = state.files.grant_of(&new_fd)
+                    && let Err(code) = grant.charge_entry()
+                {
+                    return Ok((Err(code),));
+                }
+                let done = HostDescriptor::link_at(
+                    &mut state.filesystem(),
+                    fd,
+                    old_flags,
+                    old_path,
+                    new_fd,
+                    new_path,
+                )
+                .await;
+                settle(state, done)
+            })
+        },
+    )?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symlink_targets_may_point_down_never_up_or_out() {
+        for fine in ["a", "a/b", "./a", "a/./b", "...", "a..b/c"] {
+            assert!(check_symlink_target(fine).is_ok(), "{fine}");
+        }
+        for refused in [
+            "",
+            "/etc",
+            "..",
+            "../x",
+            "a/../../x",
+            "a/..",
+            "\\etc",
+            "a\\..\\b",
+        ] {
+            assert!(check_symlink_target(refused).is_err(), "{refused}");
+        }
+    }
+
+    #[test]
+    fn a_held_directory_stays_itself_when_its_path_is_re_pointed() {
+        let root = tempfile::tempdir().unwrap();
+        let granted = root.path().join("granted");
+        let elsewhere = root.path().join("elsewhere");
+        std::fs::create_dir(&granted).unwrap();
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::write(granted.join("mine"), "granted").unwrap();
+        std::fs::write(elsewhere.join("theirs"), "not granted").unwrap();
+        let opened = OpenedDir::open(&granted.canonicalize().unwrap()).unwrap();
+
+        // The attack: move the granted directory away, leave a relative
+        // symlink to somewhere else in its place.
+        std::fs::rename(&granted, root.path().join("moved")).unwrap();
+        std::os::unix::fs::symlink("elsewhere", &granted).unwrap();
+
+        match opened.call_path() {
+            Ok(path) => {
+                assert!(path.join("mine").exists(), "{}", path.display());
+                assert!(!path.join("theirs").exists(), "{}", path.display());
+            }
+            Err(message) => assert!(message.contains("moved or replaced"), "{message}"),
+        }
+        let elsewhere_opened = OpenedDir::open(&elsewhere).unwrap();
+        assert!(!opened.same_directory(&elsewhere_opened));
+    }
+}

@@ -143,6 +143,30 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_cut_never_leaves_part_of_a_secret() {
+        let secret = "sk-0123456789abcdef";
+        let redactor = Redactor::new(vec![secret.into()]);
+        let text = format!("{}{secret} and more", "x".repeat(10));
+        // Every cut that falls inside the secret: no prefix of it remains.
+        for max in 0..text.len() {
+            let cut = redactor.bounded(text.clone(), max);
+            for k in 4..=secret.len() {
+                assert!(!cut.contains(&secret[..k]), "max {max}: {cut}");
+            }
+        }
+        // A capture cut at its cap in the middle of a secret.
+        for keep in 11..10 + secret.len() {
+            let captured = text.as_bytes()[..keep].to_vec();
+            let out = String::from_utf8(redactor.captured(captured, true)).unwrap();
+            assert!(out.ends_with(REDACTED), "{keep}: {out}");
+            assert!(!out.contains("sk-0"), "{keep}: {out}");
+        }
+        // Not cut: a string that merely ends like a secret's start stays.
+        let whole = redactor.captured(b"ends with sk".to_vec(), false);
+        assert_eq!(whole, b"ends with sk");
+    }
+
+    #[test]
     fn every_occurrence_is_replaced() {
         let r = Redactor::new(vec!["s3cret".into(), "s3cret-long".into(), String::new()]);
         assert_eq!(

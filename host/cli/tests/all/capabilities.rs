@@ -1013,3 +1013,21 @@ fn read_write_grants_have_a_write_quota_per_call() {
     let (lines, _) = fs_script(&policy, "write /data/c 1048576");
     assert_eq!(lines, ["ok wrote 1048576"]);
 }
+
+/// A policy section or `--grant` for a plugin that is not loaded is
+/// reported, not ignored.
+#[test]
+fn a_grant_for_a_plugin_that_is_not_loaded_is_reported() {
+    let out = run(
+        Some("[plugins.probbe]\nhttp = [\"https://example.com\"]\n"),
+        &[],
+        &["--grant", "fles:files=/tmp:/data", "list"],
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("[plugins.probbe] (or --grant probbe:...) names no loaded plugin"),
+        "{err}"
+    );
+    assert!(err.contains("[plugins.fles]"), "{err}");
+    assert!(err.contains("loaded: ") && err.contains("probe"), "{err}");
+}

@@ -39,12 +39,14 @@ pub const ERROR_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// (an API key must not go to a proxy nobody configured here), no
 /// redirects (a 307 would replay the conversation and its key to another
 /// origin, a 303 make the host fetch any URL the server names), a bounded
-/// connect time, each read bounded by the idle timeout, no overall timeout
-/// (a long answer streams for minutes).
+/// connect time, no overall timeout (a long answer streams for minutes).
+/// Silence is bounded where it is read: [`send`] for the headers, the
+/// event stream's idle timeout for the body, [`read_error_body`] for an
+/// error's body (a client-wide read timeout would cut the first-byte wait
+/// short).
 pub(crate) fn http_client(connect_timeout: Duration) -> reqwest::Client {
     reqwest::Client::builder()
         .connect_timeout(connect_timeout)
-        .read_timeout(sse::READ_IDLE_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
         .build()

@@ -274,6 +274,15 @@ impl CallFiles {
     fn grant_of(&self, fd: &Resource<Descriptor>) -> Option<Arc<GrantUse>> {
         self.descriptors.get(&fd.rep()).cloned()
     }
+
+    /// Charges one created entry to the grant `fd` is in (nothing to
+    /// charge outside a read-write grant).
+    fn charge_entry(&self, fd: &Resource<Descriptor>) -> Result<(), ErrorCode> {
+        match self.descriptors.get(&fd.rep()) {
+            Some(grant) => grant.charge_entry(),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Why a symlink target is refused, if it is: absolute, or climbing.
@@ -511,9 +520,7 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
         |mut store, (fd, path): (Resource<Descriptor>, String)| {
             Box::new(async move {
                 let state = store.data_mut();
-                if let Some(grant) = state.files.grant_of(&fd)
-                    && let Err(code) = grant.charge_entry()
-                {
+                if let Err(code) = state.files.charge_entry(&fd) {
                     return Ok((Err(code),));
                 }
                 let done =
@@ -533,9 +540,7 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
                         .note(format!("files: a symlink was refused: {reason}"));
                     return Ok((Err(ErrorCode::NotPermitted),));
                 }
-                if let Some(grant) = state.files.grant_of(&fd)
-                    && let Err(code) = grant.charge_entry()
-                {
+                if let Err(code) = state.files.charge_entry(&fd) {
                     return Ok((Err(code),));
                 }
                 let done =
@@ -556,9 +561,7 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
         )| {
             Box::new(async move {
                 let state = store.data_mut();
-                if let Some(grant) = state.files.grant_of(&new_fd)
-                    && let Err(code) = grant.charge_entry()
-                {
+                if let Err(code) = state.files.charge_entry(&new_fd) {
                     return Ok((Err(code),));
                 }
                 let done = HostDescriptor::link_at(

@@ -55,6 +55,39 @@ pub const OVERLOAD_RETRY_AFTER_SECONDS: u64 = 1;
 /// How often a drain looks at the calls in flight.
 const DRAIN_POLL: Duration = Duration::from_millis(20);
 
+/// How long a client has to send a request's headers once it starts one
+/// (and, on a kept-alive connection, once the previous response is sent).
+/// Real clients send them in one packet; a client trickling bytes to hold
+/// connections open is cut off here.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections open at once. Each costs a descriptor and a task; beyond
+/// this a new connection is closed at once (a load balancer retries it
+/// elsewhere), so a flood cannot exhaust the process's descriptors.
+pub const MAX_OPEN_CONNECTIONS: usize = 1024;
+
+/// What one connection may hold.
+#[derive(Debug, Clone, Copy)]
+struct ConnectionLimits {
+    header_read_timeout: Duration,
+    max_open: usize,
+}
+
+impl ConnectionLimits {
+    const DEFAULT: ConnectionLimits = ConnectionLimits {
+        header_read_timeout: HEADER_READ_TIMEOUT,
+        max_open: MAX_OPEN_CONNECTIONS,
+    };
+}
+
+/// How long the last connections get to finish their responses once the
+/// drain is over.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// The pause after a failed accept (usually: out of descriptors), so the
+/// loop does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
 /// How long cancelled calls get to end after the drain timeout: the
 /// gadgets' grace period is shorter.
 const CANCEL_GRACE: Duration = Duration::from_secs(2);
@@ -239,13 +272,75 @@ pub async fn serve(
         // Let the last responses leave before the connections close.
         tokio::time::sleep(DRAIN_POLL).await;
     };
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(ServeError::Serve)?;
+    accept_until(listener, router, ConnectionLimits::DEFAULT, shutdown).await;
     calls_cancelled.cancel();
     sessions_end.cancel();
     Ok(())
+}
+
+/// Accepts connections until `shutdown` completes, then lets each finish
+/// the request it is serving (idle ones close at once), for at most
+/// `CLOSE_GRACE`.
+///
+/// Not `axum::serve`: it sets no timer, so a client that trickles header
+/// bytes (or opens a connection and says nothing) holds a connection and a
+/// task forever. Here each connection has `header_read_timeout` to send a
+/// request's headers, and at most `max_open` are open at once.
+async fn accept_until(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    limits: ConnectionLimits,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let ConnectionLimits {
+        header_read_timeout,
+        max_open,
+    } = limits;
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
+    let open = Arc::new(Semaphore::new(max_open));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    // Out of descriptors or a connection reset before it
+                    // was accepted: neither ends the server.
+                    tracing::warn!("accepting a connection failed: {err}");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let Ok(slot) = open.clone().try_acquire_owned() else {
+            tracing::warn!(
+                "refusing a connection from {peer}: {max_open} are open (MAX_OPEN_CONNECTIONS)"
+            );
+            continue;
+        };
+        let service = TowerToHyperService::new(router.clone());
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(err) = connection.await {
+                tracing::debug!("connection from {peer} ended: {err}");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(CLOSE_GRACE, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections still open after {CLOSE_GRACE:?}: closing them");
+    }
 }
 
 /// SIGTERM (what orchestrators send) or Ctrl-C.
@@ -415,6 +510,75 @@ mod tests {
 
     fn post(body: impl Into<Body>) -> Request {
         Request::post("/mcp").body(body.into()).unwrap()
+    }
+
+    /// Reads until the peer closes the connection or `within` passes;
+    /// whether it closed, and what it sent.
+    async fn closed_within(stream: &mut tokio::net::TcpStream, within: Duration) -> (bool, String) {
+        use tokio::io::AsyncReadExt as _;
+        let mut seen = Vec::new();
+        let read = tokio::time::timeout(within, stream.read_to_end(&mut seen)).await;
+        (read.is_ok(), String::from_utf8_lossy(&seen).into_owned())
+    }
+
+    #[tokio::test]
+    async fn slow_or_surplus_connections_are_closed_and_good_ones_served() {
+        use tokio::io::AsyncWriteExt as _;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let limits = ConnectionLimits {
+            header_read_timeout: Duration::from_millis(300),
+            max_open: 2,
+        };
+        let router = axum::Router::new().route("/healthz", axum::routing::get(|| async { "ok\n" }));
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(accept_until(
+            listener,
+            router,
+            limits,
+            stop.clone().cancelled_owned(),
+        ));
+
+        // Two clients trickle a header a byte at a time, for longer than the
+        // header timeout: both are cut off, although each keeps sending.
+        let mut tricklers = Vec::new();
+        for _ in 0..2 {
+            tricklers.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        }
+        let started = std::time::Instant::now();
+        // A third connection while both slots are held is closed at once.
+        let mut surplus = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (closed, _) = closed_within(&mut surplus, Duration::from_secs(5)).await;
+        assert!(closed, "a connection over the cap must be closed");
+        let header = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+        'trickle: for byte in header {
+            for stream in &mut tricklers {
+                if stream.write_all(&[*byte]).await.is_err() {
+                    break 'trickle;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for stream in &mut tricklers {
+            let (closed, answer) = closed_within(stream, Duration::from_secs(5)).await;
+            assert!(closed, "a trickling client must be cut off");
+            assert!(!answer.contains("200 OK"), "{answer}");
+        }
+        assert!(started.elapsed() < Duration::from_secs(5));
+
+        // Their slots are free again: a real request is served.
+        let mut good = tokio::net::TcpStream::connect(addr).await.unwrap();
+        good.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let (closed, answer) = closed_within(&mut good, Duration::from_secs(5)).await;
+        assert!(closed && answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+
+        stop.cancel();
+        tokio::time::timeout(Duration::from_secs(10), server)
+            .await
+            .unwrap()
+            .unwrap();
     }
 
     #[tokio::test]

@@ -9,6 +9,7 @@
 pub mod http;
 pub mod metrics;
 pub mod server;
+pub mod stdio;
 
 pub use server::GadgetServer;
 

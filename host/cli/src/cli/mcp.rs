@@ -60,7 +60,7 @@ pub async fn mcp(
         .with_server_requests(true);
     let running = server
         .clone()
-        .serve(rmcp::transport::stdio())
+        .serve(gadget_mcp::stdio::transport())
         .await
         .context("starting the MCP session on stdio")?;
     // On SIGHUP the plugins are loaded again and the client is told the

@@ -718,3 +718,94 @@ fn a_configured_token_is_never_turned_off() {
         assert!(!stderr.contains("serving"), "{stderr}");
     }
 }
+
+/// Raw JSON-RPC lines against `gadget mcp`: what a careless or hostile
+/// client can send that rmcp alone would leave unanswered.
+#[test]
+fn every_stdio_request_is_answered_even_a_duplicate_or_an_oversized_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Command::new(common::gadget_bin())
+        .arg("--plugins")
+        .arg(common::shipped_plugins())
+        .env("XDG_CACHE_HOME", dir.path())
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = server.stdin.take().unwrap();
+    let stdout = server.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Ok(message) = serde_json::from_str(&line) {
+                let _ = tx.send(message);
+            }
+        }
+    });
+    let call = |id: u64, name: &str, arguments: Value| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}})
+        .to_string()
+    };
+    let mut lines = vec![
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#.to_string(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_string(),
+        // The same id twice while the first is still running.
+        call(7, "Sleep", serde_json::json!({"ms": 800})),
+        call(7, "Calculator", serde_json::json!({"operation": "add", "a": 1, "b": 2})),
+    ];
+    // One message just over the limit, its id before the cut.
+    let pad = "a".repeat(gadget_mcp::stdio::MAX_STDIO_MESSAGE_BYTES);
+    lines.push(call(9, "Calculator", serde_json::json!({"pad": pad})));
+    lines.push(call(
+        10,
+        "Calculator",
+        serde_json::json!({"operation": "multiply", "a": 6, "b": 7}),
+    ));
+    for line in lines {
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+    }
+    stdin.flush().unwrap();
+
+    let mut answers: Vec<Value> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let answered = |answers: &Vec<Value>, id: u64| answers.iter().filter(|a| a["id"] == id).count();
+    while ![(0, 1), (7, 2), (9, 1), (10, 1)]
+        .iter()
+        .all(|&(id, n)| answered(&answers, id) >= n)
+    {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(message) if message.get("id").is_some() => answers.push(message),
+            Ok(_) => {}
+            Err(_) => panic!("not every request was answered within 30 s: {answers:#?}"),
+        }
+    }
+    let of = |id: u64| -> Vec<&Value> { answers.iter().filter(|a| a["id"] == id).collect() };
+    // The first request with id 7 ran to the end; the second was refused.
+    let sevens = of(7);
+    let refused: Vec<_> = sevens.iter().filter(|a| a.get("error").is_some()).collect();
+    let finished: Vec<_> = sevens
+        .iter()
+        .filter(|a| a.get("result").is_some())
+        .collect();
+    assert_eq!((refused.len(), finished.len()), (1, 1), "{sevens:#?}");
+    let refusal = refused[0]["error"]["message"].as_str().unwrap();
+    assert!(refusal.contains("already in use"), "{refusal}");
+    assert_eq!(finished[0]["result"]["isError"], false, "{sevens:#?}");
+    // The oversized message is answered with the limit, by its id.
+    let nine = of(9)[0]["error"]["message"].as_str().unwrap().to_string();
+    assert!(nine.contains("MAX_STDIO_MESSAGE_BYTES"), "{nine}");
+    // And the session goes on.
+    let ten = &of(10)[0]["result"];
+    assert!(
+        ten["content"][0]["text"].as_str().unwrap().contains("42"),
+        "{ten}"
+    );
+    drop(stdin);
+    let _ = server.wait();
+}

@@ -86,7 +86,7 @@ where
 
 /// What one turn of `receive` saw.
 enum Received {
-    Message(Option<RxJsonRpcMessage<RoleServer>>),
+    Message(Option<Box<RxJsonRpcMessage<RoleServer>>>),
     Oversized(Option<RequestId>),
 }
 
@@ -119,7 +119,7 @@ where
             let received = tokio::select! {
                 biased;
                 Some(id) = self.oversized.recv() => Received::Oversized(id),
-                message = self.inner.receive() => Received::Message(message),
+                message = self.inner.receive() => Received::Message(message.map(Box::new)),
             };
             let message = match received {
                 Received::Oversized(id) => {
@@ -132,20 +132,20 @@ where
                     );
                     continue;
                 }
-                Received::Message(message) => message?,
+                Received::Message(message) => *message?,
             };
             match &message {
-                JsonRpcMessage::Request(request) => {
-                    if !lock(&self.in_flight).insert(request.id.clone()) {
-                        let id = request.id.clone();
-                        self.refuse(
-                            format!(
-                                "request id {id} is already in use by a request in flight: each request needs its own id (this one was not run)"
-                            ),
-                            Some(id),
-                        );
-                        continue;
-                    }
+                JsonRpcMessage::Request(request)
+                    if !lock(&self.in_flight).insert(request.id.clone()) =>
+                {
+                    let id = request.id.clone();
+                    self.refuse(
+                        format!(
+                            "request id {id} is already in use by a request in flight: each request needs its own id (this one was not run)"
+                        ),
+                        Some(id),
+                    );
+                    continue;
                 }
                 // A cancelled request is never answered (rmcp drops its
                 // response): the client may use its id again.

@@ -382,7 +382,17 @@ impl Agent {
                 max_tokens: self.config.max_tokens,
                 temperature: None,
             };
-            let estimated = estimate_tokens(&request);
+            let bytes = request_bytes(&request);
+            if bytes > MAX_REQUEST_BYTES {
+                outcome.stop = StopReason::Failed;
+                outcome.error = Some(ProviderError::RequestTooLarge {
+                    provider: self.provider.name().to_string(),
+                    bytes,
+                    limit: MAX_REQUEST_BYTES,
+                });
+                break;
+            }
+            let estimated = gadget_core::llm::estimate_tokens(bytes);
             if let Some(max) = self.config.max_cost {
                 let next = self
                     .config
@@ -435,8 +445,9 @@ impl Agent {
                 skipped: step.summary.skipped,
                 duration_ms: step.duration.as_secs_f64() * 1e3,
             };
-            outcome.input_tokens += record.input_tokens;
-            outcome.output_tokens += record.output_tokens;
+            // Saturating: the usage is what a server says.
+            outcome.input_tokens = outcome.input_tokens.saturating_add(record.input_tokens);
+            outcome.output_tokens = outcome.output_tokens.saturating_add(record.output_tokens);
             outcome.llm_cost = match (outcome.llm_cost, llm_cost) {
                 (Some(a), Some(b)) => Some(a + b),
                 _ => None,
@@ -610,15 +621,26 @@ struct Step {
     duration: Duration,
 }
 
-/// About how many tokens `request` is, before any tokenizer sees it.
-pub fn estimate_tokens(request: &ChatRequest) -> u64 {
-    let bytes: usize = request.system.iter().map(String::len).sum::<usize>()
+/// The most a request's conversation may carry, bytes of text. The largest
+/// context windows (a million tokens) hold about 4 MiB; past this, a
+/// model that floods its history with calls (each one two messages, even
+/// when dropped) would make every next request bigger than the last, so
+/// the session stops with an error instead of sending it.
+pub const MAX_REQUEST_BYTES: usize = 16 << 20;
+
+/// The text bytes of `request`: system parts and messages.
+pub fn request_bytes(request: &ChatRequest) -> usize {
+    request.system.iter().map(String::len).sum::<usize>()
         + request
             .messages
             .iter()
             .map(|m| m.content.len())
-            .sum::<usize>();
-    gadget_core::llm::estimate_tokens(bytes)
+            .sum::<usize>()
+}
+
+/// About how many tokens `request` is, before any tokenizer sees it.
+pub fn estimate_tokens(request: &ChatRequest) -> u64 {
+    gadget_core::llm::estimate_tokens(request_bytes(request))
 }
 
 #[cfg(test)]

@@ -61,12 +61,13 @@ pub(crate) async fn send(
     builder: reqwest::RequestBuilder,
 ) -> Result<reqwest::Response, ProviderError> {
     match tokio::time::timeout(FIRST_BYTE_TIMEOUT, builder.send()).await {
-        Ok(Ok(response)) if response.status().is_redirection() => Err(ProviderError::Unreachable {
+        // Refused, not unreachable: sending it again would get the same
+        // redirect.
+        Ok(Ok(response)) if response.status().is_redirection() => Err(ProviderError::Refused {
             provider: provider.to_string(),
-            url: url.to_string(),
-            cause: format!(
-                "the server answered {} (a redirect); provider requests never follow redirects: set the API's final URL as the base URL",
-                response.status()
+            status: response.status().as_u16(),
+            message: format!(
+                "{url} answered with a redirect; provider requests never follow redirects: set the API's final URL as the base URL"
             ),
         }),
         Ok(Ok(response)) => Ok(response),

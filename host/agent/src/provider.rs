@@ -150,6 +150,14 @@ pub enum ProviderError {
     StreamBroken { provider: String, cause: String },
     #[error("{provider}: the API reported an error mid-response: {message}")]
     Api { provider: String, message: String },
+    #[error(
+        "{provider}: the conversation is {bytes} bytes, over the {limit} a request may carry (MAX_REQUEST_BYTES): not sent"
+    )]
+    RequestTooLarge {
+        provider: String,
+        bytes: usize,
+        limit: usize,
+    },
 }
 
 impl ProviderError {

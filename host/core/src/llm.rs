@@ -16,6 +16,26 @@ pub fn estimate_tokens(bytes: usize) -> u64 {
     (bytes as u64).div_ceil(BYTES_PER_TOKEN_ESTIMATE)
 }
 
+/// The most tokens one byte of text can become: byte-level BPE tokenizers
+/// (OpenAI's, Anthropic's, Llama's) give every token at least one byte.
+/// A budget checked with this bound is a cap, not a guess (text in a
+/// script the tokenizer knows badly can be 3-4 times the estimate).
+pub const MAX_TOKENS_PER_BYTE: u64 = 1;
+
+/// Tokens a chat template can add per message (role markers, separators):
+/// OpenAI documents 3 to 4; this leaves room for other templates.
+pub const MESSAGE_OVERHEAD_TOKENS: u64 = 16;
+
+/// The most input tokens a request with these messages can be.
+pub fn max_input_tokens(messages: &[(LlmRole, String)]) -> u64 {
+    messages
+        .iter()
+        .fold(MESSAGE_OVERHEAD_TOKENS, |sum, (_, text)| {
+            sum.saturating_add((text.len() as u64).saturating_mul(MAX_TOKENS_PER_BYTE))
+                .saturating_add(MESSAGE_OVERHEAD_TOKENS)
+        })
+}
+
 /// Who says a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LlmRole {

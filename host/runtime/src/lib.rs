@@ -566,6 +566,9 @@ impl bindings::v0_2_0::gadget::plugin::llm::Host for CallState {
                 if let Some(access) = &mut self.llm {
                     access.spent += done.cost;
                 }
+                if let Some(note) = &done.note {
+                    self.ledger.host_warning(format!("llm usage: {note}"), at);
+                }
                 // Kept in the ledger, so a call that fails later still
                 // reports what its completions cost.
                 self.ledger.report_cost(done.cost, at);

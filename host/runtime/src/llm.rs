@@ -2,10 +2,12 @@
 //! during a call, sent through whatever [`LlmBackend`] the embedder set
 //! (the command line sets the agent's providers). The runtime knows no
 //! provider: it checks the grant (the model must be one the operator
-//! named), the budget (the request's worst case must fit what is left of
-//! the call's `max-usd-per-call`), and the clock (the call's deadline and
-//! abort signal end the wait), then adds the cost to the call's ledger,
-//! where it stays even if the call later fails.
+//! named), the budgets (the request's worst case, one token per byte in and
+//! every allowed token out, must fit what is left of the call's
+//! `max-usd-per-call` and of the plugin's `max-usd-per-run`), and the clock
+//! (the call's deadline and abort signal end the wait), then charges the
+//! usage the provider reports, never more than the request could use, to
+//! the call's ledger, where it stays even if the call later fails.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,6 +42,8 @@ pub struct LlmDone {
     pub answer: LlmAnswer,
     pub model: String,
     pub cost: f64,
+    /// Said when the provider's usage report was not believed.
+    pub note: Option<String>,
 }
 
 /// A call's access to the LLM: the backend, its grant, and what it spent.
@@ -93,23 +97,46 @@ pub(crate) async fn complete(
         .unwrap_or(DEFAULT_LLM_MAX_TOKENS)
         .clamp(1, MAX_LLM_MAX_TOKENS);
     let price = backend.price(&model);
-    if let Some(budget) = access.grant.max_usd_per_call {
-        let Some(price) = price else {
+    // The budgets are caps, so they are checked against the most this
+    // request can cost (one token per byte in, every allowed token out),
+    // never an estimate.
+    let max_input = gadget_core::llm::max_input_tokens(&messages);
+    let max_output = u64::from(max_tokens);
+    let grant = &access.grant;
+    let worst = match price {
+        Some(price) => price.cost(max_input, max_output),
+        None if grant.max_usd_per_call.is_some() || grant.max_usd_per_run.is_some() => {
             return Err(LlmFailure::BudgetExceeded(format!(
-                "model '{model}' has no known price, so the call's budget of ${budget} cannot be checked (add [llm.models.\"{model}\"] to the policy file)"
+                "model '{model}' has no known price, so the plugin's LLM budget cannot be checked (add [llm.models.\"{model}\"] to the policy file)"
             )));
-        };
-        let bytes: usize = messages.iter().map(|(_, text)| text.len()).sum();
-        let input = gadget_core::llm::estimate_tokens(bytes);
-        let worst = price.cost(input, u64::from(max_tokens));
+        }
+        None => 0.0,
+    };
+    let could_cost = || {
+        format!(
+            "this completion could cost up to ${worst:.6} (at most {max_input} tokens in, counting one per byte, and {max_output} out)"
+        )
+    };
+    if let Some(budget) = grant.max_usd_per_call {
         let left = budget - access.spent;
         if worst > left {
             return Err(LlmFailure::BudgetExceeded(format!(
-                "this completion could cost ${worst:.6} (about {input} tokens in, up to {max_tokens} out) and ${:.6} of the call's ${budget} is left",
+                "{} and ${:.6} of the call's ${budget} (max-usd-per-call) is left",
+                could_cost(),
                 left.max(0.0)
             )));
         }
     }
+    let reservation = grant
+        .run
+        .reserve(worst, grant.max_usd_per_run)
+        .map_err(|left| {
+            LlmFailure::BudgetExceeded(format!(
+                "{} and ${left:.6} of the plugin's ${} for this run (max-usd-per-run) is left",
+                could_cost(),
+                grant.max_usd_per_run.unwrap_or_default()
+            ))
+        })?;
     let request = LlmRequest {
         model: model.clone(),
         messages,
@@ -125,18 +152,40 @@ pub(crate) async fn complete(
             }
         }
     };
-    let answer = tokio::select! {
-        answer = sent => answer.map_err(LlmFailure::Provider)?,
+    // A deadline or cancel drops the reservation unsettled: what the
+    // provider charged for a request cut off mid-flight is unknown, so its
+    // worst case stays spent for the run.
+    let mut answer = tokio::select! {
+        answer = sent => match answer {
+            Ok(answer) => answer,
+            Err(message) => {
+                reservation.release();
+                return Err(LlmFailure::Provider(message));
+            }
+        },
         _ = tokio::time::sleep(time_left) => return Err(LlmFailure::Deadline),
         _ = cancelled => return Err(LlmFailure::Deadline),
     };
+    // A provider's usage is charged as reported, up to what the request
+    // could use: a report beyond that is not believed (it would spend
+    // budgets no request can spend) and is noted.
+    let note = (answer.input_tokens > max_input || answer.output_tokens > max_output).then(|| {
+        format!(
+            "the provider reported {} tokens in and {} out, more than this request can use (at most {max_input} in, {max_output} out): charged at most that",
+            answer.input_tokens, answer.output_tokens
+        )
+    });
+    answer.input_tokens = answer.input_tokens.min(max_input);
+    answer.output_tokens = answer.output_tokens.min(max_output);
     let cost = price
         .map(|p| p.cost(answer.input_tokens, answer.output_tokens))
         .unwrap_or(0.0);
+    reservation.settle(cost);
     Ok(LlmDone {
         answer,
         model,
         cost,
+        note,
     })
 }
 
@@ -154,6 +203,18 @@ mod tests {
         /// How long each completion takes.
         delay: Duration,
         priced: bool,
+        /// The usage each answer reports: (in, out).
+        usage: (u64, u64),
+    }
+
+    impl Recorder {
+        fn priced(usage: (u64, u64)) -> Arc<Recorder> {
+            Arc::new(Recorder {
+                priced: true,
+                usage,
+                ..Recorder::default()
+            })
+        }
     }
 
     impl LlmBackend for Recorder {
@@ -166,13 +227,13 @@ mod tests {
 
         fn complete(&self, request: LlmRequest) -> BoxFuture<'static, Result<LlmAnswer, String>> {
             self.sent.lock().unwrap().push(request);
-            let delay = self.delay;
+            let (delay, (input_tokens, output_tokens)) = (self.delay, self.usage);
             Box::pin(async move {
                 tokio::time::sleep(delay).await;
                 Ok(LlmAnswer {
                     text: "ok".into(),
-                    input_tokens: 1_000,
-                    output_tokens: 1_000,
+                    input_tokens,
+                    output_tokens,
                 })
             })
         }
@@ -181,14 +242,12 @@ mod tests {
     fn access(backend: Arc<Recorder>, budget: Option<f64>, spent: f64) -> LlmAccess {
         LlmAccess {
             backend: Some(backend),
-            grant: LlmGrant {
-                models: vec!["p:first".into(), "p:second".into()],
-                max_usd_per_call: budget,
-            },
+            grant: LlmGrant::new(vec!["p:first".into(), "p:second".into()], budget, None),
             spent,
         }
     }
 
+    /// 400 bytes: at most 400 + 2 * 16 = 432 tokens in.
     fn ask(model: Option<&str>, max_tokens: Option<u32>) -> LlmAsk {
         LlmAsk {
             model: model.map(str::to_string),
@@ -198,6 +257,9 @@ mod tests {
         }
     }
 
+    /// The most `ask(None, None)` can cost at $1 per million tokens.
+    const WORST: f64 = (432.0 + 1024.0) / 1e6;
+
     async fn run(
         access: Option<&LlmAccess>,
         ask: LlmAsk,
@@ -206,40 +268,40 @@ mod tests {
         complete("plug", access, ask, time_left, None).await
     }
 
+    const LONG: Duration = Duration::from_secs(10);
+
     #[tokio::test]
     async fn each_check_fires_before_anything_is_sent() {
-        let backend = Arc::new(Recorder {
-            priced: true,
-            ..Recorder::default()
-        });
-        let long = Duration::from_secs(10);
-        let Err(LlmFailure::Denied(m)) = run(None, ask(None, None), long).await else {
+        let backend = Recorder::priced((100, 100));
+        let Err(LlmFailure::Denied(m)) = run(None, ask(None, None), LONG).await else {
             panic!("no grant must be denied")
         };
         assert!(m.contains("[plugins.plug] llm"), "{m}");
         let granted = access(backend.clone(), None, 0.0);
         let Err(LlmFailure::Denied(m)) =
-            run(Some(&granted), ask(Some("p:other"), None), long).await
+            run(Some(&granted), ask(Some("p:other"), None), LONG).await
         else {
             panic!("an ungranted model must be denied")
         };
         assert!(m.contains("granted: p:first, p:second"), "{m}");
-        // 100 tokens in + 1024 out at $1/M is about $0.0011: over what is
-        // left of a $0.01 budget with $0.0095 spent.
         let tight = access(backend.clone(), Some(0.01), 0.0095);
-        let Err(LlmFailure::BudgetExceeded(m)) = run(Some(&tight), ask(None, None), long).await
+        let Err(LlmFailure::BudgetExceeded(m)) = run(Some(&tight), ask(None, None), LONG).await
         else {
             panic!("over the budget must be refused")
         };
-        assert!(m.contains("about 100 tokens in, up to 1024 out"), "{m}");
+        assert!(
+            m.contains("at most 432 tokens in, counting one per byte, and 1024 out"),
+            "{m}"
+        );
         assert!(backend.sent.lock().unwrap().is_empty(), "nothing was sent");
 
         // Within the grant: the first model by default, the token cap clamped.
-        let done = run(Some(&granted), ask(None, Some(1_000_000)), long)
+        let done = run(Some(&granted), ask(None, Some(1_000_000)), LONG)
             .await
             .unwrap();
         assert_eq!(done.model, "p:first");
-        assert!((done.cost - 0.002).abs() < 1e-12);
+        assert!((done.cost - 0.0002).abs() < 1e-12);
+        assert_eq!(done.note, None);
         assert_eq!(
             backend.sent.lock().unwrap()[0].max_tokens,
             MAX_LLM_MAX_TOKENS
@@ -247,11 +309,80 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_budget_is_checked_against_the_most_a_request_can_cost_not_an_estimate() {
+        // Four bytes a token would make this request $0.001124, under the
+        // budget; text a tokenizer knows badly can be a token a byte, so
+        // the request could cost $0.001456 and is refused.
+        let backend = Recorder::priced((432, 1024));
+        let budget = access(backend.clone(), Some(0.0012), 0.0);
+        let refused = run(Some(&budget), ask(None, None), LONG).await;
+        assert!(
+            matches!(refused, Err(LlmFailure::BudgetExceeded(_))),
+            "{refused:?}"
+        );
+        // At the bound it fits, and costs what the provider reports.
+        let exact = access(backend, Some(WORST), 0.0);
+        let done = run(Some(&exact), ask(None, None), LONG).await.unwrap();
+        assert!((done.cost - WORST).abs() < 1e-12);
+    }
+
+    #[tokio::test]
+    async fn a_hostile_usage_report_is_charged_only_what_the_request_could_use() {
+        for usage in [(1_000_000_000_000, 5), (u64::MAX, u64::MAX), (5, u64::MAX)] {
+            let backend = Recorder::priced(usage);
+            let granted = access(backend, Some(1.0), 0.0);
+            let done = run(Some(&granted), ask(None, None), LONG).await.unwrap();
+            assert!(done.cost <= WORST + 1e-12, "{usage:?} cost {}", done.cost);
+            assert!(done.answer.input_tokens <= 432 && done.answer.output_tokens <= 1024);
+            let note = done.note.expect("an unbelievable report is noted");
+            assert!(note.contains("more than this request can use"), "{note}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_run_budget_holds_across_calls_even_in_parallel() {
+        // Three worst cases fit in $0.005, four do not; each completion
+        // really costs $0.0002.
+        let backend = Arc::new(Recorder {
+            priced: true,
+            usage: (100, 100),
+            delay: Duration::from_millis(200),
+            ..Recorder::default()
+        });
+        let grant = LlmGrant::new(vec!["p:first".into()], None, Some(0.005));
+        let call = || LlmAccess {
+            backend: Some(backend.clone()),
+            grant: grant.clone(),
+            spent: 0.0,
+        };
+        let calls: Vec<LlmAccess> = (0..10).map(|_| call()).collect();
+        let results = futures_util::future::join_all(
+            calls.iter().map(|c| run(Some(c), ask(None, None), LONG)),
+        )
+        .await;
+        let done = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(done, 3, "{results:?}");
+        for refused in results.iter().filter_map(|r| r.as_ref().err()) {
+            let LlmFailure::BudgetExceeded(m) = refused else {
+                panic!("{refused:?}")
+            };
+            assert!(m.contains("for this run (max-usd-per-run)"), "{m}");
+        }
+        // Settled at what they cost, so a later call has room again.
+        assert!((grant.run.used() - 0.0006).abs() < 1e-12);
+        assert!(run(Some(&call()), ask(None, None), LONG).await.is_ok());
+        // A completion cut off by the deadline keeps its worst case spent.
+        let before = grant.run.used();
+        let cut = run(Some(&call()), ask(None, None), Duration::from_millis(20)).await;
+        assert_eq!(cut.unwrap_err(), LlmFailure::Deadline);
+        assert!((grant.run.used() - before - WORST).abs() < 1e-12);
+    }
+
+    #[tokio::test]
     async fn an_unpriced_model_cannot_be_budgeted_and_the_deadline_ends_a_wait() {
         let unpriced = Arc::new(Recorder::default());
         let budgeted = access(unpriced.clone(), Some(1.0), 0.0);
-        let Err(LlmFailure::BudgetExceeded(m)) =
-            run(Some(&budgeted), ask(None, None), Duration::from_secs(10)).await
+        let Err(LlmFailure::BudgetExceeded(m)) = run(Some(&budgeted), ask(None, None), LONG).await
         else {
             panic!("an unpriced model under a budget must be refused")
         };

@@ -214,6 +214,9 @@ pub struct LlmPolicy {
     pub models: Vec<String>,
     /// What one call's completions may cost together, USD; absent: no cap.
     pub max_usd_per_call: Option<f64>,
+    /// What all of the plugin's completions may cost together in one run
+    /// (one `run`/`agent`/`call`, or one load in `mcp`/`serve`), USD.
+    pub max_usd_per_run: Option<f64>,
 }
 
 /// `{ host = "./data", guest = "/data", mode = "ro" }`.
@@ -578,12 +581,17 @@ fn check_grants(plugin: &str, grants: &PluginPolicy) -> Result<(), String> {
                 }
             }
         }
-        if let Some(usd) = llm.max_usd_per_call
-            && !(usd.is_finite() && usd >= 0.0)
-        {
-            return Err(format!(
-                "plugins.{plugin}.llm.max-usd-per-call: {usd} is not an amount of USD"
-            ));
+        for (key, usd) in [
+            ("max-usd-per-call", llm.max_usd_per_call),
+            ("max-usd-per-run", llm.max_usd_per_run),
+        ] {
+            if let Some(usd) = usd
+                && !(usd.is_finite() && usd >= 0.0)
+            {
+                return Err(format!(
+                    "plugins.{plugin}.llm.{key}: {usd} is not an amount of USD"
+                ));
+            }
         }
     }
     for (key, source) in &grants.config {
@@ -790,6 +798,18 @@ config = { API_KEY = { env = "WEATHER_API_KEY" }, UNITS = { value = "metric" } }
         let error = parse("[plugins.s]\nllm = { models = [\"a:b\"], max-usd-per-call = -1.0 }\n")
             .unwrap_err();
         assert!(error.contains("is not an amount of USD"), "{error}");
+        let error = parse("[plugins.s]\nllm = { models = [\"a:b\"], max-usd-per-run = nan }\n")
+            .unwrap_err();
+        assert!(
+            error.contains("llm.max-usd-per-run: NaN is not an amount"),
+            "{error}"
+        );
+        let policy =
+            parse("[plugins.s]\nllm = { models = [\"a:b\"], max-usd-per-run = 2.5 }\n").unwrap();
+        assert_eq!(
+            policy.plugins["s"].llm.as_ref().unwrap().max_usd_per_run,
+            Some(2.5)
+        );
         let error = parse("[llm]\nmodel = \"gpt-4o\"\n").unwrap_err();
         assert!(error.contains("llm.model: 'gpt-4o'"), "{error}");
         let error = parse("[llm.models.\"a:b\"]\ninput-per-mtok = -1.0\noutput-per-mtok = 1.0\n")

@@ -770,3 +770,56 @@ fn ctrl_c_cancels_the_running_calls_saves_the_session_and_exits_130() {
     let saved = std::fs::read_to_string(&session).unwrap();
     assert!(saved.lines().last().unwrap().contains("\"agent_summary\""));
 }
+
+/// A model that floods its own history: each response is ten calls with
+/// 900 KiB arguments (the history keeps every call, even a refused one),
+/// and reports impossible usage. The third request would carry over
+/// 16 MiB and is never sent; the token sums saturate.
+#[test]
+fn a_history_too_big_to_send_stops_the_session_and_token_sums_saturate() {
+    let text = "x".repeat(900 << 10);
+    let calls: Vec<String> = (0..10)
+        .map(|i| block(&format!("NoSuchGadget:f{i}"), &[("text", &text)]))
+        .collect();
+    let flood = || {
+        let pieces: Vec<(&str, u64)> = calls.iter().map(|c| (c.as_str(), 0)).collect();
+        openai_reply(&pieces, (u64::MAX, u64::MAX))
+    };
+    let server = LlmServer::start(vec![flood(), flood(), flood()]);
+    let out = agent(
+        &server,
+        None,
+        &["flood", "--model", "openai:gpt-4o-mini", "--json"],
+    );
+    assert_eq!(server.requests().len(), 2, "{}", stderr(&out));
+    let events = events(&out);
+    let summary = summary(&events);
+    assert_eq!(summary["stop"], "failed", "{summary}");
+    assert_eq!(summary["input_tokens"], u64::MAX, "{summary}");
+    let error = summary["error"].as_str().unwrap_or_default();
+    assert!(error.contains("MAX_REQUEST_BYTES"), "{summary}");
+}
+
+/// A model server that redirects: neither a 307 (which would replay the
+/// conversation and the key to another origin) nor a 303 (which would make
+/// the host fetch any URL) is followed, and neither is retried.
+#[test]
+fn a_provider_redirect_is_never_followed() {
+    for status in [307, 303, 301] {
+        let elsewhere = LlmServer::start(vec![openai_reply(&[("stolen", 0)], (1, 1))]);
+        let server = LlmServer::start(vec![Reply::Status {
+            status,
+            headers: vec![("Location", elsewhere.url() + "/v1/chat/completions")],
+            body: String::new(),
+        }]);
+        let out = agent(&server, None, &["hi", "--model", "openai:gpt-4o-mini"]);
+        assert_eq!(out.status.code(), Some(1), "{status}: {}", stderr(&out));
+        assert!(elsewhere.requests().is_empty(), "{status} was followed");
+        assert_eq!(server.requests().len(), 1, "{status} was retried");
+        assert!(
+            stderr(&out).contains("never follow redirects"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}

@@ -10,8 +10,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::limits::{
-    MAX_DETAILS_BYTES, MAX_HOST_WARNINGS, MAX_LOG_FIELDS_BYTES, MAX_LOG_MESSAGE_BYTES,
-    MAX_UPDATE_BYTES,
+    COST_EVENT_INTERVAL_MS, MAX_DETAILS_BYTES, MAX_HOST_WARNINGS, MAX_LOG_FIELDS_BYTES,
+    MAX_LOG_MESSAGE_BYTES, MAX_UPDATE_BYTES,
 };
 use crate::redact::Redactor;
 
@@ -94,6 +94,10 @@ pub struct Ledger {
     pub refused_costs: u64,
     /// Host warnings past [`MAX_HOST_WARNINGS`], counted and not kept.
     pub suppressed_warnings: u64,
+    /// Cost reported since the last live cost event, not yet told.
+    cost_untold: f64,
+    /// When the last live cost event went out, ms into the call.
+    cost_told_at: Option<u64>,
     host_warnings: usize,
     bytes_used: u64,
     bytes_limit: u64,
@@ -262,6 +266,7 @@ impl Ledger {
     /// Closes the ledger at the end of a call: one line sums up what was
     /// refused or suppressed, instead of one line per offence.
     pub fn close(&mut self, at_ms: u64) {
+        self.tell_cost(at_ms);
         let summaries = [
             (self.refused_costs > 1).then(|| {
                 format!(
@@ -335,7 +340,26 @@ impl Ledger {
             return;
         }
         self.reported_cost = total;
-        self.emit(CallEvent::Cost(usd));
+        // Live cost events are for a display: at most one per
+        // COST_EVENT_INTERVAL_MS, carrying what was reported since the
+        // last (a loop of tiny or zero reports once made 129 MB of
+        // events). The call's total is exact in its report either way.
+        self.cost_untold += usd;
+        let due = self
+            .cost_told_at
+            .is_none_or(|told| at_ms.saturating_sub(told) >= COST_EVENT_INTERVAL_MS);
+        if due {
+            self.tell_cost(at_ms);
+        }
+    }
+
+    /// Sends the cost not yet told as one live event (none for nothing).
+    fn tell_cost(&mut self, at_ms: u64) {
+        if self.cost_untold > 0.0 {
+            let usd = std::mem::take(&mut self.cost_untold);
+            self.cost_told_at = Some(at_ms);
+            self.emit(CallEvent::Cost(usd));
+        }
     }
 }
 
@@ -462,6 +486,33 @@ mod tests {
         assert_eq!(ledger.logs.len(), 2, "{:?}", ledger.logs);
         assert!(ledger.reported_cost.is_finite());
         assert_eq!(add_costs(f64::MAX, f64::MAX), f64::MAX);
+    }
+
+    #[test]
+    fn live_cost_events_are_coalesced_and_none_is_lost() {
+        let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = events.clone();
+        let observer: CallObserver = Arc::new(move |event: &CallEvent| {
+            if let CallEvent::Cost(usd) = event {
+                seen.lock().unwrap().push(*usd);
+            }
+        });
+        let mut ledger = Ledger::new(1000, Some(observer));
+        // A million reports, zero and tiny, within 250 ms of the call.
+        for i in 0..1_000_000u64 {
+            let usd = if i % 2 == 0 { 0.0 } else { 1e-9 };
+            ledger.report_cost(usd, i / 4_000);
+        }
+        ledger.close(250);
+        let events = events.lock().unwrap();
+        assert!(events.len() <= 4, "{} events", events.len());
+        let told: f64 = events.iter().sum();
+        assert!((told - ledger.reported_cost).abs() < 1e-12);
+        assert!((ledger.reported_cost - 500_000.0 * 1e-9).abs() < 1e-9);
+        // Only zero reports: no event at all.
+        let mut quiet = Ledger::new(1000, None);
+        quiet.report_cost(0.0, 0);
+        assert_eq!(quiet.cost_untold, 0.0);
     }
 
     #[test]

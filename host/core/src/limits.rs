@@ -90,6 +90,12 @@ pub const MAX_ERROR_MESSAGE_BYTES: usize = 16 << 10;
 /// one import into unbounded host output.
 pub const MAX_HOST_WARNINGS: usize = 16;
 
+/// The least time between two live cost events of one call, ms: reports in
+/// between are added up and told together (the call's total is exact in
+/// its report either way), so a loop of tiny reports cannot flood the
+/// output. Ten a second is as fast as a person reads a changing figure.
+pub const COST_EVENT_INTERVAL_MS: u64 = 100;
+
 /// Bytes of one response `gadget run` reads (a file or stdin): a model's
 /// response is far smaller (a provider stream is capped at 16 MiB), and the
 /// executor's bookkeeping grows with what it reads. Past it the rest is not
@@ -109,9 +115,11 @@ pub const DEFAULT_GRANT_ENTRIES: u64 = 10_000;
 
 /// The operator's ceilings on each limit, by default (the policy file's
 /// `[limits]` replaces them); a manifest or spec asking for more gets the
-/// ceiling, with a warning. Chosen for a shared machine: five minutes is
-/// long for one tool call of an agent turn.
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(300);
+/// ceiling, with a warning. Chosen for a shared machine and for timeouts a
+/// third-party plugin declares itself: two minutes is long for one tool
+/// call of an agent turn, and a plugin that needs more is given it by the
+/// operator, not by its own manifest.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default ceiling on linear memory per instance, in bytes: four times the
 /// default, enough for a big data-processing gadget, far from what a few
 /// parallel calls could take from a shared machine.

@@ -104,10 +104,18 @@ pub struct GadgetHints {
     /// by. Only a gadget with a limit is counted, so only its key is read
     /// (others may leave it empty and save a copy per call).
     pub key: String,
-    /// Runs alone: it waits for running calls to finish, and nothing starts beside it.
+    /// Runs alone: it waits for running calls to finish, and nothing starts
+    /// beside it. Within its `group` only, when it has one.
     pub exclusive: bool,
     /// Calls of this gadget running at once; 0 means no limit.
     pub max_concurrent: u32,
+    /// The calls an exclusive call of this group runs alone among: a
+    /// plugin's own calls, so that a third-party plugin declaring itself
+    /// `exclusive` holds only its own calls, not the whole run. `None`: the
+    /// whole run (trusted tools, and plugins the operator lets hold it).
+    /// Only groups with an exclusive gadget need one; calls with a group
+    /// are counted per group.
+    pub group: Option<std::sync::Arc<str>>,
 }
 
 /// Why a call was skipped. The texts are llmist's where it has them.
@@ -252,6 +260,10 @@ pub struct Scheduler {
     running: usize,
     running_exclusive: bool,
     running_per_gadget: HashMap<String, u32>,
+    /// Calls running per group (only calls with a group).
+    running_per_group: HashMap<std::sync::Arc<str>, u32>,
+    /// Groups whose exclusive call is running.
+    exclusive_groups: HashSet<std::sync::Arc<str>>,
     /// Starts left in the open batch (`Strategy::Batched`).
     batch_left: usize,
     response: u64,
@@ -272,6 +284,8 @@ impl Scheduler {
             running: 0,
             running_exclusive: false,
             running_per_gadget: HashMap::new(),
+            running_per_group: HashMap::new(),
+            exclusive_groups: HashSet::new(),
             batch_left: 0,
             response: 0,
             calls_this_response: 0,
@@ -298,6 +312,22 @@ impl Scheduler {
     /// starts until it ends).
     pub fn exclusive_running(&self) -> bool {
         self.running_exclusive
+    }
+
+    /// For a call of a group: whether the group's exclusive call is
+    /// running, and how many of the group's calls are.
+    pub fn group_state(&self, call: CallIx) -> Option<(&str, bool, u32)> {
+        let group = self.nodes[call].spec.gadget.as_ref()?.group.as_ref()?;
+        Some((
+            group,
+            self.exclusive_groups.contains(group),
+            self.running_per_group.get(group).copied().unwrap_or(0),
+        ))
+    }
+
+    /// Whether the call is ready to start but has not started.
+    pub fn is_ready(&self, call: CallIx) -> bool {
+        self.nodes[call].state == State::Ready
     }
 
     /// Whether the executor should stop reading the current response.
@@ -447,7 +477,14 @@ impl Scheduler {
         if self.nodes[call].state == State::Running {
             self.running -= 1;
             if let Some(hints) = &self.nodes[call].spec.gadget {
-                if hints.exclusive {
+                if let Some(group) = &hints.group {
+                    if let Some(count) = self.running_per_group.get_mut(group) {
+                        *count = count.saturating_sub(1);
+                    }
+                    if hints.exclusive {
+                        self.exclusive_groups.remove(group);
+                    }
+                } else if hints.exclusive {
                     self.running_exclusive = false;
                 }
                 if hints.max_concurrent > 0
@@ -731,6 +768,9 @@ impl Scheduler {
         // of calls queued behind the parallelism limit, a copy per finished
         // call made a response quadratic.
         let mut after: Option<CallIx> = None;
+        // Groups whose exclusive call waits in this pass: the group's later
+        // calls do not pass it (or it could wait forever).
+        let mut held_groups: Vec<std::sync::Arc<str>> = Vec::new();
         loop {
             if self.running >= max || self.running_exclusive {
                 break;
@@ -752,11 +792,19 @@ impl Scheduler {
                 }
                 self.batch_left = size.max(1);
             }
-            let (exclusive, max_concurrent) = match &self.nodes[call].spec.gadget {
-                Some(hints) => (hints.exclusive, hints.max_concurrent),
-                None => (false, 0),
+            let (exclusive, max_concurrent, group) = match &self.nodes[call].spec.gadget {
+                Some(hints) => (hints.exclusive, hints.max_concurrent, hints.group.clone()),
+                None => (false, 0, None),
             };
-            if exclusive && self.running > 0 {
+            if let Some(group) = &group {
+                if self.exclusive_groups.contains(group) || held_groups.contains(group) {
+                    continue; // its group is held; other calls may start
+                }
+                if exclusive && self.running_per_group.get(group).is_some_and(|&n| n > 0) {
+                    held_groups.push(group.clone());
+                    continue;
+                }
+            } else if exclusive && self.running > 0 {
                 break; // it waits for the running calls; nothing passes it
             }
             // Only gadgets with a limit are counted (no lookup otherwise).
@@ -774,8 +822,15 @@ impl Scheduler {
             if let Strategy::Batched { .. } = self.config.strategy {
                 self.batch_left -= 1;
             }
-            if exclusive {
-                self.running_exclusive = true;
+            match group {
+                Some(group) => {
+                    if exclusive {
+                        self.exclusive_groups.insert(group.clone());
+                    }
+                    *self.running_per_group.entry(group).or_insert(0) += 1;
+                }
+                None if exclusive => self.running_exclusive = true,
+                None => {}
             }
             if limited {
                 let key = &self.nodes[call].spec.gadget.as_ref().expect("hinted").key;
@@ -804,6 +859,7 @@ mod tests {
                 key: "g".into(),
                 exclusive: false,
                 max_concurrent: 0,
+                group: None,
             }),
         }
     }
@@ -814,6 +870,20 @@ mod tests {
                 key: key.into(),
                 exclusive,
                 max_concurrent,
+                group: None,
+            }),
+            ..spec(id, &[])
+        }
+    }
+
+    /// A call of plugin `group`'s gadget.
+    fn grouped(id: &str, group: &str, exclusive: bool) -> CallSpec {
+        CallSpec {
+            gadget: Some(GadgetHints {
+                key: String::new(),
+                exclusive,
+                max_concurrent: 0,
+                group: Some(group.into()),
             }),
             ..spec(id, &[])
         }
@@ -1080,6 +1150,25 @@ mod tests {
     }
 
     #[test]
+    fn a_plugins_exclusive_gadget_holds_only_that_plugins_calls() {
+        let mut h = Harness::new(ScheduleConfig::default());
+        h.add(grouped("p1", "evil", false))
+            .add(grouped("x", "evil", true))
+            .add(grouped("p2", "evil", false))
+            .add(spec("other", &[]))
+            .add(grouped("q", "good", false));
+        // x waits for p1; p2 does not pass x; every other call starts.
+        assert_eq!(h.take(), ["start p1", "start other", "start q"]);
+        h.done("p1", Ok(()));
+        assert_eq!(h.take(), ["start x"]);
+        // While x runs, its plugin's calls wait and others start at once.
+        h.add(spec("later", &[])).add(grouped("p3", "evil", false));
+        assert_eq!(h.take(), ["start later"]);
+        h.done("x", Ok(()));
+        assert_eq!(h.take(), ["start p2", "start p3"]);
+    }
+
+    #[test]
     fn many_dependencies_settle_in_linear_time_and_too_many_are_refused() {
         let mut h = Harness::new(ScheduleConfig {
             max_parallel: usize::MAX,
@@ -1174,7 +1263,7 @@ mod tests {
         #[test]
         fn every_call_ends_once_and_no_rule_is_broken(
             calls in proptest::collection::vec(
-                (0u8..12, proptest::collection::vec(0u8..14, 0..3), 0u8..4, proptest::bool::ANY),
+                (0u8..12, proptest::collection::vec(0u8..14, 0..3), 0u8..6, proptest::bool::ANY),
                 0..16,
             ),
             strategy in 0u8..3,
@@ -1205,8 +1294,12 @@ mod tests {
                             }
                             running.push(c);
                             assert!(running.len() <= limit, "{} running, limit {limit}", running.len());
-                            let exclusive = running.iter().filter(|c| s.spec(**c).gadget.as_ref().is_some_and(|g| g.exclusive)).count();
+                            let hints = |c: &CallIx| s.spec(*c).gadget.clone().unwrap();
+                            let exclusive = running.iter().filter(|c| hints(c).exclusive && hints(c).group.is_none()).count();
                             assert!(exclusive == 0 || running.len() == 1, "an exclusive call ran beside others");
+                            let grouped = running.iter().filter(|c| hints(c).group.is_some()).count();
+                            let group_exclusive = running.iter().filter(|c| hints(c).exclusive && hints(c).group.is_some()).count();
+                            assert!(group_exclusive == 0 || grouped == 1, "a group's exclusive call ran beside its group");
                         }
                         Action::Skip(c, _) | Action::Fallback(c, _) | Action::DuplicateId(c) => ended[c] += 1,
                     }
@@ -1216,7 +1309,8 @@ mod tests {
                 let spec = CallSpec {
                     invocation_id: format!("c{id}"),
                     dependencies: deps.iter().map(|d| format!("c{d}")).collect(),
-                    gadget: Some(GadgetHints { key: format!("g{}", hint % 2), exclusive: *hint == 3, max_concurrent: u32::from(*hint == 2) }),
+                    // 4 and 5: a plugin's calls, 4 exclusive within it.
+                    gadget: Some(GadgetHints { key: format!("g{}", hint % 2), exclusive: *hint == 3 || *hint == 4, max_concurrent: u32::from(*hint == 2), group: (*hint >= 4).then(|| "plugin".into()) }),
                 };
                 let (call, actions) = s.add(spec, &mut policy);
                 assert_eq!(call, i);

@@ -98,6 +98,12 @@ pub trait Tool: Send + Sync {
         &self.spec().name
     }
 
+    /// The calls this tool's `exclusive` calls run alone among (see
+    /// [`GadgetHints::group`]); `None`, the default: the whole run.
+    fn group(&self) -> Option<std::sync::Arc<str>> {
+        None
+    }
+
     /// The scheduler's view: the concurrency hints, and the lower-cased
     /// name its `max_concurrent` counts by (empty when it has no limit).
     fn hints(&self) -> GadgetHints {
@@ -112,6 +118,7 @@ pub trait Tool: Send + Sync {
             },
             exclusive: spec.exclusive,
             max_concurrent,
+            group: self.group(),
         }
     }
 

@@ -561,9 +561,25 @@ impl Executor {
             if entry.settled {
                 continue;
             }
+            if !self.scheduler.is_ready(ix) {
+                continue; // it started, or waits for a dependency
+            }
             let running = self.scheduler.running();
+            let group = self.scheduler.group_state(ix);
             let reason = if self.scheduler.exclusive_running() {
                 "an exclusive gadget is running; no other call starts until it ends (at most its timeout)".to_string()
+            } else if let Some((group, held, in_group)) = group {
+                if held {
+                    format!(
+                        "an exclusive gadget of plugin '{group}' is running; the plugin's other calls wait until it ends"
+                    )
+                } else if exclusive && in_group > 0 {
+                    format!(
+                        "exclusive within plugin '{group}': waits for its {in_group} running call(s) to end"
+                    )
+                } else {
+                    continue;
+                }
             } else if exclusive && running > 0 {
                 format!("exclusive: waits for {running} running call(s) to end, then runs alone")
             } else if let Some(first) = &self.exclusive_waiting {
@@ -571,7 +587,7 @@ impl Executor {
             } else {
                 continue;
             };
-            if exclusive && self.exclusive_waiting.is_none() {
+            if exclusive && group.is_none() && self.exclusive_waiting.is_none() {
                 self.exclusive_waiting = Some(entry.call.invocation_id.clone());
             }
             sink(ExecEvent::CallWaiting {

@@ -24,6 +24,9 @@ pub struct WasmGadget {
     /// Its timeout, and whether the gadget or its manifest chose it (a
     /// run's default timeout does not replace a chosen one).
     pub own_timeout: OwnTimeout,
+    /// The calls its exclusive calls run alone among (see
+    /// [`gadget_core::schedule::GadgetHints::group`]).
+    pub exclusive_group: Option<Arc<str>>,
 }
 
 impl WasmGadget {
@@ -65,6 +68,10 @@ impl Tool for WasmGadget {
 
     fn own_timeout(&self) -> OwnTimeout {
         self.own_timeout
+    }
+
+    fn group(&self) -> Option<Arc<str>> {
+        self.exclusive_group.clone()
     }
 
     fn run(&self, call: ToolCall) -> BoxFuture<'_, CallReport> {

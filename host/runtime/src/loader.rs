@@ -6,8 +6,9 @@
 //! Loading is concurrent and fault-isolated: every bad plugin yields one
 //! [`LoadError`] naming its path and the reason, and the others still load.
 //! Gadget names are unique across all plugins, compared case-insensitively
-//! (as llmist does); a plugin whose gadget name or plugin name is taken is
-//! refused, and the error names the plugin that has it.
+//! (as llmist does): a name two plugins claim is served by neither until
+//! the operator's policy gives one a prefix, and a plugin whose name is
+//! taken is refused; each error names both sides.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
@@ -238,6 +239,9 @@ pub struct LoadedGadget {
     pub limits: Limits,
     /// Its timeout, and whether the gadget or its manifest chose it.
     pub own_timeout: OwnTimeout,
+    /// The calls its exclusive calls run alone among (its plugin's, unless
+    /// the operator lets the plugin hold the whole run).
+    pub exclusive_group: Option<Arc<str>>,
 }
 
 /// Finds the plugins in each directory, in a stable order.
@@ -456,6 +460,10 @@ pub async fn load_plugin(
         .plugins
         .get(&manifest.name)
         .and_then(|p| p.prefix.clone());
+    let run_exclusive = options
+        .plugins
+        .get(&manifest.name)
+        .is_some_and(|p| p.run_exclusive);
     let mut gadgets: Vec<LoadedGadget> = Vec::new();
     let mut refused = Vec::new();
     let mut denied = Vec::new();
@@ -505,9 +513,12 @@ pub async fn load_plugin(
             timeout: own_timeout.duration().unwrap_or(limits.timeout),
             ..limits.clone()
         };
-        // An exclusive gadget holds the whole run while it runs; only its
-        // timeout bounds that, so one that chose a long one is worth a word.
-        if spec.exclusive && gadget_limits.timeout > gadget_core::limits::DEFAULT_TIMEOUT {
+        // An exclusive gadget the operator lets hold the whole run is bounded
+        // only by its timeout, so one that chose a long one is worth a word.
+        if spec.exclusive
+            && run_exclusive
+            && gadget_limits.timeout > gadget_core::limits::DEFAULT_TIMEOUT
+        {
             warnings.push(format!(
                 "gadget '{}' is exclusive: while it runs, no other call starts, for up to its timeout of {} ms",
                 spec.name,
@@ -520,6 +531,7 @@ pub async fn load_plugin(
             component_name,
             schema,
             limits: gadget_limits,
+            exclusive_group: None,
         });
     }
     // A plugin whose every gadget the operator denies still loads (with
@@ -529,6 +541,14 @@ pub async fn load_plugin(
             "every gadget of the component was refused: {}",
             refused.join("; ")
         )));
+    }
+    // A plugin with an exclusive gadget has its calls counted as a group,
+    // so that gadget waits for (and holds) the plugin's calls only.
+    if !run_exclusive && gadgets.iter().any(|g| g.spec.exclusive) {
+        let group: Arc<str> = manifest.name.as_str().into();
+        for gadget in &mut gadgets {
+            gadget.exclusive_group = Some(group.clone());
+        }
     }
     let plugin = Plugin {
         name: manifest.name,

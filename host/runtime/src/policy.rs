@@ -9,7 +9,7 @@
 //!
 //! ```toml
 //! [limits]                 # ceilings over what any manifest asks for
-//! max-timeout-ms = 300000
+//! max-timeout-ms = 120000
 //! max-memory-mib = 1024
 //! host-memory-mib = 8192   # linear memory of all running calls together
 //!
@@ -189,6 +189,12 @@ pub struct PluginPolicy {
     /// Prepended to each of its gadgets' names (to resolve a collision, or
     /// to say where a gadget comes from).
     pub prefix: Option<String>,
+    /// Its `exclusive` gadgets run alone in the whole run (llmist's
+    /// meaning). By default a plugin's own word holds only its own calls:
+    /// a third-party plugin cannot stall every other tool by declaring
+    /// itself exclusive.
+    #[serde(default)]
+    pub run_exclusive: bool,
     /// Origins it may send HTTP requests to.
     #[serde(default)]
     pub http: Vec<String>,

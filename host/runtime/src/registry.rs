@@ -35,9 +35,14 @@ pub struct Registry {
     plugins: Vec<Arc<Plugin>>,
     /// Keyed by the lower-cased name.
     gadgets: BTreeMap<String, Arc<WasmGadget>>,
-    /// Gadgets the operator's rules do not serve, by lower-cased name: the
-    /// served name and the rule.
+    /// Gadgets the operator's rules do not serve, and names more than one
+    /// plugin claims, by lower-cased name: the served name and the rule.
     denied: BTreeMap<String, (String, String)>,
+    /// Names more than one plugin claims, by lower-cased name: the plugins.
+    contested: BTreeMap<String, Vec<String>>,
+    /// Every plugin name added, with where it came from (also of plugins
+    /// that lost all their gadgets to collisions).
+    plugin_names: BTreeMap<String, std::path::PathBuf>,
 }
 
 impl Registry {
@@ -113,64 +118,95 @@ impl Registry {
     }
 
     /// Adds a plugin and its gadgets. A plugin whose name is taken is
-    /// refused whole; a gadget whose name is taken (by an earlier plugin,
-    /// in discovery order, so the outcome never depends on timing) is
-    /// refused alone and the rest of its plugin loads. Each refusal is one
-    /// error naming both sides and the way out (a prefix in the policy).
+    /// refused whole. A gadget name two plugins claim is served by neither:
+    /// whichever sorts first must not silently answer for the other (a
+    /// third-party plugin would take a shipped gadget's name, and its
+    /// calls). Each refusal is one error naming both sides and the way out
+    /// (a prefix in the policy); the rest of each plugin loads, and a call
+    /// to the name says why it is not served.
     pub(crate) fn insert(
         &mut self,
         plugin: Arc<Plugin>,
         gadgets: Vec<LoadedGadget>,
     ) -> Vec<LoadError> {
-        if let Some(other) = self.plugins.iter().find(|p| p.name == plugin.name) {
+        if let Some(other) = self.plugin_names.get(&plugin.name) {
             return vec![LoadError::new(
                 plugin.source.path(),
                 format!(
                     "a plugin named '{}' is already loaded from {}",
                     plugin.name,
-                    other.source.path().display()
+                    other.display()
                 ),
             )];
         }
+        self.plugin_names
+            .insert(plugin.name.clone(), plugin.source.path().to_path_buf());
         for (name, rule) in &plugin.denied {
             self.denied
                 .insert(name.to_lowercase(), (name.clone(), rule.clone()));
         }
         let mut errors = Vec::new();
+        let mut took_from_earlier = false;
         for LoadedGadget {
             spec,
             component_name,
             schema,
             limits,
             own_timeout,
+            exclusive_group,
         } in gadgets
         {
             let key = spec.name.to_lowercase();
-            if let Some(other) = self.gadgets.get(&key) {
-                errors.push(LoadError::new(
-                    plugin.source.path(),
-                    format!(
-                        "gadget '{}' refused: the name is taken by '{}' of plugin '{}' ({}), loaded first; names are compared case-insensitively (give one plugin a prefix with [plugins.{}] prefix = \"...\" in the policy file)",
-                        spec.name,
-                        other.spec.name,
-                        other.plugin.name,
-                        other.plugin.source.path().display(),
-                        plugin.name,
-                    ),
-                ));
-                continue;
-            }
-            let gadget = WasmGadget {
-                spec,
-                component_name,
-                schema,
-                plugin: plugin.clone(),
-                limits,
-                own_timeout,
+            let first = match self.gadgets.remove(&key) {
+                Some(first) => Some(first.plugin.clone()),
+                None if self.contested.contains_key(&key) => None,
+                None => {
+                    let gadget = WasmGadget {
+                        spec,
+                        component_name,
+                        schema,
+                        plugin: plugin.clone(),
+                        limits,
+                        own_timeout,
+                        exclusive_group,
+                    };
+                    self.gadgets.insert(key, Arc::new(gadget));
+                    continue;
+                }
             };
-            self.gadgets.insert(key, Arc::new(gadget));
+            let claimants = self.contested.entry(key.clone()).or_default();
+            if let Some(first) = &first {
+                claimants.push(first.name.clone());
+                took_from_earlier = true;
+            }
+            claimants.push(plugin.name.clone());
+            let quoted: Vec<String> = claimants.iter().map(|p| format!("'{p}'")).collect();
+            let rule = format!(
+                "claimed by plugins {}: none of them serves it until the policy file tells them apart with [plugins.NAME] prefix = \"...\"",
+                quoted.join(" and ")
+            );
+            let reason = match &first {
+                Some(first) => format!(
+                    "gadget '{}' refused in both plugin '{}' ({}) and plugin '{}': two plugins serve the name (compared case-insensitively) and neither may take it silently; give one a prefix with [plugins.{}] prefix = \"...\" (or [plugins.{}] prefix) in the policy file",
+                    spec.name,
+                    first.name,
+                    first.source.path().display(),
+                    plugin.name,
+                    plugin.name,
+                    first.name,
+                ),
+                None => format!("gadget '{}' refused: the name is already {rule}", spec.name),
+            };
+            errors.push(LoadError::new(plugin.source.path(), reason));
+            self.denied.insert(key, (spec.name, rule));
         }
-        // A plugin none of whose gadgets could be served is not loaded.
+        // A plugin none of whose gadgets could be served is not loaded (an
+        // earlier one may have lost its last gadget to a collision).
+        if took_from_earlier {
+            let gadgets = &self.gadgets;
+            self.plugins
+                .retain(|p| gadgets.values().any(|g| Arc::ptr_eq(&g.plugin, p)));
+        }
         if self
             .gadgets
             .values()

@@ -19,7 +19,7 @@ fn cache_dir() -> &'static Path {
 }
 
 /// The probe fixture as a plugin directory (manifest + component).
-fn probe_plugin() -> &'static Path {
+pub(crate) fn probe_plugin() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
@@ -38,7 +38,7 @@ fn probe_plugin() -> &'static Path {
 
 /// Runs `gadget` with the shipped plugins and the probe, a policy file
 /// (or none), extra environment and arguments.
-fn run(policy: Option<&str>, env: &[(&str, &str)], args: &[&str]) -> Output {
+pub(crate) fn run(policy: Option<&str>, env: &[(&str, &str)], args: &[&str]) -> Output {
     let home = tempfile::tempdir().unwrap();
     let mut command = Command::new(common::gadget_bin());
     command

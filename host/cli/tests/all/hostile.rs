@@ -52,12 +52,12 @@ fn hostile_specs_are_refused_one_by_one_and_the_rest_of_the_plugin_loads() {
     ] {
         assert!(!has(refused), "{refused} loaded: {loaded:?}");
     }
-    // The built-in viewer is not a plugin's to serve, and the shipped
-    // Calculator (loaded first) keeps its name.
+    // The built-in viewer is not a plugin's to serve, and a name two
+    // plugins claim (the shipped Calculator's) is served by neither.
     assert!(
         !loaded
             .iter()
-            .any(|(n, p)| n == "GadgetOutputViewer" || (n == "Calculator" && p != "calculator")),
+            .any(|(n, _)| n == "GadgetOutputViewer" || n == "Calculator"),
         "{loaded:?}"
     );
     let err = stderr(&out);
@@ -71,7 +71,8 @@ fn hostile_specs_are_refused_one_by_one_and_the_rest_of_the_plugin_loads() {
         "over the limit of 1000",
         "nested 82 levels deep, over the limit of 64",
         "$ref cycle through /$defs/a",
-        "gadget 'Calculator' refused: the name is taken by 'Calculator' of plugin 'calculator'",
+        "gadget 'Calculator' refused in both plugin 'calculator'",
+        "and plugin 'hostile-specs'",
         "[plugins.hostile-specs] prefix",
     ] {
         assert!(err.contains(reason), "missing {reason:?} in:\n{err}");
@@ -108,7 +109,11 @@ fn the_operator_resolves_a_collision_with_a_prefix_and_calls_reach_the_component
             && loaded.contains(&("Calculator".into(), "calculator".into())),
         "{loaded:?}"
     );
-    assert!(!stderr(&out).contains("name is taken"), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("refused in both"),
+        "{}",
+        stderr(&out)
+    );
     let out = gadget(
         &[&base[..], &["call", "hs_Fine", "--params", "{}"]].concat(),
         None,
@@ -306,7 +311,7 @@ fn the_policy_file_is_strict_and_its_ceilings_cap_manifests_with_a_warning() {
     );
     assert!(
         err.contains(
-            "asks for timeout (ms) of 3600000, capped at the operator's ceiling of 300000"
+            "asks for timeout (ms) of 3600000, capped at the operator's ceiling of 120000"
         ),
         "{err}"
     );
@@ -498,4 +503,32 @@ fn compilation_runs_in_a_child_process_under_a_memory_budget() {
             .iter()
             .any(|(n, _)| n == "WordFrequency")
     );
+}
+
+/// A plugin that declares its gadget `exclusive` holds only its own calls:
+/// the shipped Calculator, written after it in the same response, finishes
+/// while it holds. Only the operator's policy lets a plugin hold the run.
+#[test]
+fn a_plugins_exclusive_gadget_holds_only_its_own_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("response.txt");
+    std::fs::write(
+        &file,
+        "!!!GADGET_START:Hold:h\n!!!ARG:ms\n1500\n!!!GADGET_END\n\
+         !!!GADGET_START:Calculator:c\n!!!ARG:operation\nadd\n!!!ARG:a\n1\n!!!ARG:b\n2\n!!!GADGET_END\n",
+    )
+    .unwrap();
+    let finish_order = |policy: Option<&str>| -> Vec<String> {
+        let out = crate::capabilities::run(policy, &[], &["run", "--json", file.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|e| e["type"] == "call_finished")
+            .map(|e| e["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(finish_order(None), ["c", "h"], "the plugin held the run");
+    let held = finish_order(Some("[plugins.probe]\nrun-exclusive = true\n"));
+    assert_eq!(held, ["h", "c"], "the operator lets it hold the run");
 }

@@ -146,25 +146,22 @@ async fn name_collisions_are_refused_case_insensitively() {
     plugin_dir(root.path(), "b-second", &manifest("second", ""), &bytes);
     plugin_dir(root.path(), "c-again", &manifest("first", ""), &bytes);
     let (registry, errors) = load_dir(root.path(), &LoadOptions::default()).await;
-    assert_eq!(registry.plugins().len(), 1);
-    assert_eq!(
-        registry.plugins()[0].name,
-        "first",
-        "discovery order decides, not load order"
-    );
-    // Each colliding gadget is refused on its own (here all of the second
-    // plugin's, so it is not loaded), naming the way out.
-    let gadgets = registry.gadgets().count();
+    // Neither plugin serves a name both claim: here every gadget, so
+    // neither plugin is loaded, and each name is refused once, naming both
+    // sides and the way out.
+    assert_eq!(registry.gadgets().count(), 0);
+    assert!(registry.plugins().is_empty());
     let second: Vec<_> = errors
         .iter()
         .filter(|e| e.path.ends_with("b-second"))
         .collect();
-    assert_eq!(second.len(), gadgets, "{errors:#?}");
-    assert_eq!(errors.len(), gadgets + 1, "{errors:#?}");
+    assert!(!second.is_empty());
+    assert_eq!(errors.len(), second.len() + 1, "{errors:#?}");
     assert!(
         second.iter().any(|e| e
             .reason
-            .contains("gadget 'Echo' refused: the name is taken by 'Echo' of plugin 'first'")
+            .contains("gadget 'Echo' refused in both plugin 'first'")
+            && e.reason.contains("and plugin 'second'")
             && e.reason.contains("[plugins.second] prefix")),
         "{second:#?}"
     );
@@ -176,8 +173,26 @@ async fn name_collisions_are_refused_case_insensitively() {
         "{}",
         again.reason
     );
-    // Lookup is case-insensitive too.
-    assert!(registry.get("ECHO").is_some());
+    // A call to the name (in any case) says why nobody serves it.
+    assert!(registry.get("ECHO").is_none());
+    let why = registry.rejection("ECHO").to_string();
+    assert!(
+        why.contains("gadget 'Echo' is claimed by plugins 'first' and 'second'"),
+        "{why}"
+    );
+
+    // Told apart by a prefix, both serve.
+    let mut options = LoadOptions::default();
+    options.plugins.insert(
+        "second".into(),
+        gadget_host::runtime::policy::PluginPolicy {
+            prefix: Some("two_".into()),
+            ..Default::default()
+        },
+    );
+    let (registry, errors) = load_dir(root.path(), &options).await;
+    assert!(registry.get("echo").is_some() && registry.get("TWO_echo").is_some());
+    assert_eq!(errors.len(), 1, "only c-again: {errors:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -322,6 +322,58 @@ mod tests {
     //! Recorded streams in the shapes the providers document, fed through
     //! the real event parser in awkward pieces.
     use super::*;
+
+    /// Everything a parser makes of `input` fed in the given pieces: the
+    /// events, and whether it ended in an error.
+    fn parse_in_pieces(input: &[u8], cuts: &[usize], limit: usize) -> (Vec<Event>, bool) {
+        let mut parser = EventParser::new(limit);
+        let mut out = VecDeque::new();
+        let mut from = 0;
+        for &cut in cuts.iter().chain(std::iter::once(&input.len())) {
+            let cut = cut.clamp(from, input.len());
+            if parser.feed(&input[from..cut], &mut out).is_err() {
+                return (out.into_iter().collect(), true);
+            }
+            from = cut;
+        }
+        let failed = parser.finish(&mut out).is_err();
+        (out.into_iter().collect(), failed)
+    }
+
+    /// Fuzz target: any bytes, in any pieces, give the same events (or the
+    /// same error) as the whole stream at once, and no event is over the
+    /// limit.
+    #[test]
+    fn fuzz_event_streams() {
+        let seeds: &[&[u8]] = &[
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n",
+            b"\xef\xbb\xbfevent: message_start\r\ndata: {\"type\":\"message_start\"}\r\n\r\n: keep-alive\r\n\r\n",
+            b"event: content_block_delta\ndata: a\ndata: b\rdata: c\r\n\nid: 1\nretry: 5\n\n",
+            b"data:no-space\n\ndata\n\n:comment\n",
+        ];
+        let runs = gadget_core::fuzz::run("sse", seeds, |input| {
+            let limit = 16 + input.first().map_or(0, |&b| usize::from(b));
+            let whole = parse_in_pieces(input, &[], limit);
+            for event in &whole.0 {
+                assert!(event.data.len() <= limit, "an event over the limit");
+            }
+            let n = input.len().max(1);
+            let seed = input.iter().fold(7usize, |h, &b| {
+                h.wrapping_mul(31).wrapping_add(usize::from(b))
+            });
+            let cuts = [seed % n, (seed / 7) % n, (seed / 13) % n];
+            let mut sorted = cuts;
+            sorted.sort_unstable();
+            assert_eq!(
+                whole,
+                parse_in_pieces(input, &sorted, limit),
+                "pieces {sorted:?}"
+            );
+            let bytes: Vec<usize> = (1..input.len()).collect();
+            assert_eq!(whole, parse_in_pieces(input, &bytes, limit), "byte by byte");
+        });
+        assert!(runs > 0);
+    }
     use crate::provider::Usage;
 
     /// Everything a stream yields, with `body` cut into `piece`-byte chunks.

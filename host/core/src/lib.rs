@@ -36,6 +36,7 @@
 pub mod call;
 pub mod chunked;
 pub mod events;
+pub mod fuzz;
 pub mod ledger;
 pub mod limits;
 pub mod llm;

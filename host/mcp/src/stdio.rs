@@ -388,6 +388,111 @@ mod tests {
         assert_eq!(id("[[[[[[\"id\":1"), None);
     }
 
+    /// Fuzz target: any bytes through the line cap: no line that comes out
+    /// is longer than the cap allows, and input whose lines all fit comes
+    /// out unchanged.
+    #[test]
+    fn fuzz_the_line_cap() {
+        let seeds: &[&[u8]] = &[
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"X"}}"#,
+            b"{\"id\":\"a\\\"b\",\"x\":[[[{}]]]}\n\n{\"id\":2}\r\n",
+        ];
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        gadget_core::fuzz::run("line-cap", seeds, |input| {
+            let _ = top_level_id(input);
+            let limit = 1 + input.first().map_or(0, |&b| usize::from(b) % 64);
+            let (tell, _told) = mpsc::unbounded_channel();
+            let reader = tokio::io::BufReader::with_capacity(5, input);
+            let mut out = Vec::new();
+            runtime
+                .block_on(LineCap::new(reader, limit, tell).read_to_end(&mut out))
+                .unwrap();
+            assert!(
+                out.split(|&b| b == b'\n')
+                    .all(|line| line.len() <= limit + 1)
+            );
+            if input.split(|&b| b == b'\n').all(|line| line.len() <= limit) {
+                assert_eq!(out, input);
+            }
+        });
+    }
+
+    /// Fuzz target: client messages, mutated from real ones, into a real
+    /// server (rmcp and this transport, an empty registry) over a socket;
+    /// after each, the server still answers a ping: nothing a client
+    /// writes stops or wedges the session.
+    #[test]
+    fn fuzz_mcp_requests() {
+        use std::io::{BufRead as _, Write as _};
+        let (client, server_end) = std::os::unix::net::UnixStream::pair().unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.spawn(async move {
+            server_end.set_nonblocking(true).unwrap();
+            let stream = tokio::net::UnixStream::from_std(server_end).unwrap();
+            let (read, write) = stream.into_split();
+            let server = crate::GadgetServer::new(
+                Arc::new(gadget_runtime::registry::Registry::default()),
+                Arc::new(crate::metrics::Metrics::new()),
+            );
+            let transport = GuardedLines::new(read, write, 1 << 16);
+            if let Ok(running) = rmcp::ServiceExt::serve(server, transport).await {
+                let _ = running.waiting().await;
+            }
+        });
+        client
+            .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+            .unwrap();
+        let mut reader = std::io::BufReader::new(client.try_clone().unwrap());
+        let mut writer = client;
+        let answered = |reader: &mut std::io::BufReader<_>, id: &str| loop {
+            let mut line = String::new();
+            let read = reader
+                .read_line(&mut line)
+                .expect("the server stopped answering");
+            assert!(read > 0, "the server closed the session");
+            if line.contains(id) {
+                break;
+            }
+        };
+        writeln!(
+            writer,
+            r#"{{"jsonrpc":"2.0","id":"init","method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"fuzz","version":"1"}}}}}}"#
+        )
+        .unwrap();
+        answered(&mut reader, "\"init\"");
+        writeln!(
+            writer,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )
+        .unwrap();
+        let seeds: &[&[u8]] = &[
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"Calculator","arguments":{"a":1,"b":[{}]},"_meta":{"progressToken":"t"}}}"#,
+            br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"x"}}"#,
+            br#"{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"debug"}}"#,
+            br#"{"jsonrpc":"2.0","id":4,"result":{"action":"accept","content":{"answer":"y"}}}"#,
+            br#"[{"jsonrpc":"2.0","id":5,"method":"ping"},{"jsonrpc":"2.0","id":5,"method":"ping"}]"#,
+            br#"{"jsonrpc":"2.0","id":6,"method":"initialize","params":{"protocolVersion":"2026-07-28","capabilities":{"elicitation":{}},"clientInfo":{"name":"x","version":"1"}}}"#,
+        ];
+        let mut probe = 0u64;
+        gadget_core::fuzz::run("mcp-requests", seeds, |input| {
+            writer.write_all(input).unwrap();
+            probe += 1;
+            writeln!(
+                writer,
+                "\n{{\"jsonrpc\":\"2.0\",\"id\":\"probe-{probe}\",\"method\":\"ping\"}}"
+            )
+            .unwrap();
+            answered(&mut reader, &format!("\"probe-{probe}\""));
+        });
+    }
+
     fn long_line() -> String {
         format!(
             r#"{{"jsonrpc":"2.0","id":4,"params":"{}"}}"#,

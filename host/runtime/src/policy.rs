@@ -316,9 +316,11 @@ impl Policy {
     /// relative to `base`.
     pub fn parse(text: &str, base: &Path) -> Result<Policy, String> {
         let mut policy: Policy = toml::from_str(text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
+            // Counted in bytes: a span need not fall on a character boundary.
+            let line = e.span().map(|span| {
+                let before = &text.as_bytes()[..span.start.min(text.len())];
+                before.iter().filter(|&&b| b == b'\n').count() + 1
+            });
             match line {
                 Some(line) => format!("{} (line {line})", e.message()),
                 None => e.message().to_string(),
@@ -617,6 +619,26 @@ fn check_grants(plugin: &str, grants: &PluginPolicy) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Fuzz target: any text, valid TOML or not, is a policy or an error
+    /// (never a panic), and a policy's figures are usable.
+    #[test]
+    fn fuzz_policy_files() {
+        let seeds: &[&[u8]] = &[
+            include_bytes!("../../../examples/config.toml"),
+            b"[limits]\nmax-timeout-ms = 120000\nmax-memory-mib = 64\n",
+            b"[plugins.p]\nprefix = \"x_\"\nhttp = [\"https://a.example\"]\nfiles = [{ host = \"d\", guest = \"/d\", mode = \"rw\", write-quota-mib = 1 }]\n",
+            b"[plugins.s]\nllm = { models = [\"a:b\"], max-usd-per-call = 0.5, max-usd-per-run = 2.0 }\nconfig = { K = { env = \"V\" } }\n",
+            b"[gadgets]\nallow = [\"Calc*\"]\ndeny = [\"X\"]\n[agents.r]\ndescription = \"d\"\ngadgets = [\"*\"]\n",
+        ];
+        let runs = gadget_core::fuzz::run("policy", seeds, |input| {
+            let text = String::from_utf8_lossy(input);
+            if let Ok(policy) = Policy::parse(&text, Path::new("/base")) {
+                let _ = policy.ceilings();
+            }
+        });
+        assert!(runs > 0);
+    }
 
     fn parse(text: &str) -> Result<Policy, String> {
         Policy::parse(text, Path::new("/etc/gadget-host"))

@@ -66,9 +66,10 @@ fn error_message(call: &Value) -> String {
 
 #[test]
 fn a_completion_is_costed_into_the_call_that_made_it() {
+    // Usage a request of this size can have (at most 177 tokens in, 36 out).
     let server = LlmServer::start(vec![openai_reply(
         &[("A short ", 0), ("summary.", 0)],
-        (1_000, 500),
+        (100, 30),
     )]);
     let call = summarize(
         Some(&policy(
@@ -80,10 +81,10 @@ fn a_completion_is_costed_into_the_call_that_made_it() {
     );
     assert_eq!(call["ok"], true, "{call}");
     assert_eq!(call["result"], "A short summary.");
-    // 1000 in at $1/M + 500 out at $2/M = $0.002, added by the host.
+    // 100 in at $1/M + 30 out at $2/M = $0.00016, added by the host.
     let cost = call["cost_usd"].as_f64().unwrap();
-    assert!((cost - 0.002).abs() < 1e-12, "{call}");
-    assert_eq!(call["details"]["output_tokens"], 500);
+    assert!((cost - 0.00016).abs() < 1e-12, "{call}");
+    assert_eq!(call["details"]["output_tokens"], 30);
     let logs = call["logs"].to_string();
     assert!(logs.contains("llm completion (openai:tiny)"), "{logs}");
     let request = &server.requests()[0];
@@ -134,7 +135,7 @@ fn a_completion_over_the_budget_is_refused_before_it_is_sent() {
         "{call}"
     );
     assert!(
-        error_message(&call).contains("of the call's $0.00001 is left"),
+        error_message(&call).contains("of the call's $0.00001 (max-usd-per-call) is left"),
         "{call}"
     );
     assert!(server.requests().is_empty(), "nothing was sent");
@@ -367,7 +368,7 @@ fn an_agent_that_calls_itself_stops_at_the_depth_limit() {
 fn sdk_example_completes(example: &str, plugin: &str) {
     let server = LlmServer::start(vec![openai_reply(
         &[("A Fine ", 0), ("Headline", 0)],
-        (1_000, 500),
+        (100, 20),
     )]);
     let dir = crate::languages::built(&common::workspace().join("examples").join(example));
     let policy = format!(
@@ -396,7 +397,7 @@ fn sdk_example_completes(example: &str, plugin: &str) {
     assert_eq!(call["ok"], true, "{example}: {call}");
     assert_eq!(call["result"], "A Fine Headline", "{example}");
     let cost = call["cost_usd"].as_f64().unwrap();
-    assert!((cost - 0.002).abs() < 1e-12, "{example}: {call}");
+    assert!((cost - 0.00014).abs() < 1e-12, "{example}: {call}");
     let request = &server.requests()[0];
     assert_eq!(
         request.body["messages"][0]["content"],

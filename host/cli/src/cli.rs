@@ -409,11 +409,14 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let params = call::read_params(params.clone())?;
             let runtime = start()?;
             let providers = agent::providers(&policy.llm, None);
-            runtime.set_llm_backend(agent::llm_backend(&policy.llm, providers));
+            runtime.set_llm_backend(agent::llm_backend(&policy.llm, providers.clone()));
             let Some(registry) = load(&runtime, &cli.global, &options()).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
-            call::call(&registry, name, params, id, *json).await
+            // The policy's agents are callable too.
+            let registry = Arc::new(registry);
+            let tools = agent::with_agents(registry.clone(), &policy, providers)?;
+            call::call(&registry, &*tools, name, params, id, *json).await
         }
     }
 }

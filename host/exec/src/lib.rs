@@ -40,10 +40,11 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+pub mod call;
 mod runners;
 use runners::Runners;
 
-use gadget_core::call::{CallError, CallReport, FailureKind, Outcome, OutcomeKind};
+use gadget_core::call::{CallError, FailureKind, Outcome, OutcomeKind};
 use gadget_core::chunked::ChunkedVec;
 use gadget_core::ledger::CallEvent;
 use gadget_core::parser::{self, ConfigError, EventRef, GadgetCall, ParserBuilder};
@@ -51,7 +52,7 @@ use gadget_core::render::{self, GadgetDoc, HistoryEntry, Markers};
 use gadget_core::schedule::{
     self, Action, CallIx, CallSpec, DependencyPolicy, ScheduleConfig, Scheduler,
 };
-use gadget_core::tool::{Tool, ToolCall, Toolbox, Tools};
+use gadget_core::tool::{Tool, Toolbox, Tools};
 use gadget_core::viewer::{self, OutputLimiter, OutputViewer};
 
 pub use gadget_core::events::{ExecEvent, Failure, ResponseSummary};
@@ -876,83 +877,41 @@ impl Executor {
             timeout_ms: timeout.map_or(0, |t| t.as_millis() as u64),
         });
         let observer_tx = live.clone();
-        let call = ToolCall {
+        // Who answers a question, if the gadget asks one; the live view is
+        // told before the person is asked.
+        let human = self.human.clone().map(|human| -> Arc<dyn HumanInput> {
+            Arc::new(Announced {
+                human,
+                live: live.clone(),
+                ix,
+            })
+        });
+        let options = call::CallOptions {
             invocation_id: entry.call.invocation_id.clone(),
-            params,
             timeout,
             cancel: Some(abort.clone()),
             observer: Some(Arc::new(move |event: &CallEvent| {
                 let _ = observer_tx.send((ix, Live::Call(event.clone())));
             })),
+            human,
         };
         // A tool computed in the host answers in place: no task, no wait.
         // Only a question for a person still needs the task (the answer is
         // awaited).
-        let run = if tool.is_instant() {
-            let report = run_at_once(&*tool, call);
-            match settle(report.outcome) {
-                Ok((outcome, details)) => {
-                    return Some(Ended {
-                        call: ix,
-                        outcome,
-                        details,
-                        cost: report.cost,
-                        duration: report.duration,
-                    });
-                }
-                Err(question) => Run::Asked {
-                    question,
-                    cost: report.cost,
-                    duration: report.duration,
-                },
+        if tool.is_instant() {
+            let mut finished = Box::pin(call::run(tool, params, options));
+            if let Poll::Ready(finished) = finished
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+            {
+                return Some(ended_of(ix, finished));
             }
+            running.spawn(ix, async move { ended_of(ix, finished.await) });
         } else {
-            Run::Later(call)
-        };
-        // Who answers a question, if the gadget asks one (no copy of the id
-        // when nobody can).
-        let human = self
-            .human
-            .clone()
-            .map(|human| (human, entry.call.invocation_id.clone()));
-        let live = live.clone();
-        running.spawn(ix, async move {
-            let (settled, cost, duration) = match run {
-                Run::Asked {
-                    question,
-                    cost,
-                    duration,
-                } => (Err(question), cost, duration),
-                Run::Later(call) => {
-                    let report = tool.run(call).await;
-                    (settle(report.outcome), report.cost, report.duration)
-                }
-            };
-            let (outcome, details) = match settled {
-                Ok(settled) => settled,
-                Err(question) => (
-                    match human {
-                        Some((human, call_id)) => {
-                            let _ = live.send((ix, Live::Asking(question.clone())));
-                            human
-                                .ask(&call_id, tool.name(), &question)
-                                .await
-                                .map(|answer| (OutcomeKind::AskHuman, answer))
-                                .map_err(|message| Failure::new(FailureKind::HumanInput, message))
-                        }
-                        None => Err(Failure::new(FailureKind::HumanInput, NO_HUMAN_INPUT)),
-                    },
-                    None,
-                ),
-            };
-            Ended {
-                call: ix,
-                outcome,
-                details,
-                cost,
-                duration,
-            }
-        });
+            running.spawn(ix, async move {
+                ended_of(ix, call::run(tool, params, options).await)
+            });
+        }
         None
     }
 
@@ -998,34 +957,44 @@ impl Executor {
     }
 }
 
-/// What a started call's task does.
-enum Run {
-    /// Run the tool.
-    Later(ToolCall),
-    /// An instant tool already ran and asks a person this.
-    Asked {
-        question: String,
-        cost: f64,
-        duration: Duration,
-    },
+/// Tells the live view a call is asking, then asks the person.
+struct Announced {
+    human: Arc<dyn HumanInput>,
+    live: mpsc::UnboundedSender<(CallIx, Live)>,
+    ix: CallIx,
 }
 
-/// Runs an instant tool in place: its future must be ready at the first
-/// poll; one that is not is a crash of that tool, not a hang.
-fn run_at_once(tool: &dyn Tool, call: ToolCall) -> CallReport {
-    match tool
-        .run(call)
-        .as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()))
-    {
-        Poll::Ready(report) => report,
-        Poll::Pending => CallReport::of(
-            Err(CallError::Crashed {
-                gadget: tool.name().to_string(),
-                reason: "it says it answers at once, but its run had to wait".into(),
-            }),
-            Duration::ZERO,
+impl HumanInput for Announced {
+    fn ask<'a>(&'a self, call_id: &'a str, gadget: &'a str, question: &'a str) -> Answer<'a> {
+        let _ = self
+            .live
+            .send((self.ix, Live::Asking(question.to_string())));
+        self.human.ask(call_id, gadget, question)
+    }
+}
+
+/// How a call that went through the one call path ended, for the
+/// executor: a question without an answer is a `human-input` failure.
+fn ended_of(ix: CallIx, finished: call::Finished) -> Ended {
+    let call::Finished { report, answer } = finished;
+    let (outcome, details) = match settle(report.outcome) {
+        Ok(settled) => settled,
+        Err(_question) => (
+            match answer {
+                Some(answer) => answer
+                    .map(|answer| (OutcomeKind::AskHuman, answer))
+                    .map_err(|message| Failure::new(FailureKind::HumanInput, message)),
+                None => Err(Failure::new(FailureKind::HumanInput, NO_HUMAN_INPUT)),
+            },
+            None,
         ),
+    };
+    Ended {
+        call: ix,
+        outcome,
+        details,
+        cost: report.cost,
+        duration: report.duration,
     }
 }
 

@@ -289,13 +289,5 @@ async fn contain(call: CallIx, future: Pin<Box<dyn Future<Output = Ended> + Send
 
 /// The `crashed` failure of a call that panicked.
 fn panicked(call: CallIx, panic: Box<dyn std::any::Any + Send>) -> Ended {
-    let message = panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic".into());
-    failed(
-        call,
-        format!("the host's call failed with a bug: {message}"),
-    )
+    failed(call, crate::call::bug(panic.as_ref()))
 }

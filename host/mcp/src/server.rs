@@ -44,9 +44,9 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 
-use gadget_core::call::{CallError, Outcome};
+use gadget_core::call::Outcome;
 use gadget_core::ledger::{CallEvent, LogLevel};
-use gadget_core::tool::{Tool as GadgetTool, ToolCall, Tools};
+use gadget_core::tool::{Tool as GadgetTool, Tools};
 use gadget_runtime::registry::Registry;
 
 use crate::metrics::Metrics;
@@ -558,35 +558,21 @@ impl ServerHandler for GadgetServer {
         });
 
         self.metrics.started();
-        // The call runs on its own task so that a panic anywhere under it
-        // is this call's failure (counted, answered, its slot freed), not a
-        // request that is never answered; dropping the request (the client
-        // went away) still stops the call.
-        let call = ToolCall {
+        // The one call path (gadget-exec): a panic under it is this call's
+        // `crashed` failure (counted, answered, its slot freed); dropping
+        // the request (the client went away) drops the call and stops it.
+        // A question is answered here, the MCP way (elicitation or an
+        // input-required round trip), not by a handler in the path.
+        let options = gadget_exec::call::CallOptions {
             invocation_id: id,
-            params: Arc::new(params),
             timeout: None,
             cancel: Some(cancel),
             observer: Some(observer),
+            human: None,
         };
-        let running = gadget.clone();
-        let mut task = AbortOnDrop(tokio::spawn(async move { running.run(call).await }));
-        let report = match (&mut task.0).await {
-            Ok(report) => report,
-            Err(failure) => {
-                let reason = match failure.try_into_panic() {
-                    Ok(panic) => panic_message(panic.as_ref()),
-                    Err(_) => "the call's task was stopped".to_string(),
-                };
-                gadget_core::call::CallReport::of(
-                    Err(CallError::Crashed {
-                        gadget: name.clone(),
-                        reason: format!("the host's call failed with a bug: {reason}"),
-                    }),
-                    started.elapsed(),
-                )
-            }
-        };
+        let report = gadget_exec::call::run(gadget.clone(), Arc::new(params), options)
+            .await
+            .report;
         watcher.abort();
         let _ = forward.await;
         let result = match report.outcome {
@@ -620,24 +606,6 @@ impl ServerHandler for GadgetServer {
         };
         Ok(result.into())
     }
-}
-
-/// A task that is stopped when its handle is dropped.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// What a panic said, when it said it as text.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic".into())
 }
 
 #[cfg(test)]

@@ -3,10 +3,12 @@
 
 use std::io::{IsTerminal, Read, Write};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
+use gadget_core::tool::Tools;
 use gadget_runtime::describe::{CallJson, ErrorJson, RejectedJson};
 use gadget_runtime::registry::{CallRejected, Registry};
 use gadget_runtime::{CallError, CallReport, FailureKind, LogSource, Outcome};
@@ -49,15 +51,27 @@ pub fn read_params(params: Option<String>) -> Result<Value> {
     Ok(value)
 }
 
+/// Runs one call of a gadget or of one of the policy's agents, through
+/// the one call path every front end uses.
 pub async fn call(
     registry: &Registry,
+    tools: &dyn Tools,
     name: &str,
     params: Value,
     id: &str,
     json: bool,
 ) -> Result<ExitCode> {
-    let report = match registry.call(name, params, id, None).await {
-        Ok(report) => report,
+    let prepared = match tools.find(name) {
+        Some(tool) => match gadget_exec::call::validate(&*tool, params) {
+            Ok(params) => Ok((tool, params)),
+            Err(failure) => Err(CallRejected::InvalidParameters(failure)),
+        },
+        // Denied by the operator, claimed twice, or unknown: the registry
+        // knows which.
+        None => Err(registry.rejection(name)),
+    };
+    let (tool, params) = match prepared {
+        Ok(prepared) => prepared,
         Err(rejected) => {
             let kind = match &rejected {
                 CallRejected::UnknownGadget { .. } | CallRejected::Denied { .. } => {
@@ -80,9 +94,14 @@ pub async fn call(
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
-    let gadget = registry
-        .get(name)
-        .map_or(name.to_string(), |g| g.spec.name.clone());
+    let options = gadget_exec::call::CallOptions {
+        invocation_id: id.to_string(),
+        ..Default::default()
+    };
+    let gadget = tool.name().to_string();
+    let report = gadget_exec::call::run(tool, Arc::new(params), options)
+        .await
+        .report;
     if json {
         print_json(&CallJson::new(&gadget, id, &report))?;
     } else {

@@ -579,3 +579,58 @@ async fn a_completion_cut_at_the_deadline_is_a_timeout_when_the_epoch_clock_lags
     let error = report.outcome.expect_err("the completion never answers");
     assert_eq!(error.kind(), "timeout", "{error:?}");
 }
+
+/// `gadget call` goes through the one call path, so a policy's agent is
+/// callable like any gadget.
+#[test]
+fn gadget_call_runs_a_sub_agent_through_the_one_call_path() {
+    let server = LlmServer::start(vec![
+        openai_reply(
+            &[(
+                &block(
+                    "Calculator:x",
+                    &[("operation", "add"), ("a", "3"), ("b", "4")],
+                ),
+                0,
+            )],
+            (200, 20),
+        ),
+        openai_reply(&[("7", 0)], (300, 5)),
+    ]);
+    let policy = format!(
+        "[agents.Researcher]\ndescription = \"Does sums.\"\ngadgets = [\"Calc*\"]\n[llm]\nmodel = \"openai:m\"\nbase-url = \"{}/v1\"\napi-key-env = \"TEST_LLM_KEY\"\n[llm.models.\"openai:m\"]\ninput-per-mtok = 1.0\noutput-per-mtok = 1.0\n",
+        server.url()
+    );
+    let out = gadget(
+        Some(&policy),
+        &[&common::shipped_plugins()],
+        &[
+            "call",
+            "researcher",
+            "--params",
+            r#"{"task": "add 3 and 4"}"#,
+            "--json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let call: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&call["gadget"], &call["result"]),
+        (&json!("Researcher"), &json!("7"))
+    );
+    let cost = call["cost_usd"].as_f64().unwrap();
+    assert!((cost - 525e-6).abs() < 1e-12, "{call}");
+    // Its parameters are validated like a gadget's.
+    let out = gadget(
+        Some(&policy),
+        &[&common::shipped_plugins()],
+        &["call", "Researcher", "--params", "{}", "--json"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let refused: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(refused["error"]["kind"], "invalid-parameters", "{refused}");
+}

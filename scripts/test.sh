@@ -15,6 +15,13 @@ if cargo tree --quiet -p gadget-core -e normal --prefix none | grep -E '^(wasmti
     exit 1
 fi
 
+# The MCP front end serves tools, whatever runs them: it knows no
+# WebAssembly runtime (the CLI hands it the tools and a reload closure).
+if cargo tree --quiet -p gadget-mcp -e normal --prefix none | grep -E '^(wasmtime|gadget-runtime)( |$)'; then
+    echo "error: gadget-mcp must not depend on wasmtime or gadget-runtime (above)" >&2
+    exit 1
+fi
+
 cargo fmt --all --check
 cargo clippy --quiet --release "${host[@]}" -p example-embed -p example-agent --all-targets -- -D warnings
 cargo clippy --quiet --target wasm32-wasip2 --profile guest \

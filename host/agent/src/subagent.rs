@@ -81,9 +81,9 @@ impl SubAgents {
     /// The tools of the loop the user runs: the base gadgets plus every
     /// agent (called from level 0, so running at level 1).
     pub fn top_level(self: &Arc<Self>) -> Arc<dyn Tools> {
-        Arc::new(WithAgents {
-            base: self.base.clone(),
-            agents: self.agents_at_level_one(),
+        Arc::new(gadget_core::tool::Layered {
+            first: self.base.clone(),
+            then: Arc::new(self.agents_at_level_one()),
         })
     }
 
@@ -122,24 +122,6 @@ impl SubAgents {
             }
         }
         tools
-    }
-}
-
-/// The base gadgets, then the agents.
-struct WithAgents {
-    base: Arc<dyn Tools>,
-    agents: Toolbox,
-}
-
-impl Tools for WithAgents {
-    fn find(&self, name: &str) -> Option<Arc<dyn Tool>> {
-        self.base.find(name).or_else(|| self.agents.find(name))
-    }
-
-    fn all(&self) -> Vec<Arc<dyn Tool>> {
-        let mut all = self.base.all();
-        all.extend(self.agents.all());
-        all
     }
 }
 
@@ -313,6 +295,15 @@ impl Tool for SubAgentTool {
 
     fn own_timeout(&self) -> OwnTimeout {
         OwnTimeout::Declared(self.agents.definitions[self.index].timeout)
+    }
+
+    /// It completes with its model (what its gadgets touch is theirs, and
+    /// shown with them).
+    fn access(&self) -> gadget_core::access::Access {
+        gadget_core::access::Access {
+            llm: vec![self.agents.definitions[self.index].model.clone()],
+            ..Default::default()
+        }
     }
 
     fn run(&self, call: ToolCall) -> BoxFuture<'_, CallReport> {

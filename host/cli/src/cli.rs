@@ -17,6 +17,7 @@ use anyhow::{Context as _, Result};
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
+use gadget_core::tool::{Layered, Tools};
 use gadget_runtime::loader::{self, ComponentCache, LoadOptions, LoadProgress};
 use gadget_runtime::policy::Policy;
 use gadget_runtime::registry::Registry;
@@ -343,22 +344,26 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
             let registry = Arc::new(registry);
+            let gadgets = registry.gadgets().count();
             // The policy's agents are tools too (over the gadgets loaded at
             // start; a reload does not change what they may call).
             let agents = agent::sub_agents(registry.clone(), &policy, providers)?
                 .map(|agents| agents.agents());
+            let tools = served(registry, agents.clone());
             // SIGHUP loads the plugins again (the policy as read at start).
             let (reload_runtime, reload_global, reload_options) =
                 (runtime.clone(), cli.global.clone(), options());
+            let reload_agents = agents.clone();
             let reload: gadget_mcp::Reload = Arc::new(move || {
-                let (runtime, global, options) = (
+                let (runtime, global, options, agents) = (
                     reload_runtime.clone(),
                     reload_global.clone(),
                     reload_options.clone(),
+                    reload_agents.clone(),
                 );
                 Box::pin(async move {
                     match load(&runtime, &global, &options).await {
-                        Ok(Some(registry)) => Some(Arc::new(registry)),
+                        Ok(Some(registry)) => Some(served(Arc::new(registry), agents)),
                         Ok(None) => None,
                         Err(e) => {
                             eprintln!("error: reloading the plugins: {e:#}");
@@ -368,15 +373,18 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 })
             });
             match &cli.command {
-                Command::Serve(args) => mcp::serve(registry, agents, args, reload).await,
-                _ => mcp::mcp(registry, agents, reload).await,
+                Command::Serve(args) => mcp::serve(tools, gadgets, args, reload).await,
+                _ => mcp::mcp(tools, reload).await,
             }
         }
         Command::Schemas { format } => {
             let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
-            mcp::schemas(&registry, *format)
+            // The policy's agents are tools a client can be given too.
+            let providers = agent::providers(&policy.llm, None);
+            let tools = agent::with_agents(Arc::new(registry), &policy, providers)?;
+            mcp::schemas(&*tools, *format)
         }
         Command::Prompt(prompt_options) => {
             let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
@@ -567,5 +575,16 @@ fn human_bytes(bytes: u64) -> String {
         format!("{:.1} KiB", bytes as f64 / 1024.0)
     } else {
         format!("{bytes} B")
+    }
+}
+
+/// What the MCP servers serve: the gadgets, then the policy's agents.
+fn served(registry: Arc<Registry>, agents: Option<Arc<dyn Tools>>) -> Arc<dyn Tools> {
+    match agents {
+        Some(agents) => Arc::new(Layered {
+            first: registry,
+            then: agents,
+        }),
+        None => registry,
     }
 }

@@ -33,6 +33,7 @@
 //! assert_eq!(call.parameters().unwrap()["a"], 15);
 //! ```
 
+pub mod access;
 pub mod call;
 pub mod chunked;
 pub mod events;

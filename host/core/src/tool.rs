@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::access::{Access, Declared};
 use crate::call::{CallReport, GadgetSpec};
 use crate::ledger::CallObserver;
 use crate::limits::OwnTimeout;
@@ -98,6 +99,17 @@ pub trait Tool: Send + Sync {
         &self.spec().name
     }
 
+    /// What the tool may touch (files, HTTP origins, config keys, models):
+    /// nothing, unless it says otherwise.
+    fn access(&self) -> Access {
+        Access::default()
+    }
+
+    /// What the tool's author declares about its effects.
+    fn declared(&self) -> Declared {
+        Declared::default()
+    }
+
     /// The calls this tool's `exclusive` calls run alone among (see
     /// [`GadgetHints::group`]); `None`, the default: the whole run.
     fn group(&self) -> Option<std::sync::Arc<str>> {
@@ -158,6 +170,35 @@ pub trait Tools: Send + Sync {
     /// The names a model may write, for "not found" errors.
     fn names(&self) -> Vec<String> {
         self.all().iter().map(|t| t.name().to_string()).collect()
+    }
+
+    /// Why `name` is not served: by default, that nothing has the name
+    /// (a set with rules of its own, like the operator's denials, says so).
+    fn refusal(&self, name: &str) -> String {
+        crate::render::unknown_gadget(name, &self.names())
+    }
+}
+
+/// Two sets of tools as one: `first` wins a name both have, and says why
+/// a name neither has is not served.
+pub struct Layered {
+    pub first: Arc<dyn Tools>,
+    pub then: Arc<dyn Tools>,
+}
+
+impl Tools for Layered {
+    fn find(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.first.find(name).or_else(|| self.then.find(name))
+    }
+
+    fn all(&self) -> Vec<Arc<dyn Tool>> {
+        let mut all = self.first.all();
+        all.extend(self.then.all());
+        all
+    }
+
+    fn refusal(&self, name: &str) -> String {
+        self.first.refusal(name)
     }
 }
 

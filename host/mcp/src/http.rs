@@ -33,7 +33,7 @@ use rmcp::transport::streamable_http_server::{
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use gadget_runtime::registry::Registry;
+use gadget_core::tool::Tools;
 
 use crate::metrics::Metrics;
 use crate::server::GadgetServer;
@@ -176,9 +176,8 @@ struct Shared {
 /// Serves until `stop` is cancelled (or SIGTERM / Ctrl-C), then drains.
 /// `ready` is told the bound address once the server accepts requests.
 pub async fn serve(
-    registry: Arc<Registry>,
+    tools: Arc<dyn Tools>,
     options: ServeOptions,
-    agents: Option<Arc<dyn gadget_core::tool::Tools>>,
     stop: CancellationToken,
     reload: Option<crate::Reload>,
     ready: impl FnOnce(SocketAddr),
@@ -188,9 +187,7 @@ pub async fn serve(
     }
     let metrics = Arc::new(Metrics::new());
     let calls_cancelled = CancellationToken::new();
-    let server = GadgetServer::new(registry, metrics.clone())
-        .with_shutdown(calls_cancelled.clone())
-        .with_agents(agents);
+    let server = GadgetServer::new(tools, metrics.clone()).with_shutdown(calls_cancelled.clone());
     // Stateless clients list the tools again when they want them: a reload
     // needs no notification here.
     if let Some(reload) = reload {
@@ -374,9 +371,7 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
 async fn metrics_page(State(shared): State<Arc<Shared>>) -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        shared
-            .metrics
-            .render(shared.server.registry().gadgets().count()),
+        shared.metrics.render(shared.server.served().all().len()),
     )
         .into_response()
 }
@@ -498,7 +493,7 @@ mod tests {
         let metrics = Arc::new(Metrics::new());
         let shared = Arc::new(Shared {
             metrics: metrics.clone(),
-            server: GadgetServer::new(Arc::new(Registry::default()), metrics),
+            server: GadgetServer::new(Arc::new(gadget_core::tool::Toolbox::new()), metrics),
             calls: Arc::new(Semaphore::new(1)),
             auth: None,
             draining: AtomicBool::new(draining),
@@ -631,7 +626,7 @@ mod tests {
         let metrics = Arc::new(Metrics::new());
         let shared = Arc::new(Shared {
             metrics: metrics.clone(),
-            server: GadgetServer::new(Arc::new(Registry::default()), metrics),
+            server: GadgetServer::new(Arc::new(gadget_core::tool::Toolbox::new()), metrics),
             calls: Arc::new(Semaphore::new(1)),
             auth: Some(BearerToken::new("t0k3n\n").unwrap().header),
             draining: AtomicBool::new(false),

@@ -15,19 +15,17 @@ pub use server::GadgetServer;
 
 use std::sync::Arc;
 
-/// Loads the plugins again (on SIGHUP): the new registry, or `None` when
-/// the reload failed (the old one stays; the caller has said why).
+/// Loads the plugins again (on SIGHUP): the tools to serve now, or `None`
+/// when the reload failed (the old ones stay; the caller has said why).
+/// The CLI hands it in, so this crate knows no runtime.
 pub type Reload = Arc<
     dyn Fn() -> std::pin::Pin<
-            Box<
-                dyn std::future::Future<Output = Option<Arc<gadget_runtime::registry::Registry>>>
-                    + Send,
-            >,
+            Box<dyn std::future::Future<Output = Option<Arc<dyn gadget_core::tool::Tools>>> + Send>,
         > + Send
         + Sync,
 >;
 
-/// Reloads on every SIGHUP, serves the new registry, and tells `changed`
+/// Reloads on every SIGHUP, serves the new tools, and tells `changed`
 /// (a client to notify). Runs until the process ends.
 pub fn reload_on_sighup(
     server: GadgetServer,
@@ -44,9 +42,9 @@ pub fn reload_on_sighup(
             return;
         };
         while hangups.recv().await.is_some() {
-            if let Some(registry) = reload().await {
-                tracing::info!("reloaded: {} gadgets", registry.gadgets().count());
-                server.replace_registry(registry);
+            if let Some(tools) = reload().await {
+                tracing::info!("reloaded: {} tools", tools.all().len());
+                server.replace_tools(tools);
                 changed().await;
             }
         }

@@ -47,16 +47,16 @@ use serde_json::Value;
 use gadget_core::call::Outcome;
 use gadget_core::ledger::{CallEvent, LogLevel};
 use gadget_core::tool::{Tool as GadgetTool, Tools};
-use gadget_runtime::registry::Registry;
 
 use crate::metrics::Metrics;
 
-/// The server over one registry. Cheap to clone: one per MCP session.
+/// The server over one set of tools. Cheap to clone: one per MCP session.
 #[derive(Clone)]
 pub struct GadgetServer {
-    /// The gadgets served; replaced whole when the plugins are reloaded
-    /// (a call in flight keeps the registry it started with).
-    registry: Arc<std::sync::RwLock<Arc<Registry>>>,
+    /// The tools served (the gadgets, then the policy's agents); replaced
+    /// whole when the plugins are reloaded (a call in flight keeps the
+    /// tool it started with).
+    tools: Arc<std::sync::RwLock<Arc<dyn Tools>>>,
     metrics: Arc<Metrics>,
     /// The least severe log level the client wants (`logging/setLevel`);
     /// warnings and errors until it says.
@@ -66,8 +66,6 @@ pub struct GadgetServer {
     /// Cancelled when the server stops waiting for calls (end of a drain):
     /// every running call gets its abort signal.
     shutdown: tokio_util::sync::CancellationToken,
-    /// The policy's agents, served as tools beside the gadgets.
-    agents: Option<Arc<dyn Tools>>,
     /// Whether a request to the client (`elicitation/create`) can reach it
     /// and be answered during a call: true on stdio, false on stateless
     /// HTTP, where the client's answer would arrive on a request no session
@@ -88,14 +86,13 @@ pub const ANSWER_FIELD: &str = "answer";
 pub const MAX_QUESTION_BYTES: usize = 16 << 10;
 
 impl GadgetServer {
-    pub fn new(registry: Arc<Registry>, metrics: Arc<Metrics>) -> GadgetServer {
+    pub fn new(tools: Arc<dyn Tools>, metrics: Arc<Metrics>) -> GadgetServer {
         GadgetServer {
-            registry: Arc::new(std::sync::RwLock::new(registry)),
+            tools: Arc::new(std::sync::RwLock::new(tools)),
             metrics,
             level: Arc::new(Mutex::new(LoggingLevel::Warning)),
             calls: Arc::new(AtomicU64::new(0)),
             shutdown: tokio_util::sync::CancellationToken::new(),
-            agents: None,
             server_requests: false,
         }
     }
@@ -109,42 +106,27 @@ impl GadgetServer {
         self
     }
 
-    /// Serves `agents` (sub-agents) as tools too.
-    pub fn with_agents(mut self, agents: Option<Arc<dyn Tools>>) -> GadgetServer {
-        self.agents = agents;
-        self
-    }
-
     /// Calls get their abort signal when `shutdown` is cancelled.
     pub fn with_shutdown(mut self, shutdown: tokio_util::sync::CancellationToken) -> GadgetServer {
         self.shutdown = shutdown;
         self
     }
 
-    /// The registry now served.
-    pub fn registry(&self) -> Arc<Registry> {
-        self.registry
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+    /// The tools now served.
+    pub fn served(&self) -> Arc<dyn Tools> {
+        self.tools.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Serves `registry` from now on (a reload); calls in flight finish
-    /// with the gadgets they started with.
-    pub fn replace_registry(&self, registry: Arc<Registry>) {
-        *self.registry.write().unwrap_or_else(|p| p.into_inner()) = registry;
+    /// Serves `tools` from now on (a reload); calls in flight finish with
+    /// the tools they started with.
+    pub fn replace_tools(&self, tools: Arc<dyn Tools>) {
+        *self.tools.write().unwrap_or_else(|p| p.into_inner()) = tools;
     }
 
-    /// The tools: the gadgets in name order, then the agents.
+    /// The tools as MCP lists them: the gadgets in name order, then the
+    /// agents.
     pub fn tools(&self) -> Vec<Tool> {
-        let registry = self.registry();
-        let mut tools: Vec<Tool> = registry.gadgets().map(|g| tool_of(g)).collect();
-        for agent in self.agents.iter().flat_map(|a| a.all()) {
-            if registry.get(agent.name()).is_none() {
-                tools.push(agent_tool_of(&*agent));
-            }
-        }
-        tools
+        self.served().all().iter().map(|t| tool_of(&**t)).collect()
     }
 
     /// The tool a call names, with its validated arguments, or the text
@@ -155,92 +137,57 @@ impl GadgetServer {
         name: &str,
         arguments: Value,
     ) -> Result<(Arc<dyn GadgetTool>, Value), (String, String)> {
-        let registry = self.registry();
-        let rejected = match registry.prepare(name, arguments.clone()) {
-            Ok((gadget, params)) => return Ok((gadget as Arc<dyn GadgetTool>, params)),
-            Err(rejected) => rejected,
-        };
-        if matches!(
-            rejected,
-            gadget_runtime::registry::CallRejected::UnknownGadget { .. }
-        ) && let Some(agent) = self.agents.as_ref().and_then(|a| a.find(name))
-        {
-            return match agent.schema().validate(agent.name(), arguments) {
-                Ok(params) => Ok((agent, params)),
-                Err(failure) => Err((failure.to_string(), agent.name().to_string())),
-            };
+        let tools = self.served();
+        match tools.find(name) {
+            Some(tool) => match gadget_exec::call::validate(&*tool, arguments) {
+                Ok(params) => Ok((tool, params)),
+                Err(failure) => Err((failure.to_string(), tool.name().to_string())),
+            },
+            // A name nobody serves is not a label: clients choose it, and
+            // metric labels must stay a bounded set.
+            None => Err((tools.refusal(name), "(unknown)".to_string())),
         }
-        // A name nobody loaded is not a label: clients choose it, and
-        // metric labels must stay a bounded set.
-        let label = match registry.get(name) {
-            Some(gadget) => gadget.spec.name.clone(),
-            None => "(unknown)".to_string(),
-        };
-        Err((rejected.to_string(), label))
     }
 }
 
-/// One gadget as an MCP tool.
-pub fn tool_of(gadget: &gadget_runtime::WasmGadget) -> Tool {
-    let schema = match gadget.schema.schema() {
+/// One tool (a gadget, an agent) as an MCP tool.
+pub fn tool_of(tool: &dyn GadgetTool) -> Tool {
+    let schema = match tool.schema().schema() {
         Some(Value::Object(object)) => object.clone(),
-        // A gadget without parameters takes an empty object.
+        // A tool without parameters takes an empty object.
         _ => serde_json::json!({"type": "object", "properties": {}})
             .as_object()
             .cloned()
             .unwrap_or_default(),
     };
-    let mut tool = Tool::new(
-        gadget.spec.name.clone(),
-        gadget.spec.description.clone(),
+    let spec = tool.spec();
+    let mut served = Tool::new(
+        spec.name.clone(),
+        spec.description.clone(),
         Arc::new(schema),
     );
-    if let Some(label) = &gadget.spec.label {
-        tool = tool.with_title(label.clone());
+    if let Some(label) = &spec.label {
+        served = served.with_title(label.clone());
     }
-    tool.with_annotations(annotations(gadget))
+    served.with_annotations(annotations(tool))
 }
 
-/// A sub-agent as an MCP tool: it calls an LLM, so it reaches the world.
-fn agent_tool_of(agent: &dyn GadgetTool) -> Tool {
-    let schema = agent
-        .schema()
-        .schema()
-        .and_then(|s| s.as_object().cloned())
-        .unwrap_or_default();
-    Tool::new(
-        agent.name().to_string(),
-        agent.spec().description.clone(),
-        Arc::new(schema),
-    )
-    .with_annotations(ToolAnnotations::new().read_only(false).open_world(true))
-}
-
-/// What the manifest declares, with the grants' word over it: reaching the
+/// What the tool declares, with its access's word over it: reaching the
 /// network or writing a directory is neither read-only nor closed-world.
-pub fn annotations(gadget: &gadget_runtime::WasmGadget) -> ToolAnnotations {
-    let declared = &gadget.plugin.annotations;
-    let grants = &gadget.plugin.grants.grants;
-    let writes = grants
-        .files
-        .iter()
-        .any(|f| f.mode == gadget_runtime::manifest::FileMode::ReadWrite);
-    let network = !grants.http.origins.is_empty() || grants.llm.is_some();
-    let mut annotations = ToolAnnotations::new();
-    if let Some(label) = &gadget.spec.label {
-        annotations = ToolAnnotations::with_title(label.clone());
+pub fn annotations(tool: &dyn GadgetTool) -> ToolAnnotations {
+    let effects = tool.access().effects(&tool.declared());
+    let mut annotations = match &tool.spec().label {
+        Some(label) => ToolAnnotations::with_title(label.clone()),
+        None => ToolAnnotations::new(),
+    };
+    annotations = annotations.read_only(effects.read_only);
+    if let Some(destructive) = effects.destructive {
+        annotations = annotations.destructive(destructive);
     }
-    let read_only = declared.read_only.unwrap_or(false) && !writes && !network;
-    annotations = annotations.read_only(read_only);
-    if let Some(destructive) = declared.destructive {
-        annotations = annotations.destructive(destructive || writes);
-    } else if writes {
-        annotations = annotations.destructive(true);
-    }
-    if let Some(idempotent) = declared.idempotent {
+    if let Some(idempotent) = effects.idempotent {
         annotations = annotations.idempotent(idempotent);
     }
-    annotations.open_world(declared.open_world.unwrap_or(false) || network)
+    annotations.open_world(effects.open_world)
 }
 
 /// What became of a gadget's question.
@@ -334,13 +281,7 @@ impl GadgetServer {
         response: &Value,
         started: Instant,
     ) -> CallToolResult {
-        let registry = self.registry();
-        let served = registry.get(name).map(|g| g.spec.name.clone()).or_else(|| {
-            self.agents
-                .as_ref()
-                .and_then(|a| a.find(name))
-                .map(|a| a.name().to_string())
-        });
+        let served = self.served().find(name).map(|t| t.name().to_string());
         let state: Option<AskState> = state.and_then(|s| serde_json::from_str(s).ok());
         let (Some(served), Some(state)) = (served, state) else {
             self.metrics.rejected("(unknown)", started.elapsed());
@@ -613,7 +554,10 @@ mod tests {
     use super::*;
 
     fn server() -> GadgetServer {
-        GadgetServer::new(Arc::new(Registry::default()), Arc::new(Metrics::new()))
+        GadgetServer::new(
+            Arc::new(gadget_core::tool::Toolbox::new()),
+            Arc::new(Metrics::new()),
+        )
     }
 
     fn text(result: &CallToolResult) -> String {
@@ -645,11 +589,11 @@ mod tests {
 
     #[test]
     fn an_answer_counts_only_for_the_tool_that_asked() {
-        // A served tool (the built-in viewer, served as the agents are).
+        // A served tool (the built-in viewer, served as any tool is).
         let limiter = Arc::new(Mutex::new(gadget_core::viewer::OutputLimiter::new(100)));
         let mut tools = gadget_core::tool::Toolbox::new();
         let _ = tools.insert(Arc::new(gadget_core::viewer::OutputViewer::new(limiter)));
-        let server = server().with_agents(Some(Arc::new(tools)));
+        let server = GadgetServer::new(Arc::new(tools), Arc::new(Metrics::new()));
         let accept = serde_json::json!({"action": "accept", "content": {"answer": "yes"}});
         let other = r#"{"gadget":"AskUser","call":"mcp_1"}"#;
         let result = server.answered("GadgetOutputViewer", Some(other), &accept, Instant::now());

@@ -437,7 +437,7 @@ mod tests {
             let stream = tokio::net::UnixStream::from_std(server_end).unwrap();
             let (read, write) = stream.into_split();
             let server = crate::GadgetServer::new(
-                Arc::new(gadget_runtime::registry::Registry::default()),
+                Arc::new(gadget_core::tool::Toolbox::new()),
                 Arc::new(crate::metrics::Metrics::new()),
             );
             let transport = GuardedLines::new(read, write, 1 << 16);

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use gadget_core::access::{Access, Declared, FileAccess};
 use gadget_core::limits::{Limits, OwnTimeout};
 use gadget_core::params::ParamSchema;
 use gadget_core::tool::{BoxFuture, Tool, ToolCall};
@@ -72,6 +73,39 @@ impl Tool for WasmGadget {
 
     fn group(&self) -> Option<Arc<str>> {
         self.exclusive_group.clone()
+    }
+
+    /// Its plugin's grants: what the manifest asks for AND the operator
+    /// grants.
+    fn access(&self) -> Access {
+        let grants = &self.plugin.grants.grants;
+        Access {
+            files: grants
+                .files
+                .iter()
+                .map(|f| FileAccess {
+                    path: f.guest.clone(),
+                    writable: f.mode == crate::manifest::FileMode::ReadWrite,
+                })
+                .collect(),
+            http: grants.http.origins.iter().map(|o| o.text.clone()).collect(),
+            config: grants.config.iter().map(|c| c.key.clone()).collect(),
+            llm: grants
+                .llm
+                .as_ref()
+                .map(|llm| llm.models.clone())
+                .unwrap_or_default(),
+        }
+    }
+
+    fn declared(&self) -> Declared {
+        let declared = &self.plugin.annotations;
+        Declared {
+            read_only: declared.read_only,
+            destructive: declared.destructive,
+            idempotent: declared.idempotent,
+            open_world: declared.open_world,
+        }
     }
 
     fn run(&self, call: ToolCall) -> BoxFuture<'_, CallReport> {

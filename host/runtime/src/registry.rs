@@ -233,4 +233,8 @@ impl Tools for Registry {
     fn names(&self) -> Vec<String> {
         Registry::names(self)
     }
+
+    fn refusal(&self, name: &str) -> String {
+        self.rejection(name).to_string()
+    }
 }

@@ -10,10 +10,10 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
 
+use gadget_core::tool::Tools;
 use gadget_mcp::http::{DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_CONCURRENT_CALLS, ServeOptions};
 use gadget_mcp::metrics::Metrics;
 use gadget_mcp::server::{GadgetServer, tool_of};
-use gadget_runtime::registry::Registry;
 
 use super::EXIT_BAD_INPUT;
 
@@ -49,15 +49,9 @@ pub enum SchemaFormat {
 }
 
 /// `gadget mcp`: MCP over stdio until the client goes away.
-pub async fn mcp(
-    registry: Arc<Registry>,
-    agents: Option<Arc<dyn gadget_core::tool::Tools>>,
-    reload: gadget_mcp::Reload,
-) -> Result<ExitCode> {
+pub async fn mcp(tools: Arc<dyn Tools>, reload: gadget_mcp::Reload) -> Result<ExitCode> {
     use rmcp::ServiceExt as _;
-    let server = GadgetServer::new(registry, Arc::new(Metrics::new()))
-        .with_agents(agents)
-        .with_server_requests(true);
+    let server = GadgetServer::new(tools, Arc::new(Metrics::new())).with_server_requests(true);
     let running = server
         .clone()
         .serve(gadget_mcp::stdio::transport())
@@ -78,8 +72,8 @@ pub async fn mcp(
 
 /// `gadget serve`: MCP over Streamable HTTP until SIGTERM or Ctrl-C.
 pub async fn serve(
-    registry: Arc<Registry>,
-    agents: Option<Arc<dyn gadget_core::tool::Tools>>,
+    tools: Arc<dyn Tools>,
+    gadgets: usize,
     args: &ServeArgs,
     reload: gadget_mcp::Reload,
 ) -> Result<ExitCode> {
@@ -108,11 +102,9 @@ pub async fn serve(
         drain_timeout: Duration::from_millis(args.drain_timeout),
         allowed_hosts: args.allowed_hosts.clone(),
     };
-    let gadgets = registry.gadgets().count();
     let served = gadget_mcp::http::serve(
-        registry,
+        tools,
         options,
-        agents,
         tokio_util::sync::CancellationToken::new(),
         Some(reload),
         |addr| eprintln!("serving {gadgets} gadgets over MCP at http://{addr}/mcp (health /healthz, metrics /metrics)"),
@@ -133,12 +125,14 @@ pub async fn serve(
 
 /// `gadget schemas`: the gadgets as native tool definitions, one JSON
 /// document on stdout.
-pub fn schemas(registry: &Registry, format: SchemaFormat) -> Result<ExitCode> {
-    let tools: Vec<Value> = registry
-        .gadgets()
-        .map(|gadget| {
-            let schema = gadget
-                .schema
+pub fn schemas(served: &dyn Tools, format: SchemaFormat) -> Result<ExitCode> {
+    let tools: Vec<Value> = served
+        .all()
+        .iter()
+        .map(|tool| {
+            let spec = tool.spec();
+            let schema = tool
+                .schema()
                 .schema()
                 .cloned()
                 .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
@@ -146,17 +140,17 @@ pub fn schemas(registry: &Registry, format: SchemaFormat) -> Result<ExitCode> {
                 SchemaFormat::Openai => json!({
                     "type": "function",
                     "function": {
-                        "name": gadget.spec.name,
-                        "description": gadget.spec.description,
+                        "name": spec.name,
+                        "description": spec.description,
                         "parameters": schema,
                     },
                 }),
                 SchemaFormat::Anthropic => json!({
-                    "name": gadget.spec.name,
-                    "description": gadget.spec.description,
+                    "name": spec.name,
+                    "description": spec.description,
                     "input_schema": schema,
                 }),
-                SchemaFormat::Mcp => serde_json::to_value(tool_of(gadget)).unwrap_or(Value::Null),
+                SchemaFormat::Mcp => serde_json::to_value(tool_of(&**tool)).unwrap_or(Value::Null),
             }
         })
         .collect();

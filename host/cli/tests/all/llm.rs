@@ -581,7 +581,7 @@ async fn a_completion_cut_at_the_deadline_is_a_timeout_when_the_epoch_clock_lags
 }
 
 /// `gadget call` goes through the one call path, so a policy's agent is
-/// callable like any gadget.
+/// callable like any gadget (and `schemas` lists it).
 #[test]
 fn gadget_call_runs_a_sub_agent_through_the_one_call_path() {
     let server = LlmServer::start(vec![
@@ -633,4 +633,21 @@ fn gadget_call_runs_a_sub_agent_through_the_one_call_path() {
     assert_eq!(out.status.code(), Some(2));
     let refused: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(refused["error"]["kind"], "invalid-parameters", "{refused}");
+    // And a tool a client can be given, like any gadget.
+    let out = gadget(
+        Some(&policy),
+        &[&common::shipped_plugins()],
+        &["schemas", "--format", "openai"],
+    );
+    let schemas: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let researcher = schemas
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "Researcher")
+        .expect("the agent's schema");
+    assert_eq!(
+        researcher["function"]["parameters"]["required"],
+        json!(["task"])
+    );
 }

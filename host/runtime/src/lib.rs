@@ -26,11 +26,15 @@ pub mod dirs;
 mod epoch;
 mod gadget;
 pub mod grants;
+mod host_imports;
 mod http;
+mod limiter;
 pub mod llm;
 pub mod loader;
 pub mod manifest;
+mod outcome;
 pub mod policy;
+mod pool;
 pub mod registry;
 mod stdio;
 
@@ -38,9 +42,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
+use wasmtime::{Config, Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 pub use epoch::{EPOCH_TICK, EpochClock, EpochMode};
@@ -53,10 +56,12 @@ pub use gadget_core::ledger::{
 };
 pub use gadget_core::limits::Limits;
 
-use bindings::v0_1_0::gadget::plugin::{host as wit_host, types as wit};
-use bindings::v0_2_0::gadget::plugin::llm as wit_llm;
+use bindings::v0_1_0::gadget::plugin::types as wit;
 use gadget_core::ledger::{self, Ledger};
 use gadget_core::limits::MAX_ERROR_MESSAGE_BYTES;
+use limiter::{CallLimiter, MemoryBudget};
+use outcome::{Failure, Instantiation, Trapped, accept_outcome, classify_trap};
+pub use pool::pooling_config;
 
 /// A busy gadget yields to the executor at least this often (ticks = ms),
 /// so a loop in one gadget cannot starve the other calls on its thread.
@@ -245,45 +250,6 @@ pub fn default_memory_budget() -> u64 {
     }
 }
 
-/// Linear memory in use by all live instances, against the host's budget.
-/// Instances grow into it (the limiter refuses growth past it) and give it
-/// back when their store is dropped; calls wait for room to start.
-#[derive(Debug)]
-struct MemoryBudget {
-    limit: u64,
-    used: std::sync::atomic::AtomicU64,
-    freed: tokio::sync::Notify,
-}
-
-impl MemoryBudget {
-    fn try_take(&self, bytes: u64) -> bool {
-        self.used
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                used.checked_add(bytes).filter(|&total| total <= self.limit)
-            })
-            .is_ok()
-    }
-
-    fn give_back(&self, bytes: u64) {
-        if bytes > 0 {
-            self.used.fetch_sub(bytes, Ordering::AcqRel);
-            self.freed.notify_waiters();
-        }
-    }
-
-    /// Waits until a call could start (admission control).
-    async fn room_to_start(&self) {
-        let headroom = ADMISSION_HEADROOM.min(self.limit);
-        loop {
-            let freed = self.freed.notified();
-            if self.used.load(Ordering::Acquire) + headroom <= self.limit {
-                return;
-            }
-            freed.await;
-        }
-    }
-}
-
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
@@ -381,236 +347,6 @@ impl CallState {
             self.hard_deadline_epoch
         };
         UpdateDeadline::Yield((next - now).clamp(1, YIELD_INTERVAL_TICKS))
-    }
-}
-
-/// Memory, table and instance limits for one store. Memory is limited per
-/// instance (the sum over all its memories), not per memory, so a component
-/// with several memories cannot multiply its allowance.
-struct CallLimiter {
-    memory_limit: u64,
-    memory_total: u64,
-    /// Set when a growth was refused: the trap that usually follows (the
-    /// guest's allocator aborts) is then reported as a memory-limit error.
-    memory_refused: bool,
-    /// The host-wide budget this instance's memory is taken from.
-    budget: Arc<MemoryBudget>,
-    /// Set when a growth within the call's own limit was refused because
-    /// the host's budget was spent by other calls.
-    budget_refused: bool,
-    table_elements: usize,
-    instances: usize,
-}
-
-impl Drop for CallLimiter {
-    fn drop(&mut self) {
-        self.budget.give_back(self.memory_total);
-    }
-}
-
-impl ResourceLimiter for CallLimiter {
-    fn memory_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        let growth = desired.saturating_sub(current) as u64;
-        if self.memory_total.saturating_add(growth) > self.memory_limit {
-            self.memory_refused = true;
-            return Ok(false);
-        }
-        if !self.budget.try_take(growth) {
-            self.budget_refused = true;
-            return Ok(false);
-        }
-        self.memory_total += growth;
-        Ok(true)
-    }
-
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        Ok(desired <= self.table_elements)
-    }
-
-    fn instances(&self) -> usize {
-        self.instances
-    }
-
-    fn tables(&self) -> usize {
-        gadget_core::limits::DEFAULT_TABLES
-    }
-
-    fn memories(&self) -> usize {
-        gadget_core::limits::DEFAULT_MEMORIES
-    }
-}
-
-impl wit::Host for CallState {}
-
-impl wit_host::Host for CallState {
-    fn log(&mut self, level: wit::Level, message: String, fields: String) {
-        let at = self.elapsed_ms();
-        let level = match level {
-            wit::Level::Trace => LogLevel::Trace,
-            wit::Level::Debug => LogLevel::Debug,
-            wit::Level::Info => LogLevel::Info,
-            wit::Level::Warn => LogLevel::Warn,
-            wit::Level::Error => LogLevel::Error,
-        };
-        self.ledger.guest_log(level, message, &fields, at);
-    }
-
-    fn report_cost(&mut self, usd: f64) {
-        let at = self.elapsed_ms();
-        self.ledger.report_cost(usd, at);
-    }
-
-    fn progress(&mut self, message: String) {
-        self.ledger.progress(message);
-    }
-
-    fn update(&mut self, partial: String, details: Option<String>) {
-        let at = self.elapsed_ms();
-        self.ledger.update(partial, details.as_deref(), at);
-    }
-
-    fn cancelled(&mut self) -> bool {
-        if self.externally_cancelled() {
-            self.aborted = true;
-        }
-        // Between epoch callbacks the flag may lag; read the clock too.
-        self.aborted || self.clock.now() >= self.deadline_epoch
-    }
-
-    fn call_info(&mut self) -> wit::InvocationInfo {
-        wit::InvocationInfo {
-            invocation_id: self.invocation_id.clone(),
-            gadget_name: self.gadget.clone(),
-            time_left_ms: self.deadline_epoch.saturating_sub(self.clock.now()),
-        }
-    }
-}
-
-/// 0.2.0's host interface is 0.1.0's, function for function.
-impl bindings::v0_2_0::gadget::plugin::host::Host for CallState {
-    fn log(&mut self, level: wit::Level, message: String, fields: String) {
-        wit_host::Host::log(self, level, message, fields)
-    }
-
-    fn report_cost(&mut self, usd: f64) {
-        wit_host::Host::report_cost(self, usd)
-    }
-
-    fn progress(&mut self, message: String) {
-        wit_host::Host::progress(self, message)
-    }
-
-    fn update(&mut self, partial: String, details: Option<String>) {
-        wit_host::Host::update(self, partial, details)
-    }
-
-    fn cancelled(&mut self) -> bool {
-        wit_host::Host::cancelled(self)
-    }
-
-    fn call_info(&mut self) -> wit::InvocationInfo {
-        wit_host::Host::call_info(self)
-    }
-}
-
-impl bindings::v0_2_0::gadget::plugin::llm::Host for CallState {
-    async fn complete(
-        &mut self,
-        request: wit_llm::CompletionRequest,
-    ) -> Result<wit_llm::Completion, wit_llm::LlmError> {
-        let plugin = self
-            .http
-            .grants
-            .as_ref()
-            .map(|g| g.plugin.clone())
-            .unwrap_or_else(|| self.gadget.clone());
-        let messages = request
-            .messages
-            .into_iter()
-            .map(|m| {
-                let role = match m.role {
-                    wit_llm::Role::System => llm::LlmRole::System,
-                    wit_llm::Role::User => llm::LlmRole::User,
-                    wit_llm::Role::Assistant => llm::LlmRole::Assistant,
-                };
-                (role, m.content)
-            })
-            .collect();
-        let time_left = Duration::from_millis(self.deadline_epoch.saturating_sub(self.clock.now()));
-        let done = llm::complete(
-            &plugin,
-            self.llm.as_ref(),
-            llm::LlmAsk {
-                model: request.model,
-                messages,
-                max_tokens: request.max_tokens,
-                temperature: request.temperature,
-            },
-            time_left,
-            self.cancel.clone(),
-        )
-        .await;
-        let at = self.elapsed_ms();
-        match done {
-            Ok(done) => {
-                if let Some(access) = &mut self.llm {
-                    access.spent += done.cost;
-                }
-                if let Some(note) = &done.note {
-                    self.ledger.host_warning(format!("llm usage: {note}"), at);
-                }
-                // Kept in the ledger, so a call that fails later still
-                // reports what its completions cost.
-                self.ledger.report_cost(done.cost, at);
-                self.ledger.host_info(
-                    format!("llm completion ({})", done.model),
-                    serde_json::json!({
-                        "model": done.model,
-                        "input_tokens": done.answer.input_tokens,
-                        "output_tokens": done.answer.output_tokens,
-                        "cost_usd": done.cost,
-                    }),
-                    at,
-                );
-                Ok(wit_llm::Completion {
-                    text: done.answer.text,
-                    model: done.model,
-                    input_tokens: done.answer.input_tokens,
-                    output_tokens: done.answer.output_tokens,
-                    cost: done.cost,
-                })
-            }
-            Err(failure) => {
-                let (error, note) = match failure {
-                    llm::LlmFailure::Denied(m) => (wit_llm::LlmError::Denied(m.clone()), m),
-                    llm::LlmFailure::BudgetExceeded(m) => {
-                        (wit_llm::LlmError::BudgetExceeded(m.clone()), m)
-                    }
-                    llm::LlmFailure::Provider(m) => (wit_llm::LlmError::Provider(m.clone()), m),
-                    llm::LlmFailure::Deadline => (
-                        wit_llm::LlmError::Deadline,
-                        "the call's deadline passed (or it was cancelled) during a completion"
-                            .to_string(),
-                    ),
-                };
-                self.ledger
-                    .host_warning(format!("llm refused or failed: {note}"), at);
-                if matches!(error, wit_llm::LlmError::Deadline) {
-                    self.aborted = true;
-                }
-                Err(error)
-            }
-        }
     }
 }
 
@@ -1056,166 +792,4 @@ impl Runtime {
         store.set_epoch_deadline(YIELD_INTERVAL_TICKS.min(timeout_ticks));
         Ok(store)
     }
-}
-
-/// The pooling allocator's configuration (public so benchmarks can give
-/// a bare-wasmtime baseline the same allocator).
-pub fn pooling_config() -> wasmtime::PoolingAllocationConfig {
-    let mut pool = wasmtime::PoolingAllocationConfig::default();
-    let n = POOL_CONCURRENT_INSTANCES;
-    // A component instance holds several core instances (CPython's holds
-    // dozens), a few memories and tables, and one async stack.
-    pool.total_component_instances(n)
-        .total_core_instances(n * 16)
-        .total_memories(n * 2)
-        .total_tables(n * 4)
-        .total_stacks(n)
-        .table_elements(gadget_core::limits::DEFAULT_TABLE_ELEMENTS)
-        .max_memory_size(gadget_core::limits::HARD_MAX_MEMORY_BYTES as usize)
-        // Reset only the pages a call dirtied (Linux 6.7+, PAGEMAP_SCAN)
-        // and keep them mapped, instead of `madvise` over the whole slot.
-        .pagemap_scan(wasmtime::Enabled::Auto)
-        .linear_memory_keep_resident(POOL_KEEP_RESIDENT_BYTES)
-        .table_keep_resident(POOL_KEEP_RESIDENT_BYTES)
-        // Return freed pages to the kernel in batches, not one call at a time.
-        .decommit_batch_size(POOL_DECOMMIT_BATCH);
-    pool
-}
-
-/// Bytes of each pooled memory and table kept resident between calls
-/// (dirty pages found by PAGEMAP_SCAN are reset in place): a small Rust
-/// gadget's working set.
-pub const POOL_KEEP_RESIDENT_BYTES: usize = 64 << 10;
-
-/// Slots decommitted together.
-pub const POOL_DECOMMIT_BATCH: usize = 1;
-
-/// Where a call's wasmtime error came from.
-enum Failure {
-    Instantiation(wasmtime::Error),
-    Trapped(wasmtime::Error),
-}
-use Failure::{Instantiation, Trapped};
-
-/// Turns a successful outcome into the host's form, enforcing the result
-/// limit and refusing bad returned costs and details.
-fn accept_outcome(
-    outcome: wit::Outcome,
-    gadget: &str,
-    limits: &Limits,
-    state: &mut CallState,
-    returned_cost: &mut f64,
-) -> Result<Outcome, CallError> {
-    let at = state.elapsed_ms();
-    let mut take =
-        |r: wit::CallResult, state: &mut CallState| -> Result<(String, Option<Value>), CallError> {
-            if r.result.len() as u64 > limits.result_bytes {
-                return Err(CallError::ResultTooLarge {
-                    gadget: gadget.to_string(),
-                    size_bytes: r.result.len() as u64,
-                    limit_bytes: limits.result_bytes,
-                });
-            }
-            if let Some(cost) = r.cost {
-                match invalid_cost(cost) {
-                    None => *returned_cost = cost,
-                    Some(reason) => state
-                        .ledger
-                        .host_warning(format!("refused returned cost {cost}: {reason}"), at),
-                }
-            }
-            let details = match r.details {
-                None => None,
-                Some(text) => match ledger::parse_details(&text) {
-                    Ok(value) => Some(value),
-                    Err(reason) => {
-                        state
-                            .ledger
-                            .host_warning(format!("dropped the result's details: {reason}"), at);
-                        None
-                    }
-                },
-            };
-            Ok((r.result, details))
-        };
-    match outcome {
-        wit::Outcome::Result(r) => {
-            take(r, state).map(|(result, details)| Outcome::Result { result, details })
-        }
-        wit::Outcome::Finish(r) => {
-            take(r, state).map(|(result, details)| Outcome::Finish { result, details })
-        }
-        wit::Outcome::AskHuman(question) => Ok(Outcome::AskHuman {
-            question: state.ledger.bounded(question, MAX_ERROR_MESSAGE_BYTES),
-        }),
-    }
-}
-
-/// Names the cause of a trap: the deadline, the memory limit, a stack
-/// overflow, or a crash (with the panic message from stderr when there is one).
-fn classify_trap(
-    error: wasmtime::Error,
-    store: &mut Store<CallState>,
-    limits: &Limits,
-) -> CallError {
-    let state = store.data();
-    let gadget = state.gadget.clone();
-    let trap = error.downcast_ref::<Trap>().copied();
-    if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
-        return CallError::Exited {
-            gadget,
-            status: exit.0,
-        };
-    }
-    if state.timed_out || trap == Some(Trap::Interrupt) {
-        return CallError::Timeout {
-            gadget,
-            timeout_ms: limits.timeout.as_millis() as u64,
-        };
-    }
-    if state.limiter.memory_refused {
-        return CallError::MemoryLimit {
-            gadget,
-            limit_bytes: limits.memory_bytes,
-        };
-    }
-    let mut reason = match trap {
-        Some(Trap::StackOverflow) => "stack overflow (unbounded recursion?)".to_string(),
-        Some(Trap::UnreachableCodeReached) => "wasm `unreachable` executed (a panic or abort in the gadget)".to_string(),
-        Some(Trap::MemoryOutOfBounds) => {
-            "out-of-bounds memory access (a memory bug in the gadget, or its own stack in linear memory overflowed)".to_string()
-        }
-        Some(trap) => trap.to_string(),
-        None => format!("{error:#}"),
-    };
-    // A Rust panic prints its message to stderr before aborting: the most
-    // useful lines there are for whoever debugs the gadget.
-    let stderr = store.data().stderr.snapshot();
-    if let Some(note) = crash_note(&String::from_utf8_lossy(&stderr.bytes)) {
-        let note = store.data().ledger.bounded(note, 512);
-        reason.push_str(&format!("; stderr: {note}"));
-    }
-    CallError::Crashed { gadget, reason }
-}
-
-/// The part of a crashed gadget's stderr worth quoting: a Rust panic's
-/// location and message, else the last line that is not a hint.
-fn crash_note(stderr: &str) -> Option<String> {
-    let lines: Vec<&str> = stderr
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    if let Some(at) = lines.iter().rposition(|l| l.contains("panicked at")) {
-        let message = lines.get(at + 1).filter(|l| !l.starts_with("note:"));
-        return Some(match message {
-            Some(message) => format!("{} {message}", lines[at]),
-            None => lines[at].to_string(),
-        });
-    }
-    lines
-        .iter()
-        .rev()
-        .find(|l| !l.starts_with("note:"))
-        .map(|l| l.to_string())
 }

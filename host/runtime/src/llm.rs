@@ -15,7 +15,11 @@ use std::time::Duration;
 
 pub use gadget_core::llm::{LlmAnswer, LlmBackend, LlmPrice, LlmRequest, LlmRole};
 
+use crate::CallState;
+use crate::bindings;
+use crate::bindings::v0_2_0::gadget::plugin::llm as wit_llm;
 use crate::grants::LlmGrant;
+use crate::llm;
 
 /// The answer's token cap when the gadget gives none.
 pub const DEFAULT_LLM_MAX_TOKENS: u32 = 1024;
@@ -187,6 +191,97 @@ pub(crate) async fn complete(
         cost,
         note,
     })
+}
+
+impl bindings::v0_2_0::gadget::plugin::llm::Host for CallState {
+    async fn complete(
+        &mut self,
+        request: wit_llm::CompletionRequest,
+    ) -> Result<wit_llm::Completion, wit_llm::LlmError> {
+        let plugin = self
+            .http
+            .grants
+            .as_ref()
+            .map(|g| g.plugin.clone())
+            .unwrap_or_else(|| self.gadget.clone());
+        let messages = request
+            .messages
+            .into_iter()
+            .map(|m| {
+                let role = match m.role {
+                    wit_llm::Role::System => llm::LlmRole::System,
+                    wit_llm::Role::User => llm::LlmRole::User,
+                    wit_llm::Role::Assistant => llm::LlmRole::Assistant,
+                };
+                (role, m.content)
+            })
+            .collect();
+        let time_left = Duration::from_millis(self.deadline_epoch.saturating_sub(self.clock.now()));
+        let done = llm::complete(
+            &plugin,
+            self.llm.as_ref(),
+            llm::LlmAsk {
+                model: request.model,
+                messages,
+                max_tokens: request.max_tokens,
+                temperature: request.temperature,
+            },
+            time_left,
+            self.cancel.clone(),
+        )
+        .await;
+        let at = self.elapsed_ms();
+        match done {
+            Ok(done) => {
+                if let Some(access) = &mut self.llm {
+                    access.spent += done.cost;
+                }
+                if let Some(note) = &done.note {
+                    self.ledger.host_warning(format!("llm usage: {note}"), at);
+                }
+                // Kept in the ledger, so a call that fails later still
+                // reports what its completions cost.
+                self.ledger.report_cost(done.cost, at);
+                self.ledger.host_info(
+                    format!("llm completion ({})", done.model),
+                    serde_json::json!({
+                        "model": done.model,
+                        "input_tokens": done.answer.input_tokens,
+                        "output_tokens": done.answer.output_tokens,
+                        "cost_usd": done.cost,
+                    }),
+                    at,
+                );
+                Ok(wit_llm::Completion {
+                    text: done.answer.text,
+                    model: done.model,
+                    input_tokens: done.answer.input_tokens,
+                    output_tokens: done.answer.output_tokens,
+                    cost: done.cost,
+                })
+            }
+            Err(failure) => {
+                let (error, note) = match failure {
+                    llm::LlmFailure::Denied(m) => (wit_llm::LlmError::Denied(m.clone()), m),
+                    llm::LlmFailure::BudgetExceeded(m) => {
+                        (wit_llm::LlmError::BudgetExceeded(m.clone()), m)
+                    }
+                    llm::LlmFailure::Provider(m) => (wit_llm::LlmError::Provider(m.clone()), m),
+                    llm::LlmFailure::Deadline => (
+                        wit_llm::LlmError::Deadline,
+                        "the call's deadline passed (or it was cancelled) during a completion"
+                            .to_string(),
+                    ),
+                };
+                self.ledger
+                    .host_warning(format!("llm refused or failed: {note}"), at);
+                if matches!(error, wit_llm::LlmError::Deadline) {
+                    self.aborted = true;
+                }
+                Err(error)
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,82 @@
+//! The `host` interface of gadget:plugin (both contract versions): logs,
+//! cost reports, progress, updates, the call's identity and its abort
+//! signal, each recorded in the call's ledger.
+
+use gadget_core::ledger::LogLevel;
+
+use crate::CallState;
+use crate::bindings;
+use crate::bindings::v0_1_0::gadget::plugin::{host as wit_host, types as wit};
+
+impl wit::Host for CallState {}
+
+impl wit_host::Host for CallState {
+    fn log(&mut self, level: wit::Level, message: String, fields: String) {
+        let at = self.elapsed_ms();
+        let level = match level {
+            wit::Level::Trace => LogLevel::Trace,
+            wit::Level::Debug => LogLevel::Debug,
+            wit::Level::Info => LogLevel::Info,
+            wit::Level::Warn => LogLevel::Warn,
+            wit::Level::Error => LogLevel::Error,
+        };
+        self.ledger.guest_log(level, message, &fields, at);
+    }
+
+    fn report_cost(&mut self, usd: f64) {
+        let at = self.elapsed_ms();
+        self.ledger.report_cost(usd, at);
+    }
+
+    fn progress(&mut self, message: String) {
+        self.ledger.progress(message);
+    }
+
+    fn update(&mut self, partial: String, details: Option<String>) {
+        let at = self.elapsed_ms();
+        self.ledger.update(partial, details.as_deref(), at);
+    }
+
+    fn cancelled(&mut self) -> bool {
+        if self.externally_cancelled() {
+            self.aborted = true;
+        }
+        // Between epoch callbacks the flag may lag; read the clock too.
+        self.aborted || self.clock.now() >= self.deadline_epoch
+    }
+
+    fn call_info(&mut self) -> wit::InvocationInfo {
+        wit::InvocationInfo {
+            invocation_id: self.invocation_id.clone(),
+            gadget_name: self.gadget.clone(),
+            time_left_ms: self.deadline_epoch.saturating_sub(self.clock.now()),
+        }
+    }
+}
+
+/// 0.2.0's host interface is 0.1.0's, function for function.
+impl bindings::v0_2_0::gadget::plugin::host::Host for CallState {
+    fn log(&mut self, level: wit::Level, message: String, fields: String) {
+        wit_host::Host::log(self, level, message, fields)
+    }
+
+    fn report_cost(&mut self, usd: f64) {
+        wit_host::Host::report_cost(self, usd)
+    }
+
+    fn progress(&mut self, message: String) {
+        wit_host::Host::progress(self, message)
+    }
+
+    fn update(&mut self, partial: String, details: Option<String>) {
+        wit_host::Host::update(self, partial, details)
+    }
+
+    fn cancelled(&mut self) -> bool {
+        wit_host::Host::cancelled(self)
+    }
+
+    fn call_info(&mut self) -> wit::InvocationInfo {
+        wit_host::Host::call_info(self)
+    }
+}

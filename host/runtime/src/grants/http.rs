@@ -1,0 +1,380 @@
+//! HTTP grants: origins a request must match, and the addresses its host
+//! may resolve to (public unless granted: no SSRF through DNS).
+
+use std::net::{IpAddr, Ipv6Addr};
+
+/// The outbound HTTP a plugin may make.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpRules {
+    pub origins: Vec<OriginRule>,
+    /// Non-public addresses its names may resolve to (the operator's
+    /// `allow-addresses`).
+    pub addresses: Vec<IpRange>,
+}
+
+/// One granted origin: `https://api.example.com`, `http://127.0.0.1:8080`,
+/// `https://*.wikipedia.org`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OriginRule {
+    pub https: bool,
+    pub host: HostPattern,
+    pub port: u16,
+    /// As the operator wrote it, for messages.
+    pub text: String,
+}
+
+/// A host name, an address, or every subdomain of a domain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostPattern {
+    /// Lower case; may be an address literal.
+    Exact(String),
+    /// `*.example.com`: any name ending in `.example.com` (not the domain
+    /// itself). Holds `example.com`.
+    Subdomains(String),
+}
+
+impl HostPattern {
+    fn parse(host: &str) -> Result<HostPattern, String> {
+        let host = host.to_ascii_lowercase();
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        if let Some(domain) = host.strip_prefix("*.") {
+            check_host_name(domain)?;
+            return Ok(HostPattern::Subdomains(domain.to_string()));
+        }
+        if host.parse::<IpAddr>().is_err() {
+            check_host_name(&host)?;
+        }
+        Ok(HostPattern::Exact(host))
+    }
+
+    pub fn matches(&self, host: &str) -> bool {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        match self {
+            HostPattern::Exact(exact) => exact.eq_ignore_ascii_case(host),
+            HostPattern::Subdomains(domain) => {
+                // Bytes, not string slices: a host with non-ASCII bytes
+                // must not make a slice land inside a character.
+                let (host, domain) = (host.as_bytes(), domain.as_bytes());
+                host.len() > domain.len() + 1
+                    && host[host.len() - domain.len() - 1] == b'.'
+                    && host[host.len() - domain.len()..].eq_ignore_ascii_case(domain)
+            }
+        }
+    }
+
+    /// Whether every host this pattern matches, `other` matches too.
+    fn within(&self, other: &HostPattern) -> bool {
+        match (self, other) {
+            (_, HostPattern::Exact(_)) => self == other,
+            (HostPattern::Exact(host), HostPattern::Subdomains(_)) => other.matches(host),
+            (HostPattern::Subdomains(mine), HostPattern::Subdomains(theirs)) => {
+                mine == theirs || other.matches(mine)
+            }
+        }
+    }
+
+    /// The address this pattern names, if it is an address literal.
+    fn address(&self) -> Option<IpAddr> {
+        match self {
+            HostPattern::Exact(host) => host.parse().ok(),
+            HostPattern::Subdomains(_) => None,
+        }
+    }
+}
+
+fn check_host_name(host: &str) -> Result<(), String> {
+    let valid = !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        });
+    if valid {
+        Ok(())
+    } else {
+        Err(format!("'{host}' is not a host name"))
+    }
+}
+
+impl OriginRule {
+    /// Parses an operator's grant: a scheme is required (`http` or `https`);
+    /// no path, query or credentials.
+    pub fn parse(text: &str) -> Result<OriginRule, String> {
+        let (scheme, rest) = text
+            .split_once("://")
+            .ok_or_else(|| format!("'{text}': an HTTP grant is an origin like https://api.example.com (the scheme is required)"))?;
+        let https = match scheme.to_ascii_lowercase().as_str() {
+            "https" => true,
+            "http" => false,
+            other => return Err(format!("'{text}': scheme '{other}' is not http or https")),
+        };
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if rest.contains(['/', '?', '#', '@']) {
+            return Err(format!(
+                "'{text}': an HTTP grant is an origin (scheme, host, port), without a path, query or credentials"
+            ));
+        }
+        let (host, port) = split_host_port(rest).map_err(|e| format!("'{text}': {e}"))?;
+        Ok(OriginRule {
+            https,
+            host: HostPattern::parse(host).map_err(|e| format!("'{text}': {e}"))?,
+            port: port.unwrap_or(if https { 443 } else { 80 }),
+            text: text.to_string(),
+        })
+    }
+
+    pub(super) fn allows(&self, https: bool, host: &str, port: u16) -> bool {
+        self.https == https && self.port == port && self.host.matches(host)
+    }
+}
+
+/// `host`, `host:port`, `[v6]`, `[v6]:port`.
+fn split_host_port(text: &str) -> Result<(&str, Option<u16>), String> {
+    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+        let (host, after) = rest
+            .split_once(']')
+            .ok_or("an IPv6 address must be closed with ']'")?;
+        (host, after.strip_prefix(':'))
+    } else {
+        match text.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (text, None),
+        }
+    };
+    let port = match port {
+        None => None,
+        Some(port) => Some(
+            port.parse::<u16>()
+                .ok()
+                .filter(|p| *p != 0)
+                .ok_or_else(|| format!("'{port}' is not a port"))?,
+        ),
+    };
+    if host.is_empty() {
+        return Err("the host is missing".into());
+    }
+    Ok((host, port))
+}
+
+/// A manifest's HTTP request: `*`, a host pattern, or an origin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpRequestRule {
+    https: Option<bool>,
+    host: Option<HostPattern>,
+    port: Option<u16>,
+}
+
+impl HttpRequestRule {
+    pub fn parse(text: &str) -> Result<HttpRequestRule, String> {
+        if text == "*" {
+            return Ok(HttpRequestRule {
+                https: None,
+                host: None,
+                port: None,
+            });
+        }
+        if text.contains("://") {
+            let origin = OriginRule::parse(text)?;
+            let explicit_port = text.split_once("://").is_some_and(|(_, rest)| {
+                split_host_port(rest.trim_end_matches('/')).is_ok_and(|(_, p)| p.is_some())
+            });
+            return Ok(HttpRequestRule {
+                https: Some(origin.https),
+                host: Some(origin.host),
+                port: explicit_port.then_some(origin.port),
+            });
+        }
+        let (host, port) = split_host_port(text).map_err(|e| format!("'{text}': {e}"))?;
+        Ok(HttpRequestRule {
+            https: None,
+            host: Some(HostPattern::parse(host).map_err(|e| format!("'{text}': {e}"))?),
+            port,
+        })
+    }
+
+    /// Whether this request covers the operator's grant.
+    pub(super) fn covers(&self, grant: &OriginRule) -> bool {
+        self.https.is_none_or(|https| https == grant.https)
+            && self.port.is_none_or(|port| port == grant.port)
+            && self
+                .host
+                .as_ref()
+                .is_none_or(|host| grant.host.within(host))
+    }
+}
+
+/// An address range (`10.0.0.0/8`, `127.0.0.1`, `fd00::/8`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpRange {
+    pub network: IpAddr,
+    pub prefix: u8,
+}
+
+impl IpRange {
+    pub fn parse(text: &str) -> Result<IpRange, String> {
+        let bad = || format!("'{text}' is not an address or a range like 10.0.0.0/8");
+        let (address, prefix) = match text.split_once('/') {
+            Some((address, prefix)) => (address, Some(prefix)),
+            None => (text, None),
+        };
+        let network: IpAddr = address.parse().map_err(|_| bad())?;
+        let max = if network.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            None => max,
+            Some(p) => p.parse::<u8>().ok().filter(|p| *p <= max).ok_or_else(bad)?,
+        };
+        Ok(IpRange { network, prefix })
+    }
+
+    pub fn contains(&self, address: IpAddr) -> bool {
+        let address = canonical(address);
+        match (self.network, address) {
+            (IpAddr::V4(net), IpAddr::V4(a)) => {
+                let mask = u32::MAX.checked_shl(32 - self.prefix as u32).unwrap_or(0);
+                u32::from(net) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(a)) => {
+                let mask = u128::MAX.checked_shl(128 - self.prefix as u32).unwrap_or(0);
+                u128::from(net) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for IpRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let max = if self.network.is_ipv4() { 32 } else { 128 };
+        if self.prefix == max {
+            write!(f, "{}", self.network)
+        } else {
+            write!(f, "{}/{}", self.network, self.prefix)
+        }
+    }
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it is.
+fn canonical(address: IpAddr) -> IpAddr {
+    match address {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// Whether an address is one a name on the public internet should never
+/// make the host connect to: loopback, private, link-local (cloud metadata
+/// services live there), shared (CGNAT), unspecified, multicast, broadcast,
+/// documentation and other reserved ranges.
+pub fn is_internal(address: IpAddr) -> bool {
+    match canonical(address) {
+        IpAddr::V4(a) => {
+            let [b0, b1, ..] = a.octets();
+            a.is_loopback()
+                || a.is_private()
+                || a.is_link_local()
+                || a.is_unspecified()
+                || a.is_multicast()
+                || a.is_broadcast()
+                || a.is_documentation()
+                || b0 == 0
+                || (b0 == 100 && (64..128).contains(&b1)) // shared address space
+                || (b0 == 192 && b1 == 0 && a.octets()[2] == 0) // IETF protocol assignments
+                || (b0 == 198 && (18..20).contains(&b1)) // benchmarking
+                || b0 >= 240 // reserved
+        }
+        IpAddr::V6(a) => {
+            let first = a.segments()[0];
+            a.is_loopback()
+                || a.is_unspecified()
+                || a.is_multicast()
+                || (first & 0xfe00) == 0xfc00 // unique local
+                || (first & 0xffc0) == 0xfe80 // link-local
+                || (first & 0xffc0) == 0xfec0 // site-local (deprecated)
+                || a == Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, 0, 0) // NAT64 prefix itself
+                || first == 0x2001 && a.segments()[1] == 0xdb8 // documentation
+        }
+    }
+}
+
+/// Why an outbound request was refused, in words that name the grant that
+/// would allow it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HttpRefusal {
+    #[error(
+        "{plugin}: HTTP to {origin} is not granted (grant it with [plugins.{plugin}] http = [\"{origin}\"] or --grant {plugin}:http={origin})"
+    )]
+    Origin { plugin: String, origin: String },
+    #[error(
+        "{plugin}: {host} resolves to {address}, an internal address; only addresses granted explicitly are reached (grant it with [plugins.{plugin}] allow-addresses = [\"{address}\"])"
+    )]
+    Address {
+        plugin: String,
+        host: String,
+        address: IpAddr,
+    },
+}
+
+impl HttpRules {
+    /// The grant a request to `scheme://host:port` falls under.
+    pub fn check_origin(
+        &self,
+        plugin: &str,
+        https: bool,
+        host: &str,
+        port: u16,
+    ) -> Result<&OriginRule, HttpRefusal> {
+        self.origins
+            .iter()
+            .find(|rule| rule.allows(https, host, port))
+            .ok_or_else(|| HttpRefusal::Origin {
+                plugin: plugin.to_string(),
+                origin: origin_text(https, host, port),
+            })
+    }
+
+    /// Whether the host of a granted request may be reached at `address`:
+    /// public addresses always; internal ones only when the grant names the
+    /// address itself or the operator allows it.
+    pub fn check_address(
+        &self,
+        plugin: &str,
+        rule: &OriginRule,
+        host: &str,
+        address: IpAddr,
+    ) -> Result<(), HttpRefusal> {
+        let named = rule
+            .host
+            .address()
+            .is_some_and(|granted| canonical(granted) == canonical(address));
+        if !is_internal(address) || named || self.addresses.iter().any(|r| r.contains(address)) {
+            Ok(())
+        } else {
+            Err(HttpRefusal::Address {
+                plugin: plugin.to_string(),
+                host: host.to_string(),
+                address,
+            })
+        }
+    }
+}
+
+/// `https://host` with the port only when it is not the scheme's default.
+pub fn origin_text(https: bool, host: &str, port: u16) -> String {
+    let scheme = if https { "https" } else { "http" };
+    let host = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    };
+    if port == if https { 443 } else { 80 } {
+        format!("{scheme}://{host}")
+    } else {
+        format!("{scheme}://{host}:{port}")
+    }
+}

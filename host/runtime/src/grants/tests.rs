@@ -1,0 +1,223 @@
+//! Grants from manifests and policies, door by door.
+
+use std::net::IpAddr;
+use std::path::Path;
+
+use super::*;
+use crate::manifest::FileRequest;
+use crate::manifest::{FileMode, Permissions};
+use crate::policy::FileGrant;
+use crate::policy::PluginPolicy;
+
+fn policy(text: &str) -> PluginPolicy {
+    crate::policy::Policy::parse(text, Path::new("."))
+        .unwrap()
+        .plugins
+        .remove("p")
+        .unwrap()
+}
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+#[test]
+fn origins_match_scheme_host_and_port() {
+    let rule = OriginRule::parse("https://*.wikipedia.org").unwrap();
+    assert!(rule.allows(true, "en.wikipedia.org", 443));
+    assert!(rule.allows(true, "EN.Wikipedia.org", 443));
+    assert!(!rule.allows(true, "wikipedia.org", 443));
+    assert!(!rule.allows(true, "evilwikipedia.org", 443));
+    assert!(!rule.allows(true, "é.wikipedia.orgé", 443));
+    assert!(!rule.allows(true, "xé.wikipedia.or", 443));
+    assert!(!rule.allows(false, "en.wikipedia.org", 80));
+    assert!(!rule.allows(true, "en.wikipedia.org", 8443));
+    let rule = OriginRule::parse("http://127.0.0.1:8080").unwrap();
+    assert!(rule.allows(false, "127.0.0.1", 8080));
+    assert!(!rule.allows(false, "127.0.0.1", 80));
+    assert!(OriginRule::parse("api.example.com").is_err());
+    assert!(OriginRule::parse("ftp://example.com").is_err());
+    assert!(OriginRule::parse("https://example.com/path").is_err());
+    assert!(OriginRule::parse("https://user@example.com").is_err());
+}
+
+#[test]
+fn internal_addresses_are_recognised() {
+    for internal in [
+        "127.0.0.1",
+        "10.1.2.3",
+        "172.16.0.1",
+        "192.168.1.1",
+        "169.254.169.254",
+        "0.0.0.0",
+        "100.64.0.1",
+        "::1",
+        "fd00::1",
+        "fe80::1",
+        "::ffff:127.0.0.1",
+    ] {
+        assert!(is_internal(internal.parse().unwrap()), "{internal}");
+    }
+    for public in ["93.184.216.34", "1.1.1.1", "2606:4700::1111"] {
+        assert!(!is_internal(public.parse().unwrap()), "{public}");
+    }
+}
+
+#[test]
+fn an_internal_address_needs_an_explicit_grant() {
+    let rules = HttpRules {
+        origins: vec![
+            OriginRule::parse("http://localhost:8080").unwrap(),
+            OriginRule::parse("http://127.0.0.1:8080").unwrap(),
+        ],
+        addresses: vec![IpRange::parse("10.0.0.0/8").unwrap()],
+    };
+    let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+    let by_name = rules.check_origin("p", false, "localhost", 8080).unwrap();
+    let refusal = rules
+        .check_address("p", by_name, "localhost", loopback)
+        .unwrap_err();
+    assert!(refusal.to_string().contains("allow-addresses"), "{refusal}");
+    let by_address = rules.check_origin("p", false, "127.0.0.1", 8080).unwrap();
+    assert!(
+        rules
+            .check_address("p", by_address, "127.0.0.1", loopback)
+            .is_ok()
+    );
+    assert!(
+        rules
+            .check_address("p", by_name, "localhost", "10.9.9.9".parse().unwrap())
+            .is_ok()
+    );
+    assert!(
+        rules
+            .check_address("p", by_name, "localhost", "93.184.216.34".parse().unwrap())
+            .is_ok()
+    );
+    let refusal = rules
+        .check_origin("p", true, "localhost", 8080)
+        .unwrap_err();
+    assert_eq!(
+        refusal.to_string(),
+        "p: HTTP to https://localhost:8080 is not granted (grant it with [plugins.p] http = [\"https://localhost:8080\"] or --grant p:http=https://localhost:8080)"
+    );
+}
+
+#[test]
+fn only_what_both_sides_say_is_granted() {
+    let requested = Permissions {
+        llm: false,
+        http: vec!["api.example.com".into(), "*.wikipedia.org".into()],
+        config: vec!["API_KEY".into(), "UNITS".into(), "MISSING".into()],
+        files: vec![],
+    };
+    let granted = policy(
+        r#"[plugins.p]
+http = ["https://api.example.com", "https://en.wikipedia.org", "https://evil.example.net"]
+config = { API_KEY = { env = "TEST_KEY" }, UNITS = { value = "metric" }, OTHER = { value = "x" } }
+"#,
+    );
+    let env = |var: &str| (var == "TEST_KEY").then(|| "s3cret-value".to_string());
+    let (grants, notes) = resolve("p", &requested, Some(&granted), &env);
+    let origins: Vec<&str> = grants
+        .http
+        .origins
+        .iter()
+        .map(|o| o.text.as_str())
+        .collect();
+    assert_eq!(
+        origins,
+        ["https://api.example.com", "https://en.wikipedia.org"]
+    );
+    assert_eq!(grants.config.len(), 2);
+    assert_eq!(grants.secrets(), ["s3cret-value"]);
+    let notes = notes.join("\n");
+    assert!(notes.contains("http https://evil.example.net is granted, but the manifest does not ask for it: not applied"), "{notes}");
+    assert!(
+        notes.contains("asks for config MISSING, not granted"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("config OTHER is granted, but the manifest does not ask for it"),
+        "{notes}"
+    );
+    assert!(
+        !format!("{grants:?}").contains("s3cret"),
+        "a secret in Debug output"
+    );
+}
+
+#[test]
+fn directories_take_the_narrower_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let requested = Permissions {
+        llm: false,
+        files: vec![
+            FileRequest::Path("/data".into()),
+            FileRequest::Full {
+                path: "/out".into(),
+                mode: FileMode::ReadWrite,
+            },
+        ],
+        ..Permissions::default()
+    };
+    let granted = PluginPolicy {
+        files: vec![
+            FileGrant {
+                host: dir.path().to_path_buf(),
+                guest: Some("/data".into()),
+                mode: FileMode::ReadWrite,
+                write_quota_mib: None,
+                max_entries: None,
+            },
+            FileGrant {
+                host: dir.path().to_path_buf(),
+                guest: Some("/elsewhere".into()),
+                mode: FileMode::ReadOnly,
+                write_quota_mib: None,
+                max_entries: None,
+            },
+        ],
+        ..PluginPolicy::default()
+    };
+    let (grants, notes) = resolve("p", &requested, Some(&granted), &no_env);
+    assert_eq!(grants.files.len(), 1);
+    assert_eq!(grants.files[0].guest, "/data");
+    assert_eq!(grants.files[0].mode, FileMode::ReadOnly);
+    let notes = notes.join("\n");
+    assert!(
+        notes.contains("granted rw, but the manifest asks for ro: read-only"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("does not ask for /elsewhere: not applied"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("asks for files /out (rw), not granted"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn nothing_is_granted_without_a_policy() {
+    let requested = Permissions {
+        llm: false,
+        http: vec!["*".into()],
+        config: vec!["KEY".into()],
+        files: vec![FileRequest::Path("*".into())],
+    };
+    let (grants, notes) = resolve("p", &requested, None, &no_env);
+    assert!(grants.is_empty());
+    assert_eq!(notes.len(), 3, "{notes:?}");
+}
+
+#[test]
+fn ranges_contain_their_addresses() {
+    let range = IpRange::parse("10.0.0.0/8").unwrap();
+    assert!(range.contains("10.255.0.1".parse().unwrap()));
+    assert!(!range.contains("11.0.0.1".parse().unwrap()));
+    assert!(range.contains("::ffff:10.0.0.1".parse().unwrap()));
+    assert!(IpRange::parse("10.0.0.0/33").is_err());
+    assert_eq!(IpRange::parse("::1").unwrap().to_string(), "::1");
+}

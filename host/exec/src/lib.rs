@@ -29,9 +29,7 @@
 //! over from one response to the next; [`Executor::history`] is what the
 //! model is shown of the last response.
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
@@ -40,238 +38,32 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+mod abort;
 pub mod call;
+mod config;
+mod outcome;
 mod runners;
+mod state;
+pub use abort::AbortHandle;
+pub use config::{
+    AfterExecution, Answer, BeforeExecution, CallView, Controller, ExecConfig, HumanInput,
+    NO_HUMAN_INPUT, NoController,
+};
+use outcome::{Announced, ended_of};
 use runners::Runners;
+use state::{Ended, Entry, Finished, Live};
 
-use gadget_core::call::{CallError, FailureKind, Outcome, OutcomeKind};
+use gadget_core::call::{FailureKind, OutcomeKind};
 use gadget_core::chunked::ChunkedVec;
 use gadget_core::ledger::CallEvent;
 use gadget_core::parser::{self, ConfigError, EventRef, GadgetCall, ParserBuilder};
-use gadget_core::render::{self, GadgetDoc, HistoryEntry, Markers};
-use gadget_core::schedule::{
-    self, Action, CallIx, CallSpec, DependencyPolicy, ScheduleConfig, Scheduler,
-};
+use gadget_core::render::{self, GadgetDoc, HistoryEntry};
+use gadget_core::schedule::{self, Action, CallIx, CallSpec, DependencyPolicy, Scheduler};
 use gadget_core::tool::{Tool, Toolbox, Tools};
-use gadget_core::viewer::{self, OutputLimiter, OutputViewer};
+use gadget_core::viewer::{OutputLimiter, OutputViewer};
 
 pub use gadget_core::events::{ExecEvent, Failure, ResponseSummary};
 pub use gadget_core::limits::Timeouts;
-
-/// llmist's error when a gadget asks a person and nobody can answer.
-pub const NO_HUMAN_INPUT: &str =
-    "Human input required but not available (stdin is not interactive)";
-
-/// How responses are executed.
-#[derive(Debug, Clone)]
-pub struct ExecConfig {
-    pub schedule: ScheduleConfig,
-    /// What a call whose dependency failed gets, unless its gadget has its
-    /// own policy or the controller decides.
-    pub dependency_policy: DependencyPolicy,
-    /// Per gadget (case-insensitive name), overriding `dependency_policy`.
-    pub gadget_policies: HashMap<String, DependencyPolicy>,
-    pub markers: Markers,
-    pub timeouts: Timeouts,
-    /// Characters a result may have before it is stored for
-    /// `GadgetOutputViewer` instead; `None` turns output limiting (and the
-    /// viewer) off. Default: 15% of a 128k-token window at 4 characters
-    /// per token, 76,800.
-    pub output_limit: Option<usize>,
-}
-
-impl Default for ExecConfig {
-    fn default() -> Self {
-        ExecConfig {
-            schedule: ScheduleConfig::default(),
-            dependency_policy: DependencyPolicy::Skip,
-            gadget_policies: HashMap::new(),
-            markers: Markers::default(),
-            timeouts: Timeouts::default(),
-            output_limit: Some(viewer::char_limit(
-                viewer::DEFAULT_CONTEXT_WINDOW_TOKENS,
-                viewer::DEFAULT_OUTPUT_LIMIT_PERCENT,
-            )),
-        }
-    }
-}
-
-/// A call, as controllers see it.
-#[derive(Debug, Clone, Copy)]
-pub struct CallView<'a> {
-    pub id: &'a str,
-    pub gadget: &'a str,
-    pub dependencies: &'a [String],
-    /// The validated parameters; before validation (a dependency was
-    /// skipped), what could be parsed of them, or an empty object.
-    pub parameters: &'a Value,
-}
-
-/// A controller's decision before a call runs.
-#[derive(Debug, Clone, PartialEq)]
-pub enum BeforeExecution {
-    Proceed,
-    /// Do not run it; the model sees this result instead.
-    Skip {
-        result: String,
-    },
-}
-
-/// A controller's decision after a call ran.
-#[derive(Debug, Clone, PartialEq)]
-pub enum AfterExecution {
-    Keep,
-    /// Turn a failure into this result (dependents then run).
-    Recover {
-        result: String,
-    },
-}
-
-/// Steers execution (the seeds' controllers). Every method has a default
-/// that changes nothing. Called on the executor's task: keep them quick.
-pub trait Controller: Send + Sync {
-    /// Before a call runs (its parameters are valid).
-    fn before_execution(&self, _call: &CallView<'_>) -> BeforeExecution {
-        BeforeExecution::Proceed
-    }
-
-    /// After a call ended, with the text the model would see.
-    fn after_execution(
-        &self,
-        _call: &CallView<'_>,
-        _outcome: &Result<String, Failure>,
-    ) -> AfterExecution {
-        AfterExecution::Keep
-    }
-
-    /// A dependency of `call` failed; `None` leaves it to the configured
-    /// policy.
-    fn on_dependency_skipped(
-        &self,
-        _call: &CallView<'_>,
-        _failed_dependency: &str,
-        _error: &str,
-    ) -> Option<DependencyPolicy> {
-        None
-    }
-
-    /// With stop-on-error on, whether this failure stops the response
-    /// (`true`, the default) or is let pass.
-    fn stop_on(&self, _call: &CallView<'_>, _failure: &Failure) -> bool {
-        true
-    }
-}
-
-/// The controller that changes nothing.
-pub struct NoController;
-impl Controller for NoController {}
-
-/// A future answer of a person (or an error text for the model).
-pub type Answer<'a> = Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
-
-/// Answers a gadget's question (ask-human). The answer is the call's
-/// result; an error is its failure. The wait is not part of the gadget's
-/// timeout (as llmist).
-pub trait HumanInput: Send + Sync {
-    fn ask<'a>(&'a self, call_id: &'a str, gadget: &'a str, question: &'a str) -> Answer<'a>;
-}
-
-/// One call of the session, as the executor knows it.
-struct Entry {
-    call: GadgetCall,
-    /// The tool the call names, when there is one.
-    tool: Option<Arc<dyn Tool>>,
-    /// Validated parameters, once known (shared with the running call).
-    params: Option<Arc<Value>>,
-    /// It started, or ended without starting (skipped, refused).
-    settled: bool,
-}
-
-impl Entry {
-    /// The validated parameters, or before validation what could be
-    /// parsed of them (an empty object when nothing could).
-    fn known_parameters(&self) -> Value {
-        match &self.params {
-            Some(params) => Value::clone(params),
-            None => Value::Object(self.call.parameters().unwrap_or_default()),
-        }
-    }
-
-    fn view<'a>(&'a self, params: &'a Value) -> CallView<'a> {
-        CallView {
-            id: &self.call.invocation_id,
-            gadget: &self.call.name,
-            dependencies: &self.call.dependencies,
-            parameters: params,
-        }
-    }
-}
-
-/// How a call ended, before output limiting and controllers.
-pub(crate) struct Ended {
-    call: CallIx,
-    /// The outcome kind and text the model sees, or the failure.
-    outcome: Result<(OutcomeKind, String), Failure>,
-    /// Structured data from the gadget for people and UIs.
-    details: Option<Value>,
-    cost: f64,
-    duration: Duration,
-}
-
-/// What a call left besides its outcome, for its `CallFinished` event.
-struct Finished {
-    stored_output: Option<String>,
-    details: Option<Value>,
-    cost: f64,
-    duration: Duration,
-}
-
-impl Finished {
-    /// A call that never ran (skipped, fallback, duplicate id).
-    fn nothing() -> Finished {
-        Finished {
-            stored_output: None,
-            details: None,
-            cost: 0.0,
-            duration: Duration::ZERO,
-        }
-    }
-}
-
-/// Raises the abort signal of every call of the response running now
-/// (Ctrl-C, a server's shutdown). Calls not started yet are not affected;
-/// to stop reading, end the chunk stream.
-#[derive(Clone, Default)]
-pub struct AbortHandle {
-    current: Arc<Mutex<Arc<AtomicBool>>>,
-}
-
-impl AbortHandle {
-    /// Raises the abort signal of the running response's calls.
-    pub fn abort(&self) {
-        self.current().store(true, Ordering::Relaxed);
-    }
-
-    fn current(&self) -> Arc<AtomicBool> {
-        self.current
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    /// A fresh signal for a new response.
-    fn renew(&self) -> Arc<AtomicBool> {
-        let fresh = Arc::new(AtomicBool::new(false));
-        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = fresh.clone();
-        fresh
-    }
-}
-
-/// What a running call reports while it runs.
-enum Live {
-    Call(CallEvent),
-    Asking(String),
-}
 
 /// Executes the responses of one session.
 pub struct Executor {
@@ -957,61 +749,6 @@ impl Executor {
     }
 }
 
-/// Tells the live view a call is asking, then asks the person.
-struct Announced {
-    human: Arc<dyn HumanInput>,
-    live: mpsc::UnboundedSender<(CallIx, Live)>,
-    ix: CallIx,
-}
-
-impl HumanInput for Announced {
-    fn ask<'a>(&'a self, call_id: &'a str, gadget: &'a str, question: &'a str) -> Answer<'a> {
-        let _ = self
-            .live
-            .send((self.ix, Live::Asking(question.to_string())));
-        self.human.ask(call_id, gadget, question)
-    }
-}
-
-/// How a call that went through the one call path ended, for the
-/// executor: a question without an answer is a `human-input` failure.
-fn ended_of(ix: CallIx, finished: call::Finished) -> Ended {
-    let call::Finished { report, answer } = finished;
-    let (outcome, details) = match settle(report.outcome) {
-        Ok(settled) => settled,
-        Err(_question) => (
-            match answer {
-                Some(answer) => answer
-                    .map(|answer| (OutcomeKind::AskHuman, answer))
-                    .map_err(|message| Failure::new(FailureKind::HumanInput, message)),
-                None => Err(Failure::new(FailureKind::HumanInput, NO_HUMAN_INPUT)),
-            },
-            None,
-        ),
-    };
-    Ended {
-        call: ix,
-        outcome,
-        details,
-        cost: report.cost,
-        duration: report.duration,
-    }
-}
-
-/// A tool's outcome as the model reads it, or the question it asks a
-/// person (answered by the human-input handler).
-fn settle(outcome: Result<Outcome, CallError>) -> Result<Settled, String> {
-    match outcome {
-        Ok(Outcome::Result { result, details }) => Ok((Ok((OutcomeKind::Result, result)), details)),
-        Ok(Outcome::Finish { result, details }) => Ok((Ok((OutcomeKind::Finish, result)), details)),
-        Ok(Outcome::AskHuman { question }) => Err(question),
-        Err(error) => Ok((Err(runtime_failure(error)), None)),
-    }
-}
-
-/// A call's outcome as the model reads it, and its details.
-type Settled = (Result<(OutcomeKind, String), Failure>, Option<Value>);
-
 /// The parser's events, owned, for the executor to handle after the feed.
 enum Parsed {
     Text(String),
@@ -1047,8 +784,4 @@ fn policy_for<'a>(
             .unwrap_or(&config.dependency_policy)
             .clone()
     }
-}
-
-fn runtime_failure(error: CallError) -> Failure {
-    Failure::new(error.kind(), error.to_string())
 }

@@ -41,7 +41,7 @@ use gadget_core::call::FailureKind;
 use gadget_core::events::Failure;
 use gadget_core::schedule::CallIx;
 
-use crate::Ended;
+use crate::state::Ended;
 
 /// A started call: its index and what runs it.
 pub(crate) type Job = (CallIx, Pin<Box<dyn Future<Output = Ended> + Send>>);

@@ -16,8 +16,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 pub use crate::cache::{CacheOutcome, ComponentCache};
 use crate::grants::{self, CallGrants};
 pub use crate::manifest::{Manifest, Permissions};
@@ -29,36 +27,20 @@ use crate::{GadgetSpec, PluginPre, Runtime, RuntimeError, cache, manifest};
 use gadget_core::limits::{LimitCeilings, Limits, OwnTimeout, RequestedLimits};
 use gadget_core::params::ParamSchema;
 
+mod specs;
+#[cfg(test)]
+mod tests;
+
+use specs::spec_text_bytes;
+pub use specs::{
+    MAX_DESCRIPTION_BYTES, MAX_EXAMPLE_PART_BYTES, MAX_EXAMPLES, MAX_GADGET_NAME_BYTES,
+    MAX_GADGETS_PER_COMPONENT, MAX_LABEL_BYTES, MAX_SPECS_TOTAL_BYTES, check_gadget_name,
+    check_spec,
+};
+
 /// Largest component file read, in bytes: CPython and SpiderMonkey
 /// components are under 20 MiB; 256 MiB bounds a hostile or mistaken file.
 pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;
-
-/// Gadget names: what the model writes after `!!!GADGET_START:`, so no `:`
-/// or whitespace; 64 bytes at most, the longest tool name OpenAI accepts.
-pub const MAX_GADGET_NAME_BYTES: usize = 64;
-
-/// Gadgets one component may declare: more is a mistake or an attack (no
-/// prompt could list them), and each costs load time and registry memory.
-pub const MAX_GADGETS_PER_COMPONENT: usize = 256;
-
-/// A gadget's label, in bytes: a short name for UIs.
-pub const MAX_LABEL_BYTES: usize = 128;
-
-/// A gadget's description, in bytes: the model reads it in every prompt,
-/// so it is bounded like a long paragraph of instructions (about 2,000
-/// tokens), not by what a gadget would like to say.
-pub const MAX_DESCRIPTION_BYTES: usize = 8 << 10;
-
-/// Examples per gadget: each is repeated in every prompt.
-pub const MAX_EXAMPLES: usize = 16;
-
-/// Each part of an example (params, output, comment), in bytes.
-pub const MAX_EXAMPLE_PART_BYTES: usize = 8 << 10;
-
-/// Everything a component's specs hold together, in bytes of text: the
-/// per-field limits times the gadget count would allow far more than any
-/// real plugin (or prompt) needs.
-pub const MAX_SPECS_TOTAL_BYTES: usize = 1 << 20;
 
 /// Wall time for compiling one component: the largest guests here (CPython,
 /// SpiderMonkey) take about 20 s on one core; past this the plugin is
@@ -629,23 +611,6 @@ pub fn read_plugin_file(root: &Path, path: &Path, max_bytes: u64) -> Result<Vec<
     Ok(bytes)
 }
 
-/// Bytes of text one spec holds (for [`MAX_SPECS_TOTAL_BYTES`]).
-fn spec_text_bytes(spec: &GadgetSpec) -> usize {
-    spec.name.len()
-        + spec.label.as_ref().map_or(0, String::len)
-        + spec.description.len()
-        + spec.parameters_schema.len()
-        + spec
-            .examples
-            .iter()
-            .map(|e| {
-                e.params.len()
-                    + e.output.as_ref().map_or(0, String::len)
-                    + e.comment.as_ref().map_or(0, String::len)
-            })
-            .sum::<usize>()
-}
-
 /// Reads a component's specs, through the cache when there is one: a
 /// component whose `specs` is slow (or never returns) costs that once,
 /// not on every command. Successes and timeouts are kept; other failures
@@ -759,202 +724,4 @@ async fn compile_cached(
         None => CacheOutcome::Off,
     };
     Ok((component, outcome))
-}
-
-/// Checks one spec: its name, its schema, and every example's params.
-pub fn check_spec(spec: &GadgetSpec) -> Result<ParamSchema, String> {
-    check_gadget_name(&spec.name)?;
-    if spec.description.trim().is_empty() {
-        return Err("description is empty; the model needs it to know what the gadget does".into());
-    }
-    let over = |what: &str, len: usize, limit: usize| {
-        (len > limit).then(|| format!("{what} is {len} bytes, over the limit of {limit}"))
-    };
-    let too_big =
-        over("description", spec.description.len(), MAX_DESCRIPTION_BYTES).or_else(|| {
-            over(
-                "label",
-                spec.label.as_ref().map_or(0, String::len),
-                MAX_LABEL_BYTES,
-            )
-        });
-    if let Some(reason) = too_big {
-        return Err(reason);
-    }
-    if spec.examples.len() > MAX_EXAMPLES {
-        return Err(format!(
-            "{} examples, over the limit of {MAX_EXAMPLES}",
-            spec.examples.len()
-        ));
-    }
-    for (index, example) in spec.examples.iter().enumerate() {
-        let parts = [
-            ("params", example.params.len()),
-            ("output", example.output.as_ref().map_or(0, String::len)),
-            ("comment", example.comment.as_ref().map_or(0, String::len)),
-        ];
-        for (part, len) in parts {
-            if let Some(reason) = over(part, len, MAX_EXAMPLE_PART_BYTES) {
-                return Err(format!("example {}: {reason}", index + 1));
-            }
-        }
-    }
-    let schema = ParamSchema::compile(&spec.parameters_schema).map_err(|e| e.to_string())?;
-    for (index, example) in spec.examples.iter().enumerate() {
-        let params: Value = serde_json::from_str(&example.params)
-            .map_err(|e| format!("example {}: params are not valid JSON: {e}", index + 1))?;
-        schema
-            .validate(&spec.name, params)
-            .map_err(|failure| format!("example {}: {failure}", index + 1))?;
-    }
-    if spec.max_concurrent == Some(0) {
-        return Err("max-concurrent is 0, so the gadget could never run".into());
-    }
-    Ok(schema)
-}
-
-/// Letters, digits and `_`, starting with a letter, at most 64 bytes.
-pub fn check_gadget_name(name: &str) -> Result<(), String> {
-    if name.len() > MAX_GADGET_NAME_BYTES {
-        return Err(format!(
-            "name '{}…' is {} bytes, over the limit of {MAX_GADGET_NAME_BYTES}",
-            name.chars().take(MAX_GADGET_NAME_BYTES).collect::<String>(),
-            name.len()
-        ));
-    }
-    let ok = !name.is_empty()
-        && name.len() <= MAX_GADGET_NAME_BYTES
-        && name.starts_with(|c: char| c.is_ascii_alphabetic())
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "name '{name}' must be 1 to {MAX_GADGET_NAME_BYTES} ASCII letters, digits or '_', starting with a letter"
-        ))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::Example;
-
-    fn spec(schema: &str, examples: &[&str]) -> GadgetSpec {
-        GadgetSpec {
-            name: "Tool".into(),
-            label: None,
-            description: "Does things.".into(),
-            parameters_schema: schema.into(),
-            examples: examples
-                .iter()
-                .map(|p| Example {
-                    params: p.to_string(),
-                    output: None,
-                    comment: None,
-                })
-                .collect(),
-            timeout_ms: None,
-            exclusive: false,
-            max_concurrent: None,
-        }
-    }
-
-    const SCHEMA: &str =
-        r#"{"type":"object","properties":{"n":{"type":"number"}},"required":["n"]}"#;
-
-    #[test]
-    fn gadget_names_are_checked() {
-        assert!(check_gadget_name("Calculator_2").is_ok());
-        for bad in [
-            "",
-            "2fast",
-            "has space",
-            "a:b",
-            "dash-ed",
-            &"x".repeat(MAX_GADGET_NAME_BYTES + 1),
-        ] {
-            assert!(check_gadget_name(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn spec_fields_over_their_limits_are_refused_with_the_limit() {
-        let mut long_comment = spec(SCHEMA, &[r#"{"n":1}"#]);
-        long_comment.examples[0].comment = Some("c".repeat(MAX_EXAMPLE_PART_BYTES + 1));
-        assert_eq!(
-            check_spec(&long_comment).unwrap_err(),
-            format!(
-                "example 1: comment is {} bytes, over the limit of {MAX_EXAMPLE_PART_BYTES}",
-                MAX_EXAMPLE_PART_BYTES + 1
-            )
-        );
-        let mut long_description = spec(SCHEMA, &[]);
-        long_description.description = "d".repeat(MAX_DESCRIPTION_BYTES + 1);
-        assert!(
-            check_spec(&long_description)
-                .unwrap_err()
-                .starts_with("description is 8193 bytes")
-        );
-        let mut bad = spec(SCHEMA, &[]);
-        bad.name = "n".repeat(10_000);
-        let error = check_spec(&bad).unwrap_err();
-        assert!(
-            error.len() < 200,
-            "the message quotes the name cut: {error}"
-        );
-    }
-
-    #[test]
-    fn specs_with_bad_examples_or_hints_are_refused() {
-        assert!(check_spec(&spec(SCHEMA, &[r#"{"n":1}"#])).is_ok());
-        let bad_example = check_spec(&spec(SCHEMA, &[r#"{"n":1}"#, r#"{"n":"x"}"#])).unwrap_err();
-        assert!(
-            bad_example.starts_with("example 2: Invalid parameters for 'Tool':"),
-            "{bad_example}"
-        );
-        assert!(
-            check_spec(&spec(SCHEMA, &["{"]))
-                .unwrap_err()
-                .contains("not valid JSON")
-        );
-        let mut zero = spec(SCHEMA, &[]);
-        zero.max_concurrent = Some(0);
-        assert!(
-            check_spec(&zero)
-                .unwrap_err()
-                .contains("max-concurrent is 0")
-        );
-        let mut blank = spec(SCHEMA, &[]);
-        blank.description = "  ".into();
-        assert!(
-            check_spec(&blank)
-                .unwrap_err()
-                .contains("description is empty")
-        );
-    }
-
-    #[tokio::test]
-    async fn an_oversized_component_file_is_refused_before_it_is_read() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("huge.wasm");
-        // Sparse: takes no disk space, but its size is over the limit.
-        std::fs::File::create(&path)
-            .unwrap()
-            .set_len(MAX_COMPONENT_BYTES + 1)
-            .unwrap();
-        let runtime = Arc::new(Runtime::new(&crate::RuntimeConfig::default()).unwrap());
-        let error = load_plugin(
-            &runtime,
-            PluginSource::Wasm(path),
-            &LoadOptions::default(),
-            &NoProgress,
-        )
-        .await
-        .unwrap_err();
-        assert!(
-            error.reason.contains("over the 268435456-byte limit"),
-            "{error}"
-        );
-    }
 }

@@ -1,0 +1,234 @@
+//! The policy file: strict, every figure checked, and fuzzed.
+
+use super::*;
+
+/// Fuzz target: any text, valid TOML or not, is a policy or an error
+/// (never a panic), and a policy's figures are usable.
+#[test]
+fn fuzz_policy_files() {
+    let seeds: &[&[u8]] = &[
+        include_bytes!("../../../../examples/config.toml"),
+        b"[limits]\nmax-timeout-ms = 120000\nmax-memory-mib = 64\n",
+        b"[plugins.p]\nprefix = \"x_\"\nhttp = [\"https://a.example\"]\nfiles = [{ host = \"d\", guest = \"/d\", mode = \"rw\", write-quota-mib = 1 }]\n",
+        b"[plugins.s]\nllm = { models = [\"a:b\"], max-usd-per-call = 0.5, max-usd-per-run = 2.0 }\nconfig = { K = { env = \"V\" } }\n",
+        b"[gadgets]\nallow = [\"Calc*\"]\ndeny = [\"X\"]\n[agents.r]\ndescription = \"d\"\ngadgets = [\"*\"]\n",
+    ];
+    let runs = gadget_core::fuzz::run("policy", seeds, |input| {
+        let text = String::from_utf8_lossy(input);
+        if let Ok(policy) = Policy::parse(&text, Path::new("/base")) {
+            let _ = policy.ceilings();
+        }
+    });
+    assert!(runs > 0);
+}
+
+fn parse(text: &str) -> Result<Policy, String> {
+    Policy::parse(text, Path::new("/etc/gadget-host"))
+}
+
+#[test]
+fn grants_and_gadget_rules_are_read() {
+    let policy = parse(
+        r#"
+[gadgets]
+deny = ["Sleep", "Json*"]
+
+[plugins.web]
+http = ["https://api.example.com", "http://127.0.0.1:8080", "https://*.wikipedia.org"]
+allow-addresses = ["10.0.0.0/8"]
+
+[plugins.files]
+files = [{ host = "./data", guest = "/data", mode = "rw" }, { host = "/srv/docs" }]
+
+[plugins.weather]
+config = { API_KEY = { env = "WEATHER_API_KEY" }, UNITS = { value = "metric" } }
+"#,
+    )
+    .unwrap();
+    assert!(policy.gadgets.check("sleep").is_err());
+    assert!(policy.gadgets.check("JsonFormat").is_err());
+    assert!(policy.gadgets.check("Calculator").is_ok());
+    assert_eq!(policy.plugins["web"].http.len(), 3);
+    let files = &policy.plugins["files"].files;
+    assert_eq!(files[0].host, Path::new("/etc/gadget-host/./data"));
+    assert_eq!(files[0].mode, FileMode::ReadWrite);
+    assert_eq!(files[1].mode, FileMode::ReadOnly);
+    assert_eq!(
+        policy.plugins["weather"].config["API_KEY"].env.as_deref(),
+        Some("WEATHER_API_KEY")
+    );
+}
+
+#[test]
+fn bad_grants_are_refused_with_their_place() {
+    let error = parse("[plugins.web]\nhttp = [\"api.example.com\"]\n").unwrap_err();
+    assert!(error.contains("plugins.web.http"), "{error}");
+    assert!(error.contains("scheme is required"), "{error}");
+    let error =
+        parse("[plugins.f]\nfiles = [{ host = \"/x\", guest = \"../etc\" }]\n").unwrap_err();
+    assert!(error.contains("not a guest path"), "{error}");
+    let error = parse("[plugins.f]\nfiles = [{ host = \"/x\", mode = \"rwx\" }]\n").unwrap_err();
+    assert!(error.contains("line 2"), "{error}");
+    let error =
+        parse("[plugins.w]\nconfig = { K = { env = \"A\", value = \"b\" } }\n").unwrap_err();
+    assert!(error.contains("exactly one"), "{error}");
+    let error = parse("[gadgets]\ndenny = [\"x\"]\n").unwrap_err();
+    assert!(
+        error.contains("unknown field `denny`") && error.contains("line 2"),
+        "{error}"
+    );
+}
+
+#[test]
+fn allow_lists_and_globs() {
+    let policy =
+        parse("[gadgets]\nallow = [\"Calc*\", \"?ate*\"]\ndeny = [\"CalcSecret\"]\n").unwrap();
+    assert!(policy.gadgets.check("calculator").is_ok());
+    assert!(policy.gadgets.check("DateTime").is_ok());
+    assert!(
+        policy
+            .gadgets
+            .check("CalcSecret")
+            .unwrap_err()
+            .contains("deny")
+    );
+    assert!(
+        policy
+            .gadgets
+            .check("Sleep")
+            .unwrap_err()
+            .contains("allow list")
+    );
+    assert!(glob_matches("*a*b*c*", "xxaxxbxxcxx"));
+    assert!(!glob_matches("*a*b*c*d", &"ab".repeat(5000)));
+}
+
+#[test]
+fn command_line_grants() {
+    let mut policy = Policy::default();
+    policy.add_grant("web:http=https://example.com").unwrap();
+    policy.add_grant("files:files=/srv/data:/data:rw").unwrap();
+    policy.add_grant("files:files=/srv/docs").unwrap();
+    policy
+        .add_grant("weather:config=API_KEY=env:WEATHER_KEY")
+        .unwrap();
+    policy
+        .add_grant("weather:config=UNITS=value:metric")
+        .unwrap();
+    assert_eq!(policy.plugins["web"].http, ["https://example.com"]);
+    let files = &policy.plugins["files"].files;
+    assert_eq!(files[0].guest.as_deref(), Some("/data"));
+    assert_eq!(files[0].mode, FileMode::ReadWrite);
+    assert_eq!(files[1].guest, None);
+    assert_eq!(policy.plugins["weather"].config.len(), 2);
+    assert!(
+        policy
+            .add_grant("web:ftp=x")
+            .unwrap_err()
+            .contains("not http, files or config")
+    );
+    assert!(policy.add_grant("web").is_err());
+    assert!(
+        policy
+            .add_grant("web:http=example.com")
+            .unwrap_err()
+            .contains("scheme is required")
+    );
+    policy.deny_gadget("Sleep");
+    assert!(policy.gadgets.check("SLEEP").is_err());
+}
+
+#[test]
+fn an_empty_policy_keeps_every_default() {
+    let policy = parse("").unwrap();
+    assert_eq!(policy, Policy::default());
+    assert_eq!(policy.ceilings(), LimitCeilings::default());
+    assert_eq!(policy.host_memory_bytes(), None);
+}
+
+#[test]
+fn limits_and_prefixes_are_read() {
+    let policy = parse(
+        "[limits]\nmax-timeout-ms = 5000\nmax-memory-mib = 64\nhost-memory-mib = 512\n\n[plugins.web]\nprefix = \"web_\"\n",
+    )
+    .unwrap();
+    let ceilings = policy.ceilings();
+    assert_eq!(ceilings.timeout, Duration::from_secs(5));
+    assert_eq!(ceilings.memory_bytes, 64 << 20);
+    assert_eq!(policy.host_memory_bytes(), Some(512 << 20));
+    assert_eq!(policy.prefix("web"), Some("web_"));
+    assert_eq!(policy.prefix("other"), None);
+}
+
+#[test]
+fn unknown_fields_are_errors_that_name_the_line() {
+    let error = parse("[limits]\nmax-timeout-ms = 5\nmax-memry-mib = 64\n").unwrap_err();
+    assert!(error.contains("unknown field `max-memry-mib`"), "{error}");
+    assert!(error.ends_with("(line 3)"), "{error}");
+    let error = parse("[plugin.web]\nprefix = \"w_\"\n").unwrap_err();
+    assert!(error.contains("unknown field `plugin`"), "{error}");
+}
+
+#[test]
+fn values_past_the_hard_maximum_or_bad_prefixes_are_refused() {
+    let error = parse("[limits]\nmax-memory-mib = 8192\n").unwrap_err();
+    assert!(
+        error.contains("over the host's hard maximum of 4096"),
+        "{error}"
+    );
+    let error = parse("[limits]\nmax-timeout-ms = 0\n").unwrap_err();
+    assert!(error.contains("must be more than 0"), "{error}");
+    let error = parse("[plugins.x]\nprefix = \"bad-prefix\"\n").unwrap_err();
+    assert!(error.contains("plugins.x.prefix"), "{error}");
+    let long = format!(
+        "[plugins.x]\nprefix = \"{}\"\n",
+        "p".repeat(MAX_PREFIX_BYTES + 1)
+    );
+    let error = parse(&long).unwrap_err();
+    assert!(error.contains("is over 16 bytes"), "{error}");
+}
+
+#[test]
+fn llm_grants_name_provider_models_and_a_real_budget() {
+    let policy = parse(
+        "[plugins.s]\nllm = { models = [\"openai:gpt-4o-mini\"], max-usd-per-call = 0.05 }\n",
+    )
+    .unwrap();
+    let llm = policy.plugins["s"].llm.as_ref().unwrap();
+    assert_eq!(llm.models, ["openai:gpt-4o-mini"]);
+    assert_eq!(llm.max_usd_per_call, Some(0.05));
+    let error = parse("[plugins.s]\nllm = { models = [\"gpt-4o\"] }\n").unwrap_err();
+    assert!(
+        error.contains("'gpt-4o' is not \"provider:model\""),
+        "{error}"
+    );
+    let error = parse("[plugins.s]\nllm = { models = [] }\n").unwrap_err();
+    assert!(error.contains("name at least one model"), "{error}");
+    let error =
+        parse("[plugins.s]\nllm = { models = [\"a:b\"], max-usd-per-call = -1.0 }\n").unwrap_err();
+    assert!(error.contains("is not an amount of USD"), "{error}");
+    let error =
+        parse("[plugins.s]\nllm = { models = [\"a:b\"], max-usd-per-run = nan }\n").unwrap_err();
+    assert!(
+        error.contains("llm.max-usd-per-run: NaN is not an amount"),
+        "{error}"
+    );
+    let policy =
+        parse("[plugins.s]\nllm = { models = [\"a:b\"], max-usd-per-run = 2.5 }\n").unwrap();
+    assert_eq!(
+        policy.plugins["s"].llm.as_ref().unwrap().max_usd_per_run,
+        Some(2.5)
+    );
+    let error = parse("[llm]\nmodel = \"gpt-4o\"\n").unwrap_err();
+    assert!(error.contains("llm.model: 'gpt-4o'"), "{error}");
+    let error =
+        parse("[llm.models.\"a:b\"]\ninput-per-mtok = -1.0\noutput-per-mtok = 1.0\n").unwrap_err();
+    assert!(error.contains("is not a price"), "{error}");
+    let mut policy = Policy::default();
+    policy.add_grant("s:llm=openai:m").unwrap();
+    assert_eq!(
+        policy.plugins["s"].llm.as_ref().unwrap().models,
+        ["openai:m"]
+    );
+    assert!(policy.add_grant("s:llm=m").is_err());
+}

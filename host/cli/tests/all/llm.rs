@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::agent::{LlmServer, Reply, block, openai_reply};
 use crate::common;
+use crate::llm_server::{LlmServer, Reply, block, openai_reply};
 
 /// `[llm]` pointing at `server`, priced at $1 in and $2 out per million
 /// tokens, and `grant` for the summarize plugin.

@@ -8,6 +8,7 @@ mod common;
 mod containment;
 mod executor;
 mod hostile;
+mod http_grants;
 mod languages;
 mod llm;
 mod llm_server;

@@ -1,0 +1,506 @@
+//! The HTTP door, with a local server on 127.0.0.1: granted origins and
+//! nothing else, no SSRF through DNS, no redirects, capped bodies and
+//! requests, the deadline and abort signal, and the SDKs of each language.
+
+use serde_json::Value;
+
+use crate::capabilities::{call_json, error_message, probe_plugin, run};
+use crate::cli::{stderr, stdout};
+use crate::common;
+
+/// A small HTTP/1.1 server on 127.0.0.1 for the HTTP tests: a few routes,
+/// a count of the requests it got, and it stops when dropped.
+struct TestServer {
+    port: u16,
+    hits: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl TestServer {
+    fn start() -> TestServer {
+        use std::io::{BufRead, BufReader, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hits = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (hits_seen, stopping) = (hits.clone(), stop.clone());
+        std::thread::spawn(move || {
+            // Bounded: the server ends when the test drops it, or after a
+            // minute whatever happens.
+            let started = std::time::Instant::now();
+            while !stopping.load(Ordering::Relaxed)
+                && started.elapsed() < std::time::Duration::from_secs(60)
+            {
+                let Ok((stream, _)) = listener.accept() else {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    continue;
+                };
+                let hits = hits_seen.clone();
+                std::thread::spawn(move || {
+                    stream.set_nonblocking(false).unwrap();
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).is_err() {
+                        return;
+                    }
+                    let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+                    loop {
+                        let mut header = String::new();
+                        if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
+                            break;
+                        }
+                    }
+                    hits.lock().unwrap().push(path.clone());
+                    let mut stream = stream;
+                    let reply = |stream: &mut std::net::TcpStream, head: &str, body: &[u8]| {
+                        let _ = write!(
+                            stream,
+                            "HTTP/1.1 {head}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                            body.len()
+                        );
+                        let _ = stream.write_all(body);
+                    };
+                    match path.as_str() {
+                        "/hello" => reply(&mut stream, "200 OK", b"hello from the test server"),
+                        "/page" => {
+                            let body = "<!DOCTYPE html><html><head><title>A &amp; B</title><style>p{x:1}</style><script>var a='<p>';</script></head><body><h1>Hello</h1><p>One&nbsp;two &lt;three&gt;</p><!-- hidden --><ul><li>x</li><li>y &#x263A;</li></ul></body></html>";
+                            let _ = write!(
+                                stream,
+                                "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                                body.len()
+                            );
+                        }
+                        "/moved" => {
+                            let _ = write!(
+                                stream,
+                                "HTTP/1.1 301 Moved Permanently\r\nlocation: /page\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                            );
+                        }
+                        "/redirect" => {
+                            let _ = write!(
+                                stream,
+                                "HTTP/1.1 302 Found\r\nlocation: http://127.0.0.1:1/elsewhere\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                            );
+                        }
+                        "/huge" => {
+                            let size = 20 << 20;
+                            let _ = write!(
+                                stream,
+                                "HTTP/1.1 200 OK\r\ncontent-length: {size}\r\nconnection: close\r\n\r\n"
+                            );
+                            let chunk = vec![b'x'; 64 << 10];
+                            for _ in 0..(size / chunk.len()) {
+                                if stream.write_all(&chunk).is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                        "/slow" => {
+                            std::thread::sleep(std::time::Duration::from_secs(10));
+                            reply(&mut stream, "200 OK", b"too late");
+                        }
+                        _ => reply(&mut stream, "404 Not Found", b"no such page"),
+                    }
+                });
+            }
+        });
+        TestServer { port, hits, stop }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn hits(&self) -> Vec<String> {
+        self.hits.lock().unwrap().clone()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn fetch(policy: Option<&str>, url: &str) -> Value {
+    call_json(policy, &[], "Fetch", &format!(r#"{{"url": "{url}"}}"#))
+}
+
+fn host_logs(call: &Value) -> String {
+    call["logs"]
+        .as_array()
+        .map(|logs| {
+            logs.iter()
+                .map(|l| l["message"].as_str().unwrap_or_default().to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_granted_origin_is_reached_and_nothing_else_is() {
+    let server = TestServer::start();
+    let port = server.port;
+    let granted = format!("[plugins.probe]\nhttp = [\"http://127.0.0.1:{port}\"]\n");
+    let ok = fetch(Some(&granted), &server.url("/hello"));
+    assert_eq!(ok["ok"], true, "{ok}");
+    assert_eq!(ok["result"], "200 hello from the test server");
+
+    // Nothing granted; another port; another scheme: refused before any
+    // connection, with the grant that would allow it.
+    let https_only = format!("[plugins.probe]\nhttp = [\"https://127.0.0.1:{port}\"]\n");
+    let other_port = format!(
+        "[plugins.probe]\nhttp = [\"http://127.0.0.1:{}\"]\n",
+        port + 1
+    );
+    for policy in [None, Some(https_only.as_str()), Some(other_port.as_str())] {
+        let refused = fetch(policy, &server.url("/hello"));
+        assert_eq!(refused["ok"], false, "{policy:?}: {refused}");
+        assert!(
+            error_message(&refused).contains("the host refused the request"),
+            "{refused}"
+        );
+        let logs = host_logs(&refused);
+        assert!(
+            logs.contains(&format!("HTTP to http://127.0.0.1:{port} is not granted")),
+            "{logs}"
+        );
+        assert!(
+            logs.contains(&format!("--grant probe:http=http://127.0.0.1:{port}")),
+            "{logs}"
+        );
+    }
+    assert_eq!(
+        server.hits(),
+        ["/hello"],
+        "a refused request reached the server"
+    );
+}
+
+#[test]
+fn a_granted_name_that_resolves_to_an_internal_address_is_refused() {
+    let server = TestServer::start();
+    let port = server.port;
+    let by_name = format!("[plugins.probe]\nhttp = [\"http://localhost:{port}\"]\n");
+    let url = format!("http://localhost:{port}/hello");
+    let refused = fetch(Some(&by_name), &url);
+    assert_eq!(refused["ok"], false, "{refused}");
+    let logs = host_logs(&refused);
+    assert!(logs.contains("localhost resolves to"), "{logs}");
+    assert!(logs.contains("an internal address"), "{logs}");
+    assert!(logs.contains("allow-addresses"), "{logs}");
+    assert!(server.hits().is_empty(), "{:?}", server.hits());
+
+    // The operator allows the address explicitly: now it is reached.
+    let allowed = format!("{by_name}allow-addresses = [\"127.0.0.0/8\", \"::1\"]\n");
+    let ok = fetch(Some(&allowed), &url);
+    assert_eq!(ok["ok"], true, "{ok}");
+}
+
+#[test]
+fn redirects_are_not_followed_and_bodies_and_requests_are_capped() {
+    let server = TestServer::start();
+    let port = server.port;
+    let granted = format!("[plugins.probe]\nhttp = [\"http://127.0.0.1:{port}\"]\n");
+
+    let redirect = fetch(Some(&granted), &server.url("/redirect"));
+    assert_eq!(redirect["ok"], true, "{redirect}");
+    assert_eq!(redirect["result"], "302 ");
+    assert_eq!(
+        redirect["details"]["location"],
+        "http://127.0.0.1:1/elsewhere"
+    );
+
+    let huge = fetch(Some(&granted), &server.url("/huge"));
+    assert_eq!(huge["ok"], false, "{}", huge["ok"]);
+    assert!(
+        error_message(&huge).contains("body size exceeds limit: 16777216 bytes"),
+        "{}",
+        error_message(&huge)
+    );
+
+    let many = call_json(
+        Some(&granted),
+        &[],
+        "Fetch",
+        &format!(r#"{{"url": "{}", "times": 65}}"#, server.url("/hello")),
+    );
+    assert_eq!(many["ok"], false);
+    assert!(
+        error_message(&many).starts_with("request 65:"),
+        "{}",
+        error_message(&many)
+    );
+    assert!(
+        host_logs(&many).contains("the call made 64 requests"),
+        "{}",
+        host_logs(&many)
+    );
+    let hello = server.hits().iter().filter(|p| *p == "/hello").count();
+    assert_eq!(hello, 64);
+}
+
+#[test]
+fn a_request_body_over_the_cap_is_refused_before_it_is_sent() {
+    let server = TestServer::start();
+    let granted = format!(
+        "[plugins.probe]\nhttp = [\"http://127.0.0.1:{}\"]\n",
+        server.port
+    );
+    let upload = call_json(
+        Some(&granted),
+        &[],
+        "Upload",
+        &format!(
+            r#"{{"url": "{}", "bytes": {}}}"#,
+            server.url("/hello"),
+            9 << 20
+        ),
+    );
+    assert_eq!(upload["ok"], false, "{}", upload["ok"]);
+    let logs = host_logs(&upload);
+    assert!(
+        logs.contains("request body over the 8388608-byte limit"),
+        "{logs}: {}",
+        upload["error"]
+    );
+    assert!(server.hits().is_empty(), "{:?}", server.hits());
+}
+
+#[test]
+fn a_slow_server_is_cut_off_at_the_call_deadline() {
+    let server = TestServer::start();
+    let granted = format!(
+        "[plugins.probe]\nhttp = [\"http://127.0.0.1:{}\"]\n",
+        server.port
+    );
+    let started = std::time::Instant::now();
+    let slow = fetch(Some(&granted), &server.url("/slow"));
+    let took = started.elapsed();
+    assert_eq!(slow["ok"], false, "{slow}");
+    // The gadget's timeout is 3 s; the server answers after 10.
+    assert!(took < std::time::Duration::from_secs(8), "{took:?}");
+    let message = error_message(&slow);
+    assert!(
+        message.contains("timed out") || message.contains("timeout"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_web_plugin_reads_a_granted_page_as_text_and_nothing_else() {
+    let server = TestServer::start();
+    let port = server.port;
+    let granted = format!("[plugins.web]\nhttp = [\"http://127.0.0.1:{port}\"]\n");
+    let page = call_json(
+        Some(&granted),
+        &[],
+        "FetchUrl",
+        &format!(r#"{{"url": "{}"}}"#, server.url("/moved")),
+    );
+    assert_eq!(page["ok"], true, "{page}");
+    assert_eq!(page["result"], "Hello\nOne two <three>\nx\ny ☺");
+    assert_eq!(page["details"]["title"], "A & B");
+    assert_eq!(page["details"]["final_url"], server.url("/page"));
+    assert_eq!(page["details"]["status"], 200);
+    // Each hop went through the host's checks: both reached the server.
+    assert_eq!(server.hits(), ["/moved", "/page"]);
+
+    // Without the grant, nothing is fetched.
+    let refused = call_json(
+        None,
+        &[],
+        "FetchUrl",
+        &format!(r#"{{"url": "{}"}}"#, server.url("/page")),
+    );
+    assert_eq!(refused["ok"], false);
+    assert!(
+        error_message(&refused).contains("the host refused the request"),
+        "{refused}"
+    );
+    assert_eq!(server.hits().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_abort_signal_stops_a_request_in_flight() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use gadget_host::loader::{LoadOptions, NoProgress, load_dirs};
+    use gadget_host::runtime::policy::Policy;
+
+    let server = TestServer::start();
+    let mut policy = Policy::default();
+    policy
+        .add_grant(&format!("probe:http=http://127.0.0.1:{}", server.port))
+        .unwrap();
+    let runtime = common::runtime(gadget_host::runtime::EpochMode::Ticker);
+    let (registry, errors) = load_dirs(
+        runtime,
+        &[probe_plugin().to_path_buf()],
+        &LoadOptions::from_policy(&policy, None),
+        Arc::new(NoProgress),
+    )
+    .await;
+    assert!(errors.is_empty(), "{errors:?}");
+    let gadget = registry.get("Fetch").unwrap().clone();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let raise = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        raise.store(true, Ordering::Relaxed);
+    });
+    let started = std::time::Instant::now();
+    let report = gadget
+        .invoke_request(gadget_host::runtime::CallRequest {
+            gadget: "Fetch".into(),
+            component_name: None,
+            invocation_id: "f1".into(),
+            params: format!(r#"{{"url": "{}", "times": 1}}"#, server.url("/slow")),
+            limits: gadget.limits.clone(),
+            cancel: Some(cancel),
+            observer: None,
+            grants: Some(gadget.plugin.grants.clone()),
+        })
+        .await;
+    let took = started.elapsed();
+    // Well before the server's 10 s and the gadget's 3 s timeout.
+    assert!(took < std::time::Duration::from_millis(1500), "{took:?}");
+    let error = report.outcome.unwrap_err().to_string();
+    assert!(error.contains("cancelled"), "{error}");
+}
+
+/// An SDK example's `HttpStatus` through a granted origin, then refused
+/// without the grant.
+fn sdk_example_fetches(example: &str, plugin: &str) {
+    let server = TestServer::start();
+    let dir = crate::languages::built(&common::workspace().join("examples").join(example));
+    let granted = format!("--grant={plugin}:http=http://127.0.0.1:{}", server.port);
+    let params = format!(r#"{{"url": "{}"}}"#, server.url("/hello"));
+    let call = |grant: Option<&str>| {
+        let mut args = vec!["--plugins", dir.to_str().unwrap()];
+        args.extend(grant);
+        args.extend(["call", "HttpStatus", "--params", &params, "--json"]);
+        let out = run(None, &[], &args);
+        serde_json::from_str::<Value>(&stdout(&out))
+            .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&out), stderr(&out)))
+    };
+    let ok = call(Some(&granted));
+    assert_eq!(ok["ok"], true, "{example}: {ok}");
+    assert_eq!(ok["result"], "200 hello from the test server");
+    let refused = call(None);
+    assert_eq!(refused["ok"], false, "{example}: {refused}");
+    assert!(
+        error_message(&refused).contains("the host refused the request"),
+        "{example}: {refused}"
+    );
+    assert_eq!(server.hits(), ["/hello"], "{example}");
+}
+
+#[test]
+fn a_python_gadget_reaches_a_granted_origin_through_the_sdk() {
+    sdk_example_fetches("python-gadget", "python-words");
+}
+
+#[test]
+fn a_c_gadget_reaches_a_granted_origin_through_the_sdk() {
+    sdk_example_fetches("c-gadget", "c-cipher");
+}
+
+#[test]
+fn a_go_gadget_reaches_a_granted_origin_through_the_sdk() {
+    sdk_example_fetches("go-gadget", "go-roman");
+}
+
+#[test]
+fn a_javascript_gadget_reaches_a_granted_origin_with_fetch() {
+    // The manifest asks for http, so `gadget build` used SpiderMonkey, whose
+    // fetch() runs over wasi:http. A refused request is a network error in
+    // JavaScript; the host's log of the call says which grant is missing.
+    let server = TestServer::start();
+    let dir = crate::languages::built(&common::workspace().join("examples/js-web-gadget"));
+    let granted = format!("--grant=js-web:http=http://127.0.0.1:{}", server.port);
+    let params = format!(r#"{{"url": "{}"}}"#, server.url("/hello"));
+    let call = |grant: Option<&str>| {
+        let mut args = vec!["--plugins", dir.to_str().unwrap()];
+        args.extend(grant);
+        args.extend(["call", "HttpStatus", "--params", &params, "--json"]);
+        let out = run(None, &[], &args);
+        serde_json::from_str::<Value>(&stdout(&out))
+            .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&out), stderr(&out)))
+    };
+    let ok = call(Some(&granted));
+    assert_eq!(ok["ok"], true, "{ok}");
+    assert_eq!(ok["result"], "200 hello from the test server");
+    assert_eq!(ok["details"]["bytes"], 26, "{ok}");
+    let refused = call(None);
+    assert_eq!(refused["ok"], false, "{refused}");
+    assert!(
+        error_message(&refused).contains("the host refused the request"),
+        "{refused}"
+    );
+    assert!(
+        host_logs(&refused).contains("--grant js-web:http=http://127.0.0.1:"),
+        "{refused}"
+    );
+    assert_eq!(server.hits(), ["/hello"]);
+}
+
+#[test]
+fn an_async_javascript_gadget_without_http_says_what_it_needs() {
+    // QuickJS (no http asked) cannot wait for a promise: the call fails in
+    // words that say how to get the engine that can.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("plugin.toml"),
+        "name = \"js-async\"\nversion = \"0.1.0\"\ndescription = \"d\"\ncomponent = \"a.wasm\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("app.js"),
+        "import { defineGadget, exportGadgets } from 'gadget-sdk';\n\
+         export const gadget = exportGadgets(defineGadget({ name: 'Later', description: 'd',\n\
+           async run() { return 'never'; } }));\n",
+    )
+    .unwrap();
+    let built = crate::languages::built(dir.path());
+    let out = run(
+        None,
+        &[],
+        &[
+            "--plugins",
+            built.to_str().unwrap(),
+            "call",
+            "Later",
+            "--json",
+        ],
+    );
+    let call: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(call["ok"], false, "{call}");
+    assert!(
+        error_message(&call).contains("ask for http under [permissions]"),
+        "{call}"
+    );
+}
+
+#[test]
+fn a_javascript_gadget_reads_granted_config() {
+    let dir = crate::languages::built(&common::workspace().join("examples/js-gadget"));
+    let greet = |grant: &[&str]| {
+        let mut args = vec!["--plugins", dir.to_str().unwrap()];
+        args.extend(grant);
+        args.extend(["call", "Greet", "--params", r#"{"name": "Ada"}"#]);
+        let out = run(None, &[("GREETING", "from the host")], &args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    assert_eq!(
+        greet(&["--grant", "js-slug:config=GREETING=value:Bonjour"]),
+        "Bonjour, Ada!\n"
+    );
+    // The host's own GREETING is not the gadget's to read.
+    assert_eq!(greet(&[]), "Hello, Ada!\n");
+}

@@ -400,13 +400,19 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
-            list::list(&registry, *json)
+            let registry = Arc::new(registry);
+            let providers = agent::providers(&policy.llm, None);
+            let tools = agent::with_agents(registry.clone(), &policy, providers)?;
+            list::list(&registry, &*tools, *json)
         }
         Command::Describe { name, json } => {
             let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
-            describe::describe(&registry, name, *json)
+            let registry = Arc::new(registry);
+            let providers = agent::providers(&policy.llm, None);
+            let tools = agent::with_agents(registry.clone(), &policy, providers)?;
+            describe::describe(&registry, &*tools, name, *json)
         }
         Command::Call {
             name,

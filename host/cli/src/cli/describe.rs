@@ -7,14 +7,25 @@ use std::process::ExitCode;
 use anyhow::Result;
 use serde_json::Value;
 
+use gadget_core::limits::OwnTimeout;
 use gadget_core::schema;
+use gadget_core::tool::{Tool, Tools};
 use gadget_runtime::describe::GadgetDescription;
 use gadget_runtime::registry::Registry;
 
 use super::{EXIT_BAD_INPUT, human_bytes, print_json};
 
-pub fn describe(registry: &Registry, name: &str, json: bool) -> Result<ExitCode> {
+pub fn describe(
+    registry: &Registry,
+    tools: &dyn Tools,
+    name: &str,
+    json: bool,
+) -> Result<ExitCode> {
     let Some(g) = registry.get(name) else {
+        // One of the policy's agents, or nothing at all.
+        if let Some(tool) = tools.find(name) {
+            return describe_tool(&*tool, json);
+        }
         eprintln!(
             "error: {}",
             super::safe::safe(&registry.rejection(name).to_string())
@@ -88,6 +99,49 @@ pub fn describe(registry: &Registry, name: &str, json: bool) -> Result<ExitCode>
             out.push_str(&format!("  ! {note}\n"));
         }
     }
+    std::io::stdout()
+        .lock()
+        .write_all(super::safe::safe(&out).as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A tool that is not a plugin's gadget (one of the policy's agents): what
+/// every tool says of itself through the `Tool` trait.
+fn describe_tool(tool: &dyn Tool, json: bool) -> Result<ExitCode> {
+    let spec = tool.spec();
+    let timeout_ms = match tool.own_timeout() {
+        OwnTimeout::Declared(t) | OwnTimeout::Default(t) => Some(t.as_millis() as u64),
+        OwnTimeout::None => None,
+    };
+    let access = tool.access();
+    if json {
+        print_json(&serde_json::json!({
+            "name": spec.name,
+            "label": spec.label,
+            "description": spec.description,
+            "parameters_schema": tool.schema().schema(),
+            "kind": "agent",
+            "timeout_ms": timeout_ms,
+            "access": access,
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut out = format!("{}\n{}\n\nParameters:\n", spec.name, spec.description);
+    match tool.schema().schema() {
+        None => out.push_str("  (none)\n"),
+        Some(schema) => render_properties(schema, 1, &mut out),
+    }
+    out.push_str(&format!(
+        "\nAgent: completes with {}{}\n",
+        if access.llm.is_empty() {
+            "no model".to_string()
+        } else {
+            access.llm.join(", ")
+        },
+        timeout_ms
+            .map(|ms| format!("; timeout {ms} ms"))
+            .unwrap_or_default()
+    ));
     std::io::stdout()
         .lock()
         .write_all(super::safe::safe(&out).as_bytes())?;

@@ -5,15 +5,39 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
+use serde_json::{Value, json};
+
+use gadget_core::tool::Tools;
 use gadget_runtime::WasmGadget;
 use gadget_runtime::describe::GadgetSummary;
 use gadget_runtime::registry::Registry;
 
 use super::print_json;
 
-pub fn list(registry: &Registry, json: bool) -> Result<ExitCode> {
+/// What the plugin column says of one of the policy's agents.
+const AGENT_COLUMN: &str = "(agent)";
+
+/// The gadgets, then the policy's agents (tools that are not a plugin's).
+pub fn list(registry: &Registry, tools: &dyn Tools, json: bool) -> Result<ExitCode> {
+    let agents: Vec<_> = tools
+        .all()
+        .into_iter()
+        .filter(|t| registry.get(t.name()).is_none())
+        .collect();
     if json {
-        let items: Vec<GadgetSummary<'_>> = registry.gadgets().map(|g| g.as_ref().into()).collect();
+        let mut items: Vec<Value> = registry
+            .gadgets()
+            .map(|g| serde_json::to_value(GadgetSummary::from(g.as_ref())))
+            .collect::<Result<_, _>>()?;
+        items.extend(agents.iter().map(|agent| {
+            json!({
+                "name": agent.name(),
+                "description": agent.spec().description,
+                "plugin": null,
+                "kind": "agent",
+                "access": agent.access(),
+            })
+        }));
         print_json(&items)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -25,8 +49,15 @@ pub fn list(registry: &Registry, json: bool) -> Result<ExitCode> {
             .unwrap_or(0)
             .max(header.len())
     };
-    let name_width = width(|g| g.spec.name.len(), "NAME");
-    let plugin_width = width(|g| g.plugin.name.len(), "PLUGIN");
+    // Agents widen the columns only when there are some: a list without
+    // them looks as it always has.
+    let agent_names = agents.iter().map(|a| a.name().len()).max().unwrap_or(0);
+    let name_width = width(|g| g.spec.name.len(), "NAME").max(agent_names);
+    let plugin_width = width(|g| g.plugin.name.len(), "PLUGIN").max(if agents.is_empty() {
+        0
+    } else {
+        AGENT_COLUMN.len()
+    });
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
@@ -43,7 +74,17 @@ pub fn list(registry: &Registry, json: bool) -> Result<ExitCode> {
             super::safe::safe(description)
         )?;
     }
-    if registry.gadgets().next().is_none() {
+    for agent in &agents {
+        let description = agent.spec().description.lines().next().unwrap_or_default();
+        writeln!(
+            out,
+            "{:name_width$}  {:plugin_width$}  {}",
+            agent.name(),
+            AGENT_COLUMN,
+            super::safe::safe(description)
+        )?;
+    }
+    if registry.gadgets().next().is_none() && agents.is_empty() {
         writeln!(out, "(no gadgets loaded)")?;
     }
     Ok(ExitCode::SUCCESS)

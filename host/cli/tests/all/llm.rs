@@ -581,7 +581,7 @@ async fn a_completion_cut_at_the_deadline_is_a_timeout_when_the_epoch_clock_lags
 }
 
 /// `gadget call` goes through the one call path, so a policy's agent is
-/// callable like any gadget (and `schemas` lists it).
+/// callable like any gadget (and `schemas`, `list` and `describe` show it).
 #[test]
 fn gadget_call_runs_a_sub_agent_through_the_one_call_path() {
     let server = LlmServer::start(vec![
@@ -650,4 +650,23 @@ fn gadget_call_runs_a_sub_agent_through_the_one_call_path() {
         researcher["function"]["parameters"]["required"],
         json!(["task"])
     );
+    // `list` and `describe` show it too, with what it may touch.
+    let out = gadget(Some(&policy), &[&common::shipped_plugins()], &["list"]);
+    let list = String::from_utf8_lossy(&out.stdout).into_owned();
+    let row = list
+        .lines()
+        .find(|l| l.starts_with("Researcher"))
+        .unwrap_or_else(|| panic!("{list}"));
+    assert!(
+        row.contains("(agent)") && row.contains("Does sums."),
+        "{row}"
+    );
+    let out = gadget(
+        Some(&policy),
+        &[&common::shipped_plugins()],
+        &["describe", "researcher"],
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("Agent: completes with openai:m"), "{text}");
+    assert!(text.contains("task"), "{text}");
 }

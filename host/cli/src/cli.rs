@@ -13,15 +13,16 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
 use gadget_core::tool::{Layered, Tools};
+use gadget_runtime::Runtime;
 use gadget_runtime::loader::{self, ComponentCache, LoadOptions, LoadProgress};
 use gadget_runtime::policy::Policy;
 use gadget_runtime::registry::Registry;
-use gadget_runtime::{Runtime, RuntimeConfig};
+use host::Calls;
 
 /// Set (to anything) in the environment of the compiling child process
 /// (`gadget __compile`): the binary then allocates with the system's
@@ -37,6 +38,7 @@ mod call;
 mod check;
 mod compile;
 mod describe;
+mod host;
 mod list;
 mod mcp;
 mod new;
@@ -281,85 +283,50 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     }
     // Each command starts only what it needs: `parse` needs no WebAssembly
     // runtime and no cache.
-    let start = || -> Result<Arc<Runtime>> {
-        // These commands make at most one call, so the pooling allocator's
-        // up-front reservation would only slow start-up down.
-        let config = RuntimeConfig {
-            pooling: false,
-            memory_budget: policy.host_memory_bytes(),
-            ..RuntimeConfig::default()
+    let start = |calls, agent_options| host::start(&cli.global, &policy, calls, agent_options);
+    macro_rules! host {
+        ($calls:expr) => {
+            host!($calls, None)
         };
-        Ok(Arc::new(
-            Runtime::new(&config).context("starting the WebAssembly runtime")?,
-        ))
-    };
-    let options = || load_options(&cli.global, &policy);
+        ($calls:expr, $agent_options:expr) => {
+            match start($calls, $agent_options).await? {
+                Some(host) => host,
+                None => return Ok(ExitCode::from(EXIT_BAD_INPUT)),
+            }
+        };
+    }
     match &cli.command {
         Command::Parse(options) => parse::parse(options),
         Command::New { name, lang, dir } => new::new(name, *lang, dir.as_deref()),
         Command::Build { path } => build::build(path),
         Command::Run(run_options) => {
-            // A response may hold thousands of calls: the pooling
-            // allocator pays for its reservation there.
-            let config = RuntimeConfig {
-                memory_budget: policy.host_memory_bytes(),
-                ..RuntimeConfig::default()
-            };
-            let runtime =
-                Arc::new(Runtime::new(&config).context("starting the WebAssembly runtime")?);
-            let providers = agent::providers(&policy.llm, None);
-            runtime.set_llm_backend(agent::llm_backend(&policy.llm, providers.clone()));
-            let Some(registry) = load(&runtime, &cli.global, &options()).await? else {
-                return Ok(ExitCode::from(EXIT_BAD_INPUT));
-            };
-            let tools = agent::with_agents(Arc::new(registry), &policy, providers)?;
-            run::run(tools, run_options).await
+            let host = host!(Calls::Many);
+            run::run(host.tools(&policy)?, run_options).await
         }
         Command::Agent(agent_options) => {
-            let config = RuntimeConfig {
-                memory_budget: policy.host_memory_bytes(),
-                ..RuntimeConfig::default()
-            };
-            let runtime =
-                Arc::new(Runtime::new(&config).context("starting the WebAssembly runtime")?);
-            let providers = agent::providers(&policy.llm, Some(agent_options));
-            runtime.set_llm_backend(agent::llm_backend(&policy.llm, providers.clone()));
-            let Some(registry) = load(&runtime, &cli.global, &options()).await? else {
-                return Ok(ExitCode::from(EXIT_BAD_INPUT));
-            };
-            let tools = agent::with_agents(Arc::new(registry), &policy, providers)?;
-            agent::agent(tools, agent_options, &policy.llm).await
+            let host = host!(Calls::Many, Some(agent_options));
+            agent::agent(host.tools(&policy)?, agent_options, &policy.llm).await
         }
         Command::Mcp | Command::Serve(_) => {
-            // Many calls at once: the pooling allocator pays for itself.
-            let config = RuntimeConfig {
-                memory_budget: policy.host_memory_bytes(),
-                ..RuntimeConfig::default()
-            };
-            let runtime =
-                Arc::new(Runtime::new(&config).context("starting the WebAssembly runtime")?);
-            let providers = agent::providers(&policy.llm, None);
-            runtime.set_llm_backend(agent::llm_backend(&policy.llm, providers.clone()));
-            let Some(registry) = load(&runtime, &cli.global, &options()).await? else {
-                return Ok(ExitCode::from(EXIT_BAD_INPUT));
-            };
-            let registry = Arc::new(registry);
-            let gadgets = registry.gadgets().count();
+            let host = host!(Calls::Many);
+            let gadgets = host.registry.gadgets().count();
             // The policy's agents are tools too (over the gadgets loaded at
             // start; a reload does not change what they may call).
-            let agents = agent::sub_agents(registry.clone(), &policy, providers)?
+            let agents = agent::sub_agents(host.registry.clone(), &policy, host.providers.clone())?
                 .map(|agents| agents.agents());
-            let tools = served(registry, agents.clone());
+            let tools = served(host.registry.clone(), agents.clone());
             // SIGHUP loads the plugins again (the policy as read at start).
-            let (reload_runtime, reload_global, reload_options) =
-                (runtime.clone(), cli.global.clone(), options());
-            let reload_agents = agents.clone();
+            let (runtime, global, options) = (
+                host.runtime.clone(),
+                cli.global.clone(),
+                load_options(&cli.global, &policy),
+            );
             let reload: gadget_mcp::Reload = Arc::new(move || {
                 let (runtime, global, options, agents) = (
-                    reload_runtime.clone(),
-                    reload_global.clone(),
-                    reload_options.clone(),
-                    reload_agents.clone(),
+                    runtime.clone(),
+                    global.clone(),
+                    options.clone(),
+                    agents.clone(),
                 );
                 Box::pin(async move {
                     match load(&runtime, &global, &options).await {
@@ -377,42 +344,26 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 _ => mcp::mcp(tools, reload).await,
             }
         }
+        // The policy's agents are tools like the gadgets in every listing.
         Command::Schemas { format } => {
-            let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
-                return Ok(ExitCode::from(EXIT_BAD_INPUT));
-            };
-            // The policy's agents are tools a client can be given too.
-            let providers = agent::providers(&policy.llm, None);
-            let tools = agent::with_agents(Arc::new(registry), &policy, providers)?;
-            mcp::schemas(&*tools, *format)
+            let host = host!(Calls::Few);
+            mcp::schemas(&*host.tools(&policy)?, *format)
         }
         Command::Prompt(prompt_options) => {
-            let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
-                return Ok(ExitCode::from(EXIT_BAD_INPUT));
-            };
-            // The policy's agents are gadgets the model may call too.
-            let providers = agent::providers(&policy.llm, None);
-            let tools = agent::with_agents(Arc::new(registry), &policy, providers)?;
-            prompt::prompt(tools, prompt_options)
+            let host = host!(Calls::Few);
+            prompt::prompt(host.tools(&policy)?, prompt_options)
         }
-        Command::Check { path } => check::check(&start()?, path, &options()).await,
+        Command::Check { path } => {
+            let runtime = host::runtime(&policy, Calls::Few)?;
+            check::check(&runtime, path, &load_options(&cli.global, &policy)).await
+        }
         Command::List { json } => {
-            let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
-                return Ok(ExitCode::from(EXIT_BAD_INPUT));
-            };
-            let registry = Arc::new(registry);
-            let providers = agent::providers(&policy.llm, None);
-            let tools = agent::with_agents(registry.clone(), &policy, providers)?;
-            list::list(&registry, &*tools, *json)
+            let host = host!(Calls::Few);
+            list::list(&host.registry, &*host.tools(&policy)?, *json)
         }
         Command::Describe { name, json } => {
-            let Some(registry) = load(&start()?, &cli.global, &options()).await? else {
-                return Ok(ExitCode::from(EXIT_BAD_INPUT));
-            };
-            let registry = Arc::new(registry);
-            let providers = agent::providers(&policy.llm, None);
-            let tools = agent::with_agents(registry.clone(), &policy, providers)?;
-            describe::describe(&registry, &*tools, name, *json)
+            let host = host!(Calls::Few);
+            describe::describe(&host.registry, &*host.tools(&policy)?, name, *json)
         }
         Command::Call {
             name,
@@ -421,16 +372,16 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             json,
         } => {
             let params = call::read_params(params.clone())?;
-            let runtime = start()?;
-            let providers = agent::providers(&policy.llm, None);
-            runtime.set_llm_backend(agent::llm_backend(&policy.llm, providers.clone()));
-            let Some(registry) = load(&runtime, &cli.global, &options()).await? else {
-                return Ok(ExitCode::from(EXIT_BAD_INPUT));
-            };
-            // The policy's agents are callable too.
-            let registry = Arc::new(registry);
-            let tools = agent::with_agents(registry.clone(), &policy, providers)?;
-            call::call(&registry, &*tools, name, params, id, *json).await
+            let host = host!(Calls::Few);
+            call::call(
+                &host.registry,
+                &*host.tools(&policy)?,
+                name,
+                params,
+                id,
+                *json,
+            )
+            .await
         }
     }
 }

@@ -1,0 +1,75 @@
+//! The host the commands that run gadgets start from, wired once: the
+//! policy, then the runtime (with the operator's LLM providers behind the
+//! `llm` import), then the registry of loaded plugins, then the tools a
+//! model or client is given (the gadgets, then the policy's agents).
+
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result};
+
+use gadget_agent::backend::Providers;
+use gadget_core::tool::Tools;
+use gadget_runtime::policy::Policy;
+use gadget_runtime::registry::Registry;
+use gadget_runtime::{Runtime, RuntimeConfig};
+
+use super::agent::{self, AgentOptions};
+use super::{GlobalArgs, load, load_options};
+
+/// How instances are allocated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Calls {
+    /// At most one call (`call`, `list`, ...): the pooling allocator's
+    /// up-front reservation would only slow start-up down.
+    Few,
+    /// A response of thousands of calls, or a server's many at once: the
+    /// pooling allocator pays for itself.
+    Many,
+}
+
+/// A started runtime with its plugins loaded.
+pub struct Host {
+    pub runtime: Arc<Runtime>,
+    pub registry: Arc<Registry>,
+    pub providers: Arc<Providers>,
+}
+
+/// Starts the runtime and loads the plugins; `None` when loading failed
+/// (each reason has been printed).
+pub async fn start(
+    global: &GlobalArgs,
+    policy: &Policy,
+    calls: Calls,
+    agent_options: Option<&AgentOptions>,
+) -> Result<Option<Host>> {
+    let runtime = runtime(policy, calls)?;
+    let providers = agent::providers(&policy.llm, agent_options);
+    runtime.set_llm_backend(agent::llm_backend(&policy.llm, providers.clone()));
+    let Some(registry) = load(&runtime, global, &load_options(global, policy)).await? else {
+        return Ok(None);
+    };
+    Ok(Some(Host {
+        runtime,
+        registry: Arc::new(registry),
+        providers,
+    }))
+}
+
+/// The runtime alone (`check` loads one plugin directory itself).
+pub fn runtime(policy: &Policy, calls: Calls) -> Result<Arc<Runtime>> {
+    let config = RuntimeConfig {
+        pooling: calls == Calls::Many,
+        memory_budget: policy.host_memory_bytes(),
+        ..RuntimeConfig::default()
+    };
+    Ok(Arc::new(
+        Runtime::new(&config).context("starting the WebAssembly runtime")?,
+    ))
+}
+
+impl Host {
+    /// The gadgets, then the policy's agents.
+    pub fn tools(&self, policy: &Policy) -> Result<Arc<dyn Tools>> {
+        agent::with_agents(self.registry.clone(), policy, self.providers.clone())
+    }
+}

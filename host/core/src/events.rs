@@ -49,7 +49,7 @@ pub enum ExecEvent {
     CallWaiting {
         id: String,
         gadget: String,
-        reason: String,
+        reason: WaitReason,
     },
     /// The gadget is running.
     CallStarted {
@@ -201,5 +201,54 @@ mod tests {
             serde_json::to_string(&event).unwrap(),
             r#"{"type":"call_finished","id":"a","gadget":"G","outcome":"error","error":{"kind":"invalid-arguments","message":"no"},"cost":0.0,"duration_ms":1.5}"#
         );
+    }
+}
+
+/// Why a call that could run waits: an `exclusive` gadget holds it back.
+/// Written (and serialized) as the sentence a person reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WaitReason {
+    /// An exclusive gadget holding the whole run is running.
+    ExclusiveRunning,
+    /// This exclusive call waits for the running calls to end.
+    ExclusiveWaits { running: usize },
+    /// Behind exclusive call `first`, which waits for the running calls.
+    BehindExclusive { first: String },
+    /// An exclusive gadget of `plugin` is running: its other calls wait.
+    PluginHeld { plugin: String },
+    /// This exclusive call waits for its plugin's running calls.
+    PluginExclusiveWaits { plugin: String, running: u32 },
+}
+
+impl std::fmt::Display for WaitReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WaitReason::ExclusiveRunning => f.write_str(
+                "an exclusive gadget is running; no other call starts until it ends (at most its timeout)",
+            ),
+            WaitReason::ExclusiveWaits { running } => write!(
+                f,
+                "exclusive: waits for {running} running call(s) to end, then runs alone"
+            ),
+            WaitReason::BehindExclusive { first } => write!(
+                f,
+                "waits behind exclusive call {first}, which waits for the running calls"
+            ),
+            WaitReason::PluginHeld { plugin } => write!(
+                f,
+                "an exclusive gadget of plugin '{plugin}' is running; the plugin's other calls wait until it ends"
+            ),
+            WaitReason::PluginExclusiveWaits { plugin, running } => write!(
+                f,
+                "exclusive within plugin '{plugin}': waits for its {running} running call(s) to end"
+            ),
+        }
+    }
+}
+
+impl Serialize for WaitReason {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
     }
 }

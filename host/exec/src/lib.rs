@@ -62,7 +62,7 @@ use gadget_core::schedule::{self, Action, CallIx, CallSpec, DependencyPolicy, Sc
 use gadget_core::tool::{Tool, Toolbox, Tools};
 use gadget_core::viewer::{OutputLimiter, OutputViewer};
 
-pub use gadget_core::events::{ExecEvent, Failure, ResponseSummary};
+pub use gadget_core::events::{ExecEvent, Failure, ResponseSummary, WaitReason};
 pub use gadget_core::limits::Timeouts;
 
 /// Executes the responses of one session.
@@ -360,23 +360,26 @@ impl Executor {
             let running = self.scheduler.running();
             let group = self.scheduler.group_state(ix);
             let reason = if self.scheduler.exclusive_running() {
-                "an exclusive gadget is running; no other call starts until it ends (at most its timeout)".to_string()
+                WaitReason::ExclusiveRunning
             } else if let Some((group, held, in_group)) = group {
                 if held {
-                    format!(
-                        "an exclusive gadget of plugin '{group}' is running; the plugin's other calls wait until it ends"
-                    )
+                    WaitReason::PluginHeld {
+                        plugin: group.to_string(),
+                    }
                 } else if exclusive && in_group > 0 {
-                    format!(
-                        "exclusive within plugin '{group}': waits for its {in_group} running call(s) to end"
-                    )
+                    WaitReason::PluginExclusiveWaits {
+                        plugin: group.to_string(),
+                        running: in_group,
+                    }
                 } else {
                     continue;
                 }
             } else if exclusive && running > 0 {
-                format!("exclusive: waits for {running} running call(s) to end, then runs alone")
+                WaitReason::ExclusiveWaits { running }
             } else if let Some(first) = &self.exclusive_waiting {
-                format!("waits behind exclusive call {first}, which waits for the running calls")
+                WaitReason::BehindExclusive {
+                    first: first.clone(),
+                }
             } else {
                 continue;
             };

@@ -47,7 +47,7 @@ async fn an_exclusive_tool_never_runs_beside_another_call() {
     let waiting: Vec<(String, String)> = events
         .iter()
         .filter_map(|e| match e {
-            ExecEvent::CallWaiting { id, reason, .. } => Some((id.clone(), reason.clone())),
+            ExecEvent::CallWaiting { id, reason, .. } => Some((id.clone(), reason.to_string())),
             _ => None,
         })
         .collect();

@@ -151,6 +151,7 @@ impl std::fmt::Debug for BearerToken {
 
 /// Why a server could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServeError {
     #[error(
         "refusing to listen on {0} without authentication: set a token with --auth-token-env VAR (or listen on 127.0.0.1)"
@@ -162,7 +163,7 @@ pub enum ServeError {
         source: std::io::Error,
     },
     #[error("the server stopped: {0}")]
-    Serve(std::io::Error),
+    Serve(#[source] std::io::Error),
 }
 
 struct Shared {

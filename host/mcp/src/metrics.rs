@@ -44,28 +44,28 @@ impl Metrics {
     }
 
     /// A call that [`started`](Self::started) ended with `outcome`.
-    pub fn finished(&self, gadget: &str, outcome: &str, took: Duration) {
+    pub fn finished(&self, gadget: &str, outcome: CallOutcome, took: Duration) {
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
         self.count(gadget, outcome, took);
     }
 
     /// A call refused before it started (unknown gadget, invalid arguments).
     pub fn rejected(&self, gadget: &str, took: Duration) {
-        self.count(gadget, "rejected", took);
+        self.count(gadget, CallOutcome::Rejected, took);
     }
 
     /// A call that ended without running anything: the second half of an
     /// ask-human, whose result is the person's answer.
-    pub fn answered(&self, gadget: &str, outcome: &str, took: Duration) {
+    pub fn answered(&self, gadget: &str, outcome: CallOutcome, took: Duration) {
         self.count(gadget, outcome, took);
     }
 
-    fn count(&self, gadget: &str, outcome: &str, took: Duration) {
+    fn count(&self, gadget: &str, outcome: CallOutcome, took: Duration) {
         *self
             .calls
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .entry((gadget.to_string(), outcome.to_string()))
+            .entry((gadget.to_string(), outcome.label().to_string()))
             .or_default() += 1;
         let seconds = took.as_secs_f64();
         if let Some(i) = LATENCY_BUCKETS_SECONDS.iter().position(|b| seconds <= *b) {
@@ -166,4 +166,35 @@ fn escape(text: &str) -> String {
     text.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+/// How a call ended, as the `outcome` label of `gadget_calls_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CallOutcome {
+    /// A result (or a finishing result).
+    Ok,
+    /// A failure of this kind.
+    Failed(gadget_core::call::FailureKind),
+    /// Refused before it started.
+    Rejected,
+    /// A question put to the client's user, answered.
+    AskHuman,
+    /// A question nobody answered (declined, cancelled, no client support).
+    HumanInput,
+    /// A question returned to the client to ask (stateless round trip).
+    InputRequired,
+}
+
+impl CallOutcome {
+    pub fn label(self) -> &'static str {
+        match self {
+            CallOutcome::Ok => "ok",
+            CallOutcome::Failed(kind) => kind.as_str(),
+            CallOutcome::Rejected => "rejected",
+            CallOutcome::AskHuman => "ask-human",
+            CallOutcome::HumanInput => "human-input",
+            CallOutcome::InputRequired => "input-required",
+        }
+    }
 }

@@ -48,7 +48,7 @@ use gadget_core::call::Outcome;
 use gadget_core::ledger::{CallEvent, LogLevel};
 use gadget_core::tool::{Tool as GadgetTool, Tools};
 
-use crate::metrics::Metrics;
+use crate::metrics::{CallOutcome, Metrics};
 
 /// The server over one set of tools. Cheap to clone: one per MCP session.
 #[derive(Clone)]
@@ -304,9 +304,9 @@ impl GadgetServer {
             ))]),
         };
         let outcome = if result.is_error == Some(true) {
-            "human-input"
+            CallOutcome::HumanInput
         } else {
-            "ask-human"
+            CallOutcome::AskHuman
         };
         self.metrics.answered(&served, outcome, started.elapsed());
         result
@@ -518,7 +518,8 @@ impl ServerHandler for GadgetServer {
         let _ = forward.await;
         let result = match report.outcome {
             Ok(Outcome::Result { result, details }) | Ok(Outcome::Finish { result, details }) => {
-                self.metrics.finished(&name, "ok", started.elapsed());
+                self.metrics
+                    .finished(&name, CallOutcome::Ok, started.elapsed());
                 let mut done = CallToolResult::success(vec![ContentBlock::text(result)]);
                 done.structured_content = details.map(|d| match d {
                     Value::Object(_) => d,
@@ -529,9 +530,11 @@ impl ServerHandler for GadgetServer {
             Ok(Outcome::AskHuman { question }) => {
                 let asked = self.ask(&name, &call_id, &question, &context).await;
                 let outcome = match &asked {
-                    Asked::Later(_) => "input-required",
-                    Asked::Answered(answer) if answer.is_error == Some(true) => "human-input",
-                    Asked::Answered(_) => "ask-human",
+                    Asked::Later(_) => CallOutcome::InputRequired,
+                    Asked::Answered(answer) if answer.is_error == Some(true) => {
+                        CallOutcome::HumanInput
+                    }
+                    Asked::Answered(_) => CallOutcome::AskHuman,
                 };
                 self.metrics.finished(&name, outcome, started.elapsed());
                 match asked {
@@ -541,7 +544,7 @@ impl ServerHandler for GadgetServer {
             }
             Err(error) => {
                 self.metrics
-                    .finished(&name, error.kind().as_str(), started.elapsed());
+                    .finished(&name, CallOutcome::Failed(error.kind()), started.elapsed());
                 CallToolResult::error(vec![ContentBlock::text(error.to_string())])
             }
         };

@@ -139,6 +139,7 @@ impl PluginPre {
 
 /// Why the runtime could not be set up or a component not prepared.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RuntimeError {
     #[error("could not configure the wasmtime engine: {0}")]
     Engine(String),
@@ -157,7 +158,7 @@ pub enum RuntimeError {
     #[error("could not link: {0}")]
     Link(String),
     #[error("reading its gadget specs failed: {0}")]
-    Specs(CallError),
+    Specs(#[source] CallError),
 }
 
 /// One call to run.

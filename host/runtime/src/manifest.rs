@@ -186,6 +186,7 @@ impl Permissions {
 }
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ManifestError {
     #[error("cannot read {path}: {source}")]
     Read {

@@ -256,6 +256,7 @@ pub struct ConfigSource {
 
 /// Why the policy file could not be used.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PolicyError {
     #[error("{}: {source}", path.display())]
     Read {

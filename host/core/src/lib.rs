@@ -17,7 +17,23 @@
 //! viewer    output limiting and the built-in GadgetOutputViewer tool
 //! render    the prompt, usage texts and the history the model is shown
 //! limits    every limit, its unit and its reason; timeouts resolved once
+//! access    what a tool may touch, and the effects it declares
+//! fuzz      a small mutational fuzzer for the doors' fuzz targets
 //! ```
+//!
+//! ## Words
+//!
+//! - A **gadget** is what the model calls by name in the block format; a
+//!   **tool** is anything the host can run as one: a plugin's WebAssembly
+//!   gadget, one of the policy's agents, the built-in output viewer. Every
+//!   front end runs tools through the [`tool::Tool`] trait, and one call of
+//!   any tool through the executor crate's one call path.
+//! - [`parser::GadgetCall`] is a call as the model wrote it (parsed, not
+//!   validated); [`tool::ToolCall`] is one call handed to a tool (validated
+//!   parameters, deadline, abort signal, observer); [`call::CallReport`] is
+//!   what the tool returns (outcome, cost, logs, duration);
+//!   [`call::CallError`] is a call that failed, and [`events::Failure`] the
+//!   failure as the model reads it.
 //!
 //! Parsing a response, in short:
 //!

@@ -185,7 +185,7 @@ impl<'a> HeaderRef<'a> {
 }
 
 /// One completed block, borrowed from the parser's input: what
-/// [`Parser::feed_events`] hands out without allocating (the owned
+/// [`Parser::feed_events`](super::Parser::feed_events) hands out without allocating (the owned
 /// [`GadgetCall`] is one [`CallRef::to_owned`] away).
 #[derive(Debug, Clone, Copy)]
 pub struct CallRef<'a> {
@@ -221,7 +221,7 @@ impl<'a> CallRef<'a> {
 }
 
 /// More of one argument's raw value of a block still being written, for
-/// live display (see [`ParserBuilder::partial_arguments`]).
+/// live display (see [`ParserBuilder::partial_arguments`](super::ParserBuilder::partial_arguments)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArgumentDeltaRef<'a> {
     pub header: HeaderRef<'a>,
@@ -234,7 +234,7 @@ pub struct ArgumentDeltaRef<'a> {
 #[derive(Debug, Clone, Copy)]
 pub enum EventRef<'a> {
     /// Text outside blocks (a whole segment, or with
-    /// [`ParserBuilder::text_deltas`] the next piece of one).
+    /// [`ParserBuilder::text_deltas`](super::ParserBuilder::text_deltas) the next piece of one).
     Text(&'a str),
     /// A completed block.
     Call(CallRef<'a>),
@@ -246,12 +246,12 @@ pub enum EventRef<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ParseEvent {
     /// Text outside blocks: a whole segment, never whitespace only (with
-    /// [`ParserBuilder::text_deltas`], the next piece of such a segment).
+    /// [`ParserBuilder::text_deltas`](super::ParserBuilder::text_deltas), the next piece of such a segment).
     Text(String),
     /// A completed block.
     Call(GadgetCall),
     /// More of an argument of the block still open (with
-    /// [`ParserBuilder::partial_arguments`]).
+    /// [`ParserBuilder::partial_arguments`](super::ParserBuilder::partial_arguments)).
     ArgumentDelta {
         gadget_name: String,
         invocation_id: String,

@@ -235,7 +235,7 @@ impl Parser {
         &self.session
     }
 
-    /// Bytes of input held, waiting for more (see [`MAX_BLOCK_BYTES`] for the bound).
+    /// Bytes of input held, waiting for more (see [`MAX_BLOCK_BYTES`](super::MAX_BLOCK_BYTES) for the bound).
     pub fn buffered(&self) -> usize {
         self.buf.len()
     }

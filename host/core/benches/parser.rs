@@ -12,7 +12,8 @@
 //! named by `$LLMIST_ORACLE` (a checkout of the shared conformance oracle
 //! with its `npm install` done). Without it the llmist column is skipped.
 //!
-//! Run: `cargo bench -p gadget-host --bench parser`.
+//! Run: `cargo bench -p gadget-core --bench parser` (builds the parser's crate
+//! only, no wasmtime).
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -20,7 +21,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
-use gadget_host::parser::{EventRef, ParseEvent, Parser};
+use gadget_core::parser::{EventRef, ParseEvent, Parser};
 
 struct Case {
     name: &'static str,

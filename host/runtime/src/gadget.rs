@@ -8,7 +8,7 @@ use gadget_core::limits::{Limits, OwnTimeout};
 use gadget_core::params::ParamSchema;
 use gadget_core::tool::{BoxFuture, Tool, ToolCall};
 
-use crate::loader::Plugin;
+use crate::plugin::Plugin;
 use crate::{CallObserver, CallReport, CallRequest, GadgetSpec};
 
 /// One gadget, ready to call.

@@ -114,7 +114,7 @@ impl HttpHooks {
             ));
         }
         self.requests += 1;
-        grants.http_client().map_err(|e| format!("{plugin}: {e}"))
+        http_client(grants).map_err(|e| format!("{plugin}: {e}"))
     }
 }
 
@@ -324,6 +324,14 @@ fn error_chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// The plugin's HTTP client, built once per plugin (kept in its grants).
+fn http_client(grants: &CallGrants) -> Result<reqwest::Client, String> {
+    grants
+        .client
+        .get_or_init(|| build_client(&grants.plugin, &grants.grants.http.addresses))
+        .clone()
 }
 
 /// Builds a plugin's HTTP client: rustls, no proxy from the environment

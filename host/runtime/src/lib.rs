@@ -32,10 +32,16 @@ mod limiter;
 pub mod llm;
 pub mod loader;
 pub mod manifest;
+pub mod origins;
 mod outcome;
+pub mod plugin;
+mod plugin_files;
 pub mod policy;
 mod pool;
 pub mod registry;
+mod requests;
+pub mod resolve;
+mod specs;
 mod stdio;
 
 use std::sync::Arc;

@@ -31,6 +31,9 @@ use serde::Deserialize;
 
 use gadget_core::limits::RequestedLimits;
 
+use crate::origins::HttpRequestRule;
+use crate::requests::{check_config_key, check_guest_path};
+
 /// The manifest's file name inside a plugin directory.
 pub const MANIFEST_FILE: &str = "plugin.toml";
 
@@ -219,14 +222,13 @@ impl Manifest {
         }
         // Only a small regular file inside the plugin is read (not a FIFO
         // that would hang the load, nor a symlink out of the plugin).
-        let bytes =
-            crate::loader::read_plugin_file(dir, &path, MAX_MANIFEST_BYTES).map_err(|message| {
-                ManifestError::Invalid {
-                    path: path.clone(),
-                    field: "file",
-                    message,
-                }
-            })?;
+        let bytes = crate::plugin_files::read_plugin_file(dir, &path, MAX_MANIFEST_BYTES).map_err(
+            |message| ManifestError::Invalid {
+                path: path.clone(),
+                field: "file",
+                message,
+            },
+        )?;
         let text = String::from_utf8(bytes).map_err(|_| ManifestError::Invalid {
             path: path.clone(),
             field: "file",
@@ -281,8 +283,7 @@ impl Manifest {
                 ),
             ));
         }
-        crate::grants::check_requests(&manifest.permissions)
-            .map_err(|message| invalid("permissions", message))?;
+        check_requests(&manifest.permissions).map_err(|message| invalid("permissions", message))?;
         if let Some(sha) = &manifest.sha256
             && (sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()))
         {
@@ -339,6 +340,22 @@ pub fn check_plugin_name(name: &str) -> Result<(), String> {
             "'{name}' must be 1 to {MAX_PLUGIN_NAME_BYTES} lower-case letters, digits or '-', starting with a letter"
         ))
     }
+}
+
+/// Checks what a manifest asks for (at manifest parse time).
+pub fn check_requests(permissions: &Permissions) -> Result<(), String> {
+    for http in &permissions.http {
+        HttpRequestRule::parse(http).map_err(|e| format!("permissions.http: {e}"))?;
+    }
+    for key in &permissions.config {
+        check_config_key(key).map_err(|e| format!("permissions.config: {e}"))?;
+    }
+    for file in &permissions.files {
+        if file.path() != "*" {
+            check_guest_path(file.path()).map_err(|e| format!("permissions.files: {e}"))?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

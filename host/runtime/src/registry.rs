@@ -12,7 +12,7 @@ use gadget_core::render;
 use gadget_core::tool::{Tool, Tools};
 
 use crate::gadget::WasmGadget;
-use crate::loader::{LoadError, LoadedGadget, Plugin};
+use crate::plugin::{LoadError, LoadedGadget, Plugin};
 use crate::{CallObserver, CallReport};
 
 /// Why a call was not started.

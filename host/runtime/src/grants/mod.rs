@@ -18,18 +18,18 @@
 //!   the host's environment (`env = "VAR"`) are secrets, redacted from
 //!   everything the host emits.
 //!
-//! `types` holds what a call gets, `llm` the model grant and its budgets,
-//! `http` the origin and address rules, `resolve` how a manifest and a
-//! policy become grants.
+//! `types` holds what a call gets, `llm` the model grant and its budgets;
+//! the origin and address rules are [`crate::origins`], what a grant may
+//! name [`crate::requests`], and how a manifest and a policy become
+//! grants [`crate::resolve`].
 
-mod http;
 mod llm;
-mod resolve;
 #[cfg(test)]
 mod tests;
 mod types;
 
-pub use http::*;
+pub use crate::manifest::check_requests;
+pub use crate::origins::*;
+pub use crate::requests::{check_config_key, check_guest_path, default_guest_path};
 pub use llm::{LlmGrant, Reservation, RunBudget};
-pub use resolve::*;
 pub use types::*;

@@ -8,6 +8,7 @@ use crate::manifest::FileRequest;
 use crate::manifest::{FileMode, Permissions};
 use crate::policy::FileGrant;
 use crate::policy::PluginPolicy;
+use crate::resolve::resolve;
 
 fn policy(text: &str) -> PluginPolicy {
     crate::policy::Policy::parse(text, Path::new("."))

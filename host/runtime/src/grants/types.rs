@@ -7,10 +7,10 @@ use std::sync::Arc;
 use gadget_core::call::{CallError, Outcome};
 use gadget_core::redact::Redactor;
 
-use super::http::HttpRules;
 use super::llm::LlmGrant;
 use crate::dirs::{OpenedDir, WriteQuota};
 use crate::manifest::FileMode;
+use crate::origins::HttpRules;
 
 /// What each call of one plugin gets: its grants, and the redactor for
 /// the secrets among them.
@@ -20,9 +20,10 @@ pub struct CallGrants {
     pub plugin: String,
     pub grants: Grants,
     pub redactor: Arc<Redactor>,
-    /// The plugin's HTTP client, built at its first request: its own
-    /// connection pool and a resolver enforcing its address rules.
-    client: std::sync::OnceLock<Result<reqwest::Client, String>>,
+    /// The plugin's HTTP client, built by the HTTP import at its first
+    /// request: its own connection pool and a resolver enforcing its
+    /// address rules.
+    pub(crate) client: std::sync::OnceLock<Result<reqwest::Client, String>>,
 }
 
 impl CallGrants {
@@ -34,13 +35,6 @@ impl CallGrants {
             redactor,
             client: std::sync::OnceLock::new(),
         }
-    }
-
-    /// The plugin's HTTP client (built once).
-    pub(crate) fn http_client(&self) -> Result<reqwest::Client, String> {
-        self.client
-            .get_or_init(|| crate::http::build_client(&self.plugin, &self.grants.http.addresses))
-            .clone()
     }
 
     /// An outcome with the plugin's secrets replaced.

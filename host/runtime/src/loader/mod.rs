@@ -11,28 +11,28 @@
 //! taken is refused; each error names both sides.
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use crate::cache::{CacheOutcome, ComponentCache};
-use crate::grants::{self, CallGrants};
+use crate::grants::CallGrants;
 pub use crate::manifest::{Manifest, Permissions};
 use crate::policy::{GadgetRules, PluginPolicy};
 pub use crate::registry::Registry;
 
 use crate::policy::Policy;
 use crate::{GadgetSpec, PluginPre, Runtime, RuntimeError, cache, manifest};
-use gadget_core::limits::{LimitCeilings, Limits, OwnTimeout, RequestedLimits};
-use gadget_core::params::ParamSchema;
+use gadget_core::limits::{LimitCeilings, Limits, RequestedLimits};
 
-mod specs;
 #[cfg(test)]
 mod tests;
 
-use specs::spec_text_bytes;
-pub use specs::{
+pub use crate::plugin::{LoadError, LoadedGadget, Plugin, PluginSource};
+pub use crate::plugin_files::read_plugin_file;
+
+use crate::specs::spec_text_bytes;
+pub use crate::specs::{
     MAX_DESCRIPTION_BYTES, MAX_EXAMPLE_PART_BYTES, MAX_EXAMPLES, MAX_GADGET_NAME_BYTES,
     MAX_GADGETS_PER_COMPONENT, MAX_LABEL_BYTES, MAX_SPECS_TOTAL_BYTES, check_gadget_name,
     check_spec,
@@ -47,59 +47,6 @@ pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;
 /// reported as failed and the others load on (the compiler thread cannot
 /// be stopped, but nothing waits for it).
 pub const COMPILE_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// Why one plugin did not load: its path (directory or `.wasm`) and the reason.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}: {reason}", path.display())]
-pub struct LoadError {
-    /// The plugin directory or `.wasm` file.
-    pub path: PathBuf,
-    pub reason: String,
-}
-
-impl LoadError {
-    pub(crate) fn new(path: &Path, reason: impl Into<String>) -> LoadError {
-        LoadError {
-            path: path.to_path_buf(),
-            reason: reason.into(),
-        }
-    }
-}
-
-/// Where one plugin comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PluginSource {
-    /// A directory with `plugin.toml`.
-    Dir(PathBuf),
-    /// A bare component file.
-    Wasm(PathBuf),
-}
-
-impl PluginSource {
-    pub fn path(&self) -> &Path {
-        match self {
-            PluginSource::Dir(p) | PluginSource::Wasm(p) => p,
-        }
-    }
-
-    /// What `PATH` names: a plugin directory or a `.wasm` file.
-    pub fn from_path(path: &Path) -> Result<PluginSource, LoadError> {
-        if path.is_dir() {
-            if path.join(manifest::MANIFEST_FILE).is_file() {
-                Ok(PluginSource::Dir(path.to_path_buf()))
-            } else {
-                Err(LoadError::new(
-                    path,
-                    format!("no {} in this directory", manifest::MANIFEST_FILE),
-                ))
-            }
-        } else if path.is_file() {
-            Ok(PluginSource::Wasm(path.to_path_buf()))
-        } else {
-            Err(LoadError::new(path, "no such file or directory"))
-        }
-    }
-}
 
 /// Told about slow steps, for progress bars.
 pub trait LoadProgress: Send + Sync {
@@ -153,77 +100,6 @@ impl LoadOptions {
             compiler: None,
         }
     }
-}
-
-/// A loaded plugin.
-pub struct Plugin {
-    pub name: String,
-    pub version: String,
-    pub description: String,
-    pub source: PluginSource,
-    pub component_path: PathBuf,
-    pub sha256: String,
-    pub component_bytes: u64,
-    /// What the plugin gets (its requests clamped to the ceilings).
-    pub limits: Limits,
-    /// What its manifest asks for.
-    pub requested_permissions: Permissions,
-    /// What its manifest says its gadgets do (for MCP clients).
-    pub annotations: crate::manifest::Annotations,
-    /// What its calls get: the requests AND the operator's grants.
-    pub grants: Arc<CallGrants>,
-    /// Requests not granted and grants not applied, one line each.
-    pub grant_notes: Vec<String>,
-    /// Notes for the operator: capped limits, long exclusive holds.
-    pub warnings: Vec<String>,
-    /// Gadgets the operator's `[gadgets]` rules do not serve: name, rule.
-    pub denied: Vec<(String, String)>,
-    /// Gadgets of this component that were refused (a bad spec, a reserved
-    /// name), each with the reason; the others loaded.
-    pub refused: Vec<String>,
-    /// The operator's prefix for its gadget names (policy file).
-    pub prefix: Option<String>,
-    pub cache: CacheOutcome,
-    pub load_time: Duration,
-    pub(crate) pre: PluginPre,
-    /// The runtime whose engine compiled `pre`: calls must use it.
-    pub(crate) runtime: Arc<Runtime>,
-}
-
-impl Plugin {
-    /// The contract version its component was built against.
-    pub fn contract_version(&self) -> crate::bindings::ContractVersion {
-        self.pre.version()
-    }
-}
-
-impl std::fmt::Debug for Plugin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Plugin")
-            .field("name", &self.name)
-            .field("version", &self.version)
-            .field("source", &self.source)
-            .field("sha256", &self.sha256)
-            .field("limits", &self.limits)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A gadget as read from its component, checked, with its limits.
-#[derive(Debug)]
-pub struct LoadedGadget {
-    /// Its spec, named as it is served (with the operator's prefix).
-    pub spec: GadgetSpec,
-    /// The name the component knows it by (without the prefix).
-    pub component_name: String,
-    pub schema: ParamSchema,
-    /// The plugin's limits with the gadget's own timeout (capped) applied.
-    pub limits: Limits,
-    /// Its timeout, and whether the gadget or its manifest chose it.
-    pub own_timeout: OwnTimeout,
-    /// The calls its exclusive calls run alone among (its plugin's, unless
-    /// the operator lets the plugin hold the whole run).
-    pub exclusive_group: Option<Arc<str>>,
 }
 
 /// Finds the plugins in each directory, in a stable order.
@@ -411,7 +287,7 @@ pub async fn load_plugin(
         .map_err(|e| fail(e.to_string()))?;
 
     let (limits, mut warnings) = options.ceilings.grant(&manifest.limits);
-    let (grants, grant_notes) = grants::resolve(
+    let (grants, grant_notes) = crate::resolve::resolve(
         &manifest.name,
         &manifest.permissions,
         options.plugins.get(&manifest.name),
@@ -555,60 +431,6 @@ pub async fn load_plugin(
         runtime: runtime.clone(),
     };
     Ok((Arc::new(plugin), gadgets))
-}
-
-/// Reads a file of a plugin: it must resolve (symlinks followed) to a
-/// regular file inside `root`, the plugin's directory, and be at most
-/// `max_bytes`. A symlink out of the plugin, a device (`/dev/zero`), a FIFO
-/// or a socket is refused before it is opened, and the open itself cannot
-/// block (`O_NONBLOCK`) or follow a symlink swapped in meanwhile.
-pub fn read_plugin_file(root: &Path, path: &Path, max_bytes: u64) -> Result<Vec<u8>, String> {
-    let root = root
-        .canonicalize()
-        .map_err(|e| format!("cannot resolve the plugin directory: {e}"))?;
-    let resolved = path
-        .canonicalize()
-        .map_err(|e| format!("cannot read: {e}"))?;
-    if !resolved.starts_with(&root) {
-        return Err(format!(
-            "resolves to {}, outside the plugin directory {}; a plugin may only use its own files",
-            resolved.display(),
-            root.display()
-        ));
-    }
-    let regular = |metadata: &std::fs::Metadata| -> Result<(), String> {
-        if !metadata.is_file() {
-            return Err(
-                "is not a regular file (a directory, device, FIFO or socket); refusing to read it"
-                    .into(),
-            );
-        }
-        if metadata.len() > max_bytes {
-            return Err(format!(
-                "is {} bytes, over the {max_bytes}-byte limit",
-                metadata.len()
-            ));
-        }
-        Ok(())
-    };
-    regular(&std::fs::metadata(&resolved).map_err(|e| format!("cannot read: {e}"))?)?;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-        .open(&resolved)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    regular(&file.metadata().map_err(|e| format!("cannot read: {e}"))?)?;
-    let mut bytes = Vec::new();
-    file.take(max_bytes + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    if bytes.len() as u64 > max_bytes {
-        return Err(format!(
-            "grew past the {max_bytes}-byte limit while being read"
-        ));
-    }
-    Ok(bytes)
 }
 
 /// Reads a component's specs, through the cache when there is one: a

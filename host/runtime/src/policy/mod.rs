@@ -48,8 +48,8 @@ use gadget_core::limits::{
 };
 
 use crate::grants::{self, IpRange, OriginRule};
-use crate::loader::check_gadget_name;
 use crate::manifest::{FileMode, MAX_MANIFEST_BYTES};
+use crate::specs::check_gadget_name;
 
 /// The environment variable naming the policy file.
 pub const CONFIG_ENV: &str = "GADGET_CONFIG";

@@ -1,5 +1,6 @@
-//! HTTP grants: origins a request must match, and the addresses its host
-//! may resolve to (public unless granted: no SSRF through DNS).
+//! HTTP origins and addresses: what a manifest may request, what a grant
+//! names, and the addresses a host may resolve to (public unless granted:
+//! no SSRF through DNS).
 
 use std::net::{IpAddr, Ipv6Addr};
 
@@ -129,7 +130,7 @@ impl OriginRule {
         })
     }
 
-    pub(super) fn allows(&self, https: bool, host: &str, port: u16) -> bool {
+    pub(crate) fn allows(&self, https: bool, host: &str, port: u16) -> bool {
         self.https == https && self.port == port && self.host.matches(host)
     }
 }
@@ -199,7 +200,7 @@ impl HttpRequestRule {
     }
 
     /// Whether this request covers the operator's grant.
-    pub(super) fn covers(&self, grant: &OriginRule) -> bool {
+    pub(crate) fn covers(&self, grant: &OriginRule) -> bool {
         self.https.is_none_or(|https| https == grant.https)
             && self.port.is_none_or(|port| port == grant.port)
             && self

@@ -34,7 +34,7 @@ pub const MAX_EXAMPLE_PART_BYTES: usize = 8 << 10;
 pub const MAX_SPECS_TOTAL_BYTES: usize = 1 << 20;
 
 /// Bytes of text one spec holds (for [`MAX_SPECS_TOTAL_BYTES`]).
-pub(super) fn spec_text_bytes(spec: &GadgetSpec) -> usize {
+pub(crate) fn spec_text_bytes(spec: &GadgetSpec) -> usize {
     spec.name.len()
         + spec.label.as_ref().map_or(0, String::len)
         + spec.description.len()

@@ -1,74 +1,18 @@
 //! How a manifest's requests and the operator's grants become a plugin's
 //! grants, with a note for each request not met and each grant not applied.
+//! Above both the policy and the grants' types (it reads one and makes the
+//! other), so neither depends on it.
 
-use std::path::Path;
 use std::sync::Arc;
 
-use super::http::{HttpRequestRule, IpRange, OriginRule};
-use super::llm::LlmGrant;
-use super::types::{ConfigGrant, DirGrant, Grants};
+use crate::grants::{
+    ConfigGrant, DirGrant, Grants, HttpRequestRule, IpRange, LlmGrant, OriginRule,
+    default_guest_path,
+};
 
 use crate::dirs::{OpenedDir, WriteQuota};
 use crate::manifest::{FileMode, Permissions};
 use crate::policy::{ConfigSource, PluginPolicy};
-
-/// Checks what a manifest asks for (at manifest parse time).
-pub fn check_requests(permissions: &Permissions) -> Result<(), String> {
-    for http in &permissions.http {
-        HttpRequestRule::parse(http).map_err(|e| format!("permissions.http: {e}"))?;
-    }
-    for key in &permissions.config {
-        check_config_key(key).map_err(|e| format!("permissions.config: {e}"))?;
-    }
-    for file in &permissions.files {
-        if file.path() != "*" {
-            check_guest_path(file.path()).map_err(|e| format!("permissions.files: {e}"))?;
-        }
-    }
-    Ok(())
-}
-
-/// An environment variable name: letters, digits and `_`, not starting
-/// with a digit.
-pub fn check_config_key(key: &str) -> Result<(), String> {
-    let valid = !key.is_empty()
-        && key.len() <= 128
-        && !key.as_bytes()[0].is_ascii_digit()
-        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    if valid {
-        Ok(())
-    } else {
-        Err(format!(
-            "'{key}' is not a configuration key (letters, digits and '_', like API_KEY)"
-        ))
-    }
-}
-
-/// A guest path: absolute, no `.` or `..` components.
-pub fn check_guest_path(path: &str) -> Result<(), String> {
-    let valid = path.starts_with('/')
-        && path.len() <= 256
-        && path
-            .split('/')
-            .skip(1)
-            .all(|part| part != "." && part != ".." && !part.chars().any(char::is_control))
-        && (path == "/" || !path.ends_with('/'));
-    if valid {
-        Ok(())
-    } else {
-        Err(format!(
-            "'{path}' is not a guest path (absolute, like /data, without '.' or '..')"
-        ))
-    }
-}
-
-/// The default guest path of a granted directory: `/` and its name.
-pub fn default_guest_path(host: &Path) -> String {
-    match host.file_name() {
-        Some(name) => format!("/{}", name.to_string_lossy()),
-        None => "/".into(),
-    }
-}
 
 /// What the manifest asks for AND the operator grants, and a note for each
 /// request not met and each grant not applied. `env` reads the host's

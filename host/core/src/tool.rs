@@ -29,16 +29,6 @@ use crate::params::ParamSchema;
 use crate::render::{ExampleDoc, GadgetDoc};
 use crate::schedule::GadgetHints;
 
-/// Names of the host's own tools. No plugin may serve a gadget under one
-/// of them (compared case-insensitively, as every gadget name is): a
-/// plugin cannot stand in for the output viewer.
-pub const RESERVED_NAMES: &[&str] = &[crate::viewer::VIEWER_NAME];
-
-/// Whether `name` is one of the host's own tools' names.
-pub fn is_reserved(name: &str) -> bool {
-    RESERVED_NAMES.iter().any(|r| r.eq_ignore_ascii_case(name))
-}
-
 /// A boxed future, so the trait stays object-safe without an async runtime.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

@@ -44,6 +44,16 @@ use crate::limits::OwnTimeout;
 use crate::params::ParamSchema;
 use crate::tool::{BoxFuture, Tool, ToolCall};
 
+/// Names of the host's own tools. No plugin may serve a gadget under one
+/// of them (compared case-insensitively, as every gadget name is): a
+/// plugin cannot stand in for the output viewer.
+pub const RESERVED_NAMES: &[&str] = &[VIEWER_NAME];
+
+/// Whether `name` is one of the host's own tools' names.
+pub fn is_reserved(name: &str) -> bool {
+    RESERVED_NAMES.iter().any(|r| r.eq_ignore_ascii_case(name))
+}
+
 /// Output limiting for one session: the limit, the store, the viewer.
 #[derive(Debug)]
 pub struct OutputLimiter {

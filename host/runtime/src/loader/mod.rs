@@ -332,7 +332,7 @@ pub async fn load_plugin(
             spec.name = format!("{prefix}{}", spec.name);
         }
         let checked = check_spec(&spec).and_then(|schema| {
-            if gadget_core::tool::is_reserved(&spec.name) {
+            if gadget_core::viewer::is_reserved(&spec.name) {
                 return Err(format!(
                     "'{}' is the name of a tool built into the host; a plugin cannot serve it",
                     spec.name

@@ -91,6 +91,17 @@ pub struct Executor {
     abort: AbortHandle,
 }
 
+/// What one response's run holds while it goes on: the runners of its
+/// calls, the channel their live events come back on, their abort signal,
+/// and the figures of the summary so far.
+struct Response {
+    running: Runners,
+    live_tx: mpsc::UnboundedSender<(CallIx, Live)>,
+    live_rx: mpsc::UnboundedReceiver<(CallIx, Live)>,
+    abort: Arc<AtomicBool>,
+    summary: ResponseSummary,
+}
+
 /// What one response's history (the results the model is sent next) may
 /// hold, in bytes of result and parameter text: far more than any model's
 /// context window, so only a runaway response reaches it; past it, later
@@ -207,12 +218,16 @@ impl Executor {
             .build()
             .expect("markers were checked in Executor::new")
             .with_session(self.session.clone());
-        let mut running = Runners::start();
-        let (live_tx, mut live_rx) = mpsc::unbounded_channel::<(CallIx, Live)>();
-        let mut summary = ResponseSummary::default();
+        let (live_tx, live_rx) = mpsc::unbounded_channel::<(CallIx, Live)>();
+        let mut turn = Response {
+            running: Runners::start(),
+            live_tx,
+            live_rx,
+            abort: self.abort.renew(),
+            summary: ResponseSummary::default(),
+        };
         let mut reading = true;
         let first = self.entries.len();
-        let abort = self.abort.renew();
         self.history.clear();
         self.history_bytes = 0;
         self.exclusive_waiting = None;
@@ -222,7 +237,7 @@ impl Executor {
                 // Live events first, so a call's progress is never reported
                 // after the call itself. Only running calls send them.
                 biased;
-                Some((ix, live)) = live_rx.recv(), if !running.is_empty() => {
+                Some((ix, live)) = turn.live_rx.recv(), if !turn.running.is_empty() => {
                     self.live(ix, live, &mut sink);
                 }
                 chunk = chunks.recv(), if reading => {
@@ -250,28 +265,22 @@ impl Executor {
                     // read: a model (or a file) that writes faster than the
                     // calls run would otherwise leave the runners idle,
                     // their successors waiting for the last chunk.
-                    self.settle_ended(None, &mut running, &mut live_rx, &mut actions, &mut summary, &mut sink);
+                    self.settle_ended(None, &mut turn, &mut actions, &mut sink);
                 }
-                Some(first) = running.next(), if !running.is_empty() => {
+                Some(first) = turn.running.next(), if !turn.running.is_empty() => {
                     // Every call that has ended by now, not just the first:
                     // one wake-up of this task settles them all and starts
                     // their successors together.
-                    self.settle_ended(Some(first), &mut running, &mut live_rx, &mut actions, &mut summary, &mut sink);
+                    self.settle_ended(Some(first), &mut turn, &mut actions, &mut sink);
                 }
                 else => break,
             }
-            self.carry_out(
-                actions,
-                &mut running,
-                &live_tx,
-                &abort,
-                &mut summary,
-                &mut sink,
-            );
+            self.carry_out(actions, &mut turn, &mut sink);
             // The calls started in this turn go out together.
-            running.flush();
+            turn.running.flush();
             self.report_waits(&mut sink);
         }
+        let mut summary = turn.summary;
         self.session = parser.session().clone();
         self.scheduler.next_response();
         // Calls that never ran (skipped) still hold their bodies.
@@ -292,24 +301,22 @@ impl Executor {
     fn settle_ended(
         &mut self,
         first: Option<Ended>,
-        running: &mut Runners,
-        live_rx: &mut mpsc::UnboundedReceiver<(CallIx, Live)>,
+        turn: &mut Response,
         actions: &mut Vec<Action>,
-        summary: &mut ResponseSummary,
         sink: &mut impl FnMut(ExecEvent),
     ) {
         let mut ended: Vec<Ended> = first.into_iter().collect();
-        while let Some(more) = running.try_next() {
+        while let Some(more) = turn.running.try_next() {
             ended.push(more);
         }
         if ended.is_empty() {
             return;
         }
-        while let Ok((ix, live)) = live_rx.try_recv() {
+        while let Ok((ix, live)) = turn.live_rx.try_recv() {
             self.live(ix, live, sink);
         }
         for ended in ended {
-            actions.extend(self.ended(ended, summary, sink));
+            actions.extend(self.ended(ended, &mut turn.summary, sink));
         }
     }
 
@@ -580,10 +587,7 @@ impl Executor {
     fn carry_out(
         &mut self,
         mut actions: Vec<Action>,
-        running: &mut Runners,
-        live: &mpsc::UnboundedSender<(CallIx, Live)>,
-        abort: &Arc<AtomicBool>,
-        summary: &mut ResponseSummary,
+        turn: &mut Response,
         sink: &mut impl FnMut(ExecEvent),
     ) {
         while !actions.is_empty() {
@@ -591,12 +595,12 @@ impl Executor {
             for action in actions {
                 match action {
                     Action::Start(ix) => {
-                        if let Some(ended) = self.start(ix, running, live, abort, sink) {
-                            next.extend(self.ended(ended, summary, sink));
+                        if let Some(ended) = self.start(ix, turn, sink) {
+                            next.extend(self.ended(ended, &mut turn.summary, sink));
                         }
                     }
                     Action::Skip(ix, reason) => {
-                        summary.skipped += 1;
+                        turn.summary.skipped += 1;
                         self.entries[ix].settled = true;
                         let entry = &self.entries[ix];
                         sink(ExecEvent::CallSkipped {
@@ -606,12 +610,12 @@ impl Executor {
                         });
                     }
                     Action::Fallback(ix, text) => {
-                        summary.succeeded += 1;
+                        turn.summary.succeeded += 1;
                         let outcome = Ok((OutcomeKind::Fallback, text));
                         self.record(ix, outcome, Finished::nothing(), sink);
                     }
                     Action::DuplicateId(ix) => {
-                        summary.failed += 1;
+                        turn.summary.failed += 1;
                         let message = format!(
                             "Error: {}",
                             schedule::duplicate_id_error(&self.entries[ix].call.invocation_id)
@@ -631,9 +635,7 @@ impl Executor {
     fn start(
         &mut self,
         ix: CallIx,
-        running: &mut Runners,
-        live: &mpsc::UnboundedSender<(CallIx, Live)>,
-        abort: &Arc<AtomicBool>,
+        turn: &mut Response,
         sink: &mut impl FnMut(ExecEvent),
     ) -> Option<Ended> {
         let at_once = |outcome| {
@@ -671,20 +673,20 @@ impl Executor {
             parameters: params.clone(),
             timeout_ms: timeout.map_or(0, |t| t.as_millis() as u64),
         });
-        let observer_tx = live.clone();
+        let observer_tx = turn.live_tx.clone();
         // Who answers a question, if the gadget asks one; the live view is
         // told before the person is asked.
         let human = self.human.clone().map(|human| -> Arc<dyn HumanInput> {
             Arc::new(Announced {
                 human,
-                live: live.clone(),
+                live: turn.live_tx.clone(),
                 ix,
             })
         });
         let options = call::CallOptions {
             invocation_id: entry.call.invocation_id.clone(),
             timeout,
-            cancel: Some(abort.clone()),
+            cancel: Some(turn.abort.clone()),
             observer: Some(Arc::new(move |event: &CallEvent| {
                 let _ = observer_tx.send((ix, Live::Call(event.clone())));
             })),
@@ -701,9 +703,10 @@ impl Executor {
             {
                 return Some(ended_of(ix, finished));
             }
-            running.spawn(ix, async move { ended_of(ix, finished.await) });
+            turn.running
+                .spawn(ix, async move { ended_of(ix, finished.await) });
         } else {
-            running.spawn(ix, async move {
+            turn.running.spawn(ix, async move {
                 ended_of(ix, call::run(tool, params, options).await)
             });
         }

@@ -38,18 +38,18 @@ impl wit_host::Host for CallState {
     }
 
     fn cancelled(&mut self) -> bool {
-        if self.externally_cancelled() {
-            self.aborted = true;
+        if self.time.externally_cancelled() {
+            self.time.aborted = true;
         }
         // Between epoch callbacks the flag may lag; read the clock too.
-        self.aborted || self.clock.now() >= self.deadline_epoch
+        self.time.aborted || self.time.clock.now() >= self.time.deadline_epoch
     }
 
     fn call_info(&mut self) -> wit::InvocationInfo {
         wit::InvocationInfo {
             invocation_id: self.invocation_id.clone(),
             gadget_name: self.gadget.clone(),
-            time_left_ms: self.deadline_epoch.saturating_sub(self.clock.now()),
+            time_left_ms: self.time.time_left_ms(),
         }
     }
 }

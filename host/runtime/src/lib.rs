@@ -21,6 +21,7 @@
 
 pub mod bindings;
 pub mod cache;
+mod deadline;
 pub mod describe;
 pub mod dirs;
 mod epoch;
@@ -45,11 +46,11 @@ mod specs;
 mod stdio;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, Store, UpdateDeadline};
+use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 pub use epoch::{EPOCH_TICK, EpochClock, EpochMode};
@@ -275,22 +276,8 @@ pub struct CallState {
     stderr: stdio::CappedPipe,
     gadget: String,
     invocation_id: String,
-    clock: EpochClock,
-    started_epoch: u64,
-    deadline_epoch: u64,
-    /// The same deadline on the wall clock. The epoch ticker can fall a
-    /// tick or two behind on a loaded machine, while a completion or an
-    /// HTTP request ends on a wall-clock timer: whether a call stopped at
-    /// its deadline asks both.
-    deadline: Instant,
-    hard_deadline_epoch: u64,
-    grace_ticks: u64,
-    /// The abort signal the gadget reads through `cancelled`.
-    aborted: bool,
-    /// Cancellation from outside (the run); raises the abort signal.
-    cancel: Option<Arc<AtomicBool>>,
-    /// The epoch callback trapped the call at the hard deadline.
-    timed_out: bool,
+    /// Its deadline, grace period and abort signal.
+    time: deadline::CallTime,
     /// Completions (the `llm` import), when granted.
     llm: Option<llm::LlmAccess>,
     /// Outbound HTTP (wasi:http), checked against the plugin's grants.
@@ -323,37 +310,7 @@ impl WasiView for CallState {
 
 impl CallState {
     fn elapsed_ms(&self) -> u64 {
-        self.clock.now().saturating_sub(self.started_epoch)
-    }
-
-    fn externally_cancelled(&self) -> bool {
-        self.cancel
-            .as_ref()
-            .is_some_and(|c| c.load(Ordering::Relaxed))
-    }
-
-    /// Runs at every epoch deadline: raise the abort signal at the
-    /// deadline, trap at deadline + grace, and otherwise yield so other
-    /// calls get the thread.
-    fn on_epoch_deadline(&mut self) -> UpdateDeadline {
-        let now = self.clock.now();
-        if self.externally_cancelled() && !self.aborted {
-            self.aborted = true;
-            self.hard_deadline_epoch = self.hard_deadline_epoch.min(now + self.grace_ticks);
-        }
-        if now >= self.hard_deadline_epoch {
-            self.timed_out = true;
-            return UpdateDeadline::Interrupt;
-        }
-        if now >= self.deadline_epoch {
-            self.aborted = true;
-        }
-        let next = if now < self.deadline_epoch {
-            self.deadline_epoch
-        } else {
-            self.hard_deadline_epoch
-        };
-        UpdateDeadline::Yield((next - now).clamp(1, YIELD_INTERVAL_TICKS))
+        self.time.elapsed_ms()
     }
 }
 
@@ -576,7 +533,7 @@ impl Runtime {
                 reason: format!("{error:#}"),
             }),
             Some(Err(Trapped(_)))
-                if store.data().limiter.budget_refused && !store.data().timed_out =>
+                if store.data().limiter.budget_refused && !store.data().time.timed_out =>
             {
                 Err(self.budget_error(&request.gadget))
             }
@@ -599,12 +556,8 @@ impl Runtime {
                 // from outside is reported as one.
                 wit::GadgetError::Cancelled => {
                     let state = store.data();
-                    let external = state
-                        .cancel
-                        .as_ref()
-                        .is_some_and(|cancel| cancel.load(Ordering::Relaxed));
-                    let deadline_passed = state.clock.now() >= state.deadline_epoch
-                        || Instant::now() >= state.deadline;
+                    let external = state.time.externally_cancelled();
+                    let deadline_passed = state.time.deadline_passed();
                     if !external && deadline_passed {
                         CallError::Timeout {
                             gadget: request.gadget.clone(),
@@ -761,13 +714,17 @@ impl Runtime {
             stderr,
             gadget: gadget.to_string(),
             invocation_id: invocation_id.to_string(),
-            clock,
-            started_epoch: now,
-            deadline_epoch: now + timeout_ticks,
-            deadline,
-            hard_deadline_epoch: now + timeout_ticks + grace_ticks,
-            grace_ticks,
-            aborted: false,
+            time: deadline::CallTime {
+                clock,
+                started_epoch: now,
+                deadline_epoch: now + timeout_ticks,
+                deadline,
+                hard_deadline_epoch: now + timeout_ticks + grace_ticks,
+                grace_ticks,
+                aborted: false,
+                cancel: cancel.clone(),
+                timed_out: false,
+            },
             llm: grants
                 .and_then(|g| g.grants.llm.clone())
                 .map(|grant| llm::LlmAccess {
@@ -784,16 +741,14 @@ impl Runtime {
                 grants: grants.cloned(),
                 requests: 0,
                 deadline,
-                cancel: cancel.clone(),
+                cancel,
                 notes,
             },
-            cancel,
-            timed_out: false,
             _activity: activity,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
-        store.epoch_deadline_callback(|mut ctx| Ok(ctx.data_mut().on_epoch_deadline()));
+        store.epoch_deadline_callback(|mut ctx| Ok(ctx.data_mut().time.on_epoch_deadline()));
         // The deadline is armed now, when the call starts (not when it was
         // queued); the first check comes at the first yield interval.
         store.set_epoch_deadline(YIELD_INTERVAL_TICKS.min(timeout_ticks));

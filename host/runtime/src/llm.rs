@@ -216,7 +216,7 @@ impl bindings::v0_2_0::gadget::plugin::llm::Host for CallState {
                 (role, m.content)
             })
             .collect();
-        let time_left = Duration::from_millis(self.deadline_epoch.saturating_sub(self.clock.now()));
+        let time_left = Duration::from_millis(self.time.time_left_ms());
         let done = llm::complete(
             &plugin,
             self.llm.as_ref(),
@@ -227,7 +227,7 @@ impl bindings::v0_2_0::gadget::plugin::llm::Host for CallState {
                 temperature: request.temperature,
             },
             time_left,
-            self.cancel.clone(),
+            self.time.cancel.clone(),
         )
         .await;
         let at = self.elapsed_ms();
@@ -276,7 +276,7 @@ impl bindings::v0_2_0::gadget::plugin::llm::Host for CallState {
                 self.ledger
                     .host_warning(format!("llm refused or failed: {note}"), at);
                 if matches!(error, wit_llm::LlmError::Deadline) {
-                    self.aborted = true;
+                    self.time.aborted = true;
                 }
                 Err(error)
             }

@@ -88,7 +88,7 @@ pub(crate) fn classify_trap(
             status: exit.0,
         };
     }
-    if state.timed_out || trap == Some(Trap::Interrupt) {
+    if state.time.timed_out || trap == Some(Trap::Interrupt) {
         return CallError::Timeout {
             gadget,
             timeout_ms: limits.timeout.as_millis() as u64,

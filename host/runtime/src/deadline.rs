@@ -1,0 +1,77 @@
+//! A call's time: its deadline on the epoch clock and the wall clock, the
+//! grace period after it, and the abort signal (raised at the deadline or
+//! from outside), as the epoch callback and the host imports read them.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use wasmtime::UpdateDeadline;
+
+use crate::{EpochClock, YIELD_INTERVAL_TICKS};
+
+/// One call's deadline and abort signal.
+pub(crate) struct CallTime {
+    pub(crate) clock: EpochClock,
+    pub(crate) started_epoch: u64,
+    pub(crate) deadline_epoch: u64,
+    /// The same deadline on the wall clock. The epoch ticker can fall a
+    /// tick or two behind on a loaded machine, while a completion or an
+    /// HTTP request ends on a wall-clock timer: whether a call stopped at
+    /// its deadline asks both.
+    pub(crate) deadline: Instant,
+    pub(crate) hard_deadline_epoch: u64,
+    pub(crate) grace_ticks: u64,
+    /// The abort signal the gadget reads through `cancelled`.
+    pub(crate) aborted: bool,
+    /// Cancellation from outside (the run); raises the abort signal.
+    pub(crate) cancel: Option<Arc<AtomicBool>>,
+    /// The epoch callback trapped the call at the hard deadline.
+    pub(crate) timed_out: bool,
+}
+
+impl CallTime {
+    pub(crate) fn elapsed_ms(&self) -> u64 {
+        self.clock.now().saturating_sub(self.started_epoch)
+    }
+
+    /// Milliseconds until the deadline (0 once it has passed).
+    pub(crate) fn time_left_ms(&self) -> u64 {
+        self.deadline_epoch.saturating_sub(self.clock.now())
+    }
+
+    pub(crate) fn externally_cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
+    }
+
+    /// The deadline has passed, on either clock.
+    pub(crate) fn deadline_passed(&self) -> bool {
+        self.clock.now() >= self.deadline_epoch || Instant::now() >= self.deadline
+    }
+
+    /// Runs at every epoch deadline: raise the abort signal at the
+    /// deadline, trap at deadline + grace, and otherwise yield so other
+    /// calls get the thread.
+    pub(crate) fn on_epoch_deadline(&mut self) -> UpdateDeadline {
+        let now = self.clock.now();
+        if self.externally_cancelled() && !self.aborted {
+            self.aborted = true;
+            self.hard_deadline_epoch = self.hard_deadline_epoch.min(now + self.grace_ticks);
+        }
+        if now >= self.hard_deadline_epoch {
+            self.timed_out = true;
+            return UpdateDeadline::Interrupt;
+        }
+        if now >= self.deadline_epoch {
+            self.aborted = true;
+        }
+        let next = if now < self.deadline_epoch {
+            self.deadline_epoch
+        } else {
+            self.hard_deadline_epoch
+        };
+        UpdateDeadline::Yield((next - now).clamp(1, YIELD_INTERVAL_TICKS))
+    }
+}

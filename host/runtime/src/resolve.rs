@@ -28,7 +28,21 @@ pub fn resolve(
     let mut grants = Grants::default();
     let mut notes = Vec::new();
 
-    // HTTP: each operator origin applies when some request covers it.
+    http(plugin, requested, policy, &mut grants, &mut notes);
+    config(plugin, requested, policy, env, &mut grants, &mut notes);
+    llm(plugin, requested, policy, &mut grants, &mut notes);
+    files(plugin, requested, policy, &mut grants, &mut notes);
+    (grants, notes)
+}
+
+/// HTTP: each operator origin applies when some request covers it.
+fn http(
+    plugin: &str,
+    requested: &Permissions,
+    policy: &PluginPolicy,
+    grants: &mut Grants,
+    notes: &mut Vec<String>,
+) {
     let requests: Vec<(String, HttpRequestRule)> = requested
         .http
         .iter()
@@ -75,8 +89,17 @@ pub fn resolve(
             .filter_map(|a| IpRange::parse(a).ok())
             .collect();
     }
+}
 
-    // Config: by key.
+/// Config: by key.
+fn config(
+    plugin: &str,
+    requested: &Permissions,
+    policy: &PluginPolicy,
+    env: &dyn Fn(&str) -> Option<String>,
+    grants: &mut Grants,
+    notes: &mut Vec<String>,
+) {
     for key in &requested.config {
         match policy.config.get(key) {
             None => notes.push(format!(
@@ -109,8 +132,16 @@ pub fn resolve(
             ));
         }
     }
+}
 
-    // LLM: the manifest asks, the operator names the models and budget.
+/// LLM: the manifest asks, the operator names the models and budget.
+fn llm(
+    plugin: &str,
+    requested: &Permissions,
+    policy: &PluginPolicy,
+    grants: &mut Grants,
+    notes: &mut Vec<String>,
+) {
     match (&policy.llm, requested.llm) {
         (Some(llm), true) => {
             grants.llm = Some(LlmGrant::new(
@@ -127,9 +158,17 @@ pub fn resolve(
         )),
         (None, false) => {}
     }
+}
 
-    // Files: each operator directory applies when the manifest asks for its
-    // guest path (or for `*`); the mode is the narrower of the two.
+/// Files: each operator directory applies when the manifest asks for its
+/// guest path (or for `*`); the mode is the narrower of the two.
+fn files(
+    plugin: &str,
+    requested: &Permissions,
+    policy: &PluginPolicy,
+    grants: &mut Grants,
+    notes: &mut Vec<String>,
+) {
     let mut files_met = vec![false; requested.files.len()];
     for grant in &policy.files {
         let guest = grant
@@ -223,5 +262,4 @@ pub fn resolve(
             ));
         }
     }
-    (grants, notes)
 }

@@ -181,9 +181,17 @@ impl Tools for Layered {
         self.first.find(name).or_else(|| self.then.find(name))
     }
 
+    /// Every tool as `find` would give it: one of `then` whose name
+    /// `first` also has (a plugin loaded by a later reload, say) is not
+    /// listed, since calls to the name reach `first`'s.
     fn all(&self) -> Vec<Arc<dyn Tool>> {
         let mut all = self.first.all();
-        all.extend(self.then.all());
+        all.extend(
+            self.then
+                .all()
+                .into_iter()
+                .filter(|tool| self.first.find(tool.name()).is_none()),
+        );
         all
     }
 
@@ -270,4 +278,35 @@ pub fn glob_matches(pattern: &str, name: &str) -> bool {
         }
     }
     pattern[p..].iter().all(|&c| c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::viewer::{OutputLimiter, OutputViewer};
+    use std::sync::Mutex;
+
+    fn viewer_box() -> Arc<dyn Tools> {
+        let limiter = Arc::new(Mutex::new(OutputLimiter::new(100)));
+        let mut tools = Toolbox::new();
+        let _ = tools.insert(Arc::new(OutputViewer::new(limiter)));
+        Arc::new(tools)
+    }
+
+    #[test]
+    fn layered_tools_list_a_name_once_as_find_resolves_it() {
+        let first = viewer_box();
+        let layered = Layered {
+            first: first.clone(),
+            then: viewer_box(),
+        };
+        let all = layered.all();
+        assert_eq!(all.len(), 1, "a name both sets have is listed once");
+        let found = layered.find(crate::viewer::VIEWER_NAME).unwrap();
+        assert!(Arc::ptr_eq(&all[0], &found));
+        assert!(Arc::ptr_eq(
+            &found,
+            &first.find(crate::viewer::VIEWER_NAME).unwrap()
+        ));
+    }
 }

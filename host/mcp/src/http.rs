@@ -303,6 +303,7 @@ async fn accept_until(
     let open = Arc::new(Semaphore::new(max_open));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
+    let mut at_cap = false;
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -318,11 +319,17 @@ async fn accept_until(
             _ = &mut shutdown => break,
         };
         let Ok(slot) = open.clone().try_acquire_owned() else {
-            tracing::warn!(
-                "refusing a connection from {peer}: {max_open} are open (MAX_OPEN_CONNECTIONS)"
-            );
+            // Once per stretch at the cap, not once per connection: a flood
+            // must not become a flood of log lines.
+            if !at_cap {
+                at_cap = true;
+                tracing::warn!(
+                    "refusing connections (the first from {peer}): {max_open} are open (MAX_OPEN_CONNECTIONS)"
+                );
+            }
             continue;
         };
+        at_cap = false;
         let service = TowerToHyperService::new(router.clone());
         let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {

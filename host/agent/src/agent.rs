@@ -170,6 +170,17 @@ pub enum AgentEvent {
     IterationEnd(IterationRecord),
 }
 
+/// A sub-agent's events travel inside its call's events as themselves.
+impl gadget_core::ledger::InnerEvent for AgentEvent {
+    fn to_json(&self) -> Value {
+        AgentEvent::to_json(self)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
 impl AgentEvent {
     /// The event as one JSON object: the executor's events as `gadget
     /// run --json` writes them, the loop's with `type`s of their own.

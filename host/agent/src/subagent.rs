@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use gadget_core::call::{CallError, CallReport, GadgetSpec, Outcome};
-use gadget_core::ledger::CallEvent;
+use gadget_core::ledger::{CallEvent, Nested};
 use gadget_core::limits::OwnTimeout;
 use gadget_core::params::ParamSchema;
 use gadget_core::render::Markers;
@@ -207,7 +207,7 @@ impl SubAgentTool {
                 return;
             }
             if let Some(observer) = &observer {
-                observer(&CallEvent::Nested(event.to_json()));
+                observer(&CallEvent::Nested(Nested::new(event.clone())));
             }
         });
         let mut agent = Agent::new(provider, executor, Markers::default(), config, forward);

@@ -452,8 +452,12 @@ async fn load(
     // What a plugin asked for and did not get (or was granted and did not
     // ask for): one line each, so an operator sees why a gadget lacks access.
     for plugin in registry.plugins() {
-        for note in &plugin.grant_notes {
-            eprintln!("warning: plugin '{}': {}", plugin.name, safe::safe(note));
+        for note in &plugin.report.grant_notes {
+            eprintln!(
+                "warning: plugin '{}': {}",
+                plugin.identity.name,
+                safe::safe(&note.to_string())
+            );
         }
     }
     if global.strict && !errors.is_empty() {

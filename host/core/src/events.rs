@@ -94,7 +94,7 @@ pub enum ExecEvent {
     Nested {
         id: String,
         gadget: String,
-        event: Value,
+        event: crate::ledger::Nested,
     },
     /// A gadget asked a person; the handler is asking.
     HumanInput {

@@ -72,9 +72,50 @@ pub enum CallEvent {
     Progress(String),
     Update(Update),
     Cost(f64),
-    /// An event of work the call runs inside itself (a sub-agent's loop),
-    /// as the JSON its own front end would print.
-    Nested(Value),
+    /// An event of work the call runs inside itself (a sub-agent's loop).
+    Nested(Nested),
+}
+
+/// An event of work a call runs inside itself (a sub-agent's loop), kept
+/// as its own type: this crate cannot name the types of the crates above
+/// it, so a front end that knows the type reads it back with
+/// [`Nested::downcast_ref`], and everyone else serialises it.
+pub trait InnerEvent: std::fmt::Debug + Send + Sync + 'static {
+    /// The event as its own front end writes it (`gadget agent --json`).
+    fn to_json(&self) -> Value;
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// One inner event, shared (cloned with its call's events, never copied).
+#[derive(Debug, Clone)]
+pub struct Nested(Arc<dyn InnerEvent>);
+
+impl Nested {
+    pub fn new(event: impl InnerEvent) -> Nested {
+        Nested(Arc::new(event))
+    }
+
+    /// The event as its own type, when it is a `T`.
+    pub fn downcast_ref<T: 'static>(&self) -> Option<&T> {
+        self.0.as_any().downcast_ref::<T>()
+    }
+
+    pub fn to_json(&self) -> Value {
+        self.0.to_json()
+    }
+}
+
+/// The same event, or one that reads the same.
+impl PartialEq for Nested {
+    fn eq(&self, other: &Nested) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.to_json() == other.to_json()
+    }
+}
+
+impl Serialize for Nested {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_json().serialize(serializer)
+    }
 }
 
 /// Receives a call's events as they happen (runs on the calling task: keep

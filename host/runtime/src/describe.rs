@@ -29,7 +29,7 @@ pub struct GadgetSummary<'a> {
     /// What its calls get (config by key only).
     pub granted_permissions: Value,
     /// Requests not granted and grants not applied.
-    pub permission_notes: &'a [String],
+    pub permission_notes: &'a [crate::resolve::GrantNote],
 }
 
 impl<'a> From<&'a WasmGadget> for GadgetSummary<'a> {
@@ -38,13 +38,13 @@ impl<'a> From<&'a WasmGadget> for GadgetSummary<'a> {
             name: &g.spec.name,
             label: g.spec.label.as_deref(),
             description: &g.spec.description,
-            plugin: &g.plugin.name,
+            plugin: &g.plugin.identity.name,
             timeout_ms: g.limits.timeout.as_millis() as u64,
             exclusive: g.spec.exclusive,
             max_concurrent: g.spec.max_concurrent,
-            requested_permissions: &g.plugin.requested_permissions,
-            granted_permissions: g.plugin.grants.grants.to_json(),
-            permission_notes: &g.plugin.grant_notes,
+            requested_permissions: &g.plugin.access.requested,
+            granted_permissions: g.plugin.access.grants.grants.to_json(),
+            permission_notes: &g.plugin.report.grant_notes,
         }
     }
 }
@@ -95,7 +95,7 @@ pub struct PluginJson<'a> {
     /// by key only: values never appear).
     pub granted_permissions: Value,
     /// Requests not granted and grants not applied.
-    pub permission_notes: &'a [String],
+    pub permission_notes: &'a [crate::resolve::GrantNote],
 }
 
 impl<'a> From<&'a WasmGadget> for GadgetDescription<'a> {
@@ -127,15 +127,15 @@ impl<'a> From<&'a WasmGadget> for GadgetDescription<'a> {
                 stdio_bytes: limits.stdio_bytes,
             },
             plugin: PluginJson {
-                name: &g.plugin.name,
-                version: &g.plugin.version,
-                description: &g.plugin.description,
-                path: g.plugin.source.path(),
-                component: &g.plugin.component_path,
-                sha256: &g.plugin.sha256,
-                requested_permissions: &g.plugin.requested_permissions,
-                granted_permissions: g.plugin.grants.grants.to_json(),
-                permission_notes: &g.plugin.grant_notes,
+                name: &g.plugin.identity.name,
+                version: &g.plugin.identity.version,
+                description: &g.plugin.identity.description,
+                path: g.plugin.artifact.source.path(),
+                component: &g.plugin.artifact.component_path,
+                sha256: &g.plugin.artifact.sha256,
+                requested_permissions: &g.plugin.access.requested,
+                granted_permissions: g.plugin.access.grants.grants.to_json(),
+                permission_notes: &g.plugin.report.grant_notes,
             },
         }
     }

@@ -47,7 +47,7 @@ impl WasmGadget {
             limits: self.limits.clone(),
             cancel: None,
             observer,
-            grants: Some(self.plugin.grants.clone()),
+            grants: Some(self.plugin.access.grants.clone()),
         };
         self.invoke_request(request).await
     }
@@ -78,7 +78,7 @@ impl Tool for WasmGadget {
     /// Its plugin's grants: what the manifest asks for AND the operator
     /// grants.
     fn access(&self) -> Access {
-        let grants = &self.plugin.grants.grants;
+        let grants = &self.plugin.access.grants.grants;
         Access {
             files: grants
                 .files
@@ -99,7 +99,7 @@ impl Tool for WasmGadget {
     }
 
     fn declared(&self) -> Declared {
-        let declared = &self.plugin.annotations;
+        let declared = &self.plugin.access.annotations;
         Declared {
             read_only: declared.read_only,
             destructive: declared.destructive,
@@ -120,7 +120,7 @@ impl Tool for WasmGadget {
             },
             cancel: call.cancel,
             observer: call.observer,
-            grants: Some(self.plugin.grants.clone()),
+            grants: Some(self.plugin.access.grants.clone()),
         };
         Box::pin(self.invoke_request(request))
     }

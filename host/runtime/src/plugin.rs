@@ -14,20 +14,114 @@ use crate::manifest::{self, Permissions};
 use crate::{GadgetSpec, PluginPre, Runtime};
 
 /// Why one plugin did not load: its path (directory or `.wasm`) and the reason.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[error("{}: {reason}", path.display())]
 pub struct LoadError {
     /// The plugin directory or `.wasm` file.
     pub path: PathBuf,
-    pub reason: String,
+    pub reason: LoadFailure,
 }
 
 impl LoadError {
-    pub(crate) fn new(path: &Path, reason: impl Into<String>) -> LoadError {
+    pub(crate) fn new(path: &Path, reason: impl Into<LoadFailure>) -> LoadError {
         LoadError {
             path: path.to_path_buf(),
             reason: reason.into(),
         }
+    }
+}
+
+/// What went wrong loading one plugin (or one of its gadgets).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadFailure {
+    #[error("no {} in this directory", manifest::MANIFEST_FILE)]
+    NoManifest,
+    #[error("no such file or directory")]
+    NotFound,
+    #[error("cannot read plugin directory: {0}")]
+    UnreadableDir(#[source] std::io::Error),
+    /// A bug: loading it panicked (the other plugins still load).
+    #[error("plugin loader task failed: {0}")]
+    LoaderFailed(String),
+    #[error(transparent)]
+    Manifest(#[from] manifest::ManifestError),
+    /// A bare `.wasm` whose file name makes no plugin name.
+    #[error("cannot name a plugin after this file: {0}")]
+    BadFileName(String),
+    #[error("component {}: {reason}", component.display())]
+    UnreadableComponent { component: PathBuf, reason: String },
+    #[error(
+        "sha256 mismatch for {}: plugin.toml pins {pinned}, the file is {actual}; refusing to load a component that is not the one pinned",
+        component.display()
+    )]
+    DigestMismatch {
+        component: PathBuf,
+        pinned: String,
+        actual: String,
+    },
+    #[error("{}: {message}", component.display())]
+    Compile { component: PathBuf, message: String },
+    /// Not a gadget component, or its specs could not be read.
+    #[error(transparent)]
+    Component(#[from] crate::RuntimeError),
+    #[error("the component provides no gadgets (its `specs` list is empty)")]
+    NoGadgets,
+    #[error(
+        "the component declares {count} gadgets, over the limit of {} per component",
+        crate::specs::MAX_GADGETS_PER_COMPONENT
+    )]
+    TooManyGadgets { count: usize },
+    #[error(
+        "the component's specs hold {bytes} bytes of text, over the limit of {}",
+        crate::specs::MAX_SPECS_TOTAL_BYTES
+    )]
+    SpecsTooLarge { bytes: usize },
+    #[error("every gadget of the component was refused: {}", join_refused(.0))]
+    EveryGadgetRefused(Vec<RefusedGadget>),
+    /// One gadget refused; the rest of its plugin loaded.
+    #[error(transparent)]
+    GadgetRefused(RefusedGadget),
+    #[error("a plugin named '{plugin}' is already loaded from {}", other.display())]
+    PluginNameTaken { plugin: String, other: PathBuf },
+    /// Two plugins serve one gadget name: neither does.
+    #[error("{}", contested(gadget, first.as_deref(), plugin, rule))]
+    NameContested {
+        gadget: String,
+        /// The plugin that had the name first, and where it came from
+        /// (none when the name was contested already).
+        first: Option<Box<(String, PathBuf)>>,
+        plugin: String,
+        rule: crate::policy::DenyRule,
+    },
+}
+
+/// A gadget of a component that was refused (a bad spec, a reserved name).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("gadget '{gadget}' refused: {reason}")]
+pub struct RefusedGadget {
+    /// Its name as shown (cut to the name limit, with `…`).
+    pub gadget: String,
+    pub reason: String,
+}
+
+fn join_refused(refused: &[RefusedGadget]) -> String {
+    let parts: Vec<String> = refused.iter().map(|r| r.to_string()).collect();
+    parts.join("; ")
+}
+
+fn contested(
+    gadget: &str,
+    first: Option<&(String, PathBuf)>,
+    plugin: &str,
+    rule: &crate::policy::DenyRule,
+) -> String {
+    match first {
+        Some((first, path)) => format!(
+            "gadget '{gadget}' refused in both plugin '{first}' ({}) and plugin '{plugin}': two plugins serve the name (compared case-insensitively) and neither may take it silently; give one a prefix with [plugins.{plugin}] prefix = \"...\" (or [plugins.{first}] prefix) in the policy file",
+            path.display(),
+        ),
+        None => format!("gadget '{gadget}' refused: the name is already {rule}"),
     }
 }
 
@@ -53,55 +147,95 @@ impl PluginSource {
             if path.join(manifest::MANIFEST_FILE).is_file() {
                 Ok(PluginSource::Dir(path.to_path_buf()))
             } else {
-                Err(LoadError::new(
-                    path,
-                    format!("no {} in this directory", manifest::MANIFEST_FILE),
-                ))
+                Err(LoadError::new(path, LoadFailure::NoManifest))
             }
         } else if path.is_file() {
             Ok(PluginSource::Wasm(path.to_path_buf()))
         } else {
-            Err(LoadError::new(path, "no such file or directory"))
+            Err(LoadError::new(path, LoadFailure::NotFound))
         }
     }
 }
 
-/// A loaded plugin.
+/// A loaded plugin: who it is, what was loaded, what it may touch, and
+/// what the loader has to tell the operator about it.
 pub struct Plugin {
-    pub name: String,
-    pub version: String,
-    pub description: String,
-    pub source: PluginSource,
-    pub component_path: PathBuf,
-    pub sha256: String,
-    pub component_bytes: u64,
-    /// What the plugin gets (its requests clamped to the ceilings).
-    pub limits: Limits,
-    /// What its manifest asks for.
-    pub requested_permissions: Permissions,
-    /// What its manifest says its gadgets do (for MCP clients).
-    pub annotations: crate::manifest::Annotations,
-    /// What its calls get: the requests AND the operator's grants.
-    pub grants: Arc<CallGrants>,
-    /// Requests not granted and grants not applied, one line each.
-    pub grant_notes: Vec<String>,
-    /// Notes for the operator: capped limits, long exclusive holds.
-    pub warnings: Vec<String>,
-    /// Gadgets the operator's `[gadgets]` rules do not serve: name, rule.
-    pub denied: Vec<(String, String)>,
-    /// Gadgets of this component that were refused (a bad spec, a reserved
-    /// name), each with the reason; the others loaded.
-    pub refused: Vec<String>,
-    /// The operator's prefix for its gadget names (policy file).
-    pub prefix: Option<String>,
-    pub cache: CacheOutcome,
-    pub load_time: Duration,
+    pub identity: Identity,
+    pub artifact: Artifact,
+    pub access: PluginAccess,
+    pub report: LoadReport,
     pub(crate) pre: PluginPre,
     /// The runtime whose engine compiled `pre`: calls must use it.
     pub(crate) runtime: Arc<Runtime>,
 }
 
+/// Who a plugin is: its manifest's name, version and description, and the
+/// operator's prefix for its gadget names.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub name: String,
+    pub version: String,
+    pub description: String,
+    /// The operator's prefix for its gadget names (policy file).
+    pub prefix: Option<String>,
+}
+
+/// What was loaded: where from, the component's digest and size, and how
+/// it was compiled.
+#[derive(Debug, Clone)]
+pub struct Artifact {
+    pub source: PluginSource,
+    pub component_path: PathBuf,
+    pub sha256: String,
+    pub component_bytes: u64,
+    pub cache: CacheOutcome,
+    pub load_time: Duration,
+}
+
+/// What the plugin's calls may touch and use.
+#[derive(Debug)]
+pub struct PluginAccess {
+    /// What the plugin gets (its requests clamped to the ceilings).
+    pub limits: Limits,
+    /// What its manifest asks for.
+    pub requested: Permissions,
+    /// What its manifest says its gadgets do (for MCP clients).
+    pub annotations: crate::manifest::Annotations,
+    /// What its calls get: the requests AND the operator's grants.
+    pub grants: Arc<CallGrants>,
+}
+
+/// What the loader has to tell the operator about a plugin that loaded.
+#[derive(Debug, Default)]
+pub struct LoadReport {
+    /// Requests not granted and grants not applied.
+    pub grant_notes: Vec<crate::resolve::GrantNote>,
+    /// Notes for the operator: capped limits, long exclusive holds, nested
+    /// directory grants.
+    pub warnings: Vec<String>,
+    /// Gadgets the operator's `[gadgets]` rules do not serve, and the rule.
+    pub denied: Vec<(String, crate::policy::DenyRule)>,
+    /// Gadgets of this component that were refused (a bad spec, a reserved
+    /// name), each with the reason; the others loaded.
+    pub refused: Vec<RefusedGadget>,
+}
+
 impl Plugin {
+    /// Its manifest's name (what `[plugins.NAME]` and `--grant` name).
+    pub fn name(&self) -> &str {
+        &self.identity.name
+    }
+
+    /// The directory or `.wasm` file it was loaded from.
+    pub fn source(&self) -> &PluginSource {
+        &self.artifact.source
+    }
+
+    /// What its calls get: the requests AND the operator's grants.
+    pub fn grants(&self) -> &Arc<CallGrants> {
+        &self.access.grants
+    }
+
     /// The contract version its component was built against.
     pub fn contract_version(&self) -> crate::bindings::ContractVersion {
         self.pre.version()
@@ -111,11 +245,9 @@ impl Plugin {
 impl std::fmt::Debug for Plugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Plugin")
-            .field("name", &self.name)
-            .field("version", &self.version)
-            .field("source", &self.source)
-            .field("sha256", &self.sha256)
-            .field("limits", &self.limits)
+            .field("identity", &self.identity)
+            .field("artifact", &self.artifact)
+            .field("limits", &self.access.limits)
             .finish_non_exhaustive()
     }
 }

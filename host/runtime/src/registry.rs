@@ -12,7 +12,8 @@ use gadget_core::render;
 use gadget_core::tool::{Tool, Tools};
 
 use crate::gadget::WasmGadget;
-use crate::plugin::{LoadError, LoadedGadget, Plugin};
+use crate::plugin::{LoadError, LoadFailure, LoadedGadget, Plugin};
+use crate::policy::DenyRule;
 use crate::{CallObserver, CallReport};
 
 /// Why a call was not started.
@@ -24,7 +25,7 @@ pub enum CallRejected {
         available: Vec<String>,
     },
     #[error("gadget '{name}' is {rule}")]
-    Denied { name: String, rule: String },
+    Denied { name: String, rule: DenyRule },
     #[error("{0}")]
     InvalidParameters(ValidationFailure),
 }
@@ -37,7 +38,7 @@ pub struct Registry {
     gadgets: BTreeMap<String, Arc<WasmGadget>>,
     /// Gadgets the operator's rules do not serve, and names more than one
     /// plugin claims, by lower-cased name: the served name and the rule.
-    denied: BTreeMap<String, (String, String)>,
+    denied: BTreeMap<String, (String, DenyRule)>,
     /// Names more than one plugin claims, by lower-cased name: the plugins.
     contested: BTreeMap<String, Vec<String>>,
     /// Every plugin name added, with where it came from (also of plugins
@@ -129,19 +130,20 @@ impl Registry {
         plugin: Arc<Plugin>,
         gadgets: Vec<LoadedGadget>,
     ) -> Vec<LoadError> {
-        if let Some(other) = self.plugin_names.get(&plugin.name) {
+        if let Some(other) = self.plugin_names.get(&plugin.identity.name) {
             return vec![LoadError::new(
-                plugin.source.path(),
-                format!(
-                    "a plugin named '{}' is already loaded from {}",
-                    plugin.name,
-                    other.display()
-                ),
+                plugin.artifact.source.path(),
+                LoadFailure::PluginNameTaken {
+                    plugin: plugin.identity.name.clone(),
+                    other: other.clone(),
+                },
             )];
         }
-        self.plugin_names
-            .insert(plugin.name.clone(), plugin.source.path().to_path_buf());
-        for (name, rule) in &plugin.denied {
+        self.plugin_names.insert(
+            plugin.identity.name.clone(),
+            plugin.artifact.source.path().to_path_buf(),
+        );
+        for (name, rule) in &plugin.report.denied {
             self.denied
                 .insert(name.to_lowercase(), (name.clone(), rule.clone()));
         }
@@ -176,28 +178,25 @@ impl Registry {
             };
             let claimants = self.contested.entry(key.clone()).or_default();
             if let Some(first) = &first {
-                claimants.push(first.name.clone());
+                claimants.push(first.identity.name.clone());
                 took_from_earlier = true;
             }
-            claimants.push(plugin.name.clone());
-            let quoted: Vec<String> = claimants.iter().map(|p| format!("'{p}'")).collect();
-            let rule = format!(
-                "claimed by plugins {}: none of them serves it until the policy file tells them apart with [plugins.NAME] prefix = \"...\"",
-                quoted.join(" and ")
-            );
-            let reason = match &first {
-                Some(first) => format!(
-                    "gadget '{}' refused in both plugin '{}' ({}) and plugin '{}': two plugins serve the name (compared case-insensitively) and neither may take it silently; give one a prefix with [plugins.{}] prefix = \"...\" (or [plugins.{}] prefix) in the policy file",
-                    spec.name,
-                    first.name,
-                    first.source.path().display(),
-                    plugin.name,
-                    plugin.name,
-                    first.name,
-                ),
-                None => format!("gadget '{}' refused: the name is already {rule}", spec.name),
+            claimants.push(plugin.identity.name.clone());
+            let rule = DenyRule::Contested {
+                plugins: claimants.clone(),
             };
-            errors.push(LoadError::new(plugin.source.path(), reason));
+            let reason = LoadFailure::NameContested {
+                gadget: spec.name.clone(),
+                first: first.as_ref().map(|first| {
+                    Box::new((
+                        first.identity.name.clone(),
+                        first.artifact.source.path().to_path_buf(),
+                    ))
+                }),
+                plugin: plugin.identity.name.clone(),
+                rule: rule.clone(),
+            };
+            errors.push(LoadError::new(plugin.artifact.source.path(), reason));
             self.denied.insert(key, (spec.name, rule));
         }
         // A plugin none of whose gadgets could be served is not loaded (an

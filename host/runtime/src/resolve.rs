@@ -14,6 +14,114 @@ use crate::dirs::{OpenedDir, WriteQuota};
 use crate::manifest::{FileMode, Permissions};
 use crate::policy::{ConfigSource, PluginPolicy};
 
+/// A request not met or a grant not (fully) applied, for the operator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GrantNote {
+    /// The manifest asks for `request` (`http https://api.example.com`,
+    /// `files /data (rw)`); the operator did not grant it. `how` is the
+    /// policy line (or flag) that would.
+    NotGranted { request: String, how: String },
+    /// The operator grants `grant` but the manifest does not ask for
+    /// `asked` (the grant itself, or the guest path it would fill).
+    NotAsked {
+        grant: String,
+        asked: Option<String>,
+    },
+    /// A granted config key reads an environment variable that is not set.
+    EnvNotSet { key: String, var: String },
+    /// A granted directory that cannot be used: why.
+    DirUnusable { host: String, why: DirProblem },
+    /// Two grants for one guest path: the first applies.
+    Twice { guest: String },
+    /// Manifest and grant differ in mode: the directory is read-only.
+    /// `by_operator` when the operator chose ro for an rw request.
+    ReadOnly { guest: String, by_operator: bool },
+}
+
+/// Why a granted directory cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DirProblem {
+    NotADirectory,
+    /// It cannot be resolved (it does not exist, or is unreadable).
+    Unresolvable(String),
+    /// It cannot be opened and held.
+    Unopenable(String),
+}
+
+impl GrantNote {
+    /// Whether the note is about something the manifest asks for and
+    /// does not get (the plugin may not work as it expects).
+    pub fn is_missing_grant(&self) -> bool {
+        matches!(
+            self,
+            GrantNote::NotGranted { .. }
+                | GrantNote::EnvNotSet { .. }
+                | GrantNote::DirUnusable { .. }
+        )
+    }
+}
+
+/// In JSON (`describe --json`), the sentence.
+impl serde::Serialize for GrantNote {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl std::fmt::Display for GrantNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GrantNote::NotGranted { request, how } => {
+                write!(f, "asks for {request}, not granted (grant it with {how})")
+            }
+            GrantNote::NotAsked { grant, asked } => write!(
+                f,
+                "{grant} is granted, but the manifest does not ask for {}: not applied",
+                asked.as_deref().unwrap_or("it")
+            ),
+            GrantNote::EnvNotSet { key, var } => write!(
+                f,
+                "config {key} is granted from ${var}, which is not set: not applied"
+            ),
+            GrantNote::DirUnusable { host, why } => match why {
+                DirProblem::NotADirectory => write!(
+                    f,
+                    "files {host} is granted but is not a directory: not applied"
+                ),
+                DirProblem::Unresolvable(e) => write!(
+                    f,
+                    "files {host} is granted but cannot be used ({e}): not applied"
+                ),
+                DirProblem::Unopenable(e) => write!(
+                    f,
+                    "files {host} is granted but cannot be opened ({e}): not applied"
+                ),
+            },
+            GrantNote::Twice { guest } => {
+                write!(
+                    f,
+                    "files: {guest} is granted twice; the first grant applies"
+                )
+            }
+            GrantNote::ReadOnly {
+                guest,
+                by_operator: false,
+            } => write!(
+                f,
+                "files {guest} is granted rw, but the manifest asks for ro: read-only"
+            ),
+            GrantNote::ReadOnly {
+                guest,
+                by_operator: true,
+            } => write!(
+                f,
+                "files {guest}: the manifest asks for rw, granted ro: read-only"
+            ),
+        }
+    }
+}
+
 /// What the manifest asks for AND the operator grants, and a note for each
 /// request not met and each grant not applied. `env` reads the host's
 /// environment (for `env = "VAR"` values).
@@ -22,7 +130,7 @@ pub fn resolve(
     requested: &Permissions,
     policy: Option<&PluginPolicy>,
     env: &dyn Fn(&str) -> Option<String>,
-) -> (Grants, Vec<String>) {
+) -> (Grants, Vec<GrantNote>) {
     let empty = PluginPolicy::default();
     let policy = policy.unwrap_or(&empty);
     let mut grants = Grants::default();
@@ -41,7 +149,7 @@ fn http(
     requested: &Permissions,
     policy: &PluginPolicy,
     grants: &mut Grants,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<GrantNote>,
 ) {
     let requests: Vec<(String, HttpRequestRule)> = requested
         .http
@@ -57,9 +165,10 @@ fn http(
             .filter(|&i| requests[i].1.covers(&rule))
             .collect();
         if covering.is_empty() {
-            notes.push(format!(
-                "http {text} is granted, but the manifest does not ask for it: not applied"
-            ));
+            notes.push(GrantNote::NotAsked {
+                grant: format!("http {text}"),
+                asked: None,
+            });
             continue;
         }
         for i in covering {
@@ -77,9 +186,10 @@ fn http(
                     text.trim_start_matches("https://")
                 )
             };
-            notes.push(format!(
-                "asks for http {text}, not granted (grant it with {how})"
-            ));
+            notes.push(GrantNote::NotGranted {
+                request: format!("http {text}"),
+                how,
+            });
         }
     }
     if !grants.http.origins.is_empty() {
@@ -98,22 +208,24 @@ fn config(
     policy: &PluginPolicy,
     env: &dyn Fn(&str) -> Option<String>,
     grants: &mut Grants,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<GrantNote>,
 ) {
     for key in &requested.config {
         match policy.config.get(key) {
-            None => notes.push(format!(
-                "asks for config {key}, not granted (grant it with [plugins.{plugin}] config = {{ {key} = {{ env = \"VAR\" }} }})"
-            )),
+            None => notes.push(GrantNote::NotGranted {
+                request: format!("config {key}"),
+                how: format!("[plugins.{plugin}] config = {{ {key} = {{ env = \"VAR\" }} }}"),
+            }),
             Some(ConfigSource { env: Some(var), .. }) => match env(var) {
                 Some(value) => grants.config.push(ConfigGrant {
                     key: key.clone(),
                     value,
                     secret: true,
                 }),
-                None => notes.push(format!(
-                    "config {key} is granted from ${var}, which is not set: not applied"
-                )),
+                None => notes.push(GrantNote::EnvNotSet {
+                    key: key.clone(),
+                    var: var.clone(),
+                }),
             },
             Some(ConfigSource {
                 value: Some(value), ..
@@ -127,9 +239,10 @@ fn config(
     }
     for key in policy.config.keys() {
         if !requested.config.contains(key) {
-            notes.push(format!(
-                "config {key} is granted, but the manifest does not ask for it: not applied"
-            ));
+            notes.push(GrantNote::NotAsked {
+                grant: format!("config {key}"),
+                asked: None,
+            });
         }
     }
 }
@@ -140,7 +253,7 @@ fn llm(
     requested: &Permissions,
     policy: &PluginPolicy,
     grants: &mut Grants,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<GrantNote>,
 ) {
     match (&policy.llm, requested.llm) {
         (Some(llm), true) => {
@@ -150,12 +263,16 @@ fn llm(
                 llm.max_usd_per_run,
             ))
         }
-        (Some(_), false) => notes.push(
-            "llm is granted, but the manifest does not ask for it: not applied".to_string(),
-        ),
-        (None, true) => notes.push(format!(
-            "asks for llm, not granted (grant it with [plugins.{plugin}] llm = {{ models = [\"openai:gpt-4o-mini\"], max-usd-per-call = 0.05 }} or --grant {plugin}:llm=openai:gpt-4o-mini)"
-        )),
+        (Some(_), false) => notes.push(GrantNote::NotAsked {
+            grant: "llm".into(),
+            asked: None,
+        }),
+        (None, true) => notes.push(GrantNote::NotGranted {
+            request: "llm".into(),
+            how: format!(
+                "[plugins.{plugin}] llm = {{ models = [\"openai:gpt-4o-mini\"], max-usd-per-call = 0.05 }} or --grant {plugin}:llm=openai:gpt-4o-mini"
+            ),
+        }),
         (None, false) => {}
     }
 }
@@ -167,7 +284,7 @@ fn files(
     requested: &Permissions,
     policy: &PluginPolicy,
     grants: &mut Grants,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<GrantNote>,
 ) {
     let mut files_met = vec![false; requested.files.len()];
     for grant in &policy.files {
@@ -181,54 +298,54 @@ fn files(
             .position(|r| r.path() == guest)
             .or_else(|| requested.files.iter().position(|r| r.path() == "*"));
         let Some(index) = request else {
-            notes.push(format!(
-                "files {} → {guest} is granted, but the manifest does not ask for {guest}: not applied",
-                grant.host.display()
-            ));
+            notes.push(GrantNote::NotAsked {
+                grant: format!("files {} → {guest}", grant.host.display()),
+                asked: Some(guest),
+            });
             continue;
         };
         if grants.files.iter().any(|f| f.guest == guest) {
-            notes.push(format!(
-                "files: {guest} is granted twice; the first grant applies"
-            ));
+            notes.push(GrantNote::Twice { guest });
             continue;
         }
         let host = match grant.host.canonicalize() {
             Ok(host) if host.is_dir() => host,
             Ok(_) => {
-                notes.push(format!(
-                    "files {} is granted but is not a directory: not applied",
-                    grant.host.display()
-                ));
+                notes.push(GrantNote::DirUnusable {
+                    host: grant.host.display().to_string(),
+                    why: DirProblem::NotADirectory,
+                });
                 continue;
             }
             Err(e) => {
-                notes.push(format!(
-                    "files {} is granted but cannot be used ({e}): not applied",
-                    grant.host.display()
-                ));
+                notes.push(GrantNote::DirUnusable {
+                    host: grant.host.display().to_string(),
+                    why: DirProblem::Unresolvable(e.to_string()),
+                });
                 continue;
             }
         };
         let wanted = requested.files[index].mode();
         let mode = wanted.min(grant.mode);
         if grant.mode == FileMode::ReadWrite && wanted == FileMode::ReadOnly {
-            notes.push(format!(
-                "files {guest} is granted rw, but the manifest asks for ro: read-only"
-            ));
+            notes.push(GrantNote::ReadOnly {
+                guest: guest.clone(),
+                by_operator: false,
+            });
         }
         if grant.mode == FileMode::ReadOnly && wanted == FileMode::ReadWrite {
-            notes.push(format!(
-                "files {guest}: the manifest asks for rw, granted ro: read-only"
-            ));
+            notes.push(GrantNote::ReadOnly {
+                guest: guest.clone(),
+                by_operator: true,
+            });
         }
         let opened = match OpenedDir::open(&host) {
             Ok(opened) => Arc::new(opened),
             Err(e) => {
-                notes.push(format!(
-                    "files {} is granted but cannot be opened ({e}): not applied",
-                    grant.host.display()
-                ));
+                notes.push(GrantNote::DirUnusable {
+                    host: grant.host.display().to_string(),
+                    why: DirProblem::Unopenable(e.to_string()),
+                });
                 continue;
             }
         };
@@ -255,11 +372,12 @@ fn files(
             } else {
                 request.path().to_string()
             };
-            notes.push(format!(
-                "asks for files {} ({}), not granted (grant it with [plugins.{plugin}] files = [{{ host = \"DIR\", guest = \"{guest}\" }}] or --grant {plugin}:files=DIR:{guest})",
-                request.path(),
-                request.mode()
-            ));
+            notes.push(GrantNote::NotGranted {
+                request: format!("files {} ({})", request.path(), request.mode()),
+                how: format!(
+                    "[plugins.{plugin}] files = [{{ host = \"DIR\", guest = \"{guest}\" }}] or --grant {plugin}:files=DIR:{guest}"
+                ),
+            });
         }
     }
 }

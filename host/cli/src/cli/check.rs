@@ -40,16 +40,16 @@ pub async fn check(
     };
     println!(
         "  ✓ manifest: {} {} — {}",
-        plugin.name,
-        plugin.version,
-        super::safe::safe(&plugin.description)
+        plugin.identity.name,
+        plugin.identity.version,
+        super::safe::safe(&plugin.identity.description)
     );
     println!(
         "  ✓ component: {} ({}, sha256 {}; {})",
-        plugin.component_path.display(),
-        human_bytes(plugin.component_bytes),
-        plugin.sha256,
-        match plugin.cache {
+        plugin.artifact.component_path.display(),
+        human_bytes(plugin.artifact.component_bytes),
+        plugin.artifact.sha256,
+        match plugin.artifact.cache {
             CacheOutcome::Hit => "loaded from the cache",
             CacheOutcome::Miss => "compiled and cached",
             CacheOutcome::Off => "compiled, not cached",
@@ -84,8 +84,8 @@ pub async fn check(
             println!("    ! no examples: models call gadgets more reliably with one");
         }
     }
-    let requested = &plugin.requested_permissions;
-    let granted = &plugin.grants.grants;
+    let requested = &plugin.access.requested;
+    let granted = &plugin.access.grants.grants;
     if !requested.is_empty() || !granted.is_empty() {
         let line = format!(
             "  ✓ permissions: asks for {}; granted {}",
@@ -94,22 +94,25 @@ pub async fn check(
         );
         println!("{}", super::safe::safe(&line));
     }
-    for note in &plugin.grant_notes {
-        println!("  ! {}", super::safe::safe(note));
+    for note in &plugin.report.grant_notes {
+        println!("  ! {}", super::safe::safe(&note.to_string()));
     }
-    for (name, rule) in &plugin.denied {
-        println!("  ! gadget {name}: {}", super::safe::safe(rule));
+    for (name, rule) in &plugin.report.denied {
+        println!(
+            "  ! gadget {name}: {}",
+            super::safe::safe(&rule.to_string())
+        );
     }
-    for warning in &plugin.warnings {
+    for warning in &plugin.report.warnings {
         println!("  ! {}", super::safe::safe(warning));
     }
-    for refused in &plugin.refused {
-        println!("  ✗ {}", super::safe::safe(refused));
+    for refused in &plugin.report.refused {
+        println!("  ✗ {}", super::safe::safe(&refused.to_string()));
     }
-    if !plugin.refused.is_empty() {
+    if !plugin.report.refused.is_empty() {
         println!(
             "FAIL ({} gadget(s) refused; the others load)",
-            plugin.refused.len()
+            plugin.report.refused.len()
         );
         return Ok(ExitCode::from(EXIT_FAILED));
     }

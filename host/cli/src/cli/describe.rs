@@ -83,19 +83,19 @@ pub fn describe(
     ));
     out.push_str(&format!(
         "Plugin: {} {} ({})\n",
-        g.plugin.name,
-        g.plugin.version,
-        g.plugin.source.path().display()
+        g.plugin.identity.name,
+        g.plugin.identity.version,
+        g.plugin.artifact.source.path().display()
     ));
-    let requested = &g.plugin.requested_permissions;
-    let granted = &g.plugin.grants.grants;
-    if !requested.is_empty() || !granted.is_empty() || !g.plugin.grant_notes.is_empty() {
+    let requested = &g.plugin.access.requested;
+    let granted = &g.plugin.access.grants.grants;
+    if !requested.is_empty() || !granted.is_empty() || !g.plugin.report.grant_notes.is_empty() {
         out.push_str(&format!(
             "Permissions asked for: {}\nPermissions granted: {}\n",
             requested.describe(),
             granted.describe()
         ));
-        for note in &g.plugin.grant_notes {
+        for note in &g.plugin.report.grant_notes {
             out.push_str(&format!("  ! {note}\n"));
         }
     }

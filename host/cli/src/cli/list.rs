@@ -53,11 +53,12 @@ pub fn list(registry: &Registry, tools: &dyn Tools, json: bool) -> Result<ExitCo
     // them looks as it always has.
     let agent_names = agents.iter().map(|a| a.name().len()).max().unwrap_or(0);
     let name_width = width(|g| g.spec.name.len(), "NAME").max(agent_names);
-    let plugin_width = width(|g| g.plugin.name.len(), "PLUGIN").max(if agents.is_empty() {
-        0
-    } else {
-        AGENT_COLUMN.len()
-    });
+    let plugin_width =
+        width(|g| g.plugin.identity.name.len(), "PLUGIN").max(if agents.is_empty() {
+            0
+        } else {
+            AGENT_COLUMN.len()
+        });
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
@@ -70,7 +71,7 @@ pub fn list(registry: &Registry, tools: &dyn Tools, json: bool) -> Result<ExitCo
             out,
             "{:name_width$}  {:plugin_width$}  {}",
             g.spec.name,
-            g.plugin.name,
+            g.plugin.identity.name,
             super::safe::safe(description)
         )?;
     }

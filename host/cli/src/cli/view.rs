@@ -15,8 +15,9 @@ use std::time::Duration;
 use anyhow::Result;
 use serde_json::json;
 
+use gadget_agent::AgentEvent;
 use gadget_core::call::OutcomeKind;
-use gadget_core::ledger::LogLevel;
+use gadget_core::ledger::{LogLevel, Nested};
 use gadget_exec::{ExecEvent, ResponseSummary};
 
 use super::safe::safe;
@@ -196,34 +197,36 @@ fn plain_line(event: &ExecEvent) -> Option<String> {
 
 /// What a person sees of an event inside a call (a sub-agent's loop):
 /// its requests and its calls' ends, deeper levels behind more arrows.
-fn nested_line(event: &serde_json::Value) -> Option<String> {
-    let text = |key: &str| event[key].as_str().unwrap_or_default().to_string();
-    match event["type"].as_str()? {
-        "llm_request" => Some(format!(
-            "asks {}:{} (iteration {})",
-            text("provider"),
-            text("model"),
-            event["iteration"]
-        )),
-        "call_finished" => {
-            let ended = match event["error"]["message"].as_str() {
-                Some(error) => format!("✗ {}", error.lines().next().unwrap_or_default()),
-                None => format!("✓ {}", shown(&text("result")).trim_start()),
+fn nested_line(event: &Nested) -> Option<String> {
+    match event.downcast_ref::<AgentEvent>()? {
+        AgentEvent::Request {
+            iteration,
+            provider,
+            model,
+            ..
+        } => Some(format!("asks {provider}:{model} (iteration {iteration})")),
+        AgentEvent::Exec(ExecEvent::CallFinished {
+            id,
+            gadget,
+            result,
+            error,
+            ..
+        }) => {
+            let ended = match error {
+                Some(error) => format!("✗ {}", error.message.lines().next().unwrap_or_default()),
+                None => format!(
+                    "✓ {}",
+                    shown(result.as_deref().unwrap_or_default()).trim_start()
+                ),
             };
-            Some(format!("{} ({}) {ended}", text("gadget"), text("id")))
+            Some(format!("{gadget} ({id}) {ended}"))
         }
-        "call_skipped" => Some(format!(
-            "{} ({}) skipped: {}",
-            text("gadget"),
-            text("id"),
-            text("reason")
-        )),
-        "nested" => Some(format!(
-            "{} ({}) ↳ {}",
-            text("gadget"),
-            text("id"),
-            nested_line(&event["event"])?
-        )),
+        AgentEvent::Exec(ExecEvent::CallSkipped { id, gadget, reason }) => {
+            Some(format!("{gadget} ({id}) skipped: {reason}"))
+        }
+        AgentEvent::Exec(ExecEvent::Nested { id, gadget, event }) => {
+            Some(format!("{gadget} ({id}) ↳ {}", nested_line(event)?))
+        }
         _ => None,
     }
 }
@@ -394,5 +397,56 @@ mod tests {
         let wide = shown(&"x".repeat(SHOWN_RESULT_CHARS + 10));
         assert_eq!(wide.chars().count(), SHOWN_RESULT_CHARS + 2);
         assert_eq!(shown("short"), "short");
+    }
+
+    /// A sub-agent's events are read as its own types, two levels deep.
+    #[test]
+    fn nested_events_are_shown_from_their_own_types() {
+        use gadget_core::call::OutcomeKind;
+        let finished = AgentEvent::Exec(ExecEvent::CallFinished {
+            id: "c1".into(),
+            gadget: "Calc".into(),
+            outcome: OutcomeKind::Result,
+            result: Some("  42".into()),
+            error: None,
+            details: None,
+            stored_output: None,
+            cost: 0.0,
+            duration_ms: 1.0,
+        });
+        let inner = AgentEvent::Exec(ExecEvent::Nested {
+            id: "r2".into(),
+            gadget: "Helper".into(),
+            event: Nested::new(finished),
+        });
+        let outer = ExecEvent::Nested {
+            id: "r1".into(),
+            gadget: "Researcher".into(),
+            event: Nested::new(inner),
+        };
+        assert_eq!(
+            plain_line(&outer).as_deref(),
+            Some("  ↳ Researcher (r1): Helper (r2) ↳ Calc (c1) ✓ 42\n")
+        );
+        let request = ExecEvent::Nested {
+            id: "r1".into(),
+            gadget: "Researcher".into(),
+            event: Nested::new(AgentEvent::Request {
+                iteration: 2,
+                provider: "openai".into(),
+                model: "m".into(),
+                system: None,
+                messages: vec![],
+                estimated_input_tokens: 0,
+            }),
+        };
+        assert_eq!(
+            plain_line(&request).as_deref(),
+            Some("  ↳ Researcher (r1): asks openai:m (iteration 2)\n")
+        );
+        // In JSON, the loop's own event as its front end writes it.
+        let json = serde_json::to_value(&request).unwrap();
+        assert_eq!(json["event"]["type"], "llm_request");
+        assert_eq!(json["event"]["iteration"], 2);
     }
 }

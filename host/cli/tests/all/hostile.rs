@@ -262,7 +262,10 @@ fn a_device_inside_the_plugin_is_refused_before_it_is_read() {
         .await
         .unwrap_err()
     });
-    assert!(error.reason.contains("is not a regular file"), "{error}");
+    assert!(
+        error.reason.to_string().contains("is not a regular file"),
+        "{error}"
+    );
 }
 
 #[test]

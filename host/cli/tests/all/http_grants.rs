@@ -363,7 +363,7 @@ async fn the_abort_signal_stops_a_request_in_flight() {
             limits: gadget.limits.clone(),
             cancel: Some(cancel),
             observer: None,
-            grants: Some(gadget.plugin.grants.clone()),
+            grants: Some(gadget.plugin.access.grants.clone()),
         })
         .await;
     let took = started.elapsed();

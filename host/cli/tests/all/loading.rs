@@ -90,7 +90,7 @@ async fn bad_plugins_each_give_one_error_and_the_good_one_loads() {
             .filter(|e| e.path == root.path().join(dir))
             .collect();
         assert_eq!(matching.len(), 1, "{dir}: {errors:#?}");
-        matching[0].reason.clone()
+        matching[0].reason.to_string()
     };
     assert!(
         reason_for("corrupt").contains("not a valid component"),
@@ -135,7 +135,7 @@ async fn a_matching_sha256_pin_loads() {
     );
     let (registry, errors) = load_dir(root.path(), &LoadOptions::default()).await;
     assert!(errors.is_empty(), "{errors:?}");
-    assert_eq!(registry.plugins()[0].sha256, sha);
+    assert_eq!(registry.plugins()[0].artifact.sha256, sha);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,15 +160,17 @@ async fn name_collisions_are_refused_case_insensitively() {
     assert!(
         second.iter().any(|e| e
             .reason
+            .to_string()
             .contains("gadget 'Echo' refused in both plugin 'first'")
-            && e.reason.contains("and plugin 'second'")
-            && e.reason.contains("[plugins.second] prefix")),
+            && e.reason.to_string().contains("and plugin 'second'")
+            && e.reason.to_string().contains("[plugins.second] prefix")),
         "{second:#?}"
     );
     let again = errors.iter().find(|e| e.path.ends_with("c-again")).unwrap();
     assert!(
         again
             .reason
+            .to_string()
             .contains("a plugin named 'first' is already loaded"),
         "{}",
         again.reason
@@ -207,8 +209,8 @@ async fn bare_wasm_files_are_plugins_with_default_limits() {
     let (registry, errors) = load_dir(root.path(), &LoadOptions::default()).await;
     assert!(errors.is_empty(), "{errors:?}");
     let plugin = &registry.plugins()[0];
-    assert_eq!(plugin.name, "misbehave-fixture");
-    assert_eq!(plugin.limits, gadget_host::limits::Limits::default());
+    assert_eq!(plugin.identity.name, "misbehave-fixture");
+    assert_eq!(plugin.access.limits, gadget_host::limits::Limits::default());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -227,11 +229,17 @@ async fn permissions_are_parsed_and_without_a_policy_nothing_is_granted() {
     assert!(errors.is_empty(), "{errors:?}");
     let plugin = &registry.plugins()[0];
     assert_eq!(
-        plugin.requested_permissions.http,
+        plugin.access.requested.http,
         vec!["api.example.com".to_string()]
     );
-    assert!(plugin.grants.grants.is_empty());
-    let notes = plugin.grant_notes.join("\n");
+    assert!(plugin.access.grants.grants.is_empty());
+    let notes: Vec<String> = plugin
+        .report
+        .grant_notes
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    let notes = notes.join("\n");
     assert!(
         notes.contains("asks for http api.example.com, not granted"),
         "{notes}"
@@ -274,11 +282,11 @@ async fn manifest_limits_are_applied_and_capped() {
     };
     let (registry, _) = load_dir(root.path(), &options).await;
     let plugin = &registry.plugins()[0];
-    assert_eq!(plugin.limits.memory_bytes, 4 << 20);
+    assert_eq!(plugin.access.limits.memory_bytes, 4 << 20);
     assert!(
-        plugin.warnings.iter().any(|w| w.contains("capped")),
+        plugin.report.warnings.iter().any(|w| w.contains("capped")),
         "{:?}",
-        plugin.warnings
+        plugin.report.warnings
     );
 }
 
@@ -301,9 +309,12 @@ async fn the_cache_is_written_then_hit_and_untrusted_entries_are_ignored() {
                 .0
         }
     };
-    assert_eq!(load(options.clone()).await.cache, CacheOutcome::Miss);
+    assert_eq!(
+        load(options.clone()).await.artifact.cache,
+        CacheOutcome::Miss
+    );
     let warm = load(options.clone()).await;
-    assert_eq!(warm.cache, CacheOutcome::Hit);
+    assert_eq!(warm.artifact.cache, CacheOutcome::Hit);
     // A component loaded from the cache works.
     let registry = common::load(&runtime, vec![source.clone()]).await;
     let report = registry
@@ -313,15 +324,21 @@ async fn the_cache_is_written_then_hit_and_untrusted_entries_are_ignored() {
     assert!(matches!(report.outcome, Ok(Outcome::Result { ref result, .. }) if result == "cached"));
 
     // An entry others can write is not trusted: it is recompiled instead.
-    let entry = cache.entry_path(runtime.engine(), &warm.sha256);
+    let entry = cache.entry_path(runtime.engine(), &warm.artifact.sha256);
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o666)).unwrap();
-    assert_eq!(load(options.clone()).await.cache, CacheOutcome::Miss);
+    assert_eq!(
+        load(options.clone()).await.artifact.cache,
+        CacheOutcome::Miss
+    );
     // A corrupt entry is a miss too, never a crash.
     std::fs::write(&entry, b"not precompiled code").unwrap();
     std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o600)).unwrap();
-    assert_eq!(load(options.clone()).await.cache, CacheOutcome::Miss);
-    assert_eq!(load(options).await.cache, CacheOutcome::Hit);
+    assert_eq!(
+        load(options.clone()).await.artifact.cache,
+        CacheOutcome::Miss
+    );
+    assert_eq!(load(options).await.artifact.cache, CacheOutcome::Hit);
     let mode = std::fs::metadata(cache.dir()).unwrap().permissions().mode();
     assert_eq!(mode & 0o077, 0, "cache directory is private: {mode:o}");
 }
@@ -335,5 +352,14 @@ async fn a_missing_plugin_directory_is_an_error_not_a_crash() {
     .await;
     assert!(registry.plugins().is_empty());
     assert_eq!(errors.len(), 1);
-    assert!(errors[0].reason.contains("cannot read plugin directory"));
+    assert!(matches!(
+        errors[0].reason,
+        gadget_runtime::loader::LoadFailure::UnreadableDir(_)
+    ));
+    assert!(
+        errors[0]
+            .reason
+            .to_string()
+            .contains("cannot read plugin directory")
+    );
 }

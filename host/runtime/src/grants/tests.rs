@@ -132,6 +132,7 @@ config = { API_KEY = { env = "TEST_KEY" }, UNITS = { value = "metric" }, OTHER =
     );
     assert_eq!(grants.config.len(), 2);
     assert_eq!(grants.secrets(), ["s3cret-value"]);
+    let notes: Vec<String> = notes.iter().map(|n| n.to_string()).collect();
     let notes = notes.join("\n");
     assert!(notes.contains("http https://evil.example.net is granted, but the manifest does not ask for it: not applied"), "{notes}");
     assert!(
@@ -185,6 +186,7 @@ fn directories_take_the_narrower_mode() {
     assert_eq!(grants.files.len(), 1);
     assert_eq!(grants.files[0].guest, "/data");
     assert_eq!(grants.files[0].mode, FileMode::ReadOnly);
+    let notes: Vec<String> = notes.iter().map(|n| n.to_string()).collect();
     let notes = notes.join("\n");
     assert!(
         notes.contains("granted rw, but the manifest asks for ro: read-only"),

@@ -28,7 +28,10 @@ use gadget_core::limits::{LimitCeilings, Limits, RequestedLimits};
 #[cfg(test)]
 mod tests;
 
-pub use crate::plugin::{LoadError, LoadedGadget, Plugin, PluginSource};
+pub use crate::plugin::{
+    Artifact, Identity, LoadError, LoadFailure, LoadReport, LoadedGadget, Plugin, PluginAccess,
+    PluginSource, RefusedGadget,
+};
 pub use crate::plugin_files::read_plugin_file;
 
 use crate::specs::spec_text_bytes;
@@ -114,10 +117,7 @@ pub fn discover(dirs: &[PathBuf]) -> (Vec<PluginSource>, Vec<LoadError>) {
         let entries = match std::fs::read_dir(dir) {
             Ok(entries) => entries,
             Err(e) => {
-                errors.push(LoadError::new(
-                    dir,
-                    format!("cannot read plugin directory: {e}"),
-                ));
+                errors.push(LoadError::new(dir, LoadFailure::UnreadableDir(e)));
                 continue;
             }
         };
@@ -180,7 +180,7 @@ pub async fn load_sources(
             // take the other plugins down with it.
             Err(e) => errors.push(LoadError::new(
                 Path::new("(loader)"),
-                format!("plugin loader task failed: {e}"),
+                LoadFailure::LoaderFailed(e.to_string()),
             )),
         }
     }
@@ -192,7 +192,7 @@ pub async fn load_sources(
     let names: Vec<&str> = loaded
         .iter()
         .filter_map(|(_, r)| r.as_ref().ok())
-        .map(|(p, _)| p.name.as_str())
+        .map(|(p, _)| p.identity.name.as_str())
         .collect();
     for name in options.plugins.keys() {
         if !names.contains(&name.as_str()) {
@@ -206,7 +206,7 @@ pub async fn load_sources(
         let plugins: Vec<(&str, &[crate::grants::DirGrant])> = loaded
             .iter()
             .filter_map(|(_, r)| r.as_ref().ok())
-            .map(|(p, _)| (p.name.as_str(), &p.grants.grants.files[..]))
+            .map(|(p, _)| (p.identity.name.as_str(), &p.access.grants.grants.files[..]))
             .collect();
         crate::dirs::nested_grant_notes(&plugins)
     };
@@ -218,23 +218,20 @@ pub async fn load_sources(
             .nth(which)
             .and_then(|(plugin, _)| Arc::get_mut(plugin))
         {
-            plugin.warnings.push(note);
+            plugin.report.warnings.push(note);
         }
     }
     let mut registry = Registry::default();
     for (_, result) in loaded {
         match result {
             Ok((plugin, gadgets)) => {
-                for warning in &plugin.warnings {
-                    tracing::warn!(plugin = %plugin.name, "{warning}");
+                for warning in &plugin.report.warnings {
+                    tracing::warn!(plugin = %plugin.identity.name, "{warning}");
                 }
-                let path = plugin.source.path().to_path_buf();
-                errors.extend(
-                    plugin
-                        .refused
-                        .iter()
-                        .map(|reason| LoadError::new(&path, reason.clone())),
-                );
+                let path = plugin.artifact.source.path().to_path_buf();
+                errors.extend(plugin.report.refused.iter().map(|refused| {
+                    LoadError::new(&path, LoadFailure::GadgetRefused(refused.clone()))
+                }));
                 errors.extend(registry.insert(plugin, gadgets));
             }
             Err(e) => errors.push(e),
@@ -253,9 +250,9 @@ pub async fn load_plugin(
 ) -> Result<(Arc<Plugin>, Vec<LoadedGadget>), LoadError> {
     let started = Instant::now();
     let path = source.path().to_path_buf();
-    let fail = |reason: String| LoadError::new(&path, reason);
+    let fail = |reason: LoadFailure| LoadError::new(&path, reason);
     let manifest = match &source {
-        PluginSource::Dir(dir) => Manifest::from_dir(dir).map_err(|e| fail(e.to_string()))?,
+        PluginSource::Dir(dir) => Manifest::from_dir(dir).map_err(|e| fail(e.into()))?,
         PluginSource::Wasm(file) => bare_manifest(file).map_err(fail)?,
     };
     let (root, component_path) = match &source {
@@ -265,26 +262,35 @@ pub async fn load_plugin(
             file.clone(),
         ),
     };
-    let bytes = read_plugin_file(&root, &component_path, MAX_COMPONENT_BYTES)
-        .map_err(|reason| fail(format!("component {}: {reason}", component_path.display())))?;
+    let bytes =
+        read_plugin_file(&root, &component_path, MAX_COMPONENT_BYTES).map_err(|reason| {
+            fail(LoadFailure::UnreadableComponent {
+                component: component_path.clone(),
+                reason,
+            })
+        })?;
     let size = bytes.len() as u64;
     let sha256 = cache::sha256_hex(&bytes);
     if let Some(pinned) = &manifest.sha256
         && !pinned.eq_ignore_ascii_case(&sha256)
     {
-        return Err(fail(format!(
-            "sha256 mismatch for {}: plugin.toml pins {pinned}, the file is {sha256}; refusing to load a component that is not the one pinned",
-            component_path.display()
-        )));
+        return Err(fail(LoadFailure::DigestMismatch {
+            component: component_path,
+            pinned: pinned.clone(),
+            actual: sha256,
+        }));
     }
 
     let (component, cache_outcome) =
         compile_cached(runtime, &manifest.name, &bytes, &sha256, options, progress)
             .await
-            .map_err(|e| fail(format!("{}: {e}", component_path.display())))?;
-    let pre = runtime
-        .prepare(&component)
-        .map_err(|e| fail(e.to_string()))?;
+            .map_err(|message| {
+                fail(LoadFailure::Compile {
+                    component: component_path.clone(),
+                    message,
+                })
+            })?;
+    let pre = runtime.prepare(&component).map_err(|e| fail(e.into()))?;
 
     let (limits, mut warnings) = options.ceilings.grant(&manifest.limits);
     let (grants, grant_notes) = crate::resolve::resolve(
@@ -296,23 +302,16 @@ pub async fn load_plugin(
     let grants = Arc::new(CallGrants::new(&manifest.name, grants));
     let specs = read_specs_cached(runtime, &pre, &limits, &sha256, options)
         .await
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| fail(e.into()))?;
     if specs.is_empty() {
-        return Err(fail(
-            "the component provides no gadgets (its `specs` list is empty)".into(),
-        ));
+        return Err(fail(LoadFailure::NoGadgets));
     }
     if specs.len() > MAX_GADGETS_PER_COMPONENT {
-        return Err(fail(format!(
-            "the component declares {} gadgets, over the limit of {MAX_GADGETS_PER_COMPONENT} per component",
-            specs.len()
-        )));
+        return Err(fail(LoadFailure::TooManyGadgets { count: specs.len() }));
     }
     let total: usize = specs.iter().map(spec_text_bytes).sum();
     if total > MAX_SPECS_TOTAL_BYTES {
-        return Err(fail(format!(
-            "the component's specs hold {total} bytes of text, over the limit of {MAX_SPECS_TOTAL_BYTES}"
-        )));
+        return Err(fail(LoadFailure::SpecsTooLarge { bytes: total }));
     }
     let prefix = options
         .plugins
@@ -359,7 +358,10 @@ pub async fn load_plugin(
                 } else {
                     ""
                 };
-                refused.push(format!("gadget '{shown}{cut}' refused: {reason}"));
+                refused.push(RefusedGadget {
+                    gadget: format!("{shown}{cut}"),
+                    reason,
+                });
                 continue;
             }
         };
@@ -395,10 +397,7 @@ pub async fn load_plugin(
     // A plugin whose every gadget the operator denies still loads (with
     // nothing to serve): that is the operator's choice, not an error.
     if gadgets.is_empty() && denied.is_empty() {
-        return Err(fail(format!(
-            "every gadget of the component was refused: {}",
-            refused.join("; ")
-        )));
+        return Err(fail(LoadFailure::EveryGadgetRefused(refused)));
     }
     // A plugin with an exclusive gadget has its calls counted as a group,
     // so that gadget waits for (and holds) the plugin's calls only.
@@ -409,24 +408,32 @@ pub async fn load_plugin(
         }
     }
     let plugin = Plugin {
-        name: manifest.name,
-        version: manifest.version,
-        description: manifest.description,
-        source,
-        component_path,
-        sha256,
-        component_bytes: size,
-        limits,
-        requested_permissions: manifest.permissions,
-        annotations: manifest.annotations,
-        grants,
-        grant_notes,
-        warnings,
-        refused,
-        denied,
-        prefix,
-        cache: cache_outcome,
-        load_time: started.elapsed(),
+        identity: Identity {
+            name: manifest.name,
+            version: manifest.version,
+            description: manifest.description,
+            prefix,
+        },
+        artifact: Artifact {
+            source,
+            component_path,
+            sha256,
+            component_bytes: size,
+            cache: cache_outcome,
+            load_time: started.elapsed(),
+        },
+        access: PluginAccess {
+            limits,
+            requested: manifest.permissions,
+            annotations: manifest.annotations,
+            grants,
+        },
+        report: LoadReport {
+            grant_notes,
+            warnings,
+            denied,
+            refused,
+        },
         pre,
         runtime: runtime.clone(),
     };
@@ -471,13 +478,13 @@ async fn read_specs_cached(
 }
 
 /// A bare `.wasm` plugin: named after its file, default limits, nothing granted.
-fn bare_manifest(file: &Path) -> Result<Manifest, String> {
+fn bare_manifest(file: &Path) -> Result<Manifest, LoadFailure> {
     let stem = file
         .file_stem()
         .and_then(|s| s.to_str())
         .unwrap_or_default();
     let name = manifest::normalize_plugin_name(stem)
-        .map_err(|e| format!("cannot name a plugin after this file: {e}"))?;
+        .map_err(|e| LoadFailure::BadFileName(e.to_string()))?;
     Ok(Manifest {
         name,
         version: "0.0.0".into(),

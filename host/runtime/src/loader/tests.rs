@@ -115,7 +115,10 @@ async fn an_oversized_component_file_is_refused_before_it_is_read() {
     .await
     .unwrap_err();
     assert!(
-        error.reason.contains("over the 268435456-byte limit"),
+        error
+            .reason
+            .to_string()
+            .contains("over the 268435456-byte limit"),
         "{error}"
     );
 }

@@ -149,19 +149,43 @@ pub struct GadgetRules {
 
 impl GadgetRules {
     /// `Err` with the rule that refuses the gadget.
-    pub fn check(&self, name: &str) -> Result<(), String> {
+    pub fn check(&self, name: &str) -> Result<(), DenyRule> {
         if let Some(pattern) = self.deny.iter().find(|p| glob_matches(p, name)) {
-            return Err(format!(
-                "denied by the operator's policy ([gadgets] deny = \"{pattern}\")"
-            ));
+            return Err(DenyRule::Denied {
+                pattern: pattern.clone(),
+            });
         }
         match &self.allow {
             Some(allow) if !allow.iter().any(|p| glob_matches(p, name)) => {
-                Err("not in the operator's [gadgets] allow list".to_string())
+                Err(DenyRule::NotAllowed)
             }
             _ => Ok(()),
         }
     }
+}
+
+/// Why a loaded gadget is not served: the rule, as the sentence "gadget
+/// 'X' is {rule}" completes it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DenyRule {
+    /// A `[gadgets] deny` pattern matches it.
+    #[error("denied by the operator's policy ([gadgets] deny = \"{pattern}\")")]
+    Denied { pattern: String },
+    /// A `[gadgets] allow` list is given and no pattern in it matches.
+    #[error("not in the operator's [gadgets] allow list")]
+    NotAllowed,
+    /// More than one plugin serves the name (compared case-insensitively).
+    #[error(
+        "claimed by plugins {}: none of them serves it until the policy file tells them apart with [plugins.NAME] prefix = \"...\"",
+        quoted_and(plugins)
+    )]
+    Contested { plugins: Vec<String> },
+}
+
+fn quoted_and(plugins: &[String]) -> String {
+    let quoted: Vec<String> = plugins.iter().map(|p| format!("'{p}'")).collect();
+    quoted.join(" and ")
 }
 
 pub use gadget_core::tool::glob_matches;

@@ -13,7 +13,7 @@
 //! 4. 100 independent calls to a gadget that sleeps 200 ms: the wall time
 //!    should be near one sleep, not a hundred.
 //!
-//! Run: `cargo bench -p gadget-host --bench executor` (needs the guests
+//! Run: `cargo bench -p gadget-exec --bench executor` (needs the guests
 //! built: `scripts/build-guests.sh`).
 
 /// The `gadget` binary's allocator (host/cli/src/main.rs), so the figures
@@ -25,10 +25,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gadget_host::executor::{ExecConfig, ExecEvent, Executor};
-use gadget_host::loader::{self, LoadOptions, NoProgress, Registry};
-use gadget_host::runtime::{Runtime, RuntimeConfig};
-use gadget_host::schedule::{CallSpec, DependencyPolicy, ScheduleConfig, Scheduler};
+use gadget_core::schedule::{CallSpec, DependencyPolicy, ScheduleConfig, Scheduler};
+use gadget_exec::{ExecConfig, ExecEvent, Executor};
+use gadget_runtime::loader::{self, LoadOptions, NoProgress, Registry};
+use gadget_runtime::{Runtime, RuntimeConfig};
 use serde_json::json;
 
 const CALLS: usize = 10_000;

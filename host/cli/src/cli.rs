@@ -91,6 +91,9 @@ struct GlobalArgs {
     /// More logging on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// No notes or warnings on stderr (errors only).
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -204,7 +207,7 @@ pub fn main() -> ExitCode {
         return compile::child();
     }
     let cli = Cli::parse();
-    init_tracing(cli.global.verbose);
+    init_tracing(cli.global.verbose, cli.global.quiet);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -236,8 +239,9 @@ pub fn main() -> ExitCode {
 /// The crates whose debug and trace events carry a gadget's raw data.
 const GUEST_DATA_TARGETS: [&str; 3] = ["wasmtime_wasi", "wasmtime_wasi_http", "wasmtime_wasi_io"];
 
-fn init_tracing(verbose: u8) {
+fn init_tracing(verbose: u8, quiet: bool) {
     let default = match verbose {
+        0 if quiet => "error",
         0 => "warn",
         1 => "info",
         2 => "debug",
@@ -257,6 +261,8 @@ fn init_tracing(verbose: u8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, not in a log file.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
 }
@@ -359,7 +365,12 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::List { json } => {
             let host = host!(Calls::Few);
-            list::list(&host.registry, &*host.tools(&policy)?, *json)
+            list::list(
+                &host.registry,
+                &*host.tools(&policy)?,
+                *json,
+                cli.global.quiet,
+            )
         }
         Command::Describe { name, json } => {
             let host = host!(Calls::Few);
@@ -449,10 +460,11 @@ async fn load(
             safe::safe(&error.to_string())
         );
     }
-    // What a plugin asked for and did not get (or was granted and did not
-    // ask for): one line each, so an operator sees why a gadget lacks access.
-    for plugin in registry.plugins() {
-        for note in &plugin.report.grant_notes {
+    // A grant given and not applied is a mistake in the policy: one line
+    // each. A request not granted is not (a shipped plugin that merely
+    // lacks a grant): `list`, `check` and a call to its gadgets say it.
+    for plugin in registry.plugins().iter().filter(|_| !global.quiet) {
+        for note in plugin.report.grant_notes.iter().filter(|n| n.is_warning()) {
             eprintln!(
                 "warning: plugin '{}': {}",
                 plugin.identity.name,

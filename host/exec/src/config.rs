@@ -34,6 +34,11 @@ pub struct ExecConfig {
     /// viewer) off. Default: 15% of a 128k-token window at 4 characters
     /// per token, 76,800.
     pub output_limit: Option<usize>,
+    /// Text outside blocks as it arrives (several `Text` events per
+    /// segment, concatenating to it) rather than one event per segment
+    /// once it has ended: for people watching. Off by default, so event
+    /// streams (`--json`, the history) keep llmist's shape.
+    pub text_deltas: bool,
 }
 
 impl Default for ExecConfig {
@@ -48,6 +53,7 @@ impl Default for ExecConfig {
                 viewer::DEFAULT_CONTEXT_WINDOW_TOKENS,
                 viewer::DEFAULT_OUTPUT_LIMIT_PERCENT,
             )),
+            text_deltas: false,
         }
     }
 }

@@ -203,6 +203,7 @@ impl Executor {
             .start_marker(&self.config.markers.start)
             .end_marker(&self.config.markers.end)
             .arg_marker(&self.config.markers.arg)
+            .text_deltas(self.config.text_deltas)
     }
 
     /// Runs one response: reads `chunks` until it ends (or the scheduler

@@ -30,6 +30,9 @@ pub struct GadgetSummary<'a> {
     pub granted_permissions: Value,
     /// Requests not granted and grants not applied.
     pub permission_notes: &'a [crate::resolve::GrantNote],
+    /// Whether models and clients are offered it: false while its plugin
+    /// lacks a grant it asks for (`permission_notes` says which).
+    pub available: bool,
 }
 
 impl<'a> From<&'a WasmGadget> for GadgetSummary<'a> {
@@ -45,6 +48,7 @@ impl<'a> From<&'a WasmGadget> for GadgetSummary<'a> {
             requested_permissions: &g.plugin.access.requested,
             granted_permissions: g.plugin.access.grants.grants.to_json(),
             permission_notes: &g.plugin.report.grant_notes,
+            available: g.plugin.is_available(),
         }
     }
 }
@@ -61,6 +65,8 @@ pub struct GadgetDescription<'a> {
     pub max_concurrent: Option<u32>,
     pub limits: LimitsJson,
     pub plugin: PluginJson<'a>,
+    /// Whether models and clients are offered it (see [`GadgetSummary`]).
+    pub available: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -137,6 +143,7 @@ impl<'a> From<&'a WasmGadget> for GadgetDescription<'a> {
                 granted_permissions: g.plugin.access.grants.grants.to_json(),
                 permission_notes: &g.plugin.report.grant_notes,
             },
+            available: g.plugin.is_available(),
         }
     }
 }

@@ -9,7 +9,7 @@ use gadget_core::params::ParamSchema;
 use gadget_core::tool::{BoxFuture, Tool, ToolCall};
 
 use crate::plugin::Plugin;
-use crate::{CallObserver, CallReport, CallRequest, GadgetSpec};
+use crate::{CallError, CallObserver, CallReport, CallRequest, GadgetSpec};
 
 /// One gadget, ready to call.
 #[derive(Debug)]
@@ -122,6 +122,26 @@ impl Tool for WasmGadget {
             observer: call.observer,
             grants: Some(self.plugin.access.grants.clone()),
         };
-        Box::pin(self.invoke_request(request))
+        Box::pin(async move {
+            let mut report = self.invoke_request(request).await;
+            // A plugin granted none of what it asks for is not offered; one
+            // called anyway (by name) most likely failed for want of it.
+            if !self.plugin.is_available()
+                && let Err(CallError::Failed { message } | CallError::InvalidArguments { message }) =
+                    &mut report.outcome
+            {
+                let missing: Vec<String> = self
+                    .plugin
+                    .missing_grants()
+                    .map(|n| n.to_string())
+                    .collect();
+                message.push_str(&format!(
+                    "\n(plugin '{}' is granted none of what it asks for: {})",
+                    self.plugin.identity.name,
+                    missing.join("; ")
+                ));
+            }
+            report
+        })
     }
 }

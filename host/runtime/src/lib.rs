@@ -42,6 +42,7 @@ mod pool;
 pub mod registry;
 mod requests;
 pub mod resolve;
+pub mod sensitive;
 mod specs;
 mod stdio;
 

@@ -236,6 +236,24 @@ impl Plugin {
         &self.access.grants
     }
 
+    /// What its manifest asks for and does not get.
+    pub fn missing_grants(&self) -> impl Iterator<Item = &crate::resolve::GrantNote> {
+        self.report
+            .grant_notes
+            .iter()
+            .filter(|note| note.is_missing_grant())
+    }
+
+    /// Whether its gadgets are offered (prompt, MCP `tools/list`) and
+    /// callable: it asks for nothing, or the operator granted it some of
+    /// what it asks for. A plugin granted none of it (a shipped `files`
+    /// with no directory) could only fail; a call to one of its gadgets
+    /// says what to grant. One granted part of its requests is the
+    /// operator's choice: it is served, and `check` lists the rest.
+    pub fn is_available(&self) -> bool {
+        self.access.requested.is_empty() || !self.access.grants.grants.is_empty()
+    }
+
     /// The contract version its component was built against.
     pub fn contract_version(&self) -> crate::bindings::ContractVersion {
         self.pre.version()

@@ -76,6 +76,12 @@ impl Registry {
         self.gadgets.values().map(|g| g.spec.name.clone()).collect()
     }
 
+    /// Gadgets that can be called now (loaded, and their plugin has every
+    /// grant it asks for), in name order: what models and clients are offered.
+    pub fn available(&self) -> impl Iterator<Item = &Arc<WasmGadget>> {
+        self.gadgets.values().filter(|g| g.plugin.is_available())
+    }
+
     /// Why `name` cannot be called: denied by the operator, or unknown.
     pub fn rejection(&self, name: &str) -> CallRejected {
         match self.denied.get(&name.to_lowercase()) {
@@ -218,19 +224,22 @@ impl Registry {
 }
 
 impl Tools for Registry {
+    /// Any loaded gadget, offered or not: a direct call (`gadget call`,
+    /// a client that knows the name) runs it, and fails at the door it
+    /// lacks, saying what to grant.
     fn find(&self, name: &str) -> Option<Arc<dyn Tool>> {
         self.get(name).map(|g| g.clone() as Arc<dyn Tool>)
     }
 
+    /// What models and clients are offered: available gadgets only.
     fn all(&self) -> Vec<Arc<dyn Tool>> {
-        self.gadgets
-            .values()
+        self.available()
             .map(|g| g.clone() as Arc<dyn Tool>)
             .collect()
     }
 
     fn names(&self) -> Vec<String> {
-        Registry::names(self)
+        self.available().map(|g| g.spec.name.clone()).collect()
     }
 
     fn refusal(&self, name: &str) -> String {

@@ -3,6 +3,7 @@
 //! Above both the policy and the grants' types (it reads one and makes the
 //! other), so neither depends on it.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::grants::{
@@ -32,6 +33,13 @@ pub enum GrantNote {
     EnvNotSet { key: String, var: String },
     /// A granted directory that cannot be used: why.
     DirUnusable { host: String, why: DirProblem },
+    /// A granted directory that is, holds or lies in the policy's tree or
+    /// the user's credential directories, without `sensitive = true`.
+    Sensitive {
+        plugin: String,
+        host: String,
+        why: String,
+    },
     /// Two grants for one guest path: the first applies.
     Twice { guest: String },
     /// Manifest and grant differ in mode: the directory is read-only.
@@ -51,14 +59,38 @@ pub enum DirProblem {
 
 impl GrantNote {
     /// Whether the note is about something the manifest asks for and
-    /// does not get (the plugin may not work as it expects).
+    /// does not get: such a plugin is unavailable until it is granted.
+    /// (An unusable or refused directory is said by its own note, and its
+    /// request, if nothing else met it, by a `NotGranted` one.)
     pub fn is_missing_grant(&self) -> bool {
         matches!(
             self,
-            GrantNote::NotGranted { .. }
-                | GrantNote::EnvNotSet { .. }
-                | GrantNote::DirUnusable { .. }
+            GrantNote::NotGranted { .. } | GrantNote::EnvNotSet { .. }
         )
+    }
+
+    /// Whether the operator should hear of it at load: a grant given and
+    /// not applied (a mistake in the policy). A request not granted makes
+    /// the plugin unavailable instead (`list`, `check`, a call say so); a
+    /// mode narrowed to read-only is a choice, not a problem.
+    pub fn is_warning(&self) -> bool {
+        !self.is_missing_grant() && !matches!(self, GrantNote::ReadOnly { .. })
+    }
+
+    /// The door a missing grant is for (`files`, `http`, `llm`, `config
+    /// KEY`), short enough for a table column.
+    pub fn door(&self) -> &str {
+        match self {
+            GrantNote::NotGranted { request, .. } => {
+                request.split_whitespace().next().unwrap_or_default()
+            }
+            GrantNote::EnvNotSet { .. } => "config",
+            GrantNote::NotAsked { grant, .. } => grant.as_str(),
+            GrantNote::DirUnusable { .. }
+            | GrantNote::Sensitive { .. }
+            | GrantNote::Twice { .. }
+            | GrantNote::ReadOnly { .. } => "files",
+        }
     }
 }
 
@@ -77,7 +109,7 @@ impl std::fmt::Display for GrantNote {
             }
             GrantNote::NotAsked { grant, asked } => write!(
                 f,
-                "{grant} is granted, but the manifest does not ask for {}: not applied",
+                "{grant} is granted, but the manifest does not ask for {}: not applied (the plugin's plugin.toml must ask for it under [permissions]; granting it again changes nothing)",
                 asked.as_deref().unwrap_or("it")
             ),
             GrantNote::EnvNotSet { key, var } => write!(
@@ -98,6 +130,10 @@ impl std::fmt::Display for GrantNote {
                     "files {host} is granted but cannot be opened ({e}): not applied"
                 ),
             },
+            GrantNote::Sensitive { plugin, host, why } => write!(
+                f,
+                "files {host} is refused: {why}; grant a narrower directory, or say sensitive = true in its [plugins.{plugin}] files entry if this is meant"
+            ),
             GrantNote::Twice { guest } => {
                 write!(
                     f,
@@ -129,6 +165,7 @@ pub fn resolve(
     plugin: &str,
     requested: &Permissions,
     policy: Option<&PluginPolicy>,
+    policy_file: Option<&Path>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> (Grants, Vec<GrantNote>) {
     let empty = PluginPolicy::default();
@@ -139,7 +176,15 @@ pub fn resolve(
     http(plugin, requested, policy, &mut grants, &mut notes);
     config(plugin, requested, policy, env, &mut grants, &mut notes);
     llm(plugin, requested, policy, &mut grants, &mut notes);
-    files(plugin, requested, policy, &mut grants, &mut notes);
+    files(
+        plugin,
+        requested,
+        policy,
+        policy_file,
+        env,
+        &mut grants,
+        &mut notes,
+    );
     (grants, notes)
 }
 
@@ -283,6 +328,8 @@ fn files(
     plugin: &str,
     requested: &Permissions,
     policy: &PluginPolicy,
+    policy_file: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
     grants: &mut Grants,
     notes: &mut Vec<GrantNote>,
 ) {
@@ -325,6 +372,16 @@ fn files(
                 continue;
             }
         };
+        if !grant.sensitive
+            && let Some(why) = crate::sensitive::sensitive_reason(&host, policy_file, env)
+        {
+            notes.push(GrantNote::Sensitive {
+                plugin: plugin.to_string(),
+                host: host.display().to_string(),
+                why,
+            });
+            continue;
+        }
         let wanted = requested.files[index].mode();
         let mode = wanted.min(grant.mode);
         if grant.mode == FileMode::ReadWrite && wanted == FileMode::ReadOnly {

@@ -64,6 +64,10 @@ pub struct AgentOptions {
     /// One JSON event per line: `gadget run`'s events plus llm_request, llm_text, llm_retry, llm_response, iteration and agent_summary.
     #[arg(long)]
     json: bool,
+    /// Only the final answer on stdout (for `answer=$(gadget agent ...)`);
+    /// the transcript goes to stderr as plain text.
+    #[arg(long, conflicts_with = "json")]
+    answer_only: bool,
     /// Write the whole session to FILE as JSON lines (every request, response and event).
     #[arg(long, value_name = "FILE")]
     save: Option<PathBuf>,
@@ -136,6 +140,7 @@ pub async fn agent(
         tools,
         model_info.map(|info| info.context_window),
         options.json,
+        options.answer_only,
     )?;
     let save = match &options.save {
         Some(path) => Some(std::io::BufWriter::new(
@@ -147,6 +152,7 @@ pub async fn agent(
     let output = Arc::new(Mutex::new(Output {
         view,
         json: options.json,
+        answer_only: options.answer_only,
         save,
         failure: None,
     }));
@@ -378,6 +384,8 @@ fn watch_interrupt(stop: gadget_agent::StopHandle) -> tokio::task::JoinHandle<()
 struct Output {
     view: View,
     json: bool,
+    /// The transcript to stderr, the answer alone to stdout at the end.
+    answer_only: bool,
     save: Option<std::io::BufWriter<std::fs::File>>,
     /// The first write error (stdout closed, disk full), reported at the end.
     failure: Option<std::io::Error>,
@@ -395,7 +403,11 @@ impl Output {
     fn event(&mut self, event: &AgentEvent) {
         let value = event.to_json();
         self.save(&value);
-        let mut out = std::io::stdout();
+        let mut out: Box<dyn Write> = if self.answer_only {
+            Box::new(std::io::stderr())
+        } else {
+            Box::new(std::io::stdout())
+        };
         let written = if self.json {
             writeln!(out, "{value}").and_then(|_| out.flush())
         } else {
@@ -486,6 +498,20 @@ impl Output {
             );
             if let Some(error) = &outcome.error {
                 eprintln!("error: {error}");
+            }
+            if self.answer_only
+                && let Some(answer) = &outcome.answer
+            {
+                let mut out = std::io::stdout();
+                // Raw for a pipe; escaped for a person's terminal.
+                let answer = if std::io::IsTerminal::is_terminal(&out) {
+                    super::safe::safe(answer.trim_end()).into_owned()
+                } else {
+                    answer.trim_end().to_string()
+                };
+                if let Err(e) = writeln!(out, "{answer}").and_then(|_| out.flush()) {
+                    self.failure.get_or_insert(e);
+                }
             }
         }
         match self.failure.take() {

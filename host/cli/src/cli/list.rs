@@ -17,8 +17,22 @@ use super::print_json;
 /// What the plugin column says of one of the policy's agents.
 const AGENT_COLUMN: &str = "(agent)";
 
+/// What the status column says of a gadget that can be called.
+const STATUS_READY: &str = "ready";
+
+/// `ready`, or the grants its plugin lacks (`needs files, llm`).
+fn status(gadget: &WasmGadget) -> String {
+    let mut doors: Vec<&str> = gadget.plugin.missing_grants().map(|n| n.door()).collect();
+    doors.dedup();
+    if doors.is_empty() {
+        STATUS_READY.to_string()
+    } else {
+        format!("needs {}", doors.join(", "))
+    }
+}
+
 /// The gadgets, then the policy's agents (tools that are not a plugin's).
-pub fn list(registry: &Registry, tools: &dyn Tools, json: bool) -> Result<ExitCode> {
+pub fn list(registry: &Registry, tools: &dyn Tools, json: bool, quiet: bool) -> Result<ExitCode> {
     let agents: Vec<_> = tools
         .all()
         .into_iter()
@@ -49,8 +63,7 @@ pub fn list(registry: &Registry, tools: &dyn Tools, json: bool) -> Result<ExitCo
             .unwrap_or(0)
             .max(header.len())
     };
-    // Agents widen the columns only when there are some: a list without
-    // them looks as it always has.
+    // Agents widen the columns only when there are some.
     let agent_names = agents.iter().map(|a| a.name().len()).max().unwrap_or(0);
     let name_width = width(|g| g.spec.name.len(), "NAME").max(agent_names);
     let plugin_width =
@@ -59,17 +72,24 @@ pub fn list(registry: &Registry, tools: &dyn Tools, json: bool) -> Result<ExitCo
         } else {
             AGENT_COLUMN.len()
         });
+    let statuses: Vec<String> = registry.gadgets().map(|g| status(g)).collect();
+    let status_width = statuses
+        .iter()
+        .map(|s| s.len())
+        .chain([STATUS_READY.len(), "STATUS".len()])
+        .max()
+        .unwrap_or(0);
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "{:name_width$}  {:plugin_width$}  DESCRIPTION",
-        "NAME", "PLUGIN"
+        "{:name_width$}  {:plugin_width$}  {:status_width$}  DESCRIPTION",
+        "NAME", "PLUGIN", "STATUS"
     )?;
-    for g in registry.gadgets() {
+    for (g, status) in registry.gadgets().zip(&statuses) {
         let description = g.spec.description.lines().next().unwrap_or_default();
         writeln!(
             out,
-            "{:name_width$}  {:plugin_width$}  {}",
+            "{:name_width$}  {:plugin_width$}  {status:status_width$}  {}",
             g.spec.name,
             g.plugin.identity.name,
             super::safe::safe(description)
@@ -79,11 +99,16 @@ pub fn list(registry: &Registry, tools: &dyn Tools, json: bool) -> Result<ExitCo
         let description = agent.spec().description.lines().next().unwrap_or_default();
         writeln!(
             out,
-            "{:name_width$}  {:plugin_width$}  {}",
+            "{:name_width$}  {:plugin_width$}  {STATUS_READY:status_width$}  {}",
             agent.name(),
             AGENT_COLUMN,
             super::safe::safe(description)
         )?;
+    }
+    if !quiet && statuses.iter().any(|s| s != STATUS_READY) {
+        eprintln!(
+            "note: a gadget that needs a grant is not offered to models or MCP clients until the operator grants its plugin what its manifest asks for (`gadget check` or `gadget describe NAME` says how)"
+        );
     }
     if registry.gadgets().next().is_none() && agents.is_empty() {
         writeln!(out, "(no gadgets loaded)")?;

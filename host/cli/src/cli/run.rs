@@ -161,6 +161,7 @@ impl ExecOptions {
                 cap: self.max_timeout.map(Duration::from_millis),
             },
             output_limit: self.limits.char_limit(known_window),
+            text_deltas: false,
         }
     }
 
@@ -186,17 +187,21 @@ impl ExecOptions {
         tools: Arc<dyn gadget_core::tool::Tools>,
         known_window: Option<u64>,
         json: bool,
+        plain: bool,
     ) -> Result<(Executor, View, Markers)> {
-        let config = self.exec_config(known_window);
+        let mut config = self.exec_config(known_window);
+        // People see text as the model writes it; event streams keep
+        // llmist's one event per segment.
+        config.text_deltas = !json;
         self.warn_unknown_gadgets(&*tools);
         let markers = config.markers.clone();
         let mut executor = Executor::new(tools, config).context("invalid markers")?;
         let view = if json {
             View::Json
-        } else if std::io::stdout().is_terminal() {
+        } else if !plain && std::io::stdout().is_terminal() {
             View::Live(LiveView::new())
         } else {
-            View::Plain
+            View::Plain(Default::default())
         };
         if let Some(human) = self.human_input(view.multi())? {
             executor = executor.with_human_input(human);
@@ -265,7 +270,8 @@ pub async fn run(
     registry: Arc<dyn gadget_core::tool::Tools>,
     options: &RunOptions,
 ) -> Result<ExitCode> {
-    let (mut executor, view, markers) = options.exec.executor(registry, None, options.json)?;
+    let (mut executor, view, markers) =
+        options.exec.executor(registry, None, options.json, false)?;
 
     // Not locked for the whole run: the live view's spinner thread writes
     // to stdout too, and would wait on the lock forever.

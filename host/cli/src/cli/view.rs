@@ -33,8 +33,51 @@ const SPINNER_TICK: Duration = Duration::from_millis(100);
 /// Where events go.
 pub(super) enum View {
     Json,
-    Plain,
+    Plain(PlainText),
     Live(LiveView),
+}
+
+/// Text outside blocks as it arrives, in plain output: a segment starts
+/// without its leading blank lines and ends with one newline before the
+/// next event, exactly as the whole segment printed at once would be, but
+/// each piece is written (and flushed) the moment it is parsed.
+#[derive(Debug, Default)]
+pub(super) struct PlainText {
+    /// The current segment has shown something.
+    started: bool,
+    /// Newlines at the end of what came so far: the segment's end, unless
+    /// more text follows.
+    held_newlines: usize,
+}
+
+impl PlainText {
+    fn text(&mut self, out: &mut impl Write, content: &str) -> std::io::Result<()> {
+        let content = if self.started {
+            content
+        } else {
+            content.trim_start_matches('\n')
+        };
+        let body = content.trim_end_matches('\n');
+        if !body.is_empty() {
+            self.started = true;
+            write!(out, "{}{}", "\n".repeat(self.held_newlines), safe(body))?;
+            self.held_newlines = 0;
+            out.flush()?;
+        }
+        if self.started {
+            self.held_newlines += content.len() - body.len();
+        }
+        Ok(())
+    }
+
+    /// Ends the current segment (another event follows): its one newline.
+    fn end(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        if std::mem::take(&mut self.started) {
+            writeln!(out)?;
+        }
+        self.held_newlines = 0;
+        Ok(())
+    }
 }
 
 impl View {
@@ -52,9 +95,14 @@ impl View {
                 writeln!(out, "{line}")?;
                 out.flush()
             }
-            View::Plain => {
-                if let Some(text) = plain_line(event) {
-                    write!(out, "{}", safe(&text))?;
+            View::Plain(text) => {
+                if let ExecEvent::Text { content } = event {
+                    return text.text(out, content);
+                }
+                // Any other event ends the segment (a block began).
+                text.end(out)?;
+                if let Some(line) = plain_line(event) {
+                    write!(out, "{}", safe(&line))?;
                     out.flush()?;
                 }
                 Ok(())
@@ -77,7 +125,10 @@ impl View {
                 line["type"] = json!("summary");
                 writeln!(out, "{line}")?;
             }
-            View::Plain => writeln!(out, "\n{}", summary_line(summary))?,
+            View::Plain(text) => {
+                text.end(out)?;
+                writeln!(out, "\n{}", summary_line(summary))?
+            }
             View::Live(live) => {
                 live.finish_text();
                 writeln!(out, "\n{}", summary_line(summary))?;
@@ -286,9 +337,11 @@ fn outcome_line(event: &ExecEvent) -> Option<String> {
 pub(super) struct LiveView {
     multi: indicatif::MultiProgress,
     running: HashMap<String, indicatif::ProgressBar>,
-    /// Text not yet ended by a newline (printed whole lines only, so the
-    /// spinners never cut a line in two).
+    /// Text not yet ended by a newline: printed as whole lines only, so
+    /// the spinners never cut a line in two; meanwhile shown as it grows
+    /// on a line of its own (`typing`).
     partial_text: String,
+    typing: Option<indicatif::ProgressBar>,
 }
 
 impl LiveView {
@@ -299,6 +352,7 @@ impl LiveView {
             ),
             running: HashMap::new(),
             partial_text: String::new(),
+            typing: None,
         }
     }
 
@@ -313,9 +367,29 @@ impl LiveView {
             let lines: String = self.partial_text.drain(..=end).collect();
             self.println(lines.trim_end_matches('\n'));
         }
+        if self.partial_text.is_empty() {
+            self.stop_typing();
+        } else {
+            let bar = self.typing.get_or_insert_with(|| {
+                let bar = self.multi.insert(0, indicatif::ProgressBar::new_spinner());
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template("{msg}").expect("a valid template"),
+                );
+                bar
+            });
+            bar.set_message(safe(&self.partial_text).into_owned());
+        }
+    }
+
+    fn stop_typing(&mut self) {
+        if let Some(bar) = self.typing.take() {
+            bar.finish_and_clear();
+            self.multi.remove(&bar);
+        }
     }
 
     pub(super) fn finish_text(&mut self) {
+        self.stop_typing();
         if !self.partial_text.is_empty() {
             let rest = std::mem::take(&mut self.partial_text);
             self.println(&rest);

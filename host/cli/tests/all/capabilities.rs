@@ -184,7 +184,7 @@ fn a_read_only_grant_refuses_writes_and_a_read_write_grant_allows_them() {
 }
 
 #[test]
-fn without_a_grant_there_are_no_files_and_the_load_says_why() {
+fn without_a_grant_there_are_no_files_and_a_call_says_why() {
     let tree = Tree::new();
     let _ = &tree;
     let out = run(
@@ -198,9 +198,11 @@ fn without_a_grant_there_are_no_files_and_the_load_says_why() {
         ],
     );
     assert!(!out.status.success());
-    let err = stderr(&out);
+    let err = format!("{}{}", stdout(&out), stderr(&out));
     assert!(
-        err.contains("plugin 'files': asks for files * (rw), not granted"),
+        err.contains(
+            "plugin 'files' is granted none of what it asks for: asks for files * (rw), not granted"
+        ),
         "{err}"
     );
     assert!(err.contains("--grant files:files=DIR:/PATH"), "{err}");

@@ -7,6 +7,7 @@ mod cli;
 mod common;
 mod containment;
 mod executor;
+mod first_hour;
 mod hostile;
 mod http_grants;
 mod languages;

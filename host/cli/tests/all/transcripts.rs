@@ -339,25 +339,39 @@ fn assert_snapshot(name: &str, actual: &str) {
 
 #[test]
 fn prompt_snapshots() {
-    let out = gadget(&["prompt"], None);
+    // Every shipped plugin granted something, so every shipped gadget is
+    // offered (one granted nothing is not: first_hour.rs).
+    let dir = tempfile::tempdir().unwrap();
+    let files = format!("files:files={}:/data", dir.path().display());
+    let grants = [
+        "--grant",
+        files.as_str(),
+        "--grant",
+        "web:http=https://example.com",
+        "--grant",
+        "summarize:llm=openai:gpt-4o-mini",
+    ];
+    let with_grants = |args: &[&str]| {
+        let mut all: Vec<&str> = grants.to_vec();
+        all.extend_from_slice(args);
+        gadget(&all, None)
+    };
+    let out = with_grants(&["prompt"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert_snapshot("prompt-shipped.txt", &text);
     assert!(text.contains("\nGADGET: GadgetOutputViewer\n"));
 
-    let out = gadget(
-        &[
-            "prompt",
-            "--no-output-limit",
-            "--start-marker",
-            "<<<START:",
-            "--end-marker",
-            "<<<END",
-            "--arg-marker",
-            "@param:",
-        ],
-        None,
-    );
+    let out = with_grants(&[
+        "prompt",
+        "--no-output-limit",
+        "--start-marker",
+        "<<<START:",
+        "--end-marker",
+        "<<<END",
+        "--arg-marker",
+        "@param:",
+    ]);
     let text = stdout(&out);
     assert_snapshot("prompt-shipped-custom-markers.txt", &text);
     assert!(!text.contains("!!!"));

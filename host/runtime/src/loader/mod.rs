@@ -90,6 +90,8 @@ pub struct LoadOptions {
     pub gadget_rules: GadgetRules,
     /// Where components are compiled; `None`: in this process.
     pub compiler: Option<ExternalCompiler>,
+    /// The policy file the grants come from: no grant opens its tree.
+    pub policy_file: Option<PathBuf>,
 }
 
 impl LoadOptions {
@@ -101,6 +103,7 @@ impl LoadOptions {
             plugins: policy.plugins.clone(),
             gadget_rules: policy.gadgets.clone(),
             compiler: None,
+            policy_file: policy.file.clone(),
         }
     }
 }
@@ -297,6 +300,7 @@ pub async fn load_plugin(
         &manifest.name,
         &manifest.permissions,
         options.plugins.get(&manifest.name),
+        options.policy_file.as_deref(),
         &|var| std::env::var(var).ok(),
     );
     let grants = Arc::new(CallGrants::new(&manifest.name, grants));

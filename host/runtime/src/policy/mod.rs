@@ -85,6 +85,9 @@ pub struct Policy {
     /// Sub-agents, each served as a gadget of that name.
     #[serde(default)]
     pub agents: BTreeMap<String, AgentDefinition>,
+    /// The file this policy was read from (none: built in, or text).
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
 }
 
 /// `[agents.NAME]`: an agent served as a gadget (agentsm's `as_tool`): a
@@ -267,6 +270,11 @@ pub struct FileGrant {
     /// `DEFAULT_GRANT_ENTRIES`).
     #[serde(rename = "max-entries")]
     pub max_entries: Option<u64>,
+    /// Grant it even though it is, holds or lies in the policy file's tree
+    /// or the user's configuration and credential directories
+    /// (`crate::sensitive`): only on purpose.
+    #[serde(default)]
+    pub sensitive: bool,
 }
 
 /// `{ env = "VAR" }` (a secret, read from the host's environment at load)
@@ -331,10 +339,12 @@ impl Policy {
         }
         let text = std::fs::read_to_string(path).map_err(read_error)?;
         let base = path.parent().unwrap_or(Path::new("."));
-        Policy::parse(&text, base).map_err(|message| PolicyError::Invalid {
+        let mut policy = Policy::parse(&text, base).map_err(|message| PolicyError::Invalid {
             path: path.to_path_buf(),
             message,
-        })
+        })?;
+        policy.file = Some(path.to_path_buf());
+        Ok(policy)
     }
 
     /// Parses and checks a policy's text; relative directories in it are
@@ -539,6 +549,7 @@ impl Policy {
                     mode,
                     write_quota_mib: None,
                     max_entries: None,
+                    sensitive: false,
                 });
             }
             "config" => {

@@ -35,6 +35,13 @@ if ! .tools/mcp/bin/pip freeze 2>/dev/null | grep -qxF "mcp==2.3.0"; then
     .tools/mcp/bin/pip install --quiet --disable-pip-version-check "mcp==2.3.0"
 fi
 
+# The deployment check (scripts/check-deploy.py): Kubernetes' schemas,
+# pinned, in a private virtual environment (it brings PyYAML too).
+if ! .tools/k8s/bin/pip freeze 2>/dev/null | grep -qxF "kubernetes-validate==1.37.0"; then
+    python3 -m venv .tools/k8s
+    .tools/k8s/bin/pip install --quiet --disable-pip-version-check "kubernetes-validate==1.37.0"
+fi
+
 # JavaScript gadgets: componentize-qjs (QuickJS) and componentize-js
 # (SpiderMonkey, for plugins that ask for http), pinned by sdk/js/package-lock.json.
 if ! command -v npm >/dev/null; then

@@ -33,6 +33,10 @@ cargo clippy --quiet --target wasm32-wasip2 --profile guest \
 # containment tests (memory bombs, floods) run faster optimised.
 cargo test --release "${host[@]}"
 
+# The deployment: manifests against Kubernetes' schemas, and the image's
+# layout run as its numeric user, without Docker or a cluster.
+.tools/k8s/bin/python scripts/check-deploy.py
+
 # The embedding example must keep compiling and running against the library.
 cargo run --quiet --release -p example-embed > /dev/null
 

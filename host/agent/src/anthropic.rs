@@ -97,11 +97,13 @@ impl crate::provider::Provider for Anthropic {
                 return Err(status_error(
                     "anthropic",
                     &request.model,
+                    &url,
                     status,
                     &headers,
                     &body,
                 ));
             }
+            let response = crate::expect_event_stream("anthropic", &url, response).await?;
             Ok(crate::sse::decode(
                 "anthropic",
                 response.bytes_stream(),

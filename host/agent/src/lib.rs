@@ -80,6 +80,34 @@ pub(crate) async fn send(
     }
 }
 
+/// A successful response, if it is an event stream: a 200 with an HTML
+/// page (a web server at the base URL) or a JSON object (a server that
+/// ignored `stream: true`) says what came back instead.
+pub(crate) async fn expect_event_stream(
+    provider: &str,
+    url: &str,
+    response: reqwest::Response,
+) -> Result<reqwest::Response, ProviderError> {
+    let content_type = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    // No content type at all is tolerated: some minimal servers stream
+    // events without saying so.
+    if content_type.is_empty() || content_type.contains("text/event-stream") {
+        return Ok(response);
+    }
+    let body = read_error_body(response).await;
+    Err(ProviderError::NotAStream {
+        provider: provider.to_string(),
+        url: url.to_string(),
+        content_type,
+        start: provider::cut(body.trim(), 200),
+    })
+}
+
 /// The body of an error response, cut to what a message quotes, read
 /// within [`ERROR_BODY_TIMEOUT`].
 pub(crate) async fn read_error_body(response: reqwest::Response) -> String {

@@ -95,11 +95,13 @@ impl crate::provider::Provider for OpenAi {
                 return Err(status_error(
                     "openai",
                     &request.model,
+                    &url,
                     status,
                     &headers,
                     &body,
                 ));
             }
+            let response = crate::expect_event_stream("openai", &url, response).await?;
             Ok(crate::sse::decode(
                 "openai",
                 response.bytes_stream(),

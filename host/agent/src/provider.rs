@@ -121,6 +121,32 @@ pub enum ProviderError {
         model: String,
         message: String,
     },
+    /// A 404 whose body does not say the model is unknown: most often a
+    /// base URL without the API's path.
+    #[error(
+        "{provider}: {url} answered 404 Not Found: {message} (is the base URL right? OpenAI-compatible servers usually serve the API under /v1, e.g. http://127.0.0.1:11434/v1)"
+    )]
+    NotFound {
+        provider: String,
+        url: String,
+        message: String,
+    },
+    /// Nothing listens at a loopback address: a server that is not
+    /// running, which retrying will not start.
+    #[error(
+        "{provider}: nothing is listening at {url} (connection refused): is the server running?"
+    )]
+    NothingListening { provider: String, url: String },
+    /// A 200 that is not an event stream (an HTML page, a JSON object).
+    #[error(
+        "{provider}: {url} answered 200 with {content_type}, not an event stream (text/event-stream): {start}"
+    )]
+    NotAStream {
+        provider: String,
+        url: String,
+        content_type: String,
+        start: String,
+    },
     #[error("{provider}: cannot reach {url}: {cause}")]
     Unreachable {
         provider: String,
@@ -191,6 +217,9 @@ impl ProviderError {
                 | ProviderError::Unauthorized { .. }
                 | ProviderError::UnknownModel { .. }
                 | ProviderError::Unreachable { .. }
+                | ProviderError::NotFound { .. }
+                | ProviderError::NothingListening { .. }
+                | ProviderError::NotAStream { .. }
         )
     }
 }
@@ -203,6 +232,7 @@ pub const MAX_ERROR_BODY_BYTES: usize = 2_000;
 pub(crate) fn status_error(
     provider: &str,
     model: &str,
+    url: &str,
     status: reqwest::StatusCode,
     headers: &reqwest::header::HeaderMap,
     body: &str,
@@ -210,15 +240,24 @@ pub(crate) fn status_error(
     let message = error_message(body);
     let provider = provider.to_string();
     let code = status.as_u16();
+    let names_the_model = message.contains("model")
+        && (message.contains("not found")
+            || message.contains("does not exist")
+            || body.contains("not_found"));
     match code {
         401 | 403 => ProviderError::Unauthorized {
             provider,
             status: code,
             message,
         },
-        404 => ProviderError::UnknownModel {
+        404 if names_the_model => ProviderError::UnknownModel {
             provider,
             model: model.to_string(),
+            message,
+        },
+        404 => ProviderError::NotFound {
+            provider,
+            url: url.to_string(),
             message,
         },
         429 => ProviderError::RateLimited {
@@ -226,22 +265,19 @@ pub(crate) fn status_error(
             retry_after: retry_after(headers),
             message,
         },
-        // 529 is Anthropic's "overloaded".
-        500..=599 => ProviderError::Server {
+        // 529 is Anthropic's "overloaded". 501 and 505 say the server does
+        // not do this at all: asking again cannot help.
+        500..=599 if code != 501 && code != 505 => ProviderError::Server {
             provider,
             status: code,
             retry_after: retry_after(headers),
             message,
         },
-        _ if message.contains("model")
-            && (message.contains("not found") || message.contains("does not exist")) =>
-        {
-            ProviderError::UnknownModel {
-                provider,
-                model: model.to_string(),
-                message,
-            }
-        }
+        _ if names_the_model => ProviderError::UnknownModel {
+            provider,
+            model: model.to_string(),
+            message,
+        },
         _ => ProviderError::Refused {
             provider,
             status: code,
@@ -263,8 +299,27 @@ pub(crate) fn error_message(body: &str) -> String {
         })
         .and_then(|m| m.as_str())
         .map(str::to_string)
-        .unwrap_or_else(|| body.trim().to_string());
+        .unwrap_or_else(|| one_line(body));
     cut(&message, MAX_ERROR_BODY_BYTES)
+}
+
+/// A body that is not the API's JSON (an HTML error page, a proxy's text)
+/// as one line of its words: tags dropped, whitespace collapsed.
+fn one_line(body: &str) -> String {
+    let mut text = String::with_capacity(body.len().min(MAX_ERROR_BODY_BYTES));
+    let mut in_tag = false;
+    for c in body.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' if in_tag => {
+                in_tag = false;
+                text.push(' ');
+            }
+            _ if !in_tag => text.push(c),
+            _ => {}
+        }
+    }
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// `text` cut to at most `max` bytes on a character boundary.
@@ -313,6 +368,12 @@ fn bounded_seconds(seconds: f64) -> Option<Duration> {
 
 /// A connection-level failure (no status), named by what went wrong.
 pub(crate) fn send_error(provider: &str, url: &str, error: &reqwest::Error) -> ProviderError {
+    if error.is_connect() && is_loopback(url) && refused(error) {
+        return ProviderError::NothingListening {
+            provider: provider.to_string(),
+            url: url.to_string(),
+        };
+    }
     let mut cause = error.to_string();
     let mut source = std::error::Error::source(error);
     while let Some(inner) = source {
@@ -324,6 +385,50 @@ pub(crate) fn send_error(provider: &str, url: &str, error: &reqwest::Error) -> P
         url: url.to_string(),
         cause,
     }
+}
+
+/// A base URL must be an absolute http(s) URL: `127.0.0.1:11434/v1` would
+/// otherwise fail as "relative URL without a base" on every retry.
+pub fn check_base_url(url: &str) -> Result<(), String> {
+    match reqwest::Url::parse(url) {
+        Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.has_host() => Ok(()),
+        _ if !url.contains("://") => Err(format!(
+            "base URL '{url}' has no scheme: write http://{url} (or https://)"
+        )),
+        _ => Err(format!(
+            "base URL '{url}' is not an http:// or https:// URL with a host (for example http://127.0.0.1:11434/v1)"
+        )),
+    }
+}
+
+/// Whether `url` names this machine (`localhost`, 127.0.0.0/8, `::1`).
+fn is_loopback(url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(url) else {
+        return false;
+    };
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Whether the connection was refused (nothing listening), found in the
+/// error's chain of causes.
+fn refused(error: &reqwest::Error) -> bool {
+    let mut source = std::error::Error::source(error);
+    while let Some(inner) = source {
+        if let Some(io) = inner.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return true;
+        }
+        source = inner.source();
+    }
+    false
 }
 
 #[cfg(test)]
@@ -362,6 +467,7 @@ mod tests {
         let e = status_error(
             "openai",
             "m",
+            "http://127.0.0.1:9/v1/chat/completions",
             reqwest::StatusCode::UNAUTHORIZED,
             &headers,
             body,
@@ -374,6 +480,7 @@ mod tests {
         let e = status_error(
             "openai",
             "m",
+            "http://127.0.0.1:9/v1/chat/completions",
             reqwest::StatusCode::TOO_MANY_REQUESTS,
             &headers,
             "slow down",
@@ -383,6 +490,7 @@ mod tests {
         let e = status_error(
             "anthropic",
             "nope",
+            "http://127.0.0.1:9/v1/chat/completions",
             reqwest::StatusCode::NOT_FOUND,
             &headers,
             r#"{"type":"error","error":{"type":"not_found_error","message":"model: nope"}}"#,
@@ -394,6 +502,7 @@ mod tests {
         let e = status_error(
             "anthropic",
             "m",
+            "http://127.0.0.1:9/v1/chat/completions",
             reqwest::StatusCode::from_u16(529).unwrap(),
             &headers,
             "{}",
@@ -402,12 +511,67 @@ mod tests {
         let e = status_error(
             "openai",
             "m",
+            "http://127.0.0.1:9/v1/chat/completions",
             reqwest::StatusCode::BAD_REQUEST,
             &headers,
             &"x".repeat(10_000),
         );
         assert!(!e.retryable());
         assert!(e.to_string().len() < MAX_ERROR_BODY_BYTES + 100);
+        // Not the API's JSON: one line of the page's words, not retried
+        // when the server does not do POST at all.
+        let e = status_error(
+            "openai",
+            "m",
+            "http://127.0.0.1:9/chat/completions",
+            reqwest::StatusCode::NOT_IMPLEMENTED,
+            &headers,
+            "<html>\n <body>\n  <h1>Error</h1>\n  <p>Unsupported method ('POST')</p>\n </body></html>",
+        );
+        assert_eq!(
+            e.to_string(),
+            "openai: request refused (501): Error Unsupported method ('POST')"
+        );
+        assert!(!e.retryable());
+        // A 404 that does not name the model is a wrong address, said so.
+        let e = status_error(
+            "openai",
+            "m",
+            "http://127.0.0.1:9/chat/completions",
+            reqwest::StatusCode::NOT_FOUND,
+            &headers,
+            "404 page not found",
+        );
+        assert_eq!(
+            e.to_string(),
+            "openai: http://127.0.0.1:9/chat/completions answered 404 Not Found: 404 page not found (is the base URL right? OpenAI-compatible servers usually serve the API under /v1, e.g. http://127.0.0.1:11434/v1)"
+        );
+        assert!(e.is_setup() && !e.retryable());
+        let e = status_error(
+            "openai",
+            "gpt-9",
+            "http://127.0.0.1:9/v1/chat/completions",
+            reqwest::StatusCode::NOT_FOUND,
+            &headers,
+            r#"{"error":{"message":"The model `gpt-9` does not exist","code":"model_not_found"}}"#,
+        );
+        assert!(matches!(e, ProviderError::UnknownModel { .. }), "{e}");
+    }
+
+    #[test]
+    fn base_urls_need_a_scheme_and_a_host() {
+        assert!(check_base_url("http://127.0.0.1:11434/v1").is_ok());
+        assert!(check_base_url("https://api.example.com").is_ok());
+        let e = check_base_url("127.0.0.1:11434/v1").unwrap_err();
+        assert_eq!(
+            e,
+            "base URL '127.0.0.1:11434/v1' has no scheme: write http://127.0.0.1:11434/v1 (or https://)"
+        );
+        assert!(check_base_url("ftp://example.com").is_err());
+        assert!(is_loopback("http://localhost:9/v1"));
+        assert!(is_loopback("http://[::1]:9/v1"));
+        assert!(is_loopback("http://127.1.2.3/v1"));
+        assert!(!is_loopback("http://10.0.0.1/v1"));
     }
 
     #[test]

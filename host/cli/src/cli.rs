@@ -82,7 +82,7 @@ struct GlobalArgs {
     /// The operator's policy file (TOML: [limits] ceilings, [gadgets] allow/deny, [plugins.NAME] prefix and grants). Default: $GADGET_CONFIG, else $XDG_CONFIG_HOME/gadget-host/config.toml if it exists.
     #[arg(long, value_name = "FILE", global = true)]
     config: Option<PathBuf>,
-    /// Grant a plugin something for this run (repeatable): PLUGIN:http=URL, PLUGIN:files=HOST[:GUEST][:ro|rw], PLUGIN:config=KEY=env:VAR or PLUGIN:config=KEY=value:TEXT. It still gets only what its manifest asks for.
+    /// Grant a plugin something for this run (repeatable): PLUGIN:http=URL; PLUGIN:files=HOST[:GUEST][:ro|rw] (GUEST defaults to / and HOST's last name, the mode to ro); PLUGIN:config=KEY=env:VAR or PLUGIN:config=KEY=value:TEXT; PLUGIN:llm=PROVIDER:MODEL. It still gets only what its manifest asks for.
     #[arg(long = "grant", value_name = "GRANT", global = true)]
     grants: Vec<String>,
     /// Do not serve a gadget this run (name or glob, case-insensitive; repeatable).
@@ -94,6 +94,16 @@ struct GlobalArgs {
     /// No notes or warnings on stderr (errors only).
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     quiet: bool,
+    /// How log lines are written on stderr: text (colour only on a terminal) or json (one object per line, for a log collector).
+    #[arg(long, value_name = "FORMAT", default_value = "text", global = true)]
+    log_format: LogFormat,
+}
+
+/// The form of log lines on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -207,7 +217,14 @@ pub fn main() -> ExitCode {
         return compile::child();
     }
     let cli = Cli::parse();
-    init_tracing(cli.global.verbose, cli.global.quiet);
+    // A server's operator wants to see it start, reload and stop.
+    let serving = matches!(cli.command, Command::Serve(_) | Command::Mcp);
+    init_tracing(
+        cli.global.verbose,
+        cli.global.quiet,
+        cli.global.log_format,
+        serving,
+    );
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -239,9 +256,10 @@ pub fn main() -> ExitCode {
 /// The crates whose debug and trace events carry a gadget's raw data.
 const GUEST_DATA_TARGETS: [&str; 3] = ["wasmtime_wasi", "wasmtime_wasi_http", "wasmtime_wasi_io"];
 
-fn init_tracing(verbose: u8, quiet: bool) {
+fn init_tracing(verbose: u8, quiet: bool, format: LogFormat, serving: bool) {
     let default = match verbose {
         0 if quiet => "error",
+        0 if serving => "info",
         0 => "warn",
         1 => "info",
         2 => "debug",
@@ -258,13 +276,16 @@ fn init_tracing(verbose: u8, quiet: bool) {
             filter = filter.add_directive(directive);
         }
     }
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         // Colour codes only for a person at a terminal, not in a log file.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .try_init();
+        .with_target(false);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
 }
 
 async fn run(cli: Cli) -> Result<ExitCode> {
@@ -304,7 +325,14 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     match &cli.command {
         Command::Parse(options) => parse::parse(options),
         Command::New { name, lang, dir } => new::new(name, *lang, dir.as_deref()),
-        Command::Build { path } => build::build(path),
+        Command::Build { path } => {
+            let built = build::build(path)?;
+            // Compiled into the cache now, so the first call after an
+            // edit does not pay for it (a CPython component takes ~13 s).
+            let runtime = host::runtime(&policy, Calls::Few)?;
+            build::warm_cache(&runtime, path, &load_options(&cli.global, &policy)).await;
+            Ok(built)
+        }
         Command::Run(run_options) => {
             let host = host!(Calls::Many);
             run::run(host.tools(&policy)?, run_options).await
@@ -316,6 +344,16 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Mcp | Command::Serve(_) => {
             let host = host!(Calls::Many);
             let gadgets = host.registry.gadgets().count();
+            if host.registry.available().next().is_none() {
+                tracing::warn!(
+                    "no gadget to serve from {}: clients will see an empty tools/list (set --plugins or GADGET_PLUGINS, and grant what the plugins ask for)",
+                    plugin_dirs(&cli.global)
+                        .iter()
+                        .map(|d| d.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
             // The policy's agents are tools too (over the gadgets loaded at
             // start; a reload does not change what they may call).
             let agents = agent::sub_agents(host.registry.clone(), &policy, host.providers.clone())?
@@ -382,7 +420,14 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             id,
             json,
         } => {
-            let params = call::read_params(params.clone())?;
+            // Unusable parameters are bad input (exit 2), as README says.
+            let params = match call::read_params(params.clone()) {
+                Ok(params) => params,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    return Ok(ExitCode::from(EXIT_BAD_INPUT));
+                }
+            };
             let host = host!(Calls::Few);
             call::call(
                 &host.registry,

@@ -102,6 +102,10 @@ pub struct ServeOptions {
     pub drain_timeout: Duration,
     /// `Host` values accepted besides loopback ones (public names).
     pub allowed_hosts: Vec<String>,
+    /// A second address serving `/metrics` (and `/healthz`) without the
+    /// token, for a scraper inside the cluster that has none; the MCP port
+    /// keeps its own, authenticated, `/metrics`.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// A configured bearer token, checked when it is made: trimmed (a token
@@ -238,6 +242,25 @@ pub async fn serve(
             source,
         })?;
     let bound = listener.local_addr().map_err(ServeError::Serve)?;
+    if let Some(addr) = options.metrics_listen {
+        let metrics_listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Bind { addr, source })?;
+        let metrics_router = axum::Router::new()
+            .route("/metrics", axum::routing::get(metrics_page))
+            .route("/healthz", axum::routing::get(|| async { "ok\n" }))
+            .with_state(shared.clone());
+        if let Ok(at) = metrics_listener.local_addr() {
+            tracing::info!("metrics at http://{at}/metrics (no token)");
+        }
+        // Read-only figures; it ends with the process.
+        tokio::spawn(accept_until(
+            metrics_listener,
+            metrics_router,
+            ConnectionLimits::DEFAULT,
+            std::future::pending(),
+        ));
+    }
     ready(bound);
 
     // Draining: readiness fails (the load balancer stops sending), new

@@ -42,10 +42,21 @@ pub fn reload_on_sighup(
             return;
         };
         while hangups.recv().await.is_some() {
-            if let Some(tools) = reload().await {
-                tracing::info!("reloaded: {} tools", tools.all().len());
-                server.replace_tools(tools);
-                changed().await;
+            tracing::info!("SIGHUP: loading the plugins again");
+            match reload().await {
+                Some(tools) => {
+                    let count = tools.all().len();
+                    if count == 0 {
+                        tracing::warn!("reloaded: no tools to serve (clients see an empty list)");
+                    } else {
+                        tracing::info!("reloaded: {count} tools");
+                    }
+                    server.replace_tools(tools);
+                    changed().await;
+                }
+                None => tracing::warn!(
+                    "reload failed (see above): still serving the tools loaded before"
+                ),
             }
         }
     });

@@ -33,6 +33,7 @@ mod limiter;
 pub mod llm;
 pub mod loader;
 pub mod manifest;
+pub mod memory_budget;
 pub mod origins;
 mod outcome;
 pub mod plugin;
@@ -63,6 +64,9 @@ pub use gadget_core::ledger::{
     CallEvent, CallObserver, LogEntry, LogLevel, LogSource, Update, invalid_cost,
 };
 pub use gadget_core::limits::Limits;
+pub use memory_budget::{
+    DEFAULT_MEMORY_BUDGET_PERCENT, FALLBACK_MEMORY_BUDGET, default_memory_budget,
+};
 
 use bindings::v0_1_0::gadget::plugin::types as wit;
 use gadget_core::ledger::{self, Ledger};
@@ -230,34 +234,10 @@ pub struct Runtime {
     llm_backend: std::sync::OnceLock<Arc<dyn llm::LlmBackend>>,
 }
 
-/// The host's memory budget by default: this share of the machine's
-/// physical memory for the linear memories of all running calls, so that
-/// many parallel calls (128 by default, each allowed 256 MiB) cannot take
-/// the machine down, while the host itself keeps the rest.
-pub const DEFAULT_MEMORY_BUDGET_PERCENT: u64 = 50;
-
-/// The budget when the machine's memory cannot be read.
-pub const FALLBACK_MEMORY_BUDGET: u64 = 8 << 30;
-
 /// A call is admitted (instantiated) only when at least this much of the
 /// budget is free: the first memory of a small gadget fits in it; a call
 /// that needs more and cannot get it fails with a clear error.
 pub const ADMISSION_HEADROOM: u64 = 16 << 20;
-
-/// [`DEFAULT_MEMORY_BUDGET_PERCENT`] of `MemTotal` in `/proc/meminfo`.
-pub fn default_memory_budget() -> u64 {
-    let total_kib = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        });
-    match total_kib {
-        Some(kib) => (kib << 10) / 100 * DEFAULT_MEMORY_BUDGET_PERCENT,
-        None => FALLBACK_MEMORY_BUDGET,
-    }
-}
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

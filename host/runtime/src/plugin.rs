@@ -85,14 +85,15 @@ pub enum LoadFailure {
     #[error("a plugin named '{plugin}' is already loaded from {}", other.display())]
     PluginNameTaken { plugin: String, other: PathBuf },
     /// Two plugins serve one gadget name: neither does.
-    #[error("{}", contested(gadget, first.as_deref(), plugin, rule))]
+    #[error("{}", contested(gadget, first.as_deref(), plugin, claimants))]
     NameContested {
         gadget: String,
         /// The plugin that had the name first, and where it came from
         /// (none when the name was contested already).
         first: Option<Box<(String, PathBuf)>>,
         plugin: String,
-        rule: crate::policy::DenyRule,
+        /// Every plugin that claims the name.
+        claimants: Vec<String>,
     },
 }
 
@@ -114,8 +115,11 @@ fn contested(
     gadget: &str,
     first: Option<&(String, PathBuf)>,
     plugin: &str,
-    rule: &crate::policy::DenyRule,
+    claimants: &[String],
 ) -> String {
+    let rule = crate::policy::DenyRule::Contested {
+        plugins: claimants.to_vec(),
+    };
     match first {
         Some((first, path)) => format!(
             "gadget '{gadget}' refused in both plugin '{first}' ({}) and plugin '{plugin}': two plugins serve the name (compared case-insensitively) and neither may take it silently; give one a prefix with [plugins.{plugin}] prefix = \"...\" (or [plugins.{first}] prefix) in the policy file",

@@ -19,15 +19,26 @@ use crate::{CallObserver, CallReport};
 /// Why a call was not started.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CallRejected {
-    #[error("{}", render::unknown_gadget(name, available))]
+    #[error("{}{}", render::unknown_gadget(name, available), failed_note(*failed_plugins))]
     UnknownGadget {
         name: String,
         available: Vec<String>,
+        /// Plugins that failed to load: one of them may have served it.
+        failed_plugins: usize,
     },
     #[error("gadget '{name}' is {rule}")]
     Denied { name: String, rule: DenyRule },
     #[error("{0}")]
     InvalidParameters(ValidationFailure),
+}
+
+fn failed_note(failed_plugins: usize) -> String {
+    match failed_plugins {
+        0 => String::new(),
+        n => format!(
+            "\n\n{n} plugin(s) failed to load (their errors were reported at start-up): one of them may serve it."
+        ),
+    }
 }
 
 /// Every loaded gadget, by name.
@@ -44,11 +55,24 @@ pub struct Registry {
     /// Every plugin name added, with where it came from (also of plugins
     /// that lost all their gadgets to collisions).
     plugin_names: BTreeMap<String, std::path::PathBuf>,
+    /// Plugins found that did not load.
+    failed_plugins: usize,
 }
 
 impl Registry {
     pub fn plugins(&self) -> &[Arc<Plugin>] {
         &self.plugins
+    }
+
+    /// Notes how many plugins were found but did not load.
+    pub(crate) fn set_failed_plugins(&mut self, count: usize) {
+        self.failed_plugins = count;
+    }
+
+    /// Whether a plugin of this name was loaded (even one that lost every
+    /// gadget to a name collision).
+    pub fn has_plugin(&self, name: &str) -> bool {
+        self.plugin_names.contains_key(name)
     }
 
     /// Gadgets in name order.
@@ -92,6 +116,7 @@ impl Registry {
             None => CallRejected::UnknownGadget {
                 name: name.to_string(),
                 available: self.names(),
+                failed_plugins: self.failed_plugins,
             },
         }
     }
@@ -200,7 +225,7 @@ impl Registry {
                     ))
                 }),
                 plugin: plugin.identity.name.clone(),
-                rule: rule.clone(),
+                claimants: claimants.clone(),
             };
             errors.push(LoadError::new(plugin.artifact.source.path(), reason));
             self.denied.insert(key, (spec.name, rule));

@@ -107,6 +107,13 @@ pub async fn agent(
         eprintln!("error: --model '{model}' is not PROVIDER:MODEL (e.g. openai:gpt-4o-mini)");
         return Ok(ExitCode::from(EXIT_BAD_INPUT));
     };
+    if let Some(variable) = &options.api_key_env
+        && std::env::var(variable).map_or(true, |key| key.trim().is_empty())
+    {
+        eprintln!(
+            "warning: --api-key-env {variable}: the variable is not set (or empty), so requests go without a key"
+        );
+    }
     let provider = match make_provider(provider_name, options, settings) {
         Ok(provider) => provider,
         Err(message) => {
@@ -234,6 +241,9 @@ fn provider_for(
     let key = std::env::var(&variable)
         .ok()
         .filter(|k| !k.trim().is_empty());
+    if let Some(url) = &base_url {
+        gadget_agent::provider::check_base_url(url)?;
+    }
     let own_endpoint = base_url.is_none();
     let base_url = base_url.unwrap_or_else(|| default_url.to_string());
     if key.is_none() && own_endpoint {

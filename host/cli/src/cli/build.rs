@@ -124,6 +124,46 @@ pub fn build(dir: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Loads the plugin just built through the compile cache, so it is there
+/// for the first call; a plugin that does not load is reported (as
+/// `gadget check` would) without failing the build.
+pub async fn warm_cache(
+    runtime: &std::sync::Arc<gadget_runtime::Runtime>,
+    dir: &Path,
+    options: &gadget_runtime::loader::LoadOptions,
+) {
+    use gadget_runtime::loader::{self, PluginSource};
+    if options.cache.is_none() {
+        return;
+    }
+    let started = std::time::Instant::now();
+    let progress = super::CompileBars::new();
+    let loaded = loader::load_plugin(
+        runtime,
+        PluginSource::Dir(dir.to_path_buf()),
+        options,
+        &progress,
+    )
+    .await;
+    progress.finish();
+    match loaded {
+        Ok((plugin, _)) => match plugin.artifact.cache {
+            gadget_runtime::cache::CacheOutcome::Hit => {
+                eprintln!("already compiled in the cache (the component did not change)")
+            }
+            _ => eprintln!(
+                "compiled into the cache in {:.1} s: the first call will not compile it again",
+                started.elapsed().as_secs_f64()
+            ),
+        },
+        Err(e) => eprintln!(
+            "warning: built, but it does not load: {} (gadget check {} says more)",
+            super::safe::safe(&e.reason.to_string()),
+            dir.display()
+        ),
+    }
+}
+
 /// The language of a plugin directory, from its files.
 fn detect(dir: &Path) -> Result<Lang> {
     if dir.join("Cargo.toml").is_file() {
@@ -172,6 +212,7 @@ fn run(command: &mut Command, what: &str) -> Result<()> {
 }
 
 fn build_python(dir: &Path, output: &Path) -> Result<()> {
+    check_python_syntax(dir)?;
     let Some(tool) = find_tool("componentize-py", ".tools/python/bin") else {
         bail!(
             "componentize-py is not installed. Install it with:\n  python3 -m venv .tools/python && .tools/python/bin/pip install {COMPONENTIZE_PY}\n(or run ./scripts/setup.sh in the gadget-host checkout), or put it on PATH"
@@ -202,6 +243,48 @@ fn build_python(dir: &Path, output: &Path) -> Result<()> {
         let _ = std::fs::remove_dir_all(dir.join("__pycache__"));
     }
     result
+}
+
+/// Parses every `.py` file of the plugin before the long componentize
+/// step (CPython's build takes seconds): a syntax error is reported at
+/// once, with the user's file, line and column.
+fn check_python_syntax(dir: &Path) -> Result<()> {
+    // Any Python 3 parses the syntax componentize-py accepts; the venv's
+    // is the one setup installs, the system's is the fallback.
+    let Some(python) = find_tool("python3", ".tools/python/bin") else {
+        return Ok(());
+    };
+    const CHECK: &str = r#"
+import ast, sys
+failed = False
+for path in sys.argv[1:]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            ast.parse(f.read(), path)
+    except SyntaxError as e:
+        failed = True
+        line = (e.text or "").rstrip()
+        print(f"{e.filename}:{e.lineno}:{e.offset}: {e.msg}", file=sys.stderr)
+        if line:
+            print(f"    {line}", file=sys.stderr)
+            print("    " + " " * max((e.offset or 1) - 1, 0) + "^", file=sys.stderr)
+sys.exit(1 if failed else 0)
+"#;
+    let files = sources(dir, "py")?;
+    if files.is_empty() {
+        return Ok(());
+    }
+    let status = Command::new(python)
+        .arg("-c")
+        .arg(CHECK)
+        .args(&files)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .status()
+        .context("starting python3 to check the syntax")?;
+    if !status.success() {
+        bail!("the Python source has a syntax error (above); nothing was built");
+    }
+    Ok(())
 }
 
 /// The JavaScript engine a plugin is built on.

@@ -48,11 +48,56 @@ pub async fn start(
     let Some(registry) = load(&runtime, global, &load_options(global, policy)).await? else {
         return Ok(None);
     };
+    if !plugin_names_match(global, policy, &registry) {
+        return Ok(None);
+    }
     Ok(Some(Host {
         runtime,
         registry: Arc::new(registry),
         providers,
     }))
+}
+
+/// `--grant NAME:...` and `[plugins.NAME]` for a plugin that is not
+/// loaded grant nothing, and are most often a misspelt name or a gadget's
+/// name: an error for `--grant` (this command's own words), a warning for
+/// the policy file (it may serve other plugin directories too). `false`
+/// when the command must stop.
+fn plugin_names_match(global: &GlobalArgs, policy: &Policy, registry: &Registry) -> bool {
+    let from_flags: std::collections::BTreeSet<&str> = global
+        .grants
+        .iter()
+        .filter_map(|grant| grant.split_once(':').map(|(plugin, _)| plugin))
+        .collect();
+    let loaded: Vec<&str> = registry.plugins().iter().map(|p| p.name()).collect();
+    let mut fine = true;
+    for name in policy.plugins.keys() {
+        if registry.has_plugin(name) {
+            continue;
+        }
+        let hint = match registry.get(name) {
+            Some(gadget) => format!(
+                "'{}' is a gadget of plugin '{}': name the plugin",
+                gadget.spec.name,
+                gadget.plugin.name()
+            ),
+            None => format!("loaded: {}", loaded.join(", ")),
+        };
+        if from_flags.contains(name.as_str()) {
+            eprintln!("error: --grant {name}:...: no plugin named '{name}' is loaded ({hint})");
+            fine = false;
+        } else if !global.quiet {
+            let file = policy
+                .file
+                .as_ref()
+                .map(|f| format!(" {}", f.display()))
+                .unwrap_or_default();
+            eprintln!(
+                "warning: policy file{file}: [plugins.{name}] names no loaded plugin, so it grants nothing ({hint})"
+            );
+        }
+    }
+    fine
 }
 
 /// The runtime alone (`check` loads one plugin directory itself).

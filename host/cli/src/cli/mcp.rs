@@ -35,6 +35,9 @@ pub struct ServeArgs {
     /// A Host header value to accept besides loopback names (the public name clients use; repeatable).
     #[arg(long = "allowed-host", value_name = "HOST")]
     allowed_hosts: Vec<String>,
+    /// Also serve /metrics (and /healthz) at ADDR without the token, for a scraper that has none (Prometheus in the cluster).
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
 }
 
 /// The format of `gadget schemas`.
@@ -101,6 +104,7 @@ pub async fn serve(
         max_concurrent_calls: args.max_concurrent_calls,
         drain_timeout: Duration::from_millis(args.drain_timeout),
         allowed_hosts: args.allowed_hosts.clone(),
+        metrics_listen: args.metrics_listen,
     };
     let served = gadget_mcp::http::serve(
         tools,

@@ -129,9 +129,17 @@ fn gadget_errors_invalid_params_and_unknown_names_exit_non_zero() {
     );
 
     let out = gadget(&["call", "Calculator", "--params", "[1]"], None);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("must be a JSON object, not an array"),
+        "{}",
+        stderr(&out)
+    );
+    // Malformed JSON is bad input too: exit 2, as documented.
+    let out = gadget(&["call", "Calculator", "--params", "{bad"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("parameters are not valid JSON"),
         "{}",
         stderr(&out)
     );
@@ -142,7 +150,7 @@ fn parameters_on_stdin_past_the_limit_are_refused() {
     // 16 MiB is the limit; one byte more must be refused, not read on.
     let big = format!("{{\"text\": \"{}\"}}", "x".repeat(16 << 20));
     let out = gadget(&["call", "TextStats"], Some(&big));
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("exceed 16777216 bytes"),
         "{}",

@@ -277,7 +277,7 @@ fn the_policy_file_is_strict_and_its_ceilings_cap_manifests_with_a_warning() {
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(
-        err.contains("unknown field `max-memry-mib`") && err.contains("(line 2)"),
+        err.contains("unknown field `max-memry-mib`") && err.contains("(line 2: "),
         "{err}"
     );
 

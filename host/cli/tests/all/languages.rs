@@ -343,6 +343,79 @@ fn new_and_build_a_python_gadget() {
     new_build_check_call("python");
 }
 
+/// The edit-build-call loop: a syntax error is reported before the long
+/// componentize step, with the file and line; a good build leaves the
+/// component compiled in the cache, so the first call does not compile.
+#[test]
+fn python_builds_fail_fast_on_syntax_and_leave_the_cache_warm() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let plugin = dir.path().join("word-count");
+    let new = gadget(
+        &[
+            "new",
+            "word-count",
+            "--lang",
+            "python",
+            "--dir",
+            plugin.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(new.status.success(), "{}", stderr(&new));
+    let app = plugin.join("app.py");
+    let good = std::fs::read_to_string(&app).unwrap();
+    std::fs::write(
+        &app,
+        good.replace(
+            "words = params[\"text\"].split()",
+            "words = params[\"text\"].split(",
+        ),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let broken = Command::new(common::gadget_bin())
+        .arg("--cache-dir")
+        .arg(&cache)
+        .args(["build", plugin.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!broken.status.success());
+    let err = stderr(&broken);
+    assert!(err.contains("app.py:"), "{err}");
+    assert!(err.contains("nothing was built"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+
+    std::fs::write(&app, good).unwrap();
+    let built = Command::new(common::gadget_bin())
+        .arg("--cache-dir")
+        .arg(&cache)
+        .args(["build", plugin.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", stderr(&built));
+    assert!(
+        stderr(&built).contains("compiled into the cache"),
+        "{}",
+        stderr(&built)
+    );
+    let check = Command::new(common::gadget_bin())
+        .arg("--cache-dir")
+        .arg(&cache)
+        .args(["check", plugin.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&check).contains("loaded from the cache"),
+        "{}",
+        stdout(&check)
+    );
+}
+
 #[test]
 fn new_and_build_a_javascript_gadget() {
     new_build_check_call("js");

@@ -15,6 +15,7 @@ mod llm;
 mod llm_server;
 mod loading;
 mod mcp;
+mod mistakes;
 mod parser;
 mod serve;
 mod shipped;

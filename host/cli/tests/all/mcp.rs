@@ -46,9 +46,11 @@ pub(crate) fn check_scenario(report: &Value) {
         calculator["schema"]["required"],
         serde_json::json!(["operation", "a", "b"])
     );
-    // FetchUrl asks for HTTP; ungranted here, its annotations still say it
-    // reaches the world only when granted.
-    assert_eq!(tools["Calculator"]["annotations"]["read_only_hint"], false);
+    // The calculator's manifest declares its gadgets pure, and it may
+    // touch nothing: read-only and idempotent to clients.
+    assert_eq!(tools["Calculator"]["annotations"]["read_only_hint"], true);
+    assert_eq!(tools["Calculator"]["annotations"]["idempotent_hint"], true);
+    assert_eq!(tools["Calculator"]["annotations"]["open_world_hint"], false);
 
     assert_eq!(report["add"]["text"], "38");
     assert_eq!(report["add"]["is_error"], false);

@@ -190,21 +190,6 @@ pub async fn load_sources(
     // Collisions are decided in discovery order, not completion order, so
     // the same directories always give the same registry.
     loaded.sort_by_key(|(index, _)| *index);
-    // A policy section (or --grant) for a plugin that is not here grants
-    // nothing: say so, it is most often a misspelt name.
-    let names: Vec<&str> = loaded
-        .iter()
-        .filter_map(|(_, r)| r.as_ref().ok())
-        .map(|(p, _)| p.identity.name.as_str())
-        .collect();
-    for name in options.plugins.keys() {
-        if !names.contains(&name.as_str()) {
-            tracing::warn!(
-                "[plugins.{name}] (or --grant {name}:...) names no loaded plugin: it grants nothing (loaded: {})",
-                names.join(", ")
-            );
-        }
-    }
     let nested = {
         let plugins: Vec<(&str, &[crate::grants::DirGrant])> = loaded
             .iter()
@@ -240,6 +225,19 @@ pub async fn load_sources(
             Err(e) => errors.push(e),
         }
     }
+    // Whole plugins that did not load (a refused gadget or a contested
+    // name leaves the rest of its plugin loaded).
+    registry.set_failed_plugins(
+        errors
+            .iter()
+            .filter(|e| {
+                !matches!(
+                    e.reason,
+                    LoadFailure::GadgetRefused(_) | LoadFailure::NameContested { .. }
+                )
+            })
+            .count(),
+    );
     (registry, errors)
 }
 

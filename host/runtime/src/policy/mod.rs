@@ -148,6 +148,12 @@ pub struct GadgetRules {
     pub allow: Option<Vec<String>>,
     #[serde(default)]
     pub deny: Vec<String>,
+    /// The policy file the rules were read from, for refusals to name.
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
+    /// Patterns denied with `--deny-gadget` for this run (also in `deny`).
+    #[serde(skip)]
+    pub denied_by_flag: Vec<String>,
 }
 
 impl GadgetRules {
@@ -156,15 +162,37 @@ impl GadgetRules {
         if let Some(pattern) = self.deny.iter().find(|p| glob_matches(p, name)) {
             return Err(DenyRule::Denied {
                 pattern: pattern.clone(),
+                origin: if self.denied_by_flag.contains(pattern) {
+                    RuleSource::Flag
+                } else {
+                    RuleSource::File(self.file.clone())
+                },
             });
         }
         match &self.allow {
             Some(allow) if !allow.iter().any(|p| glob_matches(p, name)) => {
-                Err(DenyRule::NotAllowed)
+                Err(DenyRule::NotAllowed {
+                    file: self.file.clone(),
+                })
             }
             _ => Ok(()),
         }
     }
+}
+
+/// Where a rule was written: so a refusal says where to change it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleSource {
+    /// The policy file (its path, when it was read from one).
+    File(Option<PathBuf>),
+    /// `--deny-gadget` on this command line.
+    Flag,
+}
+
+fn in_file(file: &Option<PathBuf>) -> String {
+    file.as_ref()
+        .map(|f| format!("{}: ", f.display()))
+        .unwrap_or_default()
 }
 
 /// Why a loaded gadget is not served: the rule, as the sentence "gadget
@@ -172,12 +200,15 @@ impl GadgetRules {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DenyRule {
-    /// A `[gadgets] deny` pattern matches it.
-    #[error("denied by the operator's policy ([gadgets] deny = \"{pattern}\")")]
-    Denied { pattern: String },
+    /// A `[gadgets] deny` pattern (or `--deny-gadget`) matches it.
+    #[error("{}", match origin {
+        RuleSource::Flag => format!("denied for this run (--deny-gadget \"{pattern}\")"),
+        RuleSource::File(file) => format!("denied by the operator's policy ({}[gadgets] deny = \"{pattern}\")", in_file(file)),
+    })]
+    Denied { pattern: String, origin: RuleSource },
     /// A `[gadgets] allow` list is given and no pattern in it matches.
-    #[error("not in the operator's [gadgets] allow list")]
-    NotAllowed,
+    #[error("not in the operator's [gadgets] allow list{}", file.as_ref().map(|f| format!(" ({})", f.display())).unwrap_or_default())]
+    NotAllowed { file: Option<PathBuf> },
     /// More than one plugin serves the name (compared case-insensitively).
     #[error(
         "claimed by plugins {}: none of them serves it until the policy file tells them apart with [plugins.NAME] prefix = \"...\"",
@@ -301,6 +332,40 @@ pub enum PolicyError {
     Invalid { path: PathBuf, message: String },
 }
 
+/// A TOML type error in words an operator uses, with the form expected:
+/// serde says "invalid type: string \"Sleep\", expected a sequence".
+pub fn plain_types(message: &str) -> String {
+    let Some(rest) = message.strip_prefix("invalid type: ") else {
+        return message.to_string();
+    };
+    let Some((found, expected)) = rest.split_once(", expected ") else {
+        return message.to_string();
+    };
+    let found = found
+        .replacen("string ", "the text ", 1)
+        .replacen("integer ", "the number ", 1)
+        .replacen("floating point ", "the number ", 1)
+        .replacen("boolean ", "", 1)
+        .replace("sequence", "a list")
+        .replace("map", "a table");
+    let expected = if expected.contains("sequence") {
+        "a list in brackets, for example [\"first\", \"second\"]".to_string()
+    } else if expected.contains("boolean") || expected == "a bool" {
+        "true or false".to_string()
+    } else if ["u8", "u16", "u32", "u64", "usize", "i32", "i64"].contains(&expected) {
+        "a whole number, for example 1000".to_string()
+    } else if expected == "f64" || expected == "f32" {
+        "a number, for example 0.05".to_string()
+    } else if expected.contains("string") {
+        "text in quotes, for example \"value\"".to_string()
+    } else if expected.contains("map") || expected.starts_with("struct ") {
+        "a table, for example { key = \"value\" } or a [section]".to_string()
+    } else {
+        expected.to_string()
+    };
+    format!("expected {expected}, found {found}")
+}
+
 impl Policy {
     /// The policy file to read: `explicit` (`--config`), else
     /// `$GADGET_CONFIG`, else the XDG path when that file exists.
@@ -344,6 +409,7 @@ impl Policy {
             message,
         })?;
         policy.file = Some(path.to_path_buf());
+        policy.gadgets.file = Some(path.to_path_buf());
         Ok(policy)
     }
 
@@ -356,9 +422,20 @@ impl Policy {
                 let before = &text.as_bytes()[..span.start.min(text.len())];
                 before.iter().filter(|&&b| b == b'\n').count() + 1
             });
+            let message = plain_types(e.message());
             match line {
-                Some(line) => format!("{} (line {line})", e.message()),
-                None => e.message().to_string(),
+                Some(line) => {
+                    let shown: String = text
+                        .lines()
+                        .nth(line - 1)
+                        .unwrap_or_default()
+                        .trim()
+                        .chars()
+                        .take(80)
+                        .collect();
+                    format!("{message} (line {line}: {shown})")
+                }
+                None => message,
             }
         })?;
         for (plugin, grants) in &policy.plugins {
@@ -495,7 +572,7 @@ impl Policy {
     /// `PLUGIN:config=KEY=value:TEXT`. Relative directories are relative
     /// to the working directory.
     pub fn add_grant(&mut self, grant: &str) -> Result<(), String> {
-        let usage = "a grant is PLUGIN:http=URL, PLUGIN:files=HOST[:GUEST][:ro|rw], PLUGIN:config=KEY=env:VAR or PLUGIN:llm=PROVIDER:MODEL";
+        let usage = "a grant is one of PLUGIN:http=URL; PLUGIN:files=HOST[:GUEST][:ro|rw] (GUEST defaults to / and HOST's last name, the mode to ro); PLUGIN:config=KEY=env:VAR or PLUGIN:config=KEY=value:TEXT; PLUGIN:llm=PROVIDER:MODEL";
         let (plugin, rest) = grant
             .split_once(':')
             .ok_or_else(|| format!("'{grant}': {usage}"))?;
@@ -575,7 +652,7 @@ impl Policy {
             }
             other => {
                 return Err(format!(
-                    "'{grant}': '{other}' is not http, files or config; {usage}"
+                    "'{grant}': '{other}' is not http, files, config or llm; {usage}"
                 ));
             }
         }
@@ -585,6 +662,7 @@ impl Policy {
     /// Denies a gadget (name or glob) for this run.
     pub fn deny_gadget(&mut self, pattern: &str) {
         self.gadgets.deny.push(pattern.to_string());
+        self.gadgets.denied_by_flag.push(pattern.to_string());
     }
 
     /// The prefix the operator gives a plugin's gadget names.

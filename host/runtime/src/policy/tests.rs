@@ -88,13 +88,31 @@ fn allow_lists_and_globs() {
     assert_eq!(
         policy.gadgets.check("CalcSecret"),
         Err(DenyRule::Denied {
-            pattern: "CalcSecret".into()
+            pattern: "CalcSecret".into(),
+            origin: RuleSource::File(None),
         })
     );
-    assert_eq!(policy.gadgets.check("Sleep"), Err(DenyRule::NotAllowed));
+    assert_eq!(
+        policy.gadgets.check("Sleep"),
+        Err(DenyRule::NotAllowed { file: None })
+    );
     assert!(
-        DenyRule::NotAllowed.to_string().contains("allow list"),
+        DenyRule::NotAllowed { file: None }
+            .to_string()
+            .contains("allow list"),
         "the rule names the list"
+    );
+    // A refusal says where the rule was written.
+    let mut policy = policy;
+    policy.gadgets.file = Some(PathBuf::from("ops/policy.toml"));
+    policy.deny_gadget("Date*");
+    assert_eq!(
+        policy.gadgets.check("CalcSecret").unwrap_err().to_string(),
+        "denied by the operator's policy (ops/policy.toml: [gadgets] deny = \"CalcSecret\")"
+    );
+    assert_eq!(
+        policy.gadgets.check("DateTime").unwrap_err().to_string(),
+        "denied for this run (--deny-gadget \"Date*\")"
     );
     assert!(glob_matches("*a*b*c*", "xxaxxbxxcxx"));
     assert!(!glob_matches("*a*b*c*d", &"ab".repeat(5000)));
@@ -122,7 +140,7 @@ fn command_line_grants() {
         policy
             .add_grant("web:ftp=x")
             .unwrap_err()
-            .contains("not http, files or config")
+            .contains("not http, files, config or llm")
     );
     assert!(policy.add_grant("web").is_err());
     assert!(
@@ -161,7 +179,7 @@ fn limits_and_prefixes_are_read() {
 fn unknown_fields_are_errors_that_name_the_line() {
     let error = parse("[limits]\nmax-timeout-ms = 5\nmax-memry-mib = 64\n").unwrap_err();
     assert!(error.contains("unknown field `max-memry-mib`"), "{error}");
-    assert!(error.ends_with("(line 3)"), "{error}");
+    assert!(error.ends_with("(line 3: max-memry-mib = 64)"), "{error}");
     let error = parse("[plugin.web]\nprefix = \"w_\"\n").unwrap_err();
     assert!(error.contains("unknown field `plugin`"), "{error}");
 }

@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""The deployment, checked without Docker or a cluster.
+
+1. deploy/kubernetes/*.yaml against Kubernetes' schemas (kubernetes-validate,
+   strict), then what a schema cannot see: the image's USER is numeric and is
+   the pod's runAsUser (runAsNonRoot refuses a named user), the scrape
+   annotation names a declared port that --metrics-listen serves.
+2. The image's file layout built from deploy/Dockerfile's second stage in a
+   temporary root (binary, plugins, cache, its ENV), its warm-up step run as
+   the image's numeric user, then its ENTRYPOINT plus the manifest's args
+   started (addresses moved to free loopback ports): health, /metrics with no
+   token on the metrics port, an MCP initialize with an in-cluster Host
+   header and the token, a foreign Host refused, JSON logs without colour
+   codes, SIGHUP reload logged, SIGTERM stops it.
+
+Run by scripts/test.sh after the release build and the guests:
+    .tools/k8s/bin/python scripts/check-deploy.py
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKERFILE = ROOT / "deploy" / "Dockerfile"
+MANIFESTS = sorted((ROOT / "deploy" / "kubernetes").glob("*.yaml"))
+# Bounded waits: everything here is local and answers in milliseconds.
+START_TIMEOUT_S = 60
+REQUEST_TIMEOUT_S = 10
+
+
+def fail(message):
+    print(f"check-deploy: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def runtime_stage(text):
+    """The Dockerfile's last stage: its instructions, continuation lines joined."""
+    joined = re.sub(r"\\\n", " ", text)
+    lines = [l.strip() for l in joined.splitlines() if l.strip() and not l.strip().startswith("#")]
+    last_from = max(i for i, l in enumerate(lines) if l.startswith("FROM "))
+    return lines[last_from:]
+
+
+def instruction(stage, name):
+    return [l[len(name) + 1 :].strip() for l in stage if l.startswith(name + " ")]
+
+
+def check_manifests(uid):
+    validate = Path(sys.executable).parent / "kubernetes-validate"
+    result = subprocess.run(
+        [str(validate), "--strict", "--quiet", *map(str, MANIFESTS)],
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        fail(f"kubernetes-validate:\n{result.stdout}{result.stderr}")
+    for path in MANIFESTS:
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not doc or doc.get("kind") != "Deployment":
+                continue
+            pod = doc["spec"]["template"]
+            security = pod["spec"].get("securityContext", {})
+            if security.get("runAsNonRoot") and security.get("runAsUser") != uid:
+                fail(f"{path.name}: runAsNonRoot needs runAsUser: {uid}, the image's numeric USER")
+            container = pod["spec"]["containers"][0]
+            ports = {p["containerPort"]: p.get("name") for p in container.get("ports", [])}
+            scrape = pod["metadata"].get("annotations", {}).get("prometheus.io/port")
+            if scrape is not None and int(scrape) not in ports:
+                fail(f"{path.name}: prometheus.io/port {scrape} is not a container port ({sorted(ports)})")
+            yield doc, container
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def replace_address(args, flag, address):
+    """Moves `flag ADDR` or `flag=ADDR` to `address`."""
+    out, skip = [], False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if arg == flag:
+            out += [flag, address]
+            skip = True
+        elif arg.startswith(flag + "="):
+            out.append(f"{flag}={address}")
+        else:
+            out.append(arg)
+    return out
+
+
+def request(url, method="GET", headers=None, body=None):
+    req = urllib.request.Request(url, method=method, headers=headers or {}, data=body)
+    try:
+        with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_S) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def main():
+    stage = runtime_stage(DOCKERFILE.read_text())
+    user = instruction(stage, "USER")
+    if not user or not re.fullmatch(r"\d+(:\d+)?", user[-1]):
+        fail(f"the image's USER must be numeric (runAsNonRoot cannot check a name): {user}")
+    uid = int(user[-1].split(":")[0])
+    gid = int(user[-1].split(":")[1]) if ":" in user[-1] else uid
+    deployments = list(check_manifests(uid))
+    if not deployments:
+        fail("no Deployment in deploy/kubernetes")
+    _, container = deployments[0]
+    manifest_args = container.get("args", [])
+
+    entrypoint = json.loads(instruction(stage, "ENTRYPOINT")[-1])
+    env = {}
+    for line in instruction(stage, "ENV"):
+        for key, value in re.findall(r"(\w+)=(\S+)", line):
+            env[key] = value
+
+    binary = ROOT / "target" / "release" / "gadget"
+    if not binary.is_file():
+        fail(f"{binary} is not built")
+    image = Path(tempfile.mkdtemp(prefix="gadget-image-"))
+    server = None
+    try:
+        os.chmod(image, 0o755)
+        (image / "usr/local/bin").mkdir(parents=True)
+        shutil.copy2(binary, image / "usr/local/bin/gadget")
+        plugins = image / "opt/gadget/plugins"
+        for plugin in sorted((ROOT / "plugins").iterdir()):
+            wasm = list(plugin.glob("*.wasm"))
+            if not (plugin / "plugin.toml").is_file() or not wasm:
+                continue
+            (plugins / plugin.name).mkdir(parents=True)
+            for file in [plugin / "plugin.toml", *wasm]:
+                shutil.copy2(file, plugins / plugin.name / file.name)
+        cache = image / "var/lib/gadget/cache"
+        cache.mkdir(parents=True)
+        config_dir = image / "etc/gadget-host"
+        config_dir.mkdir(parents=True)
+        (config_dir / "config.toml").write_text('[plugins.web]\nhttp = ["https://example.com"]\n')
+        for path in [image, *image.rglob("*")]:
+            os.chmod(path, 0o755 if path.is_dir() else 0o755 if path.name == "gadget" else 0o644)
+        os.chown(image / "var/lib/gadget", uid, gid)
+        os.chown(cache, uid, gid)
+
+        run_env = {
+            "PATH": f"{image}/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(image / "var/lib/gadget"),
+        }
+        for key, value in env.items():
+            run_env[key] = str(image) + value if value.startswith("/") else value
+        as_user = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
+        if shutil.which("setpriv") is None or os.geteuid() != 0:
+            as_user = []  # not root here: run as whoever we are
+        warm = subprocess.run(
+            [*as_user, "gadget", "list"], env=run_env, capture_output=True, text=True
+        )
+        if warm.returncode != 0:
+            fail(f"the image's warm-up step (gadget list) failed:\n{warm.stderr}")
+        if not any(cache.iterdir()):
+            fail("the warm-up step left the compile cache empty")
+
+        port, metrics_port = free_port(), free_port()
+        args = entrypoint + manifest_args
+        args = replace_address(args, "--listen", f"127.0.0.1:{port}")
+        args = replace_address(args, "--metrics-listen", f"127.0.0.1:{metrics_port}")
+        token = "check-deploy-token"
+        server_env = dict(run_env, GADGET_TOKEN=token)
+        for item in container.get("env", []):
+            if "value" in item:
+                value = item["value"]
+                server_env[item["name"]] = str(image) + value if value.startswith("/") else value
+        server = subprocess.Popen(
+            [*as_user, *args], env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                if request(base + "/healthz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                fail(f"gadget serve did not start:\n{server.stderr.read() if server.poll() is not None else ''}")
+            time.sleep(0.1)
+
+        status, body = request(f"http://127.0.0.1:{metrics_port}/metrics")
+        if status != 200 or "gadget_" not in body:
+            fail(f"/metrics on the metrics port: {status} {body[:200]}")
+        if request(base + "/metrics")[0] != 401:
+            fail("/metrics on the MCP port must need the token")
+
+        initialize = json.dumps({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "check-deploy", "version": "1"}},
+        }).encode()
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        }
+        hosts = [a.split("=", 1)[1] for a in manifest_args if a.startswith("--allowed-host=")]
+        if not any(h.endswith(".svc.cluster.local") for h in hosts):
+            fail("the manifest must accept the Service's in-cluster DNS name (--allowed-host=...svc.cluster.local)")
+        for host in hosts:
+            status, body = request(base + "/mcp", "POST", dict(headers, Host=f"{host}:8765"), initialize)
+            if status != 200:
+                fail(f"initialize with Host {host}:8765 was refused: {status} {body[:200]}")
+        status, _ = request(base + "/mcp", "POST", dict(headers, Host="evil.example"), initialize)
+        if status == 200:
+            fail("a foreign Host header was accepted")
+
+        server.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=START_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            fail("gadget serve did not stop on SIGTERM")
+        logs = server.stderr.read()
+        if "\x1b[" in logs:
+            fail("the logs carry colour codes off a terminal")
+        lines = [l for l in logs.splitlines() if l.strip()]
+        records = []
+        for line in lines:
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                if line.startswith("{"):
+                    fail(f"a log line is not JSON: {line}")
+        messages = " | ".join(str(r.get("fields", {}).get("message", "")) for r in records)
+        if "reloaded" not in messages:
+            fail(f"SIGHUP's reload was not logged (logs: {messages})")
+        if server.returncode != 0:
+            fail(f"gadget serve exited with {server.returncode} on SIGTERM")
+        print(f"check-deploy: manifests valid; image layout runs as {uid}:{gid}; "
+              f"metrics, in-cluster Host names, JSON logs, reload and stop checked")
+    finally:
+        if server is not None and server.poll() is None:
+            server.kill()
+        shutil.rmtree(image, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -341,53 +341,15 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let host = host!(Calls::Many, Some(agent_options));
             agent::agent(host.tools(&policy)?, agent_options, &policy.llm).await
         }
-        Command::Mcp | Command::Serve(_) => {
-            let host = host!(Calls::Many);
-            let gadgets = host.registry.gadgets().count();
-            if host.registry.available().next().is_none() {
-                tracing::warn!(
-                    "no gadget to serve from {}: clients will see an empty tools/list (set --plugins or GADGET_PLUGINS, and grant what the plugins ask for)",
-                    plugin_dirs(&cli.global)
-                        .iter()
-                        .map(|d| d.display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
-            // The policy's agents are tools too (over the gadgets loaded at
-            // start; a reload does not change what they may call).
-            let agents = agent::sub_agents(host.registry.clone(), &policy, host.providers.clone())?
-                .map(|agents| agents.agents());
-            let tools = served(host.registry.clone(), agents.clone());
-            // SIGHUP loads the plugins again (the policy as read at start).
-            let (runtime, global, options) = (
-                host.runtime.clone(),
-                cli.global.clone(),
-                load_options(&cli.global, &policy),
-            );
-            let reload: gadget_mcp::Reload = Arc::new(move || {
-                let (runtime, global, options, agents) = (
-                    runtime.clone(),
-                    global.clone(),
-                    options.clone(),
-                    agents.clone(),
-                );
-                Box::pin(async move {
-                    match load(&runtime, &global, &options).await {
-                        Ok(Some(registry)) => Some(served(Arc::new(registry), agents)),
-                        Ok(None) => None,
-                        Err(e) => {
-                            eprintln!("error: reloading the plugins: {e:#}");
-                            None
-                        }
-                    }
-                })
-            });
-            match &cli.command {
-                Command::Serve(args) => mcp::serve(tools, gadgets, args, reload).await,
-                _ => mcp::mcp(tools, reload).await,
-            }
+        Command::Serve(args) => {
+            let Some((tools, gadgets, reload)) = serving(&cli.global, &policy).await? else {
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            };
+            mcp::serve(tools, gadgets, args, reload).await
         }
+        // The session starts at once; the plugins load (and compile) while
+        // the client initializes, and its first list or call waits for them.
+        Command::Mcp => mcp::mcp(serving(&cli.global, &policy)).await,
         // The policy's agents are tools like the gadgets in every listing.
         Command::Schemas { format } => {
             let host = host!(Calls::Few);
@@ -440,6 +402,59 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             .await
         }
     }
+}
+
+/// What `gadget mcp` and `gadget serve` serve: the loaded gadgets and the
+/// policy's agents, how many gadgets, and the SIGHUP reload. `None` when
+/// loading failed (each reason has been printed).
+async fn serving(
+    global: &GlobalArgs,
+    policy: &Policy,
+) -> Result<Option<(Arc<dyn Tools>, usize, gadget_mcp::Reload)>> {
+    let Some(host) = host::start(global, policy, Calls::Many, None).await? else {
+        return Ok(None);
+    };
+    let gadgets = host.registry.gadgets().count();
+    if host.registry.available().next().is_none() {
+        tracing::warn!(
+            "no gadget to serve from {}: clients will see an empty tools/list (set --plugins or GADGET_PLUGINS, and grant what the plugins ask for)",
+            plugin_dirs(global)
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    // The policy's agents are tools too (over the gadgets loaded at
+    // start; a reload does not change what they may call).
+    let agents = agent::sub_agents(host.registry.clone(), policy, host.providers.clone())?
+        .map(|agents| agents.agents());
+    let tools = served(host.registry.clone(), agents.clone());
+    // SIGHUP loads the plugins again (the policy as read at start).
+    let (runtime, global, options) = (
+        host.runtime.clone(),
+        global.clone(),
+        load_options(global, policy),
+    );
+    let reload: gadget_mcp::Reload = Arc::new(move || {
+        let (runtime, global, options, agents) = (
+            runtime.clone(),
+            global.clone(),
+            options.clone(),
+            agents.clone(),
+        );
+        Box::pin(async move {
+            match load(&runtime, &global, &options).await {
+                Ok(Some(registry)) => Some(served(Arc::new(registry), agents)),
+                Ok(None) => None,
+                Err(e) => {
+                    eprintln!("error: reloading the plugins: {e:#}");
+                    None
+                }
+            }
+        })
+    });
+    Ok(Some((tools, gadgets, reload)))
 }
 
 fn load_options(global: &GlobalArgs, policy: &Policy) -> LoadOptions {

@@ -71,7 +71,15 @@ pub struct GadgetServer {
     /// HTTP, where the client's answer would arrive on a request no session
     /// ties back to the call.
     server_requests: bool,
+    /// False while the tools are still being loaded (a client may
+    /// initialize meanwhile): lists and calls wait for it.
+    loaded: tokio::sync::watch::Receiver<bool>,
 }
+
+/// How long a list or a call waits for the tools still being loaded:
+/// past the longest compile a loader allows, so it only fires when
+/// loading is stuck.
+pub const LOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// The key of the one input request an ask-human outcome makes, and of
 /// the answer the client sends back.
@@ -94,7 +102,21 @@ impl GadgetServer {
             calls: Arc::new(AtomicU64::new(0)),
             shutdown: tokio_util::sync::CancellationToken::new(),
             server_requests: false,
+            loaded: tokio::sync::watch::channel(true).1,
         }
+    }
+
+    /// Serves while the tools are still being loaded: lists and calls wait
+    /// until `loaded` says true (the loader then calls `replace_tools`).
+    pub fn with_loading(mut self, loaded: tokio::sync::watch::Receiver<bool>) -> GadgetServer {
+        self.loaded = loaded;
+        self
+    }
+
+    /// Waits (at most [`LOAD_WAIT`]) for the tools being loaded.
+    async fn until_loaded(&self) {
+        let mut loaded = self.loaded.clone();
+        let _ = tokio::time::timeout(LOAD_WAIT, loaded.wait_for(|done| *done)).await;
     }
 
     /// Whether the transport carries requests to the client and their
@@ -400,6 +422,7 @@ impl ServerHandler for GadgetServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        self.until_loaded().await;
         Ok(ListToolsResult::with_all_items(self.tools()))
     }
 
@@ -417,6 +440,7 @@ impl ServerHandler for GadgetServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        self.until_loaded().await;
         let started = Instant::now();
         let name = request.name.to_string();
         if let Some(responses) = &request.input_responses

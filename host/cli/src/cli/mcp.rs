@@ -51,15 +51,39 @@ pub enum SchemaFormat {
     Mcp,
 }
 
-/// `gadget mcp`: MCP over stdio until the client goes away.
-pub async fn mcp(tools: Arc<dyn Tools>, reload: gadget_mcp::Reload) -> Result<ExitCode> {
+/// What `gadget mcp` serves, once loaded: the tools, how many gadgets,
+/// and the reload.
+type Loaded = Option<(Arc<dyn Tools>, usize, gadget_mcp::Reload)>;
+
+/// `gadget mcp`: MCP over stdio until the client goes away. The session
+/// starts at once and `loading` runs beside it, so a client's start-up
+/// timeout never waits for cold compiles; its first list or call waits for
+/// the tools instead.
+pub async fn mcp(loading: impl std::future::Future<Output = Result<Loaded>>) -> Result<ExitCode> {
     use rmcp::ServiceExt as _;
-    let server = GadgetServer::new(tools, Arc::new(Metrics::new())).with_server_requests(true);
-    let running = server
-        .clone()
-        .serve(gadget_mcp::stdio::transport())
-        .await
-        .context("starting the MCP session on stdio")?;
+    let (loaded_tx, loaded_rx) = tokio::sync::watch::channel(false);
+    let server = GadgetServer::new(
+        Arc::new(gadget_core::tool::Toolbox::new()),
+        Arc::new(Metrics::new()),
+    )
+    .with_server_requests(true)
+    .with_loading(loaded_rx);
+    let session = server.clone().serve(gadget_mcp::stdio::transport());
+    let loading = async {
+        let loaded = loading.await;
+        if let Ok(Some((tools, _, _))) = &loaded {
+            server.replace_tools(tools.clone());
+            let _ = loaded_tx.send(true);
+        }
+        loaded
+    };
+    let (running, loaded) = tokio::join!(session, loading);
+    let reload = match loaded {
+        Ok(Some((_, _, reload))) => reload,
+        Ok(None) => return Ok(ExitCode::from(EXIT_BAD_INPUT)),
+        Err(e) => return Err(e),
+    };
+    let running = running.context("starting the MCP session on stdio")?;
     // On SIGHUP the plugins are loaded again and the client is told the
     // tool list changed.
     let peer = running.peer().clone();

@@ -413,3 +413,65 @@ fn mcp_lists_only_gadgets_that_can_work() {
     let names = list(&["--grant", &grant]);
     assert!(names.contains(&"ReadFile".to_string()), "{names:?}");
 }
+
+/// `gadget mcp` answers `initialize` while its plugins still compile (a
+/// CPython component takes seconds cold), so a client's start-up timeout
+/// is not spent on them; the first `tools/list` waits and is complete.
+#[test]
+fn mcp_initializes_before_cold_compiles_finish() {
+    use std::io::{BufRead, Write};
+    let home = tempfile::tempdir().unwrap();
+    let mut server = Command::new(common::gadget_bin())
+        .arg("--no-cache")
+        .arg("--plugins")
+        .arg(common::workspace().join("examples/python-gadget"))
+        // Granted one of its doors, so its gadgets are offered.
+        .args(["--grant", "python-words:http=https://example.com"])
+        .arg("mcp")
+        .env("HOME", home.path())
+        .env_remove("GADGET_CONFIG")
+        .env_remove("XDG_CONFIG_HOME")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut stdin = server.stdin.take().unwrap();
+    for line in [
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    let mut initialized_at = None;
+    let mut listed = None;
+    for line in std::io::BufReader::new(server.stdout.take().unwrap()).lines() {
+        let message: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if message["id"] == 0 {
+            initialized_at = Some(started.elapsed());
+        }
+        if message["id"] == 1 {
+            listed = Some((started.elapsed(), message));
+            break;
+        }
+    }
+    drop(stdin);
+    let _ = server.kill();
+    let _ = server.wait();
+    let initialized_at = initialized_at.expect("initialize was answered");
+    let (listed_at, list) = listed.expect("tools/list was answered");
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"WordFrequency"), "{list}");
+    // The compile took its seconds after initialize was answered.
+    assert!(
+        listed_at >= initialized_at + std::time::Duration::from_millis(500),
+        "initialize at {initialized_at:?}, the list at {listed_at:?}: initialize waited for the compile"
+    );
+}

@@ -436,7 +436,18 @@ impl Agent {
                     break;
                 }
             };
-            let step = self.respond(iteration, stream).await;
+            let mut step = self.respond(iteration, stream).await;
+            // A response cut off (Ctrl-C, a broken stream) before the
+            // provider reported its usage still cost its tokens: counted
+            // from what was sent and received, so --max-cost and the
+            // totals never under-count.
+            if (step.interrupted || step.error.is_some())
+                && step.usage.input_tokens == 0
+                && step.usage.output_tokens == 0
+            {
+                step.usage.input_tokens = estimated;
+                step.usage.output_tokens = gadget_core::llm::estimate_tokens(step.text.len());
+            }
             let llm_cost = self.config.model_info.map(|info| info.cost(step.usage));
             (self.observer)(&AgentEvent::Response {
                 iteration,

@@ -240,7 +240,11 @@ pub fn main() -> ExitCode {
     // it a core's worth of threads plus one, all busy under load (on two
     // cores the executor then ran at about 55% of the bare runtime's calls
     // per second instead of over 70%).
-    match runtime.block_on(runtime.spawn(run(cli))) {
+    let result = runtime.block_on(runtime.spawn(run(cli)));
+    // A blocking read (stdin, after Ctrl-C stopped a run reading it) cannot
+    // be cancelled: exiting waits for the runtime's threads only this long.
+    runtime.shutdown_timeout(SHUTDOWN_WAIT);
+    match result {
         Ok(Ok(code)) => code,
         Ok(Err(error)) => {
             eprintln!("error: {error:#}");
@@ -252,6 +256,10 @@ pub fn main() -> ExitCode {
         }
     }
 }
+
+/// How long exiting waits for the async runtime's threads to end (a task
+/// blocked reading stdin never does).
+const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// The crates whose debug and trace events carry a gadget's raw data.
 const GUEST_DATA_TARGETS: [&str; 3] = ["wasmtime_wasi", "wasmtime_wasi_http", "wasmtime_wasi_io"];

@@ -4,18 +4,29 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Raises the abort signal of every call of the response running now
-/// (Ctrl-C, a server's shutdown). Calls not started yet are not affected;
-/// to stop reading, end the chunk stream.
+/// Stops the response running now (Ctrl-C, SIGTERM, a server's
+/// shutdown): the executor reads no more of it, skips every call not
+/// started yet, and raises the abort signal of the running ones.
 #[derive(Clone, Default)]
 pub struct AbortHandle {
     current: Arc<Mutex<Arc<AtomicBool>>>,
+    /// Wakes the executor's loop, so calls not started are skipped at once
+    /// rather than when the next chunk or call end comes.
+    wake: Arc<tokio::sync::Notify>,
 }
 
 impl AbortHandle {
-    /// Raises the abort signal of the running response's calls.
+    /// Stops the running response: its calls not started are skipped, its
+    /// running calls get the abort signal.
     pub fn abort(&self) {
         self.current().store(true, Ordering::Relaxed);
+        self.wake.notify_one();
+    }
+
+    /// What [`Self::abort`] wakes (a stale wake-up with the signal down is
+    /// ignored).
+    pub(crate) fn woken(&self) -> Arc<tokio::sync::Notify> {
+        self.wake.clone()
     }
 
     pub(crate) fn current(&self) -> Arc<AtomicBool> {

@@ -51,14 +51,14 @@ pub use config::{
 };
 use outcome::{Announced, ended_of};
 use runners::Runners;
-use state::{Ended, Entry, Finished, Live};
+use state::{Ended, Entry, Finished, Live, policy_for};
 
 use gadget_core::call::{FailureKind, OutcomeKind};
 use gadget_core::chunked::ChunkedVec;
 use gadget_core::ledger::CallEvent;
 use gadget_core::parser::{self, ConfigError, EventRef, GadgetCall, ParserBuilder};
 use gadget_core::render::{self, GadgetDoc, HistoryEntry};
-use gadget_core::schedule::{self, Action, CallIx, CallSpec, DependencyPolicy, Scheduler};
+use gadget_core::schedule::{self, Action, CallIx, CallSpec, Scheduler};
 use gadget_core::tool::{Tool, Toolbox, Tools};
 use gadget_core::viewer::{OutputLimiter, OutputViewer};
 
@@ -228,6 +228,8 @@ impl Executor {
             summary: ResponseSummary::default(),
         };
         let mut reading = true;
+        let mut interrupted = false;
+        let stop = self.abort.woken();
         let first = self.entries.len();
         self.history.clear();
         self.history_bytes = 0;
@@ -240,6 +242,14 @@ impl Executor {
                 biased;
                 Some((ix, live)) = turn.live_rx.recv(), if !turn.running.is_empty() => {
                     self.live(ix, live, &mut sink);
+                }
+                // Stopped from outside: no more reading, nothing more starts.
+                _ = stop.notified(), if !interrupted && (reading || !turn.running.is_empty()) => {
+                    if turn.abort.load(std::sync::atomic::Ordering::Relaxed) {
+                        interrupted = true;
+                        reading = false;
+                        actions.extend(self.scheduler.interrupt());
+                    }
                 }
                 chunk = chunks.recv(), if reading => {
                     let mut parsed = Vec::new();
@@ -767,28 +777,5 @@ fn collect(event: EventRef<'_>, into: &mut Vec<Parsed>) {
         EventRef::Text(text) => into.push(Parsed::Text(text.to_string())),
         EventRef::Call(call) => into.push(Parsed::Call(call.to_owned())),
         EventRef::ArgumentDelta(_) => {}
-    }
-}
-
-/// The dependency policy of a call whose dependency failed: the
-/// controller's, else its gadget's, else the run's.
-fn policy_for<'a>(
-    config: &'a ExecConfig,
-    controller: &'a dyn Controller,
-    entries: &'a ChunkedVec<Entry>,
-) -> impl FnMut(CallIx, &str, &str) -> DependencyPolicy + 'a {
-    move |call, failed_dependency, error| {
-        let entry = &entries[call];
-        let params = entry.known_parameters();
-        if let Some(policy) =
-            controller.on_dependency_skipped(&entry.view(&params), failed_dependency, error)
-        {
-            return policy;
-        }
-        config
-            .gadget_policies
-            .get(&entry.call.name.to_lowercase())
-            .unwrap_or(&config.dependency_policy)
-            .clone()
     }
 }

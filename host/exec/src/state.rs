@@ -81,3 +81,26 @@ pub(crate) enum Live {
     Call(CallEvent),
     Asking(String),
 }
+
+/// The dependency policy of a call whose dependency failed: the
+/// controller's, else its gadget's, else the run's.
+pub(crate) fn policy_for<'a>(
+    config: &'a crate::ExecConfig,
+    controller: &'a dyn crate::Controller,
+    entries: &'a gadget_core::chunked::ChunkedVec<Entry>,
+) -> impl FnMut(CallIx, &str, &str) -> gadget_core::schedule::DependencyPolicy + 'a {
+    move |call, failed_dependency, error| {
+        let entry = &entries[call];
+        let params = entry.known_parameters();
+        if let Some(policy) =
+            controller.on_dependency_skipped(&entry.view(&params), failed_dependency, error)
+        {
+            return policy;
+        }
+        config
+            .gadget_policies
+            .get(&entry.call.name.to_lowercase())
+            .unwrap_or(&config.dependency_policy)
+            .clone()
+    }
+}

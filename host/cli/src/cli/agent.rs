@@ -377,14 +377,14 @@ pub fn sub_agents(
 /// session saved); a second exits at once.
 fn watch_interrupt(stop: gadget_agent::StopHandle) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_err() {
+        if !super::run::stop_signal().await {
             return;
         }
         eprintln!(
-            "\ninterrupted: stopping the model and cancelling the running calls (Ctrl-C again to quit at once)"
+            "\ninterrupted: stopping the model, skipping the calls not started, cancelling the running ones (Ctrl-C again to quit at once)"
         );
         stop.stop();
-        if tokio::signal::ctrl_c().await.is_ok() {
+        if super::run::stop_signal().await {
             std::process::exit(EXIT_INTERRUPTED.into());
         }
     })

@@ -527,9 +527,26 @@ impl HumanInput for TerminalInput {
 /// The exit code after Ctrl-C (128 + SIGINT, as shells report it).
 pub(super) const EXIT_INTERRUPTED: u8 = 130;
 
-/// Ctrl-C during a run: the first stops reading the response and raises
-/// the abort signal in every running call (they end as cancelled, and the
-/// summary is printed); a second one exits at once.
+/// Ctrl-C or SIGTERM, whichever comes first (false when neither can be
+/// watched): both stop a run the same way.
+pub(super) async fn stop_signal() -> bool {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
+            return tokio::select! {
+                interrupted = tokio::signal::ctrl_c() => interrupted.is_ok(),
+                _ = terminate.recv() => true,
+            };
+        }
+    }
+    tokio::signal::ctrl_c().await.is_ok()
+}
+
+/// Ctrl-C (or SIGTERM) during a run: the first stops reading the response,
+/// skips every call not started yet and raises the abort signal in every
+/// running call (they end as cancelled, and the summary is printed); a
+/// second one exits at once.
 pub(super) struct Interrupt {
     happened: Arc<std::sync::atomic::AtomicBool>,
     reader: Arc<std::sync::Mutex<Option<tokio::task::AbortHandle>>>,
@@ -541,11 +558,13 @@ impl Interrupt {
         let reader: Arc<std::sync::Mutex<Option<tokio::task::AbortHandle>>> = Arc::default();
         let (flag, current_reader) = (happened.clone(), reader.clone());
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_err() {
+            if !stop_signal().await {
                 return;
             }
             flag.store(true, std::sync::atomic::Ordering::SeqCst);
-            eprintln!("\ninterrupted: cancelling the running calls (Ctrl-C again to quit at once)");
+            eprintln!(
+                "\ninterrupted: skipping the calls not started, cancelling the running ones (Ctrl-C again to quit at once)"
+            );
             if let Some(reader) = current_reader
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -554,7 +573,7 @@ impl Interrupt {
                 reader.abort();
             }
             abort.abort();
-            if tokio::signal::ctrl_c().await.is_ok() {
+            if stop_signal().await {
                 std::process::exit(EXIT_INTERRUPTED.into());
             }
         });

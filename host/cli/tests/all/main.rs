@@ -19,4 +19,5 @@ mod mistakes;
 mod parser;
 mod serve;
 mod shipped;
+mod stop;
 mod transcripts;

@@ -536,6 +536,26 @@ impl Scheduler {
             .unwrap_or_default()
     }
 
+    /// The run is stopped from outside: read no more, and skip every call
+    /// of this response not started yet (calls running get the abort
+    /// signal from the executor and end as they end).
+    pub fn interrupt(&mut self) -> Vec<Action> {
+        self.stop_reading = true;
+        let mut actions = Vec::new();
+        for call in 0..self.nodes.len() {
+            let node = &self.nodes[call];
+            if node.response == self.response
+                && matches!(node.state, State::Waiting { .. } | State::Ready)
+            {
+                self.unwait(call);
+                self.nodes[call].state = State::Failed(None);
+                actions.push(Action::Skip(call, SkipReason::Interrupted));
+            }
+        }
+        self.waiting_on.retain(|_, calls| !calls.is_empty());
+        actions
+    }
+
     /// Stop-on-error: skip every call of this response not started yet.
     fn halt(&mut self, failed: CallIx, actions: &mut Vec<Action>) {
         let failed_id = self.nodes[failed].spec.invocation_id.clone();

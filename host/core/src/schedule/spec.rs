@@ -124,6 +124,9 @@ pub enum SkipReason {
     Halted {
         failed: String,
     },
+    /// The run was stopped from outside (Ctrl-C, SIGTERM) before the
+    /// call started.
+    Interrupted,
 }
 
 impl SkipReason {
@@ -137,6 +140,7 @@ impl SkipReason {
             SkipReason::TooManyCalls { .. } => "maxGadgetsPerResponse",
             SkipReason::TooManyDependencies { .. } => "maxDependenciesPerCall",
             SkipReason::Halted { failed } => failed,
+            SkipReason::Interrupted => "interrupted",
         }
     }
 }
@@ -169,6 +173,9 @@ impl std::fmt::Display for SkipReason {
                 f,
                 "Skipped: call \"{failed}\" failed earlier in this response and stop-on-error is on"
             ),
+            SkipReason::Interrupted => {
+                f.write_str("Skipped: the run was stopped (interrupted) before this call started")
+            }
         }
     }
 }

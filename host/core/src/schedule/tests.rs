@@ -407,6 +407,32 @@ fn stop_on_error_skips_what_has_not_started_and_stops_reading() {
     assert!(h.s.idle());
 }
 
+#[test]
+fn an_interrupt_skips_every_call_not_started_and_stops_reading() {
+    let mut h = Harness::new(ScheduleConfig {
+        max_parallel: 1,
+        ..ScheduleConfig::default()
+    });
+    h.add(spec("sleep", &[]))
+        .add(spec("write", &[]))
+        .add(spec("after", &["sleep"]));
+    assert_eq!(h.take(), ["start sleep"]);
+    let actions = h.s.interrupt();
+    h.record(actions);
+    let log = h.take();
+    assert_eq!(log.len(), 2, "{log:?}");
+    assert!(
+        log.iter()
+            .all(|l| l.contains("(interrupted) before this call started")),
+        "{log:?}"
+    );
+    assert!(h.s.stop_reading());
+    // The running call ends (cancelled); nothing else starts.
+    h.done("sleep", Err("cancelled"));
+    assert_eq!(h.take(), Vec::<String>::new());
+    assert!(h.s.idle());
+}
+
 proptest::proptest! {
     /// Random responses (ids, dependencies on earlier, later, missing
     /// and own ids, duplicates, hints), random outcomes and finishing

@@ -33,6 +33,9 @@ cargo clippy --quiet --target wasm32-wasip2 --profile guest \
 # containment tests (memory bombs, floods) run faster optimised.
 cargo test --release "${host[@]}"
 
+# The docs: every relative link and anchor in README.md and docs/ resolves.
+python3 scripts/check-docs.py
+
 # The deployment: manifests against Kubernetes' schemas, and the image's
 # layout run as its numeric user, without Docker or a cluster.
 .tools/k8s/bin/python scripts/check-deploy.py

@@ -540,8 +540,15 @@ impl Scheduler {
     /// of this response not started yet (calls running get the abort
     /// signal from the executor and end as they end).
     pub fn interrupt(&mut self) -> Vec<Action> {
-        self.stop_reading = true;
         let mut actions = Vec::new();
+        self.skip_not_started(SkipReason::Interrupted, &mut actions);
+        actions
+    }
+
+    /// Reads no more of this response and skips every call of it not
+    /// started yet, for `reason`.
+    fn skip_not_started(&mut self, reason: SkipReason, actions: &mut Vec<Action>) {
+        self.stop_reading = true;
         for call in 0..self.nodes.len() {
             let node = &self.nodes[call];
             if node.response == self.response
@@ -549,34 +556,17 @@ impl Scheduler {
             {
                 self.unwait(call);
                 self.nodes[call].state = State::Failed(None);
-                actions.push(Action::Skip(call, SkipReason::Interrupted));
+                actions.push(Action::Skip(call, reason.clone()));
             }
         }
         self.waiting_on.retain(|_, calls| !calls.is_empty());
-        actions
     }
 
     /// Stop-on-error: skip every call of this response not started yet.
     fn halt(&mut self, failed: CallIx, actions: &mut Vec<Action>) {
         let failed_id = self.nodes[failed].spec.invocation_id.clone();
         self.halted_by = Some(failed_id.clone());
-        self.stop_reading = true;
-        for call in 0..self.nodes.len() {
-            let node = &self.nodes[call];
-            if node.response == self.response
-                && matches!(node.state, State::Waiting { .. } | State::Ready)
-            {
-                self.unwait(call);
-                self.nodes[call].state = State::Failed(None);
-                actions.push(Action::Skip(
-                    call,
-                    SkipReason::Halted {
-                        failed: failed_id.clone(),
-                    },
-                ));
-            }
-        }
-        self.waiting_on.retain(|_, calls| !calls.is_empty());
+        self.skip_not_started(SkipReason::Halted { failed: failed_id }, actions);
     }
 
     /// Starts ready calls, in parse order, as far as the limits allow.

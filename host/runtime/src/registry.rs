@@ -96,8 +96,10 @@ impl Registry {
         self.gadgets.get(&name.to_lowercase())
     }
 
+    /// The names offered to models and clients (available gadgets), in
+    /// name order: what the prompt, `tools/list` and "not found" list.
     pub fn names(&self) -> Vec<String> {
-        self.gadgets.values().map(|g| g.spec.name.clone()).collect()
+        self.available().map(|g| g.spec.name.clone()).collect()
     }
 
     /// Gadgets that can be called now (loaded, and their plugin has every
@@ -264,7 +266,7 @@ impl Tools for Registry {
     }
 
     fn names(&self) -> Vec<String> {
-        self.available().map(|g| g.spec.name.clone()).collect()
+        Registry::names(self)
     }
 
     fn refusal(&self, name: &str) -> String {

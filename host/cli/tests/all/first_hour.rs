@@ -17,22 +17,74 @@ fn cache_dir() -> &'static Path {
     CACHE.get_or_init(|| tempfile::tempdir().unwrap()).path()
 }
 
-/// `gadget` with the shipped plugins, `home` as the user's home (and no
-/// policy but the one `args` name), run in `cwd`.
-fn gadget_in(home: &Path, cwd: &Path, args: &[&str]) -> Output {
-    Command::new(common::gadget_bin())
-        .arg("--plugins")
-        .arg(common::shipped_plugins())
+/// `gadget` as a new user runs it: `home` as the home directory, no policy
+/// but one the arguments name, this module's compile cache.
+fn user_gadget(home: &Path) -> Command {
+    let mut command = Command::new(common::gadget_bin());
+    command
         .arg("--cache-dir")
         .arg(cache_dir())
-        .args(args)
-        .current_dir(cwd)
         .env("HOME", home)
         .env_remove("XDG_CONFIG_HOME")
-        .env_remove("GADGET_CONFIG")
+        .env_remove("GADGET_CONFIG");
+    command
+}
+
+/// `gadget` with the shipped plugins, run in `cwd` (see [`user_gadget`]).
+fn gadget_in(home: &Path, cwd: &Path, args: &[&str]) -> Output {
+    user_gadget(home)
+        .arg("--plugins")
+        .arg(common::shipped_plugins())
+        .args(args)
+        .current_dir(cwd)
         .stdin(Stdio::null())
         .output()
         .expect("run gadget")
+}
+
+/// Raw MCP over `gadget ... mcp`'s stdio: initialize, then `tools/list`;
+/// each answer with when it came. Stops at the list's answer.
+fn mcp_list(mut command: Command) -> Vec<(std::time::Duration, Value)> {
+    use std::io::{BufRead, Write};
+    let started = std::time::Instant::now();
+    let mut server = command
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = server.stdin.take().unwrap();
+    for line in [
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    let mut answers = Vec::new();
+    for line in std::io::BufReader::new(server.stdout.take().unwrap()).lines() {
+        let message: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        let last = message["id"] == 1;
+        answers.push((started.elapsed(), message));
+        if last {
+            break;
+        }
+    }
+    drop(stdin);
+    let _ = server.kill();
+    let _ = server.wait();
+    answers
+}
+
+/// The tool names in a `tools/list` answer.
+fn tool_names(list: &Value) -> Vec<String> {
+    list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
 }
 
 /// A home directory holding a CLI's token, as `gh` keeps it.
@@ -176,6 +228,12 @@ fn a_plugin_granted_nothing_is_quiet_listed_as_such_and_not_offered() {
     assert!(prompt.contains("Calculator"), "{prompt}");
     assert!(!prompt.contains("ReadFile"), "{prompt}");
 
+    // "Not found" lists what is offered, as the prompt does.
+    let unknown = gadget_in(home.path(), cwd, &["call", "Nope"]);
+    let err = stderr(&unknown);
+    assert!(err.contains("Available gadgets: AddDays"), "{err}");
+    assert!(!err.contains("ReadFile"), "{err}");
+
     // Called by name anyway, it fails at the door and says what to grant.
     let call = gadget_in(
         home.path(),
@@ -236,15 +294,10 @@ fn timed_reader(
 fn run_shows_text_as_it_arrives_when_piped() {
     use std::io::Write;
     let home = tempfile::tempdir().unwrap();
-    let mut child = Command::new(common::gadget_bin())
+    let mut child = user_gadget(home.path())
         .arg("--plugins")
         .arg(common::shipped_plugins())
-        .arg("--cache-dir")
-        .arg(cache_dir())
         .args(["run", "-"])
-        .env("HOME", home.path())
-        .env_remove("GADGET_CONFIG")
-        .env_remove("XDG_CONFIG_HOME")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -301,15 +354,10 @@ fn agent_streams_the_answer_and_can_print_it_alone() {
         .collect();
     let home = tempfile::tempdir().unwrap();
     let agent = |server: &LlmServer, extra: &[&str]| {
-        let mut command = Command::new(common::gadget_bin());
+        let mut command = user_gadget(home.path());
         command
             .arg("--plugins")
             .arg(common::shipped_plugins())
-            .arg("--cache-dir")
-            .arg(cache_dir())
-            .env("HOME", home.path())
-            .env_remove("GADGET_CONFIG")
-            .env_remove("XDG_CONFIG_HOME")
             .env("TEST_LLM_KEY", "sk-test")
             .args(["agent", "--model", "openai:test-model", "--base-url"])
             .arg(server.url() + "/v1")
@@ -360,49 +408,14 @@ fn agent_streams_the_answer_and_can_print_it_alone() {
 /// MCP clients are offered what the model is: not a plugin granted nothing.
 #[test]
 fn mcp_lists_only_gadgets_that_can_work() {
-    use std::io::{BufRead, Write};
     let home = tempfile::tempdir().unwrap();
     let list = |grants: &[&str]| -> Vec<String> {
-        let mut server = Command::new(common::gadget_bin())
+        let mut command = user_gadget(home.path());
+        command
             .arg("--plugins")
             .arg(common::shipped_plugins())
-            .arg("--cache-dir")
-            .arg(cache_dir())
-            .args(grants)
-            .arg("mcp")
-            .env("HOME", home.path())
-            .env_remove("GADGET_CONFIG")
-            .env_remove("XDG_CONFIG_HOME")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stdin = server.stdin.take().unwrap();
-        for line in [
-            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
-            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
-        ] {
-            writeln!(stdin, "{line}").unwrap();
-        }
-        let mut names = Vec::new();
-        for line in std::io::BufReader::new(server.stdout.take().unwrap()).lines() {
-            let message: Value = serde_json::from_str(&line.unwrap()).unwrap();
-            if message["id"] == 1 {
-                names = message["result"]["tools"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|t| t["name"].as_str().unwrap().to_string())
-                    .collect();
-                break;
-            }
-        }
-        drop(stdin);
-        let _ = server.kill();
-        let _ = server.wait();
-        names
+            .args(grants);
+        tool_names(&mcp_list(command).last().unwrap().1)
     };
     let names = list(&[]);
     assert!(names.contains(&"Calculator".to_string()), "{names:?}");
@@ -419,59 +432,30 @@ fn mcp_lists_only_gadgets_that_can_work() {
 /// is not spent on them; the first `tools/list` waits and is complete.
 #[test]
 fn mcp_initializes_before_cold_compiles_finish() {
-    use std::io::{BufRead, Write};
     let home = tempfile::tempdir().unwrap();
-    let mut server = Command::new(common::gadget_bin())
+    let mut command = user_gadget(home.path());
+    command
         .arg("--no-cache")
         .arg("--plugins")
         .arg(common::workspace().join("examples/python-gadget"))
         // Granted one of its doors, so its gadgets are offered.
-        .args(["--grant", "python-words:http=https://example.com"])
-        .arg("mcp")
-        .env("HOME", home.path())
-        .env_remove("GADGET_CONFIG")
-        .env_remove("XDG_CONFIG_HOME")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    let mut stdin = server.stdin.take().unwrap();
-    for line in [
-        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
-    ] {
-        writeln!(stdin, "{line}").unwrap();
-    }
-    let mut initialized_at = None;
-    let mut listed = None;
-    for line in std::io::BufReader::new(server.stdout.take().unwrap()).lines() {
-        let message: Value = serde_json::from_str(&line.unwrap()).unwrap();
-        if message["id"] == 0 {
-            initialized_at = Some(started.elapsed());
-        }
-        if message["id"] == 1 {
-            listed = Some((started.elapsed(), message));
-            break;
-        }
-    }
-    drop(stdin);
-    let _ = server.kill();
-    let _ = server.wait();
-    let initialized_at = initialized_at.expect("initialize was answered");
-    let (listed_at, list) = listed.expect("tools/list was answered");
-    let names: Vec<&str> = list["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
-    assert!(names.contains(&"WordFrequency"), "{list}");
+        .args(["--grant", "python-words:http=https://example.com"]);
+    let answers = mcp_list(command);
+    let at = |id: u64| {
+        answers
+            .iter()
+            .find(|(_, m)| m["id"] == id)
+            .unwrap_or_else(|| panic!("no answer {id}: {answers:?}"))
+    };
+    let (initialized_at, _) = at(0);
+    let (listed_at, list) = at(1);
+    assert!(
+        tool_names(list).contains(&"WordFrequency".to_string()),
+        "{list}"
+    );
     // The compile took its seconds after initialize was answered.
     assert!(
-        listed_at >= initialized_at + std::time::Duration::from_millis(500),
+        *listed_at >= *initialized_at + std::time::Duration::from_millis(500),
         "initialize at {initialized_at:?}, the list at {listed_at:?}: initialize waited for the compile"
     );
 }

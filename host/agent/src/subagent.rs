@@ -185,10 +185,15 @@ impl SubAgentTool {
             Err(why) => return failed(format!("agent '{name}' cannot reach its model: {why}")),
         };
         let tools = self.agents.tools_for(definition, self.depth);
-        let executor = match Executor::new(Arc::new(tools), ExecConfig::default()) {
+        let mut executor = match Executor::new(Arc::new(tools), ExecConfig::default()) {
             Ok(executor) => executor,
             Err(e) => return failed(format!("agent '{name}': {e}")),
         };
+        // Its calls are checked against the same rules and asked of the
+        // same person as the session's own.
+        if let Some(approvals) = &call.approvals {
+            executor = executor.with_approvals(approvals.clone());
+        }
         let (provider_name, model_name) = definition.model.split_once(':').unwrap_or_default();
         let config = AgentConfig {
             model,

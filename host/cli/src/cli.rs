@@ -33,6 +33,7 @@ use host::Calls;
 pub const SYSTEM_ALLOCATOR_ENV: &std::ffi::CStr = c"GADGET_SYSTEM_ALLOCATOR";
 
 mod agent;
+mod approve;
 mod build;
 mod call;
 mod check;
@@ -88,6 +89,9 @@ struct GlobalArgs {
     /// Do not serve a gadget this run (name or glob, case-insensitive; repeatable).
     #[arg(long = "deny-gadget", value_name = "NAME", global = true)]
     deny_gadgets: Vec<String>,
+    /// Make every call of a gadget wait for a person's approval this run (name or glob, case-insensitive; repeatable).
+    #[arg(long = "approve-gadget", value_name = "NAME", global = true)]
+    approve_gadgets: Vec<String>,
     /// More logging on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
@@ -140,6 +144,8 @@ enum Command {
         /// Print the whole outcome as JSON: result, details, cost, logs, progress, duration, error kind.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        approval: approve::ApprovalArgs,
     },
     /// Parse block-format text from stdin and print the events as JSON lines.
     #[command(
@@ -316,6 +322,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     for pattern in &cli.global.deny_gadgets {
         policy.deny_gadget(pattern);
     }
+    for pattern in &cli.global.approve_gadgets {
+        policy.approve_gadget(pattern);
+    }
+    // Compiled once (the policy file's were checked when it was read).
+    let rules = Arc::new(policy.approval_rules().map_err(anyhow::Error::msg)?);
     // Each command starts only what it needs: `parse` needs no WebAssembly
     // runtime and no cache.
     let start = |calls, agent_options| host::start(&cli.global, &policy, calls, agent_options);
@@ -343,11 +354,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Run(run_options) => {
             let host = host!(Calls::Many);
-            run::run(host.tools(&policy)?, run_options).await
+            run::run(host.tools(&policy)?, run_options, &rules).await
         }
         Command::Agent(agent_options) => {
             let host = host!(Calls::Many, Some(agent_options));
-            agent::agent(host.tools(&policy)?, agent_options, &policy.llm).await
+            agent::agent(host.tools(&policy)?, agent_options, &policy.llm, &rules).await
         }
         Command::Serve(args) => {
             let Some((tools, gadgets, reload)) = serving(&cli.global, &policy).await? else {
@@ -389,6 +400,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             params,
             id,
             json,
+            approval,
         } => {
             // Unusable parameters are bad input (exit 2), as README says.
             let params = match call::read_params(params.clone()) {
@@ -406,6 +418,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 params,
                 id,
                 *json,
+                approval.approvals(&rules, &approve::Tty::default())?,
             )
             .await
         }

@@ -140,6 +140,8 @@ pub enum FailureKind {
     Exited,
     /// The instance could not be created.
     Instantiate,
+    /// The operator's rules refused the call, or nobody approved it.
+    NotApproved,
 }
 
 impl FailureKind {
@@ -161,6 +163,7 @@ impl FailureKind {
             FailureKind::Crashed => "crashed",
             FailureKind::Exited => "exited",
             FailureKind::Instantiate => "instantiate",
+            FailureKind::NotApproved => "not-approved",
         }
     }
 }
@@ -225,6 +228,11 @@ pub enum CallError {
     /// The instance could not be created.
     #[error("Gadget '{gadget}' could not be started: {reason}")]
     Instantiate { gadget: String, reason: String },
+    /// The call did not run: a deny rule matched, or it needed a person's
+    /// approval and did not get it. `reason` says which, in the
+    /// operator's words.
+    #[error("Gadget '{gadget}' was not run: {reason}")]
+    NotApproved { gadget: String, reason: String },
 }
 
 impl CallError {
@@ -241,6 +249,7 @@ impl CallError {
             CallError::Crashed { .. } => FailureKind::Crashed,
             CallError::Exited { .. } => FailureKind::Exited,
             CallError::Instantiate { .. } => FailureKind::Instantiate,
+            CallError::NotApproved { .. } => FailureKind::NotApproved,
         }
     }
 }
@@ -321,6 +330,7 @@ mod tests {
             FailureKind::ResultTooLarge,
             FailureKind::Crashed,
             FailureKind::Instantiate,
+            FailureKind::NotApproved,
         ] {
             assert_eq!(
                 serde_json::to_value(kind).unwrap(),
@@ -336,6 +346,7 @@ mod tests {
             "recovered",
             "ask-human",
             "duplicate-id",
+            "not-approved",
         ] {
             assert!(documented.contains(kind), "docs/events.md names {kind}");
         }

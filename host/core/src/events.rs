@@ -96,6 +96,29 @@ pub enum ExecEvent {
         gadget: String,
         event: crate::ledger::Nested,
     },
+    /// The call waits for a person's approval before it starts (the
+    /// operator's `[gadgets] approve` or an approve rule): its
+    /// `CallStarted` comes once it is approved, and its timeout starts
+    /// then.
+    ApprovalRequested {
+        id: String,
+        gadget: String,
+        parameters: Arc<Value>,
+        /// Why it waits, in the operator's words.
+        reasons: Vec<String>,
+        /// What the call may touch (its effective grants).
+        access: crate::access::Access,
+    },
+    /// The call's approval was decided: approved (it starts) or not (it
+    /// ends as `not-approved`); `by` says who or what decided.
+    ApprovalDecided {
+        id: String,
+        gadget: String,
+        approved: bool,
+        by: crate::approval::Decider,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// A gadget asked a person; the handler is asking.
     HumanInput {
         id: String,

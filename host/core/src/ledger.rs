@@ -74,6 +74,8 @@ pub enum CallEvent {
     Cost(f64),
     /// An event of work the call runs inside itself (a sub-agent's loop).
     Nested(Nested),
+    /// The call waits for a person's approval, or was decided.
+    Approval(crate::approval::ApprovalEvent),
 }
 
 /// An event of work a call runs inside itself (a sub-agent's loop), kept

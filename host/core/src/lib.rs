@@ -18,6 +18,7 @@
 //! render    the prompt, usage texts and the history the model is shown
 //! limits    every limit, its unit and its reason; timeouts resolved once
 //! access    what a tool may touch, and the effects it declares
+//! approval  the operator's approval and argument rules, and who decides
 //! fuzz      a small mutational fuzzer for the doors' fuzz targets
 //! ```
 //!
@@ -50,6 +51,7 @@
 //! ```
 
 pub mod access;
+pub mod approval;
 pub mod call;
 pub mod chunked;
 pub mod events;

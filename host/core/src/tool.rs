@@ -47,6 +47,9 @@ pub struct ToolCall {
     pub cancel: Option<Arc<AtomicBool>>,
     /// Sees the call's logs, progress, updates and costs as they happen.
     pub observer: Option<CallObserver>,
+    /// The session's approval rules and approver: a tool that calls tools
+    /// (a sub-agent) checks its own calls against them.
+    pub approvals: Option<Arc<crate::approval::Approvals>>,
 }
 
 impl ToolCall {
@@ -57,6 +60,7 @@ impl ToolCall {
             timeout: None,
             cancel: None,
             observer: None,
+            approvals: None,
         }
     }
 }

@@ -6,6 +6,12 @@
 //! signal and observer, a panic in a tool is that call's `crashed` failure
 //! (never a lost answer), and a question it asks goes to the person-facing
 //! handler when its caller has one.
+//!
+//! Before it runs, the operator's approval rules are checked on the
+//! validated parameters: a deny rule refuses it; an approve rule makes it
+//! wait for the caller's approver (at most the rules' timeout, ended by the
+//! abort signal). Only then does the tool run, so its deadline starts when
+//! it is approved.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -17,6 +23,9 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt as _;
 use serde_json::Value;
 
+use gadget_core::approval::{
+    Admission, ApprovalEvent, ApprovalRequest, Approvals, Decider, Verdict,
+};
 use gadget_core::call::{CallError, CallReport, Outcome};
 use gadget_core::ledger::CallObserver;
 use gadget_core::params::ValidationFailure;
@@ -38,6 +47,8 @@ pub struct CallOptions {
     /// Answers the tool's question; without one, the question is the
     /// call's outcome for the caller to handle.
     pub human: Option<Arc<dyn HumanInput>>,
+    /// The operator's approval rules and who approves; `None`: no rules.
+    pub approvals: Option<Arc<Approvals>>,
 }
 
 /// How one call ended.
@@ -47,6 +58,24 @@ pub struct Finished {
     /// The person's answer (or why there is none) when the tool asked and
     /// the caller had someone to ask.
     pub answer: Option<Result<String, String>>,
+    /// The call waits for an approval its caller asks for out of band (an
+    /// MCP client that calls again with the person's answer); the report
+    /// says it was not run.
+    pub deferred: Option<ApprovalRequest>,
+}
+
+/// How often a call waiting for approval looks at its abort signal.
+const APPROVAL_CANCEL_POLL: Duration = Duration::from_millis(20);
+
+/// What the operator's rules say of a call of `tool` with validated
+/// `params` (the executor asks ahead, to know whether the call will wait).
+pub fn admission(tool: &dyn Tool, params: &Value, approvals: Option<&Approvals>) -> Admission {
+    match approvals {
+        Some(approvals) if !approvals.rules.is_empty() => {
+            approvals.rules.check(tool.name(), params)
+        }
+        _ => Admission::Run,
+    }
 }
 
 /// The tool's parameters, validated against its schema with its defaults
@@ -57,12 +86,50 @@ pub fn validate(tool: &dyn Tool, params: Value) -> Result<Value, ValidationFailu
 
 /// Runs one call of `tool` with validated `params`.
 pub async fn run(tool: Arc<dyn Tool>, params: Arc<Value>, options: CallOptions) -> Finished {
+    let admission = admission(&*tool, &params, options.approvals.as_deref());
+    run_admitted(tool, params, options, admission).await
+}
+
+/// Runs one call whose [`admission`] is known.
+pub async fn run_admitted(
+    tool: Arc<dyn Tool>,
+    params: Arc<Value>,
+    options: CallOptions,
+    admission: Admission,
+) -> Finished {
+    match admission {
+        Admission::Run => {}
+        Admission::Deny { reason } => {
+            tell(
+                &options.observer,
+                ApprovalEvent::Decided {
+                    approved: false,
+                    by: Decider::Rule,
+                    reason: Some(reason.clone()),
+                },
+            );
+            return not_run(
+                &*tool,
+                format!("the operator's rules refuse it: {reason}"),
+                None,
+            );
+        }
+        Admission::Ask { reasons } => match approve(&tool, &params, &options, reasons).await {
+            Ok(()) => {}
+            Err(Unapproved::Denied(why)) => return not_run(&*tool, why, None),
+            Err(Unapproved::Deferred(request)) => {
+                let why = "it waits for a person's approval".to_string();
+                return not_run(&*tool, why, Some(request));
+            }
+        },
+    }
     let CallOptions {
         invocation_id,
         timeout,
         cancel,
         observer,
         human,
+        approvals,
     } = options;
     let call = ToolCall {
         invocation_id: invocation_id.clone(),
@@ -70,6 +137,7 @@ pub async fn run(tool: Arc<dyn Tool>, params: Arc<Value>, options: CallOptions) 
         timeout,
         cancel,
         observer,
+        approvals,
     };
     let report = if tool.is_instant() {
         run_at_once(&*tool, call)
@@ -82,7 +150,145 @@ pub async fn run(tool: Arc<dyn Tool>, params: Arc<Value>, options: CallOptions) 
         }
         _ => None,
     };
-    Finished { report, answer }
+    Finished {
+        report,
+        answer,
+        deferred: None,
+    }
+}
+
+/// Why a call that needed approval does not run now.
+enum Unapproved {
+    Denied(String),
+    Deferred(ApprovalRequest),
+}
+
+/// Waits for the approver's verdict on a call: bounded by the rules'
+/// timeout and the call's abort signal; every step is told to the
+/// observer.
+async fn approve(
+    tool: &Arc<dyn Tool>,
+    params: &Arc<Value>,
+    options: &CallOptions,
+    reasons: Vec<String>,
+) -> Result<(), Unapproved> {
+    let Some(approvals) = &options.approvals else {
+        return Ok(());
+    };
+    let name = tool.name();
+    if approvals.approved_for_session(name) {
+        tell(
+            &options.observer,
+            ApprovalEvent::Decided {
+                approved: true,
+                by: Decider::Session,
+                reason: None,
+            },
+        );
+        return Ok(());
+    }
+    let request = ApprovalRequest {
+        call_id: options.invocation_id.clone(),
+        gadget: name.to_string(),
+        params: params.clone(),
+        access: tool.access(),
+        reasons,
+    };
+    tell(
+        &options.observer,
+        ApprovalEvent::Requested {
+            reasons: request.reasons.clone(),
+            access: request.access.clone(),
+        },
+    );
+    let timeout = approvals.rules.timeout();
+    let stopped = async {
+        loop {
+            if options
+                .cancel
+                .as_ref()
+                .is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+            {
+                return;
+            }
+            tokio::time::sleep(APPROVAL_CANCEL_POLL).await;
+        }
+    };
+    let verdict = {
+        let decide = approvals.approver.decide(&request);
+        tokio::select! {
+            verdict = decide => verdict,
+            _ = tokio::time::sleep(timeout) => Verdict::Denied {
+                by: Decider::Timeout,
+                why: format!(
+                    "nobody approved it within {} (the policy's [gadgets] approval-timeout-ms)",
+                    human_duration(timeout)
+                ),
+            },
+            _ = stopped => Verdict::Denied {
+                by: Decider::Stopped,
+                why: "the call was stopped while it waited for approval".into(),
+            },
+        }
+    };
+    match verdict {
+        Verdict::Approved { by, for_session } => {
+            if for_session {
+                approvals.approve_for_session(name);
+            }
+            tell(
+                &options.observer,
+                ApprovalEvent::Decided {
+                    approved: true,
+                    by,
+                    reason: None,
+                },
+            );
+            Ok(())
+        }
+        Verdict::Denied { by, why } => {
+            tell(
+                &options.observer,
+                ApprovalEvent::Decided {
+                    approved: false,
+                    by,
+                    reason: Some(why.clone()),
+                },
+            );
+            Err(Unapproved::Denied(why))
+        }
+        Verdict::Deferred => Err(Unapproved::Deferred(request)),
+    }
+}
+
+fn human_duration(duration: Duration) -> String {
+    let ms = duration.as_millis();
+    if ms % 1000 == 0 {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{ms} ms")
+    }
+}
+
+fn tell(observer: &Option<gadget_core::ledger::CallObserver>, event: ApprovalEvent) {
+    if let Some(observer) = observer {
+        observer(&gadget_core::ledger::CallEvent::Approval(event));
+    }
+}
+
+/// A call that did not run, and why.
+fn not_run(tool: &dyn Tool, reason: String, deferred: Option<ApprovalRequest>) -> Finished {
+    Finished {
+        report: CallReport::of(
+            Err(CallError::NotApproved {
+                gadget: tool.name().to_string(),
+                reason,
+            }),
+            Duration::ZERO,
+        ),
+        answer: None,
+        deferred,
+    }
 }
 
 /// A tool computed in the host answers in its first poll: no task, no

@@ -41,6 +41,7 @@ use tokio::sync::mpsc;
 mod abort;
 pub mod call;
 mod config;
+mod live;
 mod outcome;
 mod runners;
 mod state;
@@ -53,6 +54,7 @@ use outcome::{Announced, ended_of};
 use runners::Runners;
 use state::{Ended, Entry, Finished, Live, policy_for};
 
+use gadget_core::approval::{Admission, Approvals};
 use gadget_core::call::{FailureKind, OutcomeKind};
 use gadget_core::chunked::ChunkedVec;
 use gadget_core::ledger::CallEvent;
@@ -74,6 +76,7 @@ pub struct Executor {
     config: ExecConfig,
     controller: Arc<dyn Controller>,
     human: Option<Arc<dyn HumanInput>>,
+    approvals: Option<Arc<Approvals>>,
     scheduler: Scheduler,
     session: parser::Session,
     entries: ChunkedVec<Entry>,
@@ -146,6 +149,7 @@ impl Executor {
             config,
             controller: Arc::new(NoController),
             human: None,
+            approvals: None,
             session: parser::Session::default(),
             entries: ChunkedVec::new(),
             history: ChunkedVec::new(),
@@ -170,6 +174,13 @@ impl Executor {
     /// "not available" text.
     pub fn with_human_input(mut self, human: Arc<dyn HumanInput>) -> Executor {
         self.human = Some(human);
+        self
+    }
+
+    /// Checks each call against the operator's approval rules, and asks
+    /// `approvals`' approver when a call must wait (only that call waits).
+    pub fn with_approvals(mut self, approvals: Arc<Approvals>) -> Executor {
+        self.approvals = Some(approvals);
         self
     }
 
@@ -412,40 +423,6 @@ impl Executor {
         }
     }
 
-    /// Something a running call reported.
-    fn live(&self, ix: CallIx, live: Live, sink: &mut impl FnMut(ExecEvent)) {
-        let entry = &self.entries[ix];
-        let (id, gadget) = (entry.call.invocation_id.clone(), entry.call.name.clone());
-        sink(match live {
-            Live::Asking(question) => ExecEvent::HumanInput {
-                id,
-                gadget,
-                question,
-            },
-            Live::Call(CallEvent::Progress(message)) => ExecEvent::Progress {
-                id,
-                gadget,
-                message,
-            },
-            Live::Call(CallEvent::Update(update)) => ExecEvent::Update {
-                id,
-                gadget,
-                partial: update.partial,
-                details: update.details,
-            },
-            Live::Call(CallEvent::Log(entry)) => ExecEvent::Log {
-                id,
-                gadget,
-                level: entry.level,
-                message: entry.message,
-                fields: entry.fields,
-                source: entry.source,
-            },
-            Live::Call(CallEvent::Cost(usd)) => ExecEvent::Cost { id, gadget, usd },
-            Live::Call(CallEvent::Nested(event)) => ExecEvent::Nested { id, gadget, event },
-        });
-    }
-
     /// A call ended (ran, or could not start): output limiting, the
     /// controller's last word, the report, and the scheduler moves on.
     fn ended(
@@ -678,12 +655,18 @@ impl Executor {
             .config
             .timeouts
             .resolve(tool.name(), tool.own_timeout());
-        sink(ExecEvent::CallStarted {
-            id: entry.call.invocation_id.clone(),
-            gadget: entry.call.name.clone(),
-            parameters: params.clone(),
-            timeout_ms: timeout.map_or(0, |t| t.as_millis() as u64),
-        });
+        // A call that waits for approval starts when it is approved (its
+        // `CallStarted` comes then, from its live events); one a rule
+        // refuses never starts.
+        let admission = call::admission(&*tool, &params, self.approvals.as_deref());
+        if admission == Admission::Run {
+            sink(ExecEvent::CallStarted {
+                id: entry.call.invocation_id.clone(),
+                gadget: entry.call.name.clone(),
+                parameters: params.clone(),
+                timeout_ms: timeout.map_or(0, |t| t.as_millis() as u64),
+            });
+        }
         let observer_tx = turn.live_tx.clone();
         // Who answers a question, if the gadget asks one; the live view is
         // told before the person is asked.
@@ -702,12 +685,13 @@ impl Executor {
                 let _ = observer_tx.send((ix, Live::Call(event.clone())));
             })),
             human,
+            approvals: self.approvals.clone(),
         };
         // A tool computed in the host answers in place: no task, no wait.
         // Only a question for a person still needs the task (the answer is
         // awaited).
-        if tool.is_instant() {
-            let mut finished = Box::pin(call::run(tool, params, options));
+        if tool.is_instant() && admission == Admission::Run {
+            let mut finished = Box::pin(call::run_admitted(tool, params, options, admission));
             if let Poll::Ready(finished) = finished
                 .as_mut()
                 .poll(&mut Context::from_waker(Waker::noop()))
@@ -718,7 +702,10 @@ impl Executor {
                 .spawn(ix, async move { ended_of(ix, finished.await) });
         } else {
             turn.running.spawn(ix, async move {
-                ended_of(ix, call::run(tool, params, options).await)
+                ended_of(
+                    ix,
+                    call::run_admitted(tool, params, options, admission).await,
+                )
             });
         }
         None

@@ -31,7 +31,7 @@ impl HumanInput for Announced {
 /// How a call that went through the one call path ended, for the
 /// executor: a question without an answer is a `human-input` failure.
 pub(crate) fn ended_of(ix: CallIx, finished: call::Finished) -> Ended {
-    let call::Finished { report, answer } = finished;
+    let call::Finished { report, answer, .. } = finished;
     let (outcome, details) = match settle(report.outcome) {
         Ok(settled) => settled,
         Err(_question) => (

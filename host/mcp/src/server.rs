@@ -534,6 +534,7 @@ impl ServerHandler for GadgetServer {
             cancel: Some(cancel),
             observer: Some(observer),
             human: None,
+            approvals: None,
         };
         let report = gadget_exec::call::run(gadget.clone(), Arc::new(params), options)
             .await

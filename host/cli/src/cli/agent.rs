@@ -84,6 +84,7 @@ pub async fn agent(
     tools: Arc<dyn gadget_core::tool::Tools>,
     options: &AgentOptions,
     settings: &LlmSettings,
+    rules: &Arc<gadget_core::approval::Rules>,
 ) -> Result<ExitCode> {
     let task = if options.prompt == "-" {
         let mut text = String::new();
@@ -148,6 +149,7 @@ pub async fn agent(
         model_info.map(|info| info.context_window),
         options.json,
         options.answer_only,
+        rules,
     )?;
     let save = match &options.save {
         Some(path) => Some(std::io::BufWriter::new(

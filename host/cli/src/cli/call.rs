@@ -60,6 +60,7 @@ pub async fn call(
     params: Value,
     id: &str,
     json: bool,
+    approvals: Option<Arc<gadget_core::approval::Approvals>>,
 ) -> Result<ExitCode> {
     let prepared = match tools.find(name) {
         Some(tool) => match gadget_exec::call::validate(&*tool, params) {
@@ -96,6 +97,7 @@ pub async fn call(
     };
     let options = gadget_exec::call::CallOptions {
         invocation_id: id.to_string(),
+        approvals,
         ..Default::default()
     };
     let gadget = tool.name().to_string();

@@ -12,7 +12,9 @@ use anyhow::{Context as _, Result, bail};
 use serde_json::json;
 
 use super::EXIT_FAILED;
+use super::approve::{ApprovalArgs, Tty};
 use super::view::{LiveView, View};
+use gadget_core::approval::Rules;
 use gadget_core::limits::MAX_RESPONSE_BYTES;
 use gadget_core::parser;
 use gadget_core::render::{self, Markers};
@@ -104,6 +106,8 @@ pub struct ExecOptions {
     /// Answers for gadgets that ask a person, one per line, in order. Default: ask on the terminal, if there is one.
     #[arg(long, value_name = "FILE")]
     answers: Option<PathBuf>,
+    #[command(flatten)]
+    approval: ApprovalArgs,
     /// Calls running at once, over all gadgets.
     #[arg(long, value_name = "N", default_value_t = gadget_core::schedule::DEFAULT_MAX_PARALLEL)]
     max_parallel: usize,
@@ -188,6 +192,7 @@ impl ExecOptions {
         known_window: Option<u64>,
         json: bool,
         plain: bool,
+        rules: &Arc<Rules>,
     ) -> Result<(Executor, View, Markers)> {
         let mut config = self.exec_config(known_window);
         // People see text as the model writes it; event streams keep
@@ -203,21 +208,24 @@ impl ExecOptions {
         } else {
             View::Plain(Default::default())
         };
-        if let Some(human) = self.human_input(view.multi())? {
+        let tty = Tty::new(view.multi());
+        if let Some(human) = self.human_input(&tty)? {
             executor = executor.with_human_input(human);
+        }
+        if let Some(approvals) = self.approval.approvals(rules, &tty)? {
+            executor = executor.with_approvals(approvals);
         }
         Ok((executor, view, markers))
     }
 
     /// Who answers gadgets that ask a person: `--answers`, else the
     /// terminal when there is one.
-    pub(super) fn human_input(
-        &self,
-        multi: Option<indicatif::MultiProgress>,
-    ) -> Result<Option<Arc<dyn HumanInput>>> {
+    pub(super) fn human_input(&self, tty: &Tty) -> Result<Option<Arc<dyn HumanInput>>> {
         Ok(match &self.answers {
             Some(path) => Some(Arc::new(ScriptedAnswers::read(path)?)),
-            None => TerminalInput::open(multi).map(|t| Arc::new(t) as Arc<dyn HumanInput>),
+            None => tty
+                .open()
+                .map(|tty| Arc::new(TerminalInput { tty }) as Arc<dyn HumanInput>),
         })
     }
 }
@@ -269,9 +277,12 @@ fn parse_gadget_timeout(text: &str) -> Result<(String, u64), String> {
 pub async fn run(
     registry: Arc<dyn gadget_core::tool::Tools>,
     options: &RunOptions,
+    rules: &Arc<Rules>,
 ) -> Result<ExitCode> {
     let (mut executor, view, markers) =
-        options.exec.executor(registry, None, options.json, false)?;
+        options
+            .exec
+            .executor(registry, None, options.json, false, rules)?;
 
     // Not locked for the whole run: the live view's spinner thread writes
     // to stdout too, and would wait on the lock forever.
@@ -474,53 +485,15 @@ impl HumanInput for ScriptedAnswers {
     }
 }
 
-/// Asks the person at the terminal (`/dev/tty`, so it works while the
-/// response comes through stdin). One question at a time.
+/// Asks the person at the terminal, one question at a time.
 struct TerminalInput {
-    tty: Arc<Mutex<()>>,
-    multi: Option<indicatif::MultiProgress>,
-}
-
-impl TerminalInput {
-    /// `None` when there is no terminal to ask on.
-    fn open(multi: Option<indicatif::MultiProgress>) -> Option<TerminalInput> {
-        if !std::io::stderr().is_terminal() {
-            return None;
-        }
-        std::fs::File::open("/dev/tty").ok()?;
-        Some(TerminalInput {
-            tty: Arc::new(Mutex::new(())),
-            multi,
-        })
-    }
+    tty: Tty,
 }
 
 impl HumanInput for TerminalInput {
     fn ask<'a>(&'a self, call_id: &'a str, gadget: &'a str, question: &'a str) -> Answer<'a> {
-        let (tty, multi) = (self.tty.clone(), self.multi.clone());
         let prompt = format!("\n? {gadget} ({call_id}) asks: {question}\n> ");
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || {
-                let _one_at_a_time = tty.lock().expect("tty lock");
-                let ask = || -> std::io::Result<String> {
-                    let mut tty = std::fs::OpenOptions::new()
-                        .read(true)
-                        .write(true)
-                        .open("/dev/tty")?;
-                    tty.write_all(prompt.as_bytes())?;
-                    let mut line = String::new();
-                    std::io::BufRead::read_line(&mut std::io::BufReader::new(tty), &mut line)?;
-                    Ok(line.trim_end_matches(['\r', '\n']).to_string())
-                };
-                match &multi {
-                    Some(multi) => multi.suspend(ask),
-                    None => ask(),
-                }
-                .map_err(|e| format!("Could not read an answer from the terminal: {e}"))
-            })
-            .await
-            .map_err(|e| format!("Could not read an answer from the terminal: {e}"))?
-        })
+        Box::pin(self.tty.line(prompt))
     }
 }
 

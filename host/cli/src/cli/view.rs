@@ -240,6 +240,9 @@ fn plain_line(event: &ExecEvent) -> Option<String> {
             gadget,
             question,
         } => format!("  ? {gadget} ({id}) asks: {question}\n"),
+        ExecEvent::ApprovalRequested { .. } | ExecEvent::ApprovalDecided { .. } => {
+            format!("{}\n", approval_line(event)?)
+        }
         ExecEvent::CallFinished { .. } | ExecEvent::CallSkipped { .. } => {
             format!("{}\n", outcome_line(event)?)
         }
@@ -278,6 +281,41 @@ fn nested_line(event: &Nested) -> Option<String> {
         AgentEvent::Exec(ExecEvent::Nested { id, gadget, event }) => {
             Some(format!("{gadget} ({id}) ↳ {}", nested_line(event)?))
         }
+        AgentEvent::Exec(approval @ ExecEvent::ApprovalRequested { .. })
+        | AgentEvent::Exec(approval @ ExecEvent::ApprovalDecided { .. }) => approval_line(approval),
+        _ => None,
+    }
+}
+
+/// A call's approval, asked or decided, in one line.
+fn approval_line(event: &ExecEvent) -> Option<String> {
+    match event {
+        ExecEvent::ApprovalRequested {
+            id,
+            gadget,
+            reasons,
+            ..
+        } => Some(format!(
+            "⏸ {gadget} ({id}) waits for approval: {}",
+            reasons.join("; ")
+        )),
+        ExecEvent::ApprovalDecided {
+            id,
+            gadget,
+            approved: true,
+            by,
+            ..
+        } => Some(format!("✓ {gadget} ({id}) approved ({by})")),
+        ExecEvent::ApprovalDecided {
+            id,
+            gadget,
+            by,
+            reason,
+            ..
+        } => Some(format!(
+            "✗ {gadget} ({id}) not approved ({by}): {}",
+            reason.as_deref().unwrap_or("denied")
+        )),
         _ => None,
     }
 }

@@ -16,6 +16,14 @@
 //! [gadgets]
 //! deny = ["Sleep", "Json*"] # names or globs, case-insensitive
 //! # allow = ["Calc*"]       # when present, only these
+//! approve = ["WriteFile"]  # each call waits for a person's approval
+//!
+//! [[rules]]                # on the validated arguments
+//! gadget = "FetchUrl"
+//! param = "/url"           # a JSON pointer
+//! matches = "http://*"     # a glob, or regex = "..."
+//! action = "deny"          # or "approve"
+//! reason = "plain HTTP is not allowed"
 //!
 //! [plugins.web]            # one plugin, by its manifest name
 //! prefix = "web_"          # its gadgets are served as web_<Name>
@@ -42,6 +50,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use gadget_core::approval::{RuleSpec, Rules};
 use gadget_core::limits::{
     HARD_MAX_MEMORY_BYTES, HARD_MAX_TIMEOUT, LimitCeilings, MAX_LOG_BYTES, MAX_RESULT_BYTES,
     MAX_STDIO_BYTES,
@@ -85,6 +94,10 @@ pub struct Policy {
     /// Sub-agents, each served as a gadget of that name.
     #[serde(default)]
     pub agents: BTreeMap<String, AgentDefinition>,
+    /// `[[rules]]`: argument rules that refuse a call or make it wait for
+    /// a person (with `[gadgets] approve`).
+    #[serde(default)]
+    pub rules: Vec<RuleSpec>,
     /// The file this policy was read from (none: built in, or text).
     #[serde(skip)]
     pub file: Option<PathBuf>,
@@ -148,6 +161,16 @@ pub struct GadgetRules {
     pub allow: Option<Vec<String>>,
     #[serde(default)]
     pub deny: Vec<String>,
+    /// Every call of these waits for a person's approval.
+    #[serde(default)]
+    pub approve: Vec<String>,
+    /// How long a call waits for approval before it is denied, ms;
+    /// default 300000 (5 minutes).
+    pub approval_timeout_ms: Option<u64>,
+    /// Patterns made to wait with `--approve-gadget` for this run (also in
+    /// `approve`).
+    #[serde(skip)]
+    pub approved_by_flag: Vec<String>,
     /// The policy file the rules were read from, for refusals to name.
     #[serde(skip)]
     pub file: Option<PathBuf>,
@@ -492,6 +515,7 @@ impl Policy {
                 }
             }
         }
+        policy.approval_rules()?;
         let limits = &policy.limits;
         let over = |what: &str, value: Option<u64>, unit: u64, hard: u64| match value {
             Some(v) if v.saturating_mul(unit) > hard => Err(format!(
@@ -657,6 +681,34 @@ impl Policy {
             }
         }
         check_grants(plugin, entry).map_err(|e| format!("--grant {grant}: {e}"))
+    }
+
+    /// `--approve-gadget`: every call of a gadget (name or glob) waits
+    /// for a person's approval, for this run.
+    pub fn approve_gadget(&mut self, pattern: &str) {
+        self.gadgets.approve.push(pattern.to_string());
+        self.gadgets.approved_by_flag.push(pattern.to_string());
+    }
+
+    /// The approval rules, compiled (`[gadgets] approve`,
+    /// `approval-timeout-ms`, `[[rules]]` and `--approve-gadget`).
+    pub fn approval_rules(&self) -> Result<Rules, String> {
+        let gadgets = &self.gadgets;
+        let from_file: Vec<String> = gadgets
+            .approve
+            .iter()
+            .filter(|p| !gadgets.approved_by_flag.contains(p))
+            .cloned()
+            .collect();
+        let mut rules = Rules::new(
+            from_file,
+            self.rules.clone(),
+            gadgets.approval_timeout_ms.map(Duration::from_millis),
+        )?;
+        for pattern in &gadgets.approved_by_flag {
+            rules.approve_gadget(pattern);
+        }
+        Ok(rules)
     }
 
     /// Denies a gadget (name or glob) for this run.

@@ -1,0 +1,689 @@
+//! Approvals and argument rules: the operator decides, before a call
+//! runs, whether it runs at once, waits for a person, or is refused.
+//!
+//! [`Rules`] are compiled once from the policy (`[gadgets] approve`,
+//! `[[rules]]`, `--approve-gadget`) and checked on a call's *validated*
+//! parameters (defaults filled in) by the one call path: a deny rule
+//! refuses the call with its reason; an approve pattern or rule makes it
+//! wait for an [`Approver`], the front end's way of asking a person (the
+//! terminal, a decisions file, an MCP client). Nothing a model writes
+//! reaches the rules: they come from the operator's files and flags only.
+//!
+//! Argument rules match the *text* of a parameter, as the model wrote it:
+//! a rule on a path is not a file boundary (the grants are), it is the
+//! operator's "ask me first" or "never this".
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::access::Access;
+use crate::tool::glob_matches;
+
+/// How long a call waits for a person before it is denied, unless the
+/// policy says `approval-timeout-ms`: long enough to read a call and
+/// decide, short enough that a forgotten prompt does not hold a run (or a
+/// server's call slot) for ever.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The longest approval wait a policy may set: one day. Past that, an
+/// unanswered call is a leak, not a decision.
+pub const MAX_APPROVAL_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// Parameters shown to a person deciding, in bytes of escaped JSON: what
+/// fits a terminal screen or a dialog; longer ones are cut with a note
+/// (the decision is bound to the whole parameters all the same).
+pub const MAX_SHOWN_PARAMS_BYTES: usize = 4096;
+
+/// Longest regex a rule may have, in bytes of compiled program: the
+/// `regex` crate matches in linear time whatever the input, and this keeps
+/// the compiled form small.
+pub const MAX_RULE_REGEX_BYTES: usize = 1 << 20;
+
+/// What a `[[rules]]` entry does when it matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RuleAction {
+    /// The call waits for a person's approval.
+    Approve,
+    /// The call is refused; the model reads the rule's reason.
+    Deny,
+}
+
+/// One `[[rules]]` entry as the policy file writes it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RuleSpec {
+    /// The gadget, a name or glob (case-insensitive, as `[gadgets]`).
+    pub gadget: String,
+    /// A JSON pointer into the validated parameters (`/url`,
+    /// `/headers/0`); `""` is the whole parameters object.
+    pub param: String,
+    /// A glob over the parameter's text: `*` any run of characters (`/`
+    /// included), `?` one; case-sensitive.
+    pub matches: Option<String>,
+    /// A regular expression over the parameter's text (unanchored; write
+    /// `^...$` for the whole text).
+    pub regex: Option<String>,
+    pub action: RuleAction,
+    /// What the model (on a deny) or the person (on an approve) reads.
+    pub reason: Option<String>,
+}
+
+/// A rule, compiled.
+#[derive(Debug, Clone)]
+struct Rule {
+    spec: RuleSpec,
+    regex: Option<regex::Regex>,
+    /// 1-based, as the operator counts `[[rules]]` in the file.
+    number: usize,
+}
+
+/// The operator's approval rules, compiled.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    /// Gadgets (names or globs) whose every call waits for a person.
+    approve: Vec<String>,
+    /// Patterns from `--approve-gadget` (also in `approve`).
+    approve_by_flag: Vec<String>,
+    rules: Vec<Rule>,
+    timeout: Duration,
+}
+
+/// What the rules say of one call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Admission {
+    /// Nothing stops it.
+    Run,
+    /// A deny rule matched: the call is refused with this reason.
+    Deny { reason: String },
+    /// It waits for a person; why, in the operator's words.
+    Ask { reasons: Vec<String> },
+}
+
+impl Rules {
+    /// Compiles the policy's approval settings; `Err` names the rule
+    /// (`rules[N]`) and what is wrong with it.
+    pub fn new(
+        approve: Vec<String>,
+        specs: Vec<RuleSpec>,
+        timeout: Option<Duration>,
+    ) -> Result<Rules, String> {
+        let mut rules = Vec::with_capacity(specs.len());
+        for (i, spec) in specs.into_iter().enumerate() {
+            let at = format!("rules[{}]", i + 1);
+            if spec.gadget.trim().is_empty() {
+                return Err(format!("{at}.gadget: name a gadget (or a glob)"));
+            }
+            if !spec.param.is_empty() && !spec.param.starts_with('/') {
+                return Err(format!(
+                    "{at}.param: '{}' is not a JSON pointer: write \"/{}\"",
+                    spec.param, spec.param
+                ));
+            }
+            let regex = match (&spec.matches, &spec.regex) {
+                (Some(_), Some(_)) => {
+                    return Err(format!("{at}: give `matches` or `regex`, not both"));
+                }
+                (None, None) => {
+                    return Err(format!(
+                        "{at}: say which values it matches, with `matches = \"GLOB\"` or `regex = \"...\"`"
+                    ));
+                }
+                (Some(_), None) => None,
+                (None, Some(pattern)) => Some(
+                    regex::RegexBuilder::new(pattern)
+                        .size_limit(MAX_RULE_REGEX_BYTES)
+                        .build()
+                        .map_err(|e| format!("{at}.regex: {e}"))?,
+                ),
+            };
+            rules.push(Rule {
+                spec,
+                regex,
+                number: i + 1,
+            });
+        }
+        let timeout = timeout.unwrap_or(DEFAULT_APPROVAL_TIMEOUT);
+        if timeout.is_zero() || timeout > MAX_APPROVAL_TIMEOUT {
+            return Err(format!(
+                "gadgets.approval-timeout-ms: {} is not between 1 and {}",
+                timeout.as_millis(),
+                MAX_APPROVAL_TIMEOUT.as_millis()
+            ));
+        }
+        Ok(Rules {
+            approve,
+            approve_by_flag: Vec::new(),
+            rules,
+            timeout,
+        })
+    }
+
+    /// No rule at all: nothing waits, nothing is refused.
+    pub fn none() -> Rules {
+        Rules::new(Vec::new(), Vec::new(), None).expect("no rules compile")
+    }
+
+    /// `--approve-gadget NAME`: every call of it waits, for this run.
+    pub fn approve_gadget(&mut self, pattern: &str) {
+        self.approve.push(pattern.to_string());
+        self.approve_by_flag.push(pattern.to_string());
+    }
+
+    /// Nothing to check: calls run as if there were no rules (the one call
+    /// path then skips the check entirely).
+    pub fn is_empty(&self) -> bool {
+        self.approve.is_empty() && self.rules.is_empty()
+    }
+
+    /// How long a call waits for a person before it is denied.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Whether a call of `gadget` may wait for a person (some pattern or
+    /// rule names it), whatever its arguments.
+    pub fn may_ask(&self, gadget: &str) -> bool {
+        self.approve.iter().any(|p| glob_matches(p, gadget))
+            || self.rules.iter().any(|r| {
+                r.spec.action == RuleAction::Approve && glob_matches(&r.spec.gadget, gadget)
+            })
+    }
+
+    /// What the rules say of a call of `gadget` with validated `params`:
+    /// any matching deny rule refuses it (the first one's reason is given);
+    /// else any approve pattern or matching approve rule makes it wait.
+    pub fn check(&self, gadget: &str, params: &Value) -> Admission {
+        let mut reasons = Vec::new();
+        for pattern in self.approve.iter().filter(|p| glob_matches(p, gadget)) {
+            reasons.push(if self.approve_by_flag.contains(pattern) {
+                format!("--approve-gadget \"{pattern}\"")
+            } else {
+                format!("[gadgets] approve = \"{pattern}\"")
+            });
+        }
+        for rule in self
+            .rules
+            .iter()
+            .filter(|r| glob_matches(&r.spec.gadget, gadget))
+        {
+            if !rule.matches(params) {
+                continue;
+            }
+            match rule.spec.action {
+                RuleAction::Deny => {
+                    return Admission::Deny {
+                        reason: rule.described(),
+                    };
+                }
+                RuleAction::Approve => reasons.push(rule.described()),
+            }
+        }
+        if reasons.is_empty() {
+            Admission::Run
+        } else {
+            Admission::Ask { reasons }
+        }
+    }
+}
+
+impl Rule {
+    /// Whether the parameter the rule points at has a matching value. An
+    /// array matches when any element does (a rule on `/urls` sees each
+    /// URL); a parameter that is absent matches nothing.
+    fn matches(&self, params: &Value) -> bool {
+        let Some(value) = params.pointer(&self.spec.param) else {
+            return false;
+        };
+        match value {
+            Value::Array(items) => items.iter().any(|item| self.matches_text(&text_of(item))),
+            other => self.matches_text(&text_of(other)),
+        }
+    }
+
+    fn matches_text(&self, text: &str) -> bool {
+        match (&self.regex, &self.spec.matches) {
+            (Some(regex), _) => regex.is_match(text),
+            (None, Some(glob)) => glob_matches_exact(glob, text),
+            (None, None) => false,
+        }
+    }
+
+    /// The rule in the operator's words: its reason, and where it is.
+    fn described(&self) -> String {
+        let pattern = match (&self.spec.matches, &self.spec.regex) {
+            (Some(glob), _) => format!("matches = \"{glob}\""),
+            (None, Some(regex)) => format!("regex = \"{regex}\""),
+            (None, None) => String::new(),
+        };
+        let location = format!(
+            "rule {} of the policy: {} {} {pattern}",
+            self.number, self.spec.gadget, self.spec.param
+        );
+        match &self.spec.reason {
+            Some(reason) => format!("{reason} ({location})"),
+            None => location,
+        }
+    }
+}
+
+/// A parameter's text for a rule: a string as itself, anything else as
+/// its JSON text.
+fn text_of(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Case-sensitive glob for argument values (paths and URLs differ by
+/// case): `*` any run of characters, `?` one.
+pub fn glob_matches_exact(pattern: &str, text: &str) -> bool {
+    let pattern: Vec<char> = pattern.chars().collect();
+    let text: Vec<char> = text.chars().collect();
+    let (mut p, mut n) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while n < text.len() {
+        if p < pattern.len() && (pattern[p] == '?' || pattern[p] == text[n]) {
+            p += 1;
+            n += 1;
+        } else if p < pattern.len() && pattern[p] == '*' {
+            star = Some((p, n));
+            p += 1;
+        } else if let Some((star_p, star_n)) = star {
+            p = star_p + 1;
+            n = star_n + 1;
+            star = Some((star_p, star_n + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|&c| c == '*')
+}
+
+/// Who (or what) decided a call's approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Decider {
+    /// The person at the terminal.
+    Terminal,
+    /// A line of the `--approvals` file.
+    File,
+    /// `--approve-all`.
+    ApproveAll,
+    /// The person approved this gadget for the rest of the session.
+    Session,
+    /// A deny rule of the policy.
+    Rule,
+    /// The person at an MCP client (elicitation).
+    McpClient,
+    /// Nobody answered within `approval-timeout-ms`.
+    Timeout,
+    /// Nobody could be asked (fail closed).
+    Nobody,
+    /// The run was stopped while the call waited.
+    Stopped,
+}
+
+impl Decider {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decider::Terminal => "terminal",
+            Decider::File => "file",
+            Decider::ApproveAll => "approve-all",
+            Decider::Session => "session",
+            Decider::Rule => "rule",
+            Decider::McpClient => "mcp-client",
+            Decider::Timeout => "timeout",
+            Decider::Nobody => "nobody",
+            Decider::Stopped => "stopped",
+        }
+    }
+}
+
+impl std::fmt::Display for Decider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One call waiting for a person: everything they need to decide.
+#[derive(Debug, Clone)]
+pub struct ApprovalRequest {
+    pub call_id: String,
+    /// The name the call was made by (as served).
+    pub gadget: String,
+    /// The validated parameters the call will run with, exactly.
+    pub params: Arc<Value>,
+    /// What the call may touch (its effective grants).
+    pub access: Access,
+    /// Why it waits, in the operator's words.
+    pub reasons: Vec<String>,
+}
+
+impl ApprovalRequest {
+    /// The parameters as a person reads them: compact JSON, control
+    /// characters escaped, at most [`MAX_SHOWN_PARAMS_BYTES`].
+    pub fn shown_params(&self) -> String {
+        shown(&self.params.to_string(), MAX_SHOWN_PARAMS_BYTES)
+    }
+
+    /// What the call may touch, one line (`nothing` when it may touch
+    /// nothing outside itself).
+    pub fn shown_access(&self) -> String {
+        let access = &self.access;
+        let mut parts = Vec::new();
+        for file in &access.files {
+            parts.push(format!(
+                "files {} ({})",
+                file.path,
+                if file.writable {
+                    "read-write"
+                } else {
+                    "read-only"
+                }
+            ));
+        }
+        if !access.http.is_empty() {
+            parts.push(format!("http {}", access.http.join(", ")));
+        }
+        if !access.config.is_empty() {
+            parts.push(format!("config {}", access.config.join(", ")));
+        }
+        if !access.llm.is_empty() {
+            parts.push(format!("llm {}", access.llm.join(", ")));
+        }
+        if parts.is_empty() {
+            "nothing outside itself".to_string()
+        } else {
+            shown(&parts.join("; "), MAX_SHOWN_PARAMS_BYTES)
+        }
+    }
+}
+
+/// `text` for a person's eyes: control characters (escape sequences,
+/// carriage returns a hostile model could use to redraw a prompt) shown
+/// escaped, cut at `max` bytes with a note of what was left out.
+pub fn shown(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max) + 32);
+    for (at, c) in text.char_indices() {
+        if out.len() >= max {
+            out.push_str(&format!(" … ({} more bytes)", text.len() - at));
+            break;
+        }
+        if c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// An approver's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Run it; `for_session`: every later call of this gadget too.
+    Approved { by: Decider, for_session: bool },
+    /// Do not run it; `why` completes "not approved: ...".
+    Denied { by: Decider, why: String },
+    /// The front end asks out of band and the call ends for now (an MCP
+    /// client on protocol 2026-07-28 asks its person, then calls again).
+    Deferred,
+}
+
+/// A future verdict.
+pub type VerdictFuture<'a> = Pin<Box<dyn Future<Output = Verdict> + Send + 'a>>;
+
+/// Asks a person whether a call may run: the front end's handler. The
+/// wait is bounded by the caller ([`Rules::timeout`]) and ends when the
+/// call's abort signal is raised.
+pub trait Approver: Send + Sync {
+    fn decide<'a>(&'a self, request: &'a ApprovalRequest) -> VerdictFuture<'a>;
+}
+
+/// The rules and the approver a call path checks calls against, shared by
+/// a whole session (its sub-agents included), with the gadgets approved
+/// for the rest of it.
+pub struct Approvals {
+    pub rules: Arc<Rules>,
+    pub approver: Arc<dyn Approver>,
+    /// Lower-cased names approved for the session.
+    session: Mutex<BTreeSet<String>>,
+}
+
+impl Approvals {
+    pub fn new(rules: Arc<Rules>, approver: Arc<dyn Approver>) -> Approvals {
+        Approvals {
+            rules,
+            approver,
+            session: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// Whether the person approved `gadget` for the rest of the session.
+    pub fn approved_for_session(&self, gadget: &str) -> bool {
+        self.session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&gadget.to_lowercase())
+    }
+
+    /// Remembers a session-wide approval of `gadget`.
+    pub fn approve_for_session(&self, gadget: &str) {
+        self.session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(gadget.to_lowercase());
+    }
+}
+
+impl std::fmt::Debug for Approvals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Approvals")
+            .field("rules", &self.rules)
+            .finish()
+    }
+}
+
+/// What a call's observer is told of its approval.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ApprovalEvent {
+    /// The call waits for a person.
+    Requested {
+        reasons: Vec<String>,
+        access: Access,
+    },
+    /// Approved or not, by whom; `reason` says why when not.
+    Decided {
+        approved: bool,
+        by: Decider,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+}
+
+/// The parameters as one canonical text (object keys sorted at every
+/// level): what an approval is bound to, whatever order a client sends
+/// the keys in.
+pub fn canonical_json(value: &Value) -> String {
+    fn write(value: &Value, out: &mut String) {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, key) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String(key.clone()).to_string());
+                    out.push(':');
+                    write(&map[key], out);
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(item, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut out = String::new();
+    write(value, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rule(
+        gadget: &str,
+        param: &str,
+        glob: Option<&str>,
+        regex: Option<&str>,
+        action: RuleAction,
+    ) -> RuleSpec {
+        RuleSpec {
+            gadget: gadget.into(),
+            param: param.into(),
+            matches: glob.map(str::to_string),
+            regex: regex.map(str::to_string),
+            action,
+            reason: Some("the reason".into()),
+        }
+    }
+
+    #[test]
+    fn deny_rules_refuse_by_argument_and_win_over_approval() {
+        let rules = Rules::new(
+            vec!["Fetch*".into()],
+            vec![
+                rule("FetchUrl", "/url", Some("http://*"), None, RuleAction::Deny),
+                rule(
+                    "fetchurl",
+                    "/url",
+                    None,
+                    Some(r"^https://intranet\."),
+                    RuleAction::Approve,
+                ),
+            ],
+            None,
+        )
+        .unwrap();
+        let denied = rules.check("FetchUrl", &json!({"url": "http://example.com"}));
+        assert!(
+            matches!(&denied, Admission::Deny { reason } if reason.starts_with("the reason (rule 1")),
+            "{denied:?}"
+        );
+        let asked = rules.check("FetchUrl", &json!({"url": "https://intranet.example"}));
+        let Admission::Ask { reasons } = asked else {
+            panic!("{asked:?}")
+        };
+        assert_eq!(reasons.len(), 2, "{reasons:?}");
+        assert_eq!(reasons[0], "[gadgets] approve = \"Fetch*\"");
+        // Only the approve pattern applies to other URLs.
+        assert!(
+            matches!(rules.check("FetchUrl", &json!({"url": "https://x"})), Admission::Ask { reasons } if reasons.len() == 1)
+        );
+        assert_eq!(
+            rules.check("Calculator", &json!({"url": "http://x"})),
+            Admission::Run
+        );
+    }
+
+    #[test]
+    fn argument_globs_are_case_sensitive_and_see_each_array_element() {
+        let rules = Rules::new(
+            Vec::new(),
+            vec![
+                rule(
+                    "WriteFile",
+                    "/path",
+                    Some("/out/secret*"),
+                    None,
+                    RuleAction::Approve,
+                ),
+                rule("Batch", "/paths", Some("*.key"), None, RuleAction::Deny),
+                rule("Calc", "/a", Some("4?"), None, RuleAction::Approve),
+            ],
+            None,
+        )
+        .unwrap();
+        assert!(matches!(
+            rules.check("WriteFile", &json!({"path": "/out/secret.txt"})),
+            Admission::Ask { .. }
+        ));
+        assert_eq!(
+            rules.check("WriteFile", &json!({"path": "/out/SECRET.txt"})),
+            Admission::Run
+        );
+        assert_eq!(
+            rules.check("WriteFile", &json!({"other": "/out/secret"})),
+            Admission::Run
+        );
+        assert!(matches!(
+            rules.check("Batch", &json!({"paths": ["a.txt", "b.key"]})),
+            Admission::Deny { .. }
+        ));
+        // Non-string values match by their JSON text.
+        assert!(matches!(
+            rules.check("Calc", &json!({"a": 42})),
+            Admission::Ask { .. }
+        ));
+        assert!(rules.may_ask("writefile") && !rules.may_ask("Batch"));
+    }
+
+    #[test]
+    fn bad_rules_are_refused_with_where_they_are() {
+        let err = |spec: RuleSpec| Rules::new(Vec::new(), vec![spec], None).unwrap_err();
+        assert!(
+            err(rule("A", "url", Some("*"), None, RuleAction::Deny))
+                .contains("rules[1].param: 'url' is not a JSON pointer")
+        );
+        assert!(err(rule("A", "/u", None, None, RuleAction::Deny)).contains("`matches"));
+        assert!(err(rule("A", "/u", Some("*"), Some("x"), RuleAction::Deny)).contains("not both"));
+        assert!(
+            err(rule("A", "/u", None, Some("("), RuleAction::Deny)).starts_with("rules[1].regex")
+        );
+        assert!(Rules::new(Vec::new(), Vec::new(), Some(Duration::ZERO)).is_err());
+    }
+
+    #[test]
+    fn what_a_person_is_shown_is_bounded_and_escaped() {
+        let shown_text = shown("a\u{1b}[2Jb\rc\u{202e}d", 100);
+        assert_eq!(shown_text, "a\\u{1b}[2Jb\\u{d}c\\u{202e}d");
+        let long = shown(&"x".repeat(10_000), 100);
+        assert!(
+            long.len() < 140 && long.ends_with("(9900 more bytes)"),
+            "{long}"
+        );
+    }
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_level() {
+        let a = json!({"b": 1, "a": {"d": [1, {"y": 2, "x": 1}], "c": "é"}});
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":{"c":"é","d":[1,{"x":1,"y":2}]},"b":1}"#
+        );
+    }
+}

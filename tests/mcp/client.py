@@ -8,6 +8,8 @@ Usage: client.py stdio GADGET_BINARY PLUGINS_DIR [POLICY]
        client.py call URL TOKEN NAME ARGUMENTS_JSON   (one call; prints its text)
        client.py ask-stdio GADGET_BINARY PLUGINS_DIR   (ask-human, handshake era)
        client.py ask-http URL TOKEN                    (ask-human, protocol 2026-07-28)
+       client.py approve-stdio GADGET_BINARY PLUGINS_DIR POLICY  (approvals, handshake era)
+       client.py approve-http URL TOKEN                (approvals, protocol 2026-07-28)
 
 The ask modes call AskUser three times: answered ("blue"), declined, and
 from a client without elicitation; they print what each call returned and
@@ -135,8 +137,59 @@ async def ask_http(url, token):
     return report
 
 
+def approver(decision, shown):
+    """A person at the client deciding an approval: True, False, or None
+    (declines the form)."""
+
+    async def elicit(context, params):
+        shown.append(params.message)
+        if decision is None:
+            return mcp_types.ElicitResult(action="decline")
+        return mcp_types.ElicitResult(action="accept", content={"approve": decision})
+
+    return elicit
+
+
+APPROVALS = [("approved", True), ("declined", None), ("refused", False)]
+SUM = {"operation": "add", "a": 15, "b": 23}
+
+
+async def approve_stdio(binary, plugins, policy):
+    args = ["--plugins", plugins, "--config", policy, "mcp"]
+    params = StdioServerParameters(command=binary, args=args)
+    report, shown = {}, []
+    for key, decision in APPROVALS + [("no_elicitation", "none")]:
+        callback = None if decision == "none" else approver(decision, shown)
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write, elicitation_callback=callback) as session:
+                await session.initialize()
+                report[key] = outcome(await session.call_tool("Calculator", SUM))
+    report["shown"] = shown
+    return report
+
+
+async def approve_http(url, token):
+    headers = {"Authorization": f"Bearer {token}"}
+    report, shown = {}, []
+    for key, decision in APPROVALS + [("no_elicitation", "none")]:
+        callback = None if decision == "none" else approver(decision, shown)
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+            transport = streamable_http_client(url, http_client=http)
+            async with Client(transport, elicitation_callback=callback) as client:
+                report[key] = outcome(await client.call_tool("Calculator", SUM))
+                report["protocol"] = client.session.protocol_version
+    report["shown"] = shown
+    return report
+
+
 async def main():
     mode = sys.argv[1]
+    if mode == "approve-stdio":
+        print(json.dumps(await approve_stdio(sys.argv[2], sys.argv[3], sys.argv[4])))
+        return
+    if mode == "approve-http":
+        print(json.dumps(await approve_http(sys.argv[2], sys.argv[3])))
+        return
     if mode == "ask-stdio":
         print(json.dumps(await ask_stdio(sys.argv[2], sys.argv[3])))
         return

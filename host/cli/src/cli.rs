@@ -364,11 +364,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let Some((tools, gadgets, reload)) = serving(&cli.global, &policy).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
-            mcp::serve(tools, gadgets, args, reload).await
+            mcp::serve(tools, gadgets, args, reload, &rules).await
         }
         // The session starts at once; the plugins load (and compile) while
         // the client initializes, and its first list or call waits for them.
-        Command::Mcp => mcp::mcp(serving(&cli.global, &policy)).await,
+        Command::Mcp => mcp::mcp(serving(&cli.global, &policy), &rules).await,
         // The policy's agents are tools like the gadgets in every listing.
         Command::Schemas { format } => {
             let host = host!(Calls::Few);

@@ -106,6 +106,10 @@ pub struct ServeOptions {
     /// token, for a scraper inside the cluster that has none; the MCP port
     /// keeps its own, authenticated, `/metrics`.
     pub metrics_listen: Option<SocketAddr>,
+    /// The operator's approval rules, and the key approval states are
+    /// signed with (the same on every replica).
+    pub rules: Arc<gadget_core::approval::Rules>,
+    pub approval_key: crate::approval::ApprovalKey,
 }
 
 /// A configured bearer token, checked when it is made: trimmed (a token
@@ -192,7 +196,9 @@ pub async fn serve(
     }
     let metrics = Arc::new(Metrics::new());
     let calls_cancelled = CancellationToken::new();
-    let server = GadgetServer::new(tools, metrics.clone()).with_shutdown(calls_cancelled.clone());
+    let server = GadgetServer::new(tools, metrics.clone())
+        .with_shutdown(calls_cancelled.clone())
+        .with_approvals(options.rules.clone(), options.approval_key.clone());
     // Stateless clients list the tools again when they want them: a reload
     // needs no notification here.
     if let Some(reload) = reload {

@@ -6,6 +6,7 @@
 //! and readiness endpoints, Prometheus [`metrics`], a cap on concurrent
 //! calls, bearer-token authentication and graceful shutdown.
 
+pub mod approval;
 pub mod http;
 pub mod metrics;
 pub mod server;

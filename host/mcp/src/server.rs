@@ -48,7 +48,9 @@ use gadget_core::call::Outcome;
 use gadget_core::ledger::{CallEvent, LogLevel};
 use gadget_core::tool::{Tool as GadgetTool, Tools};
 
+use crate::approval::{APPROVAL_KEY, ApprovalKey, ClientAsk, McpApprover};
 use crate::metrics::{CallOutcome, Metrics};
+use gadget_core::approval::{Approvals, Rules};
 
 /// The server over one set of tools. Cheap to clone: one per MCP session.
 #[derive(Clone)]
@@ -74,6 +76,11 @@ pub struct GadgetServer {
     /// False while the tools are still being loaded (a client may
     /// initialize meanwhile): lists and calls wait for it.
     loaded: tokio::sync::watch::Receiver<bool>,
+    /// The operator's approval rules; a call that waits for approval asks
+    /// the client's person (see [`crate::approval`]).
+    rules: Arc<Rules>,
+    /// Signs the state of a stateless approval round trip.
+    approval_key: ApprovalKey,
 }
 
 /// How long a list or a call waits for the tools still being loaded:
@@ -103,7 +110,17 @@ impl GadgetServer {
             shutdown: tokio_util::sync::CancellationToken::new(),
             server_requests: false,
             loaded: tokio::sync::watch::channel(true).1,
+            rules: Arc::new(Rules::none()),
+            approval_key: ApprovalKey::random(),
         }
+    }
+
+    /// Checks calls against the operator's approval rules; approval
+    /// states are signed with `key` (the same on every replica).
+    pub fn with_approvals(mut self, rules: Arc<Rules>, key: ApprovalKey) -> GadgetServer {
+        self.rules = rules;
+        self.approval_key = key;
+        self
     }
 
     /// Serves while the tools are still being loaded: lists and calls wait
@@ -230,6 +247,28 @@ struct AskState {
 }
 
 impl GadgetServer {
+    /// How this request's client can be asked to approve a call.
+    fn client_ask(&self, context: &RequestContext<RoleServer>) -> ClientAsk {
+        let can_elicit = context
+            .client_capabilities()
+            .and_then(|c| c.elicitation)
+            .is_some_and(|e| e.form.is_some() || e.url.is_none());
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        if !can_elicit {
+            ClientAsk::Cannot("this client cannot ask a person (no elicitation capability)")
+        } else if modern {
+            ClientAsk::RoundTrip
+        } else if self.server_requests {
+            ClientAsk::Request(context.peer.clone())
+        } else {
+            ClientAsk::Cannot(
+                "over stateless HTTP the server can ask a person only on protocol 2026-07-28 or later",
+            )
+        }
+    }
+
     /// Puts a gadget's question to the person at the client, in the way
     /// the connection allows.
     async fn ask(
@@ -461,6 +500,33 @@ impl ServerHandler for GadgetServer {
             }
         };
         let name = gadget.name().to_string();
+        // The second half of an approval round trip: the state must bind
+        // this very call, else nothing runs.
+        let approver = match request
+            .input_responses
+            .as_ref()
+            .and_then(|r| r.get(APPROVAL_KEY))
+        {
+            Some(reply) => {
+                if let Err(why) = crate::approval::check_state(
+                    &self.approval_key,
+                    request.request_state.as_deref(),
+                    &name,
+                    &params,
+                    self.rules.timeout(),
+                ) {
+                    self.metrics.rejected(&name, started.elapsed());
+                    return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                        "This call of '{name}' carries an approval that does not hold: {why}. Call it again without inputResponses to ask for approval."
+                    ))])
+                    .into());
+                }
+                McpApprover::Answered(crate::approval::verdict_of(reply))
+            }
+            None => McpApprover::Ask(self.client_ask(&context)),
+        };
+        let approvals = (!self.rules.is_empty())
+            .then(|| Arc::new(Approvals::new(self.rules.clone(), Arc::new(approver))));
         let id = format!("mcp_{}", self.calls.fetch_add(1, Ordering::Relaxed) + 1);
         let call_id = id.clone();
 
@@ -534,13 +600,17 @@ impl ServerHandler for GadgetServer {
             cancel: Some(cancel),
             observer: Some(observer),
             human: None,
-            approvals: None,
+            approvals,
         };
-        let report = gadget_exec::call::run(gadget.clone(), Arc::new(params), options)
-            .await
-            .report;
+        let finished = gadget_exec::call::run(gadget.clone(), Arc::new(params), options).await;
         watcher.abort();
         let _ = forward.await;
+        if let Some(request) = finished.deferred {
+            self.metrics
+                .finished(&name, CallOutcome::InputRequired, started.elapsed());
+            return Ok(crate::approval::input_required(&self.approval_key, &request).into());
+        }
+        let report = finished.report;
         let result = match report.outcome {
             Ok(Outcome::Result { result, details }) | Ok(Outcome::Finish { result, details }) => {
                 self.metrics

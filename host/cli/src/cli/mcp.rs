@@ -59,15 +59,26 @@ type Loaded = Option<(Arc<dyn Tools>, usize, gadget_mcp::Reload)>;
 /// starts at once and `loading` runs beside it, so a client's start-up
 /// timeout never waits for cold compiles; its first list or call waits for
 /// the tools instead.
-pub async fn mcp(loading: impl std::future::Future<Output = Result<Loaded>>) -> Result<ExitCode> {
+pub async fn mcp(
+    loading: impl std::future::Future<Output = Result<Loaded>>,
+    rules: &Arc<gadget_core::approval::Rules>,
+) -> Result<ExitCode> {
     use rmcp::ServiceExt as _;
+    let key = match gadget_mcp::approval::ApprovalKey::from_env() {
+        Ok(key) => key,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
+    };
     let (loaded_tx, loaded_rx) = tokio::sync::watch::channel(false);
     let server = GadgetServer::new(
         Arc::new(gadget_core::tool::Toolbox::new()),
         Arc::new(Metrics::new()),
     )
     .with_server_requests(true)
-    .with_loading(loaded_rx);
+    .with_loading(loaded_rx)
+    .with_approvals(rules.clone(), key);
     let session = server.clone().serve(gadget_mcp::stdio::transport());
     let loading = async {
         let loaded = loading.await;
@@ -103,6 +114,7 @@ pub async fn serve(
     gadgets: usize,
     args: &ServeArgs,
     reload: gadget_mcp::Reload,
+    rules: &Arc<gadget_core::approval::Rules>,
 ) -> Result<ExitCode> {
     // A configured token is either usable or a start-up error: never "no
     // authentication" (see BearerToken).
@@ -129,6 +141,14 @@ pub async fn serve(
         drain_timeout: Duration::from_millis(args.drain_timeout),
         allowed_hosts: args.allowed_hosts.clone(),
         metrics_listen: args.metrics_listen,
+        rules: rules.clone(),
+        approval_key: match gadget_mcp::approval::ApprovalKey::from_env() {
+            Ok(key) => key,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            }
+        },
     };
     let served = gadget_mcp::http::serve(
         tools,

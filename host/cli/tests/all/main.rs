@@ -2,6 +2,7 @@
 //! runtime. Guests are built once per run by `scripts/build-guests.sh`.
 
 mod agent;
+mod approvals;
 mod capabilities;
 mod cli;
 mod common;

@@ -12,13 +12,13 @@ use crate::common;
 use crate::mcp::{check_ask, check_scenario, client, policy, python, run_client};
 
 /// A `gadget serve` on an ephemeral port, stopped when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     port: u16,
 }
 
 impl Server {
-    fn start(extra: &[&str], token: &str) -> Server {
+    pub(crate) fn start(extra: &[&str], token: &str) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let mut child = Command::new(common::gadget_bin())
             .arg("--plugins")
@@ -63,7 +63,7 @@ impl Server {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}/mcp", self.port)
     }
 
@@ -100,7 +100,7 @@ impl Server {
         (status, head.to_string(), body.to_string())
     }
 
-    fn metrics(&self) -> String {
+    pub(crate) fn metrics(&self) -> String {
         self.request("GET", "/metrics", &[("Authorization", "Bearer s3cret")], "")
             .2
     }

@@ -393,7 +393,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Describe { name, json } => {
             let host = host!(Calls::Few);
-            describe::describe(&host.registry, &*host.tools(&policy)?, name, *json)
+            describe::describe(&host.registry, &*host.tools(&policy)?, name, *json, &rules)
         }
         Command::Call {
             name,

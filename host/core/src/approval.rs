@@ -196,6 +196,40 @@ impl Rules {
             })
     }
 
+    /// Every pattern and rule that applies to `gadget`, in the operator's
+    /// words (`describe` shows them): what may make its calls wait or
+    /// refuse them.
+    pub fn rules_for(&self, gadget: &str) -> Vec<String> {
+        let mut found: Vec<String> = self
+            .approve
+            .iter()
+            .filter(|p| glob_matches(p, gadget))
+            .map(|p| format!("every call waits for approval ([gadgets] approve = \"{p}\")"))
+            .collect();
+        for rule in self
+            .rules
+            .iter()
+            .filter(|r| glob_matches(&r.spec.gadget, gadget))
+        {
+            let verb = match rule.spec.action {
+                RuleAction::Approve => "waits for approval",
+                RuleAction::Deny => "is refused",
+            };
+            let why = rule
+                .spec
+                .reason
+                .as_ref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default();
+            found.push(format!(
+                "a call {verb} when {} (rule {} of the policy{why})",
+                rule.condition(),
+                rule.number
+            ));
+        }
+        found
+    }
+
     /// What the rules say of a call of `gadget` with validated `params`:
     /// any matching deny rule refuses it (the first one's reason is given);
     /// else any approve pattern or matching approve rule makes it wait.
@@ -255,16 +289,27 @@ impl Rule {
         }
     }
 
+    /// What the rule looks at: `/url matches "http://*"`.
+    fn condition(&self) -> String {
+        let param = if self.spec.param.is_empty() {
+            "the parameters"
+        } else {
+            &self.spec.param
+        };
+        match (&self.spec.matches, &self.spec.regex) {
+            (Some(glob), _) => format!("{param} matches \"{glob}\""),
+            (None, Some(regex)) => format!("{param} matches regex \"{regex}\""),
+            (None, None) => param.to_string(),
+        }
+    }
+
     /// The rule in the operator's words: its reason, and where it is.
     fn described(&self) -> String {
-        let pattern = match (&self.spec.matches, &self.spec.regex) {
-            (Some(glob), _) => format!("matches = \"{glob}\""),
-            (None, Some(regex)) => format!("regex = \"{regex}\""),
-            (None, None) => String::new(),
-        };
         let location = format!(
-            "rule {} of the policy: {} {} {pattern}",
-            self.number, self.spec.gadget, self.spec.param
+            "rule {} of the policy: {} {}",
+            self.number,
+            self.spec.gadget,
+            self.condition()
         );
         match &self.spec.reason {
             Some(reason) => format!("{reason} ({location})"),

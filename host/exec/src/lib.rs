@@ -17,7 +17,9 @@
 //! results the model sees, in llmist's wording.
 //!
 //! Around each call, in llmist's order: the [`Controller`] may skip it with
-//! a synthetic result; the gadget runs with its timeout (the run's
+//! a synthetic result; the operator's approval rules may refuse it or make
+//! it wait for a person ([`Executor::with_approvals`]: only that call
+//! waits, and it starts when approved); the gadget runs with its timeout (the run's
 //! per-gadget setting, else the gadget's own, else the run's default, all
 //! capped by the operator); ask-human goes to the [`HumanInput`] handler;
 //! oversized results are stored for `GadgetOutputViewer` (the

@@ -50,9 +50,12 @@ fn approved(for_session: bool) -> Option<Verdict> {
     })
 }
 
+/// When each run began, and the timeout it was given.
+type Runs = Arc<Mutex<Vec<(tokio::time::Instant, Option<Duration>)>>>;
+
 /// Records when its run began (the deadline the runtime computes starts
 /// there) and the timeout it was given.
-fn timed(started: Arc<Mutex<Vec<(tokio::time::Instant, Option<Duration>)>>>) -> Arc<dyn Tool> {
+fn timed(started: Runs) -> Arc<dyn Tool> {
     fake(spec("Guarded", ""), move |call| {
         started
             .lock()

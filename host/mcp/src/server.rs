@@ -22,6 +22,8 @@
 //!   while the call waits. A client that cannot elicit (or stateless HTTP on
 //!   an older protocol, where a server request has no way back) gets an
 //!   error result carrying the question.
+//! - A call the operator's rules make wait for approval asks the client's
+//!   person the same ways ([`crate::approval`]); a deny rule refuses it.
 
 // MCP log messages (`logging/setLevel`, `notifications/message`) are what
 // clients show today; rmcp 3.1 marks them deprecated for a SEP that has no

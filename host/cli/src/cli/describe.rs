@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use serde_json::Value;
 
+use gadget_core::approval::Rules;
 use gadget_core::limits::OwnTimeout;
 use gadget_core::schema;
 use gadget_core::tool::{Tool, Tools};
@@ -20,11 +21,12 @@ pub fn describe(
     tools: &dyn Tools,
     name: &str,
     json: bool,
+    rules: &Rules,
 ) -> Result<ExitCode> {
     let Some(g) = registry.get(name) else {
         // One of the policy's agents, or nothing at all.
         if let Some(tool) = tools.find(name) {
-            return describe_tool(&*tool, json);
+            return describe_tool(&*tool, json, rules);
         }
         eprintln!(
             "error: {}",
@@ -33,8 +35,11 @@ pub fn describe(
         return Ok(ExitCode::from(EXIT_BAD_INPUT));
     };
     let limits = &g.limits;
+    let approval = rules.rules_for(&g.spec.name);
     if json {
-        print_json(&GadgetDescription::from(g.as_ref()))?;
+        let mut described = serde_json::to_value(GadgetDescription::from(g.as_ref()))?;
+        described["approval"] = serde_json::json!(approval);
+        print_json(&described)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut out = String::new();
@@ -99,15 +104,25 @@ pub fn describe(
             out.push_str(&format!("  ! {note}\n"));
         }
     }
+    approval_lines(&approval, &mut out);
     std::io::stdout()
         .lock()
         .write_all(super::safe::safe(&out).as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }
 
+/// The operator's approval rules that apply to a tool.
+fn approval_lines(approval: &[String], out: &mut String) {
+    for (i, line) in approval.iter().enumerate() {
+        let label = if i == 0 { "Approval:" } else { "         " };
+        out.push_str(&format!("{label} {line}\n"));
+    }
+}
+
 /// A tool that is not a plugin's gadget (one of the policy's agents): what
 /// every tool says of itself through the `Tool` trait.
-fn describe_tool(tool: &dyn Tool, json: bool) -> Result<ExitCode> {
+fn describe_tool(tool: &dyn Tool, json: bool, rules: &Rules) -> Result<ExitCode> {
+    let approval = rules.rules_for(tool.name());
     let spec = tool.spec();
     let timeout_ms = match tool.own_timeout() {
         OwnTimeout::Declared(t) | OwnTimeout::Default(t) => Some(t.as_millis() as u64),
@@ -123,6 +138,7 @@ fn describe_tool(tool: &dyn Tool, json: bool) -> Result<ExitCode> {
             "kind": "agent",
             "timeout_ms": timeout_ms,
             "access": access,
+            "approval": approval,
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -142,6 +158,7 @@ fn describe_tool(tool: &dyn Tool, json: bool) -> Result<ExitCode> {
             .map(|ms| format!("; timeout {ms} ms"))
             .unwrap_or_default()
     ));
+    approval_lines(&approval, &mut out);
     std::io::stdout()
         .lock()
         .write_all(super::safe::safe(&out).as_bytes())?;

@@ -489,7 +489,70 @@ fn a_forged_or_rebound_approval_state_runs_nothing() {
     let ran = answer(5);
     assert_eq!(ran["result"]["isError"], false, "{ran}");
     assert_eq!(written(out.path()), ["ok.txt"]);
-    drop(send);
     let _ = server.kill();
     let _ = server.wait();
+}
+
+#[test]
+fn a_sub_agents_calls_ask_the_same_approver_as_the_session() {
+    use crate::llm_server::{LlmServer, openai_reply};
+    let sum = |id: &str, a: &str| {
+        block(
+            &format!("Calculator:{id}"),
+            &[("operation", "add"), ("a", a), ("b", "1")],
+        )
+    };
+    let server = LlmServer::start(vec![
+        // The session delegates; the sub-agent makes two calls, the second
+        // after the first.
+        openai_reply(&[(&block("Researcher:r1", &[("task", "sums")]), 0)], (1, 1)),
+        openai_reply(&[(&(sum("x", "1") + &sum("y:x", "2")), 0)], (1, 1)),
+        openai_reply(&[("done", 0)], (1, 1)),
+        openai_reply(&[("The researcher is done.", 0)], (1, 1)),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[gadgets]\napprove = [\"Calculator\"]\n[agents.Researcher]\ndescription = \"Does sums.\"\ngadgets = [\"Calc*\"]\n[llm]\nmodel = \"openai:m\"\nbase-url = \"{}/v1\"\napi-key-env = \"TEST_LLM_KEY\"\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    let decisions = dir.path().join("decisions.txt");
+    std::fs::write(&decisions, "approve\ndeny\n").unwrap();
+    let out = Command::new(common::gadget_bin())
+        .arg("--plugins")
+        .arg(common::shipped_plugins())
+        .arg("--config")
+        .arg(&policy)
+        .env("TEST_LLM_KEY", "sk-test")
+        .args(["agent", "do sums", "--json", "--approvals"])
+        .arg(&decisions)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let seen = events(&out.stdout);
+    let inner: Vec<&Value> = seen
+        .iter()
+        .filter(|e| e["type"] == "nested" && e["id"] == "r1")
+        .map(|e| &e["event"])
+        .filter(|e| e["type"] == "approval_decided")
+        .collect();
+    assert_eq!(inner.len(), 2, "{seen:#?}");
+    assert_eq!(
+        (inner[0]["id"].clone(), inner[0]["approved"].clone()),
+        (json!("x"), json!(true))
+    );
+    assert_eq!(inner[0]["by"], "file");
+    assert_eq!(
+        (inner[1]["id"].clone(), inner[1]["approved"].clone()),
+        (json!("y"), json!(false))
+    );
+    let researcher = seen
+        .iter()
+        .find(|e| e["type"] == "call_finished" && e["id"] == "r1")
+        .unwrap();
+    assert_eq!(researcher["result"], "done", "{researcher}");
 }

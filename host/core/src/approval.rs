@@ -187,15 +187,6 @@ impl Rules {
         self.timeout
     }
 
-    /// Whether a call of `gadget` may wait for a person (some pattern or
-    /// rule names it), whatever its arguments.
-    pub fn may_ask(&self, gadget: &str) -> bool {
-        self.approve.iter().any(|p| glob_matches(p, gadget))
-            || self.rules.iter().any(|r| {
-                r.spec.action == RuleAction::Approve && glob_matches(&r.spec.gadget, gadget)
-            })
-    }
-
     /// Every pattern and rule that applies to `gadget`, in the operator's
     /// words (`describe` shows them): what may make its calls wait or
     /// refuse them.
@@ -694,7 +685,8 @@ mod tests {
             rules.check("Calc", &json!({"a": 42})),
             Admission::Ask { .. }
         ));
-        assert!(rules.may_ask("writefile") && !rules.may_ask("Batch"));
+        assert_eq!(rules.rules_for("writefile").len(), 1);
+        assert!(rules.rules_for("Batch")[0].starts_with("a call is refused when /paths matches"));
     }
 
     #[test]

@@ -52,7 +52,7 @@ use gadget_core::tool::{Tool as GadgetTool, Tools};
 
 use crate::approval::{APPROVAL_KEY, ApprovalKey, ClientAsk, McpApprover};
 use crate::metrics::{CallOutcome, Metrics};
-use gadget_core::approval::{Approvals, Rules};
+use gadget_core::approval::{ApprovalEvent, Approvals, Rules};
 
 /// The server over one set of tools. Cheap to clone: one per MCP session.
 #[derive(Clone)]
@@ -537,6 +537,7 @@ impl ServerHandler for GadgetServer {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Notice>();
         let min_level = level_rank(*self.level.lock().unwrap_or_else(|p| p.into_inner()));
         let gadget_name = name.clone();
+        let logged_id = id.clone();
         let observer: gadget_core::ledger::CallObserver =
             Arc::new(move |event: &CallEvent| match event {
                 CallEvent::Progress(message) => {
@@ -552,6 +553,21 @@ impl ServerHandler for GadgetServer {
                         LoggingMessageNotificationParam::new(mcp_level(entry.level), data);
                     param.logger = Some(gadget_name.clone());
                     let _ = tx.send(Notice::Log(param));
+                }
+                // Who let a call run (or not) is the operator's to see.
+                CallEvent::Approval(ApprovalEvent::Decided {
+                    approved,
+                    by,
+                    reason,
+                }) => {
+                    tracing::info!(
+                        call = %logged_id,
+                        gadget = %gadget_name,
+                        approved,
+                        by = by.as_str(),
+                        reason = reason.as_deref().unwrap_or_default(),
+                        "approval decided"
+                    );
                 }
                 _ => {}
             });

@@ -13,7 +13,7 @@
 //! a rule on a path is not a file boundary (the grants are), it is the
 //! operator's "ask me first" or "never this".
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -85,7 +85,7 @@ struct Rule {
 }
 
 /// The operator's approval rules, compiled.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Rules {
     /// Gadgets (names or globs) whose every call waits for a person.
     approve: Vec<String>,
@@ -93,6 +93,8 @@ pub struct Rules {
     approve_by_flag: Vec<String>,
     rules: Vec<Rule>,
     timeout: Duration,
+    /// Per gadget name, what applies to it (filled as calls come).
+    by_gadget: Mutex<HashMap<String, Arc<Applicable>>>,
 }
 
 /// What the rules say of one call.
@@ -162,6 +164,7 @@ impl Rules {
             approve_by_flag: Vec::new(),
             rules,
             timeout,
+            by_gadget: Mutex::new(HashMap::new()),
         })
     }
 
@@ -174,6 +177,10 @@ impl Rules {
     pub fn approve_gadget(&mut self, pattern: &str) {
         self.approve.push(pattern.to_string());
         self.approve_by_flag.push(pattern.to_string());
+        self.by_gadget
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
     }
 
     /// Nothing to check: calls run as if there were no rules (the one call
@@ -224,20 +231,12 @@ impl Rules {
     /// What the rules say of a call of `gadget` with validated `params`:
     /// any matching deny rule refuses it (the first one's reason is given);
     /// else any approve pattern or matching approve rule makes it wait.
+    /// Which patterns and rules name a gadget is worked out once per name
+    /// (the hot path of a gadget no rule names is one map lookup).
     pub fn check(&self, gadget: &str, params: &Value) -> Admission {
-        let mut reasons = Vec::new();
-        for pattern in self.approve.iter().filter(|p| glob_matches(p, gadget)) {
-            reasons.push(if self.approve_by_flag.contains(pattern) {
-                format!("--approve-gadget \"{pattern}\"")
-            } else {
-                format!("[gadgets] approve = \"{pattern}\"")
-            });
-        }
-        for rule in self
-            .rules
-            .iter()
-            .filter(|r| glob_matches(&r.spec.gadget, gadget))
-        {
+        let applicable = self.applicable(gadget);
+        let mut reasons = applicable.approve.clone();
+        for rule in applicable.rules.iter().map(|&i| &self.rules[i]) {
             if !rule.matches(params) {
                 continue;
             }
@@ -256,7 +255,48 @@ impl Rules {
             Admission::Ask { reasons }
         }
     }
+
+    /// The approve patterns (as reasons) and rules that name `gadget`.
+    fn applicable(&self, gadget: &str) -> Arc<Applicable> {
+        let mut cache = self.by_gadget.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(found) = cache.get(gadget) {
+            return found.clone();
+        }
+        let approve = self
+            .approve
+            .iter()
+            .filter(|p| glob_matches(p, gadget))
+            .map(|pattern| {
+                if self.approve_by_flag.contains(pattern) {
+                    format!("--approve-gadget \"{pattern}\"")
+                } else {
+                    format!("[gadgets] approve = \"{pattern}\"")
+                }
+            })
+            .collect();
+        let rules = (0..self.rules.len())
+            .filter(|&i| glob_matches(&self.rules[i].spec.gadget, gadget))
+            .collect();
+        let found = Arc::new(Applicable { approve, rules });
+        // Names come from the tools served, a bounded set; the cap keeps a
+        // caller that checks arbitrary names from growing it.
+        if cache.len() < MAX_CACHED_GADGETS {
+            cache.insert(gadget.to_string(), found.clone());
+        }
+        found
+    }
 }
+
+/// What applies to one gadget name.
+#[derive(Debug)]
+struct Applicable {
+    approve: Vec<String>,
+    rules: Vec<usize>,
+}
+
+/// Gadget names whose applicable rules are remembered: far more than any
+/// host serves.
+const MAX_CACHED_GADGETS: usize = 4096;
 
 impl Rule {
     /// Whether the parameter the rule points at has a matching value. An

@@ -7,7 +7,9 @@
 //!    10,000 calls with no parser and no scheduler.
 //! 2. Scheduler overhead per call: the same 10,000 calls to the built-in
 //!    viewer (no WebAssembly): what parsing, scheduling, events and history
-//!    cost per call; and the pure scheduler alone.
+//!    cost per call; and the pure scheduler alone. The same under 20
+//!    approval rules that match no call, and with every call waiting for
+//!    an approval given at once (what the rules cost the host).
 //! 3. Mid-stream start latency: a response sent block by block; the time
 //!    from sending the chunk that ends a block to its call starting.
 //! 4. 100 independent calls to a gadget that sleeps 200 ms: the wall time
@@ -25,6 +27,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gadget_core::approval::{
+    ApprovalRequest, Approvals, Approver, Decider, RuleAction, RuleSpec, Rules, Verdict,
+    VerdictFuture,
+};
 use gadget_core::schedule::{CallSpec, DependencyPolicy, ScheduleConfig, Scheduler};
 use gadget_exec::{ExecConfig, ExecEvent, Executor};
 use gadget_runtime::loader::{self, LoadOptions, NoProgress, Registry};
@@ -63,15 +69,68 @@ fn calculator_block(i: usize) -> String {
 /// Runs a whole response (sent in 4 KiB chunks) and returns the wall time
 /// and the number of successful calls.
 async fn run(registry: &Arc<Registry>, config: ExecConfig, text: &str) -> (Duration, usize) {
+    run_with(registry, config, text, None).await
+}
+
+async fn run_with(
+    registry: &Arc<Registry>,
+    config: ExecConfig,
+    text: &str,
+    approvals: Option<Arc<Approvals>>,
+) -> (Duration, usize) {
     // On a worker thread, as `gadget run` runs its commands (cli.rs).
     let (registry, text) = (registry.clone(), text.to_string());
-    tokio::spawn(async move { run_here(&registry, config, &text).await })
+    tokio::spawn(async move { run_here(&registry, config, &text, approvals).await })
         .await
         .unwrap()
 }
 
-async fn run_here(registry: &Arc<Registry>, config: ExecConfig, text: &str) -> (Duration, usize) {
+/// Approves every call at once: what approval costs the host itself.
+struct ApproveAll;
+
+impl Approver for ApproveAll {
+    fn decide<'a>(&'a self, _request: &'a ApprovalRequest) -> VerdictFuture<'a> {
+        Box::pin(async {
+            Verdict::Approved {
+                by: Decider::ApproveAll,
+                for_session: false,
+            }
+        })
+    }
+}
+
+/// The operator's rules: `patterns` approve patterns and as many argument
+/// rules (regexes) on the viewer's `/id`, none matching `none`, plus
+/// `every` (an approve pattern for the viewer itself) when asked.
+fn approvals(patterns: usize, every: bool) -> Arc<Approvals> {
+    let mut approve: Vec<String> = (0..patterns).map(|i| format!("Never{i}*")).collect();
+    if every {
+        approve.push("GadgetOutputViewer".into());
+    }
+    let rules = (0..patterns)
+        .map(|i| RuleSpec {
+            gadget: "GadgetOutput*".into(),
+            param: "/id".into(),
+            matches: None,
+            regex: Some(format!("^secret-{i}-[0-9]+$")),
+            action: RuleAction::Deny,
+            reason: None,
+        })
+        .collect();
+    let rules = Rules::new(approve, rules, None).unwrap();
+    Arc::new(Approvals::new(Arc::new(rules), Arc::new(ApproveAll)))
+}
+
+async fn run_here(
+    registry: &Arc<Registry>,
+    config: ExecConfig,
+    text: &str,
+    approvals: Option<Arc<Approvals>>,
+) -> (Duration, usize) {
     let mut executor = Executor::new(registry.clone(), config).unwrap();
+    if let Some(approvals) = approvals {
+        executor = executor.with_approvals(approvals);
+    }
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     let chunks: Vec<String> = text
         .as_bytes()
@@ -158,6 +217,20 @@ async fn main() {
         assert_eq!(ok, CALLS);
         viewer_costs.push(took.as_secs_f64() * 1e9 / CALLS as f64);
     }
+    // With the operator's rules: 10 approve patterns and 10 argument
+    // regexes that match no call; then every call approved at once.
+    let mut ruled_costs = Vec::new();
+    let mut approved_costs = Vec::new();
+    for _ in 0..5 {
+        let ruled = Some(approvals(10, false));
+        let (took, ok) = run_with(&registry, ExecConfig::default(), &viewer, ruled).await;
+        assert_eq!(ok, CALLS);
+        ruled_costs.push(took.as_secs_f64() * 1e9 / CALLS as f64);
+        let every = Some(approvals(10, true));
+        let (took, ok) = run_with(&registry, ExecConfig::default(), &viewer, every).await;
+        assert_eq!(ok, CALLS);
+        approved_costs.push(took.as_secs_f64() * 1e9 / CALLS as f64);
+    }
     let mut scheduler_costs = Vec::new();
     for _ in 0..5 {
         let started = Instant::now();
@@ -224,8 +297,18 @@ async fn main() {
     );
     println!(
         "| executor overhead per call (10,000 built-in viewer calls: parse, schedule, events, history) | {:.2} µs | pure scheduler alone: {:.2} µs |",
-        median(viewer_costs) / 1e3,
+        median(viewer_costs.clone()) / 1e3,
         median(scheduler_costs) / 1e3
+    );
+    println!(
+        "| the same under 20 approval rules matching no call (10 patterns naming other gadgets, 10 argument regexes tried on each call) | {:.2} µs | no rules: {:.2} µs |",
+        median(ruled_costs) / 1e3,
+        median(viewer_costs.clone()) / 1e3
+    );
+    println!(
+        "| the same, every call waiting for approval (approved at once) | {:.2} µs | no rules: {:.2} µs |",
+        median(approved_costs) / 1e3,
+        median(viewer_costs.clone()) / 1e3
     );
     println!(
         "| mid-stream start latency, block terminator sent → call started (300 blocks) | median {:.0} µs, p99 {:.0} µs | — |",

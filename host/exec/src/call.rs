@@ -114,14 +114,18 @@ pub async fn run_admitted(
                 None,
             );
         }
-        Admission::Ask { reasons } => match approve(&tool, &params, &options, reasons).await {
-            Ok(()) => {}
-            Err(Unapproved::Denied(why)) => return not_run(&*tool, why, None),
-            Err(Unapproved::Deferred(request)) => {
-                let why = "it waits for a person's approval".to_string();
-                return not_run(&*tool, why, Some(request));
+        // Boxed: the wait is rare, and its state would make every call's
+        // future larger.
+        Admission::Ask { reasons } => {
+            match Box::pin(approve(&tool, &params, &options, reasons)).await {
+                Ok(()) => {}
+                Err(Unapproved::Denied(why)) => return not_run(&*tool, why, None),
+                Err(Unapproved::Deferred(request)) => {
+                    let why = "it waits for a person's approval".to_string();
+                    return not_run(&*tool, why, Some(request));
+                }
             }
-        },
+        }
     }
     let CallOptions {
         invocation_id,

@@ -451,6 +451,9 @@ async fn serving(
     let agents = agent::sub_agents(host.registry.clone(), policy, host.providers.clone())?
         .map(|agents| agents.agents());
     let tools = served(host.registry.clone(), agents.clone());
+    if !global.quiet {
+        host::warn_unmatched_rules(policy, &*tools);
+    }
     // SIGHUP loads the plugins again (the policy as read at start).
     let (runtime, global, options) = (
         host.runtime.clone(),

@@ -194,6 +194,32 @@ impl Rules {
         self.timeout
     }
 
+    /// The approve patterns and rules that name none of `names` (the
+    /// gadgets served), in the operator's words: most often a misspelt
+    /// name, and a rule that never applies protects nothing.
+    pub fn unmatched(&self, names: &[String]) -> Vec<String> {
+        let names_none = |pattern: &str| !names.iter().any(|n| glob_matches(pattern, n));
+        let mut found: Vec<String> = self
+            .approve
+            .iter()
+            .filter(|p| names_none(p))
+            .map(|p| {
+                if self.approve_by_flag.contains(p) {
+                    format!("--approve-gadget \"{p}\"")
+                } else {
+                    format!("[gadgets] approve = \"{p}\"")
+                }
+            })
+            .collect();
+        found.extend(
+            self.rules
+                .iter()
+                .filter(|r| names_none(&r.spec.gadget))
+                .map(|r| format!("rule {} (gadget = \"{}\")", r.number, r.spec.gadget)),
+        );
+        found
+    }
+
     /// Every pattern and rule that applies to `gadget`, in the operator's
     /// words (`describe` shows them): what may make its calls wait or
     /// refuse them.
@@ -726,6 +752,8 @@ mod tests {
             Admission::Ask { .. }
         ));
         assert_eq!(rules.rules_for("writefile").len(), 1);
+        let served = ["WriteFile".to_string(), "Batch".to_string()];
+        assert_eq!(rules.unmatched(&served), ["rule 3 (gadget = \"Calc\")"]);
         assert!(rules.rules_for("Batch")[0].starts_with("a call is refused when /paths matches"));
     }
 

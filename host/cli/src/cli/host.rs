@@ -32,6 +32,8 @@ pub struct Host {
     pub runtime: Arc<Runtime>,
     pub registry: Arc<Registry>,
     pub providers: Arc<Providers>,
+    /// `-q`: no warnings.
+    quiet: bool,
 }
 
 /// Starts the runtime and loads the plugins; `None` when loading failed
@@ -55,6 +57,7 @@ pub async fn start(
         runtime,
         registry: Arc::new(registry),
         providers,
+        quiet: global.quiet,
     }))
 }
 
@@ -115,6 +118,21 @@ pub fn runtime(policy: &Policy, calls: Calls) -> Result<Arc<Runtime>> {
 impl Host {
     /// The gadgets, then the policy's agents.
     pub fn tools(&self, policy: &Policy) -> Result<Arc<dyn Tools>> {
-        agent::with_agents(self.registry.clone(), policy, self.providers.clone())
+        let tools = agent::with_agents(self.registry.clone(), policy, self.providers.clone())?;
+        if !self.quiet {
+            warn_unmatched_rules(policy, &*tools);
+        }
+        Ok(tools)
+    }
+}
+
+/// Approval patterns and rules that name no served gadget protect
+/// nothing: a warning each (most often a misspelt name).
+pub fn warn_unmatched_rules(policy: &Policy, tools: &dyn Tools) {
+    let Ok(rules) = policy.approval_rules() else {
+        return; // checked when the policy was read
+    };
+    for what in rules.unmatched(&tools.names()) {
+        eprintln!("warning: {what} names no gadget that is served, so it has no effect");
     }
 }

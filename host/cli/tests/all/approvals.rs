@@ -298,6 +298,17 @@ reason = "It writes something that looks like a password"
             .any(|e| e["type"] == "approval_requested" && e["id"] == "plain")
     );
 
+    // A pattern that names no served gadget (a typo) is a warning.
+    let typo = gadget(out.path())
+        .args(["--approve-gadget", "WritFile", "list"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&typo.stderr);
+    assert!(
+        said.contains("--approve-gadget \"WritFile\" names no gadget that is served"),
+        "{said}"
+    );
+
     // A bad rule is a start-up error naming it.
     std::fs::write(
         &policy,

@@ -34,6 +34,7 @@ pub const SYSTEM_ALLOCATOR_ENV: &std::ffi::CStr = c"GADGET_SYSTEM_ALLOCATOR";
 
 mod agent;
 mod approve;
+mod audit;
 mod build;
 mod call;
 mod check;
@@ -92,6 +93,9 @@ struct GlobalArgs {
     /// Make every call of a gadget wait for a person's approval this run (name or glob, case-insensitive; repeatable).
     #[arg(long = "approve-gadget", value_name = "NAME", global = true)]
     approve_gadgets: Vec<String>,
+    /// Append an audit journal of every call and what it did (hash-chained JSON lines; `gadget audit verify FILE` checks it). Default: the policy's [audit] file.
+    #[arg(long, value_name = "FILE", global = true)]
+    audit: Option<PathBuf>,
     /// More logging on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
@@ -129,6 +133,9 @@ enum Command {
         json: bool,
     },
     /// Run one gadget with JSON parameters and print its result.
+    /// Check or read an audit journal.
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
     #[command(
         after_help = "Examples:\n  gadget call Calculator --params '{\"operation\":\"divide\",\"a\":1,\"b\":8}'\n  echo '{\"text\":\"one two\"}' | gadget call TextStats --json"
     )]
@@ -327,6 +334,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     }
     // Compiled once (the policy file's were checked when it was read).
     let rules = Arc::new(policy.approval_rules().map_err(anyhow::Error::msg)?);
+    // Opened only by the commands that run calls.
+    let journal = || audit::open(cli.global.audit.as_deref(), &policy);
     // Each command starts only what it needs: `parse` needs no WebAssembly
     // runtime and no cache.
     let start = |calls, agent_options| host::start(&cli.global, &policy, calls, agent_options);
@@ -343,6 +352,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     }
     match &cli.command {
         Command::Parse(options) => parse::parse(options),
+        Command::Audit(command) => audit::audit(command),
         Command::New { name, lang, dir } => new::new(name, *lang, dir.as_deref()),
         Command::Build { path } => {
             let built = build::build(path)?;
@@ -354,21 +364,28 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Run(run_options) => {
             let host = host!(Calls::Many);
-            run::run(host.tools(&policy)?, run_options, &rules).await
+            run::run(host.tools(&policy)?, run_options, &rules, journal()?).await
         }
         Command::Agent(agent_options) => {
             let host = host!(Calls::Many, Some(agent_options));
-            agent::agent(host.tools(&policy)?, agent_options, &policy.llm, &rules).await
+            agent::agent(
+                host.tools(&policy)?,
+                agent_options,
+                &policy.llm,
+                &rules,
+                journal()?,
+            )
+            .await
         }
         Command::Serve(args) => {
             let Some((tools, gadgets, reload)) = serving(&cli.global, &policy).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
-            mcp::serve(tools, gadgets, args, reload, &rules).await
+            mcp::serve(tools, gadgets, args, reload, &rules, journal()?).await
         }
         // The session starts at once; the plugins load (and compile) while
         // the client initializes, and its first list or call waits for them.
-        Command::Mcp => mcp::mcp(serving(&cli.global, &policy), &rules).await,
+        Command::Mcp => mcp::mcp(serving(&cli.global, &policy), &rules, journal()?).await,
         // The policy's agents are tools like the gadgets in every listing.
         Command::Schemas { format } => {
             let host = host!(Calls::Few);
@@ -419,6 +436,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 id,
                 *json,
                 approval.approvals(&rules, &approve::Tty::default())?,
+                journal()?,
             )
             .await
         }

@@ -119,6 +119,14 @@ pub enum ExecEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// A running call used a door: an HTTP request (or its refusal), a
+    /// completion. The same record the audit journal keeps.
+    Effect {
+        id: String,
+        gadget: String,
+        #[serde(flatten)]
+        effect: crate::effect::Effect,
+    },
     /// A gadget asked a person; the handler is asking.
     HumanInput {
         id: String,

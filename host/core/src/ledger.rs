@@ -76,6 +76,8 @@ pub enum CallEvent {
     Nested(Nested),
     /// The call waits for a person's approval, or was decided.
     Approval(crate::approval::ApprovalEvent),
+    /// The call used a door (an HTTP request, a completion).
+    Effect(crate::effect::Effect),
 }
 
 /// An event of work a call runs inside itself (a sub-agent's loop), kept

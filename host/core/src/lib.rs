@@ -13,12 +13,14 @@
 //! tool      the `Tool` trait the executor runs, and `Tools`, a set of them
 //! call      the domain types of a call: spec, outcome, error, report, kinds
 //! ledger    what a call reports while it runs: logs, costs, progress, updates
+//! effect    each door a call used (an HTTP request, a completion)
 //! events    what the executor reports: `ExecEvent`, `Failure`, summaries
 //! viewer    output limiting and the built-in GadgetOutputViewer tool
 //! render    the prompt, usage texts and the history the model is shown
 //! limits    every limit, its unit and its reason; timeouts resolved once
 //! access    what a tool may touch, and the effects it declares
 //! approval  the operator's approval and argument rules, and who decides
+//! audit     the audit journal: its records, their hash chain, verification
 //! fuzz      a small mutational fuzzer for the doors' fuzz targets
 //! ```
 //!
@@ -52,8 +54,10 @@
 
 pub mod access;
 pub mod approval;
+pub mod audit;
 pub mod call;
 pub mod chunked;
+pub mod effect;
 pub mod events;
 pub mod fuzz;
 pub mod ledger;

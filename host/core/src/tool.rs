@@ -65,6 +65,14 @@ impl ToolCall {
     }
 }
 
+/// A tool's plugin and the digest of its component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    pub plugin: String,
+    /// SHA-256 of the component, hex.
+    pub digest: String,
+}
+
 /// Something the executor can run.
 pub trait Tool: Send + Sync {
     /// What the tool declares: name, description, schema text, examples,
@@ -97,6 +105,12 @@ pub trait Tool: Send + Sync {
     /// nothing, unless it says otherwise.
     fn access(&self) -> Access {
         Access::default()
+    }
+
+    /// Where the tool comes from, for the audit journal: its plugin and
+    /// the SHA-256 of its component; `None` for a tool of the host's own.
+    fn origin(&self) -> Option<Origin> {
+        None
     }
 
     /// What the tool's author declares about its effects.

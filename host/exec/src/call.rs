@@ -49,6 +49,8 @@ pub struct CallOptions {
     pub human: Option<Arc<dyn HumanInput>>,
     /// The operator's approval rules and who approves; `None`: no rules.
     pub approvals: Option<Arc<Approvals>>,
+    /// The audit journal the call is recorded in, if any.
+    pub journal: Option<Arc<crate::audit::Journal>>,
 }
 
 /// How one call ended.
@@ -94,6 +96,46 @@ pub async fn run(tool: Arc<dyn Tool>, params: Arc<Value>, options: CallOptions) 
 pub async fn run_admitted(
     tool: Arc<dyn Tool>,
     params: Arc<Value>,
+    mut options: CallOptions,
+    admission: Admission,
+) -> Finished {
+    let Some(journal) = options.journal.clone() else {
+        return decide_and_run(tool, params, options, admission).await;
+    };
+    let call_id = options.invocation_id.clone();
+    options.observer = Some(journaled(
+        journal.clone(),
+        tool.clone(),
+        call_id.clone(),
+        options.observer.take(),
+    ));
+    let finished = decide_and_run(tool.clone(), params, options, admission).await;
+    journal.call_finished(&call_id, &*tool, &finished.report);
+    if !tool.is_instant() {
+        journal.flush();
+    }
+    finished
+}
+
+/// The call's observer, with the journal shown each event first.
+fn journaled(
+    journal: Arc<crate::audit::Journal>,
+    tool: Arc<dyn Tool>,
+    call_id: String,
+    observer: Option<gadget_core::ledger::CallObserver>,
+) -> gadget_core::ledger::CallObserver {
+    Arc::new(move |event: &gadget_core::ledger::CallEvent| {
+        journal.call_event(&call_id, &*tool, event);
+        if let Some(observer) = &observer {
+            observer(event);
+        }
+    })
+}
+
+/// The rules' decision, then (when the call may run) the call.
+async fn decide_and_run(
+    tool: Arc<dyn Tool>,
+    params: Arc<Value>,
     options: CallOptions,
     admission: Admission,
 ) -> Finished {
@@ -134,7 +176,11 @@ pub async fn run_admitted(
         observer,
         human,
         approvals,
+        journal,
     } = options;
+    if let Some(journal) = &journal {
+        journal.call_started(&invocation_id, &*tool, &params, timeout);
+    }
     let call = ToolCall {
         invocation_id: invocation_id.clone(),
         params,

@@ -41,6 +41,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 mod abort;
+pub mod audit;
 pub mod call;
 mod config;
 mod live;
@@ -79,6 +80,7 @@ pub struct Executor {
     controller: Arc<dyn Controller>,
     human: Option<Arc<dyn HumanInput>>,
     approvals: Option<Arc<Approvals>>,
+    journal: Option<Arc<audit::Journal>>,
     scheduler: Scheduler,
     session: parser::Session,
     entries: ChunkedVec<Entry>,
@@ -152,6 +154,7 @@ impl Executor {
             controller: Arc::new(NoController),
             human: None,
             approvals: None,
+            journal: None,
             session: parser::Session::default(),
             entries: ChunkedVec::new(),
             history: ChunkedVec::new(),
@@ -183,6 +186,13 @@ impl Executor {
     /// `approvals`' approver when a call must wait (only that call waits).
     pub fn with_approvals(mut self, approvals: Arc<Approvals>) -> Executor {
         self.approvals = Some(approvals);
+        self
+    }
+
+    /// Records every call that reaches a tool, and what it did, in the
+    /// audit journal.
+    pub fn with_journal(mut self, journal: Arc<audit::Journal>) -> Executor {
+        self.journal = Some(journal);
         self
     }
 
@@ -688,11 +698,12 @@ impl Executor {
             })),
             human,
             approvals: self.approvals.clone(),
+            journal: self.journal.clone(),
         };
         // A tool computed in the host answers in place: no task, no wait.
         // Only a question for a person still needs the task (the answer is
         // awaited).
-        if tool.is_instant() && admission == Admission::Run {
+        if tool.is_instant() && admission == Admission::Run && self.journal.is_none() {
             let mut finished = Box::pin(call::run_admitted(tool, params, options, admission));
             if let Poll::Ready(finished) = finished
                 .as_mut()

@@ -42,6 +42,7 @@ impl Executor {
             Live::Call(CallEvent::Cost(usd)) => ExecEvent::Cost { id, gadget, usd },
             Live::Call(CallEvent::Nested(event)) => ExecEvent::Nested { id, gadget, event },
             Live::Call(CallEvent::Approval(event)) => return self.approval(ix, event, sink),
+            Live::Call(CallEvent::Effect(effect)) => ExecEvent::Effect { id, gadget, effect },
         });
     }
 

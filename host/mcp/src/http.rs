@@ -110,6 +110,8 @@ pub struct ServeOptions {
     /// signed with (the same on every replica).
     pub rules: Arc<gadget_core::approval::Rules>,
     pub approval_key: crate::approval::ApprovalKey,
+    /// The audit journal every call is recorded in, if any.
+    pub journal: Option<Arc<gadget_exec::audit::Journal>>,
 }
 
 /// A configured bearer token, checked when it is made: trimmed (a token
@@ -198,7 +200,8 @@ pub async fn serve(
     let calls_cancelled = CancellationToken::new();
     let server = GadgetServer::new(tools, metrics.clone())
         .with_shutdown(calls_cancelled.clone())
-        .with_approvals(options.rules.clone(), options.approval_key.clone());
+        .with_approvals(options.rules.clone(), options.approval_key.clone())
+        .with_journal(options.journal.clone());
     // Stateless clients list the tools again when they want them: a reload
     // needs no notification here.
     if let Some(reload) = reload {

@@ -83,6 +83,8 @@ pub struct GadgetServer {
     rules: Arc<Rules>,
     /// Signs the state of a stateless approval round trip.
     approval_key: ApprovalKey,
+    /// The audit journal every call is recorded in, if any.
+    journal: Option<Arc<gadget_exec::audit::Journal>>,
 }
 
 /// How long a list or a call waits for the tools still being loaded:
@@ -114,7 +116,17 @@ impl GadgetServer {
             loaded: tokio::sync::watch::channel(true).1,
             rules: Arc::new(Rules::none()),
             approval_key: ApprovalKey::random(),
+            journal: None,
         }
+    }
+
+    /// Records every call in `journal`.
+    pub fn with_journal(
+        mut self,
+        journal: Option<Arc<gadget_exec::audit::Journal>>,
+    ) -> GadgetServer {
+        self.journal = journal;
+        self
     }
 
     /// Checks calls against the operator's approval rules; approval
@@ -619,6 +631,7 @@ impl ServerHandler for GadgetServer {
             observer: Some(observer),
             human: None,
             approvals,
+            journal: self.journal.clone(),
         };
         let finished = gadget_exec::call::run(gadget.clone(), Arc::new(params), options).await;
         watcher.abort();

@@ -75,6 +75,13 @@ impl Tool for WasmGadget {
         self.exclusive_group.clone()
     }
 
+    fn origin(&self) -> Option<gadget_core::tool::Origin> {
+        Some(gadget_core::tool::Origin {
+            plugin: self.plugin.identity.name.clone(),
+            digest: self.plugin.artifact.sha256.clone(),
+        })
+    }
+
     /// Its plugin's grants: what the manifest asks for AND the operator
     /// grants.
     fn access(&self) -> Access {

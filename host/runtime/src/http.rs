@@ -18,6 +18,11 @@
 //! A refused request is a `wasi:http` error the gadget sees
 //! (`HTTP-request-denied`) and a host log line on the call that names the
 //! grant that would allow it.
+//!
+//! Every request, sent or refused, is told to the call's observer as an
+//! [`Effect::Http`] (method, origin, path without its query, status, bytes
+//! each way, duration) when its response body ends or is dropped: the
+//! audit journal and `--json` see it.
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -29,6 +34,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use wasmtime_wasi_http::{Error as HttpError, WasiBody, WasiHttpHooks};
+
+use gadget_core::effect::Effect;
+use gadget_core::ledger::{CallEvent, CallObserver};
+use gadget_core::redact::Redactor;
 
 use crate::grants::{CallGrants, HttpRefusal, IpRange, is_internal};
 
@@ -61,6 +70,71 @@ pub(crate) struct HttpHooks {
     pub(crate) cancel: Option<Arc<AtomicBool>>,
     /// Refusals and failures to note on the call (drained into its log).
     pub(crate) notes: Arc<Mutex<Vec<String>>>,
+    /// Told each request as an effect.
+    pub(crate) observer: Option<CallObserver>,
+}
+
+/// One request as the observer is told it: filled in as it goes, told
+/// once, when dropped (the response body ended, the gadget dropped it, or
+/// the call's store went away).
+struct Exchange {
+    observer: Option<CallObserver>,
+    redactor: Option<Arc<Redactor>>,
+    method: String,
+    origin: String,
+    path: String,
+    status: Option<u16>,
+    bytes_out: u64,
+    bytes_in: u64,
+    started: Instant,
+    refused: Option<String>,
+    error: Option<String>,
+}
+
+impl Exchange {
+    fn new(hooks: &HttpHooks, request: &http::Request<WasiBody>) -> Exchange {
+        let uri = request.uri();
+        let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
+        let host = uri.host().unwrap_or_default().to_ascii_lowercase();
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        Exchange {
+            observer: hooks.observer.clone(),
+            redactor: hooks.grants.as_ref().map(|g| g.redactor.clone()),
+            method: request.method().to_string(),
+            origin: crate::grants::origin_text(https, &host, port),
+            path: uri.path().to_string(),
+            status: None,
+            bytes_out: 0,
+            bytes_in: 0,
+            started: Instant::now(),
+            refused: None,
+            error: None,
+        }
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        let Some(observer) = &self.observer else {
+            return;
+        };
+        // A secret a gadget put in a URL or an error stays out of the record.
+        let clean = |text: String| match &self.redactor {
+            Some(redactor) => redactor.string(text),
+            None => text,
+        };
+        observer(&CallEvent::Effect(Effect::Http {
+            method: std::mem::take(&mut self.method),
+            origin: clean(std::mem::take(&mut self.origin)),
+            path: clean(std::mem::take(&mut self.path)),
+            status: self.status,
+            bytes_out: self.bytes_out,
+            bytes_in: self.bytes_in,
+            duration_ms: self.started.elapsed().as_secs_f64() * 1e3,
+            refused: self.refused.take().map(clean),
+            error: self.error.take().map(clean),
+        }));
+    }
 }
 
 type SendFuture = Box<
@@ -125,10 +199,13 @@ impl WasiHttpHooks for HttpHooks {
         _options: Option<wasmtime_wasi_http::RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> SendFuture {
+        let mut exchange = Exchange::new(self, &request);
         let client = match self.admit(request.uri()) {
             Ok(client) => client,
             Err(refusal) => {
                 self.note(format!("refused an HTTP request: {refusal}"));
+                exchange.refused = Some(refusal);
+                drop(exchange);
                 return Box::new(async { Err(HttpError::HttpRequestDenied) });
             }
         };
@@ -146,7 +223,7 @@ impl WasiHttpHooks for HttpHooks {
             // end is what the gadget sees, and the call must not end (and
             // its notes be collected) before the reason is written down.
             let (parts, mut body) = request.into_parts();
-            let sent = send(client, parts, &mut body, deadline, cancel).await;
+            let sent = send(client, parts, &mut body, deadline, cancel, exchange).await;
             if let Err((_, message)) = &sent {
                 note(message.clone());
             }
@@ -164,6 +241,7 @@ async fn send(
     body: &mut WasiBody,
     deadline: Instant,
     cancel: Option<Arc<AtomicBool>>,
+    mut exchange: Exchange,
 ) -> Result<
     (
         http::Response<WasiBody>,
@@ -172,11 +250,15 @@ async fn send(
     (HttpError, String),
 > {
     let target = parts.uri.to_string();
-    let fail = |error: HttpError, why: String| (error, format!("HTTP {target}: {why}"));
-    let body = bounded(collect(body), deadline, cancel.clone())
-        .await
-        .map_err(|(e, why)| fail(e, why))?
-        .map_err(|(e, why)| fail(e, why))?;
+    let mut fail = |error: HttpError, why: String| {
+        exchange.error = Some(why.clone());
+        (error, format!("HTTP {target}: {why}"))
+    };
+    let body = match bounded(collect(body), deadline, cancel.clone()).await {
+        Ok(Ok(body)) => body,
+        Ok(Err((e, why))) | Err((e, why)) => return Err(fail(e, why)),
+    };
+    let bytes_out = body.len() as u64;
     let url = reqwest::Url::parse(&target)
         .map_err(|e| fail(HttpError::HttpRequestUriInvalid, e.to_string()))?;
     let mut outgoing = reqwest::Request::new(parts.method, url);
@@ -197,10 +279,15 @@ async fn send(
     if let Some(headers) = builder.headers_mut() {
         *headers = response.headers().clone();
     }
-    let body = capped_body(response, deadline, cancel);
-    let response = builder
-        .body(body)
-        .map_err(|e| fail(HttpError::InternalError(Some(e.to_string())), e.to_string()))?;
+    exchange.bytes_out = bytes_out;
+    exchange.status = Some(response.status().as_u16());
+    let body = capped_body(response, deadline, cancel, exchange);
+    let response = builder.body(body).map_err(|e| {
+        (
+            HttpError::InternalError(Some(e.to_string())),
+            format!("HTTP {target}: {e}"),
+        )
+    })?;
     Ok((response, Box::new(async { Ok(()) })))
 }
 
@@ -261,9 +348,11 @@ fn capped_body(
     response: reqwest::Response,
     deadline: Instant,
     cancel: Option<Arc<AtomicBool>>,
+    exchange: Exchange,
 ) -> WasiBody {
-    let state = (response, 0u64, false);
-    let stream = futures_util::stream::unfold(state, move |(mut response, read, done)| {
+    // The exchange rides along and is told when the body ends or is dropped.
+    let state = (response, exchange, false);
+    let stream = futures_util::stream::unfold(state, move |(mut response, mut exchange, done)| {
         let cancel = cancel.clone();
         async move {
             if done {
@@ -271,22 +360,36 @@ fn capped_body(
             }
             let next = bounded(response.chunk(), deadline, cancel).await;
             let item = match next {
-                Err((error, _)) => Err(error),
-                Ok(Err(error)) => Err(classify(&error).0),
+                Err((error, why)) => {
+                    exchange.error = Some(why);
+                    Err(error)
+                }
+                Ok(Err(error)) => {
+                    let (code, why) = classify(&error);
+                    exchange.error = Some(why);
+                    Err(code)
+                }
                 Ok(Ok(None)) => return None,
                 Ok(Ok(Some(chunk))) => {
-                    let read = read + chunk.len() as u64;
+                    let read = exchange.bytes_in + chunk.len() as u64;
                     if read > MAX_HTTP_RESPONSE_BYTES {
+                        exchange.error = Some(format!(
+                            "the response body is over {MAX_HTTP_RESPONSE_BYTES} bytes"
+                        ));
                         Err(HttpError::HttpResponseBodySize(Some(
                             MAX_HTTP_RESPONSE_BYTES,
                         )))
                     } else {
-                        return Some((Ok(http_body::Frame::data(chunk)), (response, read, false)));
+                        exchange.bytes_in = read;
+                        return Some((
+                            Ok(http_body::Frame::data(chunk)),
+                            (response, exchange, false),
+                        ));
                     }
                 }
             };
             // An error ends the body.
-            Some((item, (response, read, true)))
+            Some((item, (response, exchange, true)))
         }
     });
     http_body_util::StreamBody::new(stream).boxed_unsync()

@@ -689,7 +689,7 @@ impl Runtime {
                 table_elements: limits.table_elements,
                 instances: limits.instances,
             },
-            ledger: Ledger::new(limits.log_bytes, observer)
+            ledger: Ledger::new(limits.log_bytes, observer.clone())
                 .with_redactor(grants.map(|g| g.redactor.clone())),
             stdout,
             stderr,
@@ -724,6 +724,7 @@ impl Runtime {
                 deadline,
                 cancel,
                 notes,
+                observer,
             },
             _activity: activity,
         };

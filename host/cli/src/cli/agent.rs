@@ -85,6 +85,7 @@ pub async fn agent(
     options: &AgentOptions,
     settings: &LlmSettings,
     rules: &Arc<gadget_core::approval::Rules>,
+    journal: Option<Arc<gadget_exec::audit::Journal>>,
 ) -> Result<ExitCode> {
     let task = if options.prompt == "-" {
         let mut text = String::new();
@@ -150,6 +151,7 @@ pub async fn agent(
         options.json,
         options.answer_only,
         rules,
+        journal,
     )?;
     let save = match &options.save {
         Some(path) => Some(std::io::BufWriter::new(

@@ -61,6 +61,7 @@ pub async fn call(
     id: &str,
     json: bool,
     approvals: Option<Arc<gadget_core::approval::Approvals>>,
+    journal: Option<Arc<gadget_exec::audit::Journal>>,
 ) -> Result<ExitCode> {
     let prepared = match tools.find(name) {
         Some(tool) => match gadget_exec::call::validate(&*tool, params) {
@@ -98,6 +99,7 @@ pub async fn call(
     let options = gadget_exec::call::CallOptions {
         invocation_id: id.to_string(),
         approvals,
+        journal: journal.clone(),
         ..Default::default()
     };
     let gadget = tool.name().to_string();

@@ -62,6 +62,7 @@ type Loaded = Option<(Arc<dyn Tools>, usize, gadget_mcp::Reload)>;
 pub async fn mcp(
     loading: impl std::future::Future<Output = Result<Loaded>>,
     rules: &Arc<gadget_core::approval::Rules>,
+    journal: Option<Arc<gadget_exec::audit::Journal>>,
 ) -> Result<ExitCode> {
     use rmcp::ServiceExt as _;
     let key = match gadget_mcp::approval::ApprovalKey::from_env() {
@@ -78,7 +79,8 @@ pub async fn mcp(
     )
     .with_server_requests(true)
     .with_loading(loaded_rx)
-    .with_approvals(rules.clone(), key);
+    .with_approvals(rules.clone(), key)
+    .with_journal(journal);
     let session = server.clone().serve(gadget_mcp::stdio::transport());
     let loading = async {
         let loaded = loading.await;
@@ -115,6 +117,7 @@ pub async fn serve(
     args: &ServeArgs,
     reload: gadget_mcp::Reload,
     rules: &Arc<gadget_core::approval::Rules>,
+    journal: Option<Arc<gadget_exec::audit::Journal>>,
 ) -> Result<ExitCode> {
     // A configured token is either usable or a start-up error: never "no
     // authentication" (see BearerToken).
@@ -142,6 +145,7 @@ pub async fn serve(
         allowed_hosts: args.allowed_hosts.clone(),
         metrics_listen: args.metrics_listen,
         rules: rules.clone(),
+        journal,
         approval_key: match gadget_mcp::approval::ApprovalKey::from_env() {
             Ok(key) => key,
             Err(e) => {

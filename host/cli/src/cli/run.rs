@@ -193,6 +193,7 @@ impl ExecOptions {
         json: bool,
         plain: bool,
         rules: &Arc<Rules>,
+        journal: Option<Arc<gadget_exec::audit::Journal>>,
     ) -> Result<(Executor, View, Markers)> {
         let mut config = self.exec_config(known_window);
         // People see text as the model writes it; event streams keep
@@ -214,6 +215,9 @@ impl ExecOptions {
         }
         if let Some(approvals) = self.approval.approvals(rules, &tty)? {
             executor = executor.with_approvals(approvals);
+        }
+        if let Some(journal) = journal {
+            executor = executor.with_journal(journal);
         }
         Ok((executor, view, markers))
     }
@@ -278,11 +282,12 @@ pub async fn run(
     registry: Arc<dyn gadget_core::tool::Tools>,
     options: &RunOptions,
     rules: &Arc<Rules>,
+    journal: Option<Arc<gadget_exec::audit::Journal>>,
 ) -> Result<ExitCode> {
     let (mut executor, view, markers) =
         options
             .exec
-            .executor(registry, None, options.json, false, rules)?;
+            .executor(registry, None, options.json, false, rules, journal)?;
 
     // Not locked for the whole run: the live view's spinner thread writes
     // to stdout too, and would wait on the lock forever.

@@ -231,7 +231,8 @@ fn plain_line(event: &ExecEvent) -> Option<String> {
             }
             format!("  {} {gadget} ({id}): {message}\n", level.as_str())
         }
-        ExecEvent::Cost { .. } => return None,
+        // What a call did through its doors: in --json and the journal.
+        ExecEvent::Cost { .. } | ExecEvent::Effect { .. } => return None,
         ExecEvent::Nested { id, gadget, event } => {
             format!("  ↳ {gadget} ({id}): {}\n", nested_line(event)?)
         }

@@ -98,6 +98,9 @@ pub struct Policy {
     /// a person (with `[gadgets] approve`).
     #[serde(default)]
     pub rules: Vec<RuleSpec>,
+    /// `[audit]`: the audit journal.
+    #[serde(default)]
+    pub audit: AuditPolicy,
     /// The file this policy was read from (none: built in, or text).
     #[serde(skip)]
     pub file: Option<PathBuf>,
@@ -473,6 +476,11 @@ impl Policy {
             }
             check_grants(plugin, grants)?;
         }
+        if let Some(file) = &mut policy.audit.file
+            && file.is_relative()
+        {
+            *file = base.join(&*file);
+        }
         for grants in policy.plugins.values_mut() {
             for file in &mut grants.files {
                 if file.host.is_relative() {
@@ -781,6 +789,9 @@ fn check_grants(plugin: &str, grants: &PluginPolicy) -> Result<(), String> {
     }
     Ok(())
 }
+
+mod audit;
+pub use audit::AuditPolicy;
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,127 @@
+//! The audit journal on the command line: opening it for a run (`--audit
+//! FILE` or the policy's `[audit] file`), `gadget audit verify FILE` (the
+//! hash chain, naming the first broken line) and `gadget audit show FILE`
+//! (records for people, filtered by gadget, call or event).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result};
+
+use gadget_core::audit::{Record, verify};
+use gadget_exec::audit::{Journal, JournalOptions};
+use gadget_runtime::policy::Policy;
+
+use super::{EXIT_FAILED, safe::safe};
+
+/// `gadget audit ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum AuditCommand {
+    /// Check a journal's hash chain; name the first line that was changed, removed or reordered.
+    Verify { file: PathBuf },
+    /// Print a journal's records for people.
+    Show {
+        file: PathBuf,
+        /// Only this gadget's records (case-insensitive).
+        #[arg(long)]
+        gadget: Option<String>,
+        /// Only this call's records.
+        #[arg(long)]
+        call: Option<String>,
+        /// Only these events (call_started, call_finished, http, llm, cost, approval, ...).
+        #[arg(long)]
+        event: Option<String>,
+    },
+}
+
+/// The journal this run writes, if the operator asked for one.
+pub fn open(flag: Option<&Path>, policy: &Policy) -> Result<Option<Arc<Journal>>> {
+    let Some(path) = flag.or(policy.audit.file.as_deref()) else {
+        return Ok(None);
+    };
+    let session = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+    );
+    let options = JournalOptions {
+        session,
+        record_params: policy.audit.record_params,
+        secrets: policy.secret_values(),
+    };
+    Ok(Some(Arc::new(Journal::open(path, options)?)))
+}
+
+pub fn audit(command: &AuditCommand) -> Result<ExitCode> {
+    match command {
+        AuditCommand::Verify { file } => {
+            let text = read(file)?;
+            match verify(&text) {
+                Ok(records) => {
+                    println!("{}: {records} records, the chain holds", file.display());
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(broken) => {
+                    eprintln!("error: {}: {broken}", file.display());
+                    Ok(ExitCode::from(EXIT_FAILED))
+                }
+            }
+        }
+        AuditCommand::Show {
+            file,
+            gadget,
+            call,
+            event,
+        } => {
+            let text = read(file)?;
+            let mut out = std::io::stdout().lock();
+            for (number, line) in text.lines().enumerate() {
+                let Ok(record) = serde_json::from_str::<Record>(line) else {
+                    writeln!(out, "line {}: not a journal record", number + 1)?;
+                    continue;
+                };
+                let wanted = gadget.as_ref().is_none_or(|g| {
+                    record
+                        .gadget
+                        .as_deref()
+                        .is_some_and(|r| r.eq_ignore_ascii_case(g))
+                }) && call
+                    .as_ref()
+                    .is_none_or(|c| record.call.as_deref() == Some(c))
+                    && event.as_ref().is_none_or(|e| &record.event == e);
+                if wanted {
+                    writeln!(out, "{}", safe(&shown(&record)))?;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn read(file: &Path) -> Result<String> {
+    std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))
+}
+
+/// One record in a line: when, what, which call of which gadget, and its
+/// detail.
+fn shown(record: &Record) -> String {
+    let who = match (&record.gadget, &record.call) {
+        (Some(gadget), Some(call)) => format!(" {gadget} ({call})"),
+        (Some(gadget), None) => format!(" {gadget}"),
+        (None, Some(call)) => format!(" ({call})"),
+        (None, None) => String::new(),
+    };
+    let detail = if record.detail.is_null() {
+        String::new()
+    } else {
+        format!(" {}", record.detail)
+    };
+    format!(
+        "{} #{} {}{who}{detail}",
+        record.time, record.seq, record.event
+    )
+}

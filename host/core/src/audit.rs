@@ -1,0 +1,261 @@
+//! The audit journal's format: one JSON object per line, each carrying the
+//! SHA-256 of the line before it, so a changed, removed or reordered line
+//! breaks the chain at a place [`verify`] names.
+//!
+//! A record says what happened (`event`), to which call of which gadget of
+//! which plugin (with its component's digest), when and in which session;
+//! `detail` holds the event's own fields. Parameters are recorded by their
+//! shape ([`shape`]: keys, types, sizes) unless the operator asks for
+//! values, and secret values never reach a record (the writer redacts).
+//!
+//! What the chain cannot show: a journal cut after its last line, or a
+//! last line rewritten, leaves no later line to disagree. Ship the journal
+//! off the machine (or anchor its last hash elsewhere) when that matters.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// The `prev` of a journal's first line.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Records one call may add to the journal besides its start and end:
+/// far more than an honest call's requests, file operations and costs;
+/// past it, one `records_dropped` record at the call's end counts the rest,
+/// so a hostile gadget cannot grow the journal without bound.
+pub const MAX_RECORDS_PER_CALL: u64 = 1000;
+
+/// Longest string value kept in a record's detail, in bytes (parameter
+/// values when the policy asks for them, reasons, URLs).
+pub const MAX_RECORD_STRING_BYTES: usize = 4096;
+
+/// One line of the journal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// 1 for the first line of a journal, then one more per line.
+    pub seq: u64,
+    /// UTC, RFC 3339 with milliseconds.
+    pub time: String,
+    /// The session (one `gadget run`, `agent`, `call` or server process).
+    pub session: String,
+    /// What happened: `call_started`, `call_finished`, `http`, `llm`,
+    /// `cost`, `approval`, `records_dropped`, ...
+    pub event: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub call: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gadget: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub plugin: Option<String>,
+    /// SHA-256 of the plugin's component.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub digest: Option<String>,
+    #[serde(skip_serializing_if = "Value::is_null", default)]
+    pub detail: Value,
+    /// SHA-256 (hex) of the previous line's bytes, [`GENESIS`] for the first.
+    pub prev: String,
+}
+
+/// SHA-256 of one line (without its newline), hex: the next line's `prev`.
+pub fn line_hash(line: &str) -> String {
+    hex(&Sha256::digest(line.as_bytes()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Where the chain first breaks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {why}")]
+pub struct Broken {
+    /// 1-based line number in the file.
+    pub line: usize,
+    pub why: String,
+}
+
+/// Checks a whole journal: every line a record, numbered one after
+/// another, each carrying the hash of the line before. `Ok` is the number
+/// of records.
+pub fn verify(text: &str) -> Result<usize, Broken> {
+    let mut previous: Option<(String, u64)> = None;
+    let mut count = 0;
+    for (i, line) in text.lines().enumerate() {
+        let number = i + 1;
+        let broken = |why: String| Broken { line: number, why };
+        let record: Record = serde_json::from_str(line)
+            .map_err(|e| broken(format!("not a journal record ({e})")))?;
+        match &previous {
+            None => {
+                if record.seq != 1 {
+                    return Err(broken(format!(
+                        "the journal starts at record {}: the {} record(s) before it were removed",
+                        record.seq,
+                        record.seq.saturating_sub(1)
+                    )));
+                }
+                if record.prev != GENESIS {
+                    return Err(broken("the first record does not start the chain".into()));
+                }
+            }
+            Some((hash, seq)) => {
+                if record.seq <= *seq {
+                    return Err(broken(format!(
+                        "record {} comes after record {seq}: lines were reordered or repeated",
+                        record.seq
+                    )));
+                }
+                if record.seq > seq + 1 {
+                    return Err(broken(format!(
+                        "record {} follows record {seq}: {} record(s) were removed before this line",
+                        record.seq,
+                        record.seq - seq - 1
+                    )));
+                }
+                if &record.prev != hash {
+                    return Err(Broken {
+                        line: number - 1,
+                        why: format!(
+                            "record {seq} was changed (line {number} carries a different hash of it)"
+                        ),
+                    });
+                }
+            }
+        }
+        previous = Some((line_hash(line), record.seq));
+        count += 1;
+    }
+    Ok(count)
+}
+
+/// The shape of parameters: for each key, its type and size (characters
+/// of a string, items of an array, keys of an object), nested; never a
+/// value.
+pub fn shape(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut shaped = Map::new();
+            for (key, value) in map {
+                shaped.insert(key.clone(), shape(value));
+            }
+            Value::Object(shaped)
+        }
+        Value::Array(items) => serde_json::json!({"type": "array", "items": items.len()}),
+        Value::String(text) => serde_json::json!({"type": "string", "chars": text.chars().count()}),
+        Value::Number(_) => serde_json::json!({"type": "number"}),
+        Value::Bool(_) => serde_json::json!({"type": "boolean"}),
+        Value::Null => serde_json::json!({"type": "null"}),
+    }
+}
+
+/// `value` with every string cut to [`MAX_RECORD_STRING_BYTES`].
+pub fn bounded(value: Value) -> Value {
+    match value {
+        Value::String(text) => {
+            Value::String(crate::ledger::truncate(text, MAX_RECORD_STRING_BYTES))
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(bounded).collect()),
+        Value::Object(map) => {
+            Value::Object(map.into_iter().map(|(k, v)| (k, bounded(v))).collect())
+        }
+        other => other,
+    }
+}
+
+/// Milliseconds since the Unix epoch as RFC 3339 UTC
+/// (`2026-11-25T23:10:00.123Z`).
+pub fn rfc3339(unix_ms: u64) -> String {
+    let (days, ms_of_day) = (unix_ms / 86_400_000, unix_ms % 86_400_000);
+    // Howard Hinnant's days-to-civil.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (h, m, s, ms) = (
+        ms_of_day / 3_600_000,
+        ms_of_day / 60_000 % 60,
+        ms_of_day / 1000 % 60,
+        ms_of_day % 1000,
+    );
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{ms:03}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn journal(n: u64) -> Vec<String> {
+        let mut prev = GENESIS.to_string();
+        (1..=n)
+            .map(|seq| {
+                let record = Record {
+                    seq,
+                    time: rfc3339(seq),
+                    session: "s".into(),
+                    event: "cost".into(),
+                    call: Some(format!("c{seq}")),
+                    gadget: None,
+                    plugin: None,
+                    digest: None,
+                    detail: json!({"usd": seq}),
+                    prev: prev.clone(),
+                };
+                let line = serde_json::to_string(&record).unwrap();
+                prev = line_hash(&line);
+                line
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_chain_names_the_first_changed_removed_or_reordered_line() {
+        let lines = journal(5);
+        assert_eq!(verify(&lines.join("\n")), Ok(5));
+        let mut changed = lines.clone();
+        changed[2] = changed[2].replace("\"usd\":3", "\"usd\":0");
+        let err = verify(&changed.join("\n")).unwrap_err();
+        assert_eq!(err.line, 3, "{err}");
+        assert!(err.why.contains("record 3 was changed"), "{err}");
+        let mut removed = lines.clone();
+        removed.remove(1);
+        let err = verify(&removed.join("\n")).unwrap_err();
+        assert_eq!(err.line, 2, "{err}");
+        assert!(err.why.contains("1 record(s) were removed"), "{err}");
+        let mut reordered = lines.clone();
+        reordered.swap(3, 4);
+        let err = verify(&reordered.join("\n")).unwrap_err();
+        assert_eq!(err.line, 4, "{err}");
+        let mut garbage = lines;
+        garbage[1] = "{}".into();
+        assert_eq!(verify(&garbage.join("\n")).unwrap_err().line, 2);
+    }
+
+    #[test]
+    fn a_shape_has_no_values() {
+        let params =
+            json!({"path": "/out/secret", "n": 3, "tags": ["a", "b"], "deep": {"on": true}});
+        let shaped = shape(&params).to_string();
+        assert!(
+            !shaped.contains("secret") && !shaped.contains("/out"),
+            "{shaped}"
+        );
+        assert_eq!(
+            shape(&params)["path"],
+            json!({"type": "string", "chars": 11})
+        );
+        assert_eq!(shape(&params)["tags"], json!({"type": "array", "items": 2}));
+    }
+
+    #[test]
+    fn times_are_rfc3339_utc() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(1_795_645_955_740), "2026-11-25T22:32:35.740Z");
+        assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+}

@@ -1,0 +1,56 @@
+//! What a call did through a door the host keeps: each HTTP request it
+//! made (or was refused), each completion it asked for. The runtime tells
+//! them as they happen ([`crate::ledger::CallEvent::Effect`]); the audit
+//! journal records them and `--json` shows them live.
+
+use serde::Serialize;
+
+/// One use of a door by a running call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "door", rename_all = "snake_case")]
+pub enum Effect {
+    /// An outgoing HTTP request (`wasi:http`).
+    Http {
+        method: String,
+        /// `scheme://host:port`.
+        origin: String,
+        /// The path, without the query (which may carry secrets).
+        path: String,
+        /// The response's status, when one came.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+        /// Request body bytes sent.
+        bytes_out: u64,
+        /// Response body bytes the gadget read.
+        bytes_in: u64,
+        /// From the request to the end of the response body (or of the
+        /// gadget's reading).
+        duration_ms: f64,
+        /// Why the host refused it (the grant that would allow it).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        refused: Option<String>,
+        /// Why it failed after it was allowed (connection, deadline, ...).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A completion through the `llm` import.
+    Llm {
+        model: String,
+        input_tokens: u64,
+        output_tokens: u64,
+        /// USD charged to the call.
+        cost: f64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        refused: Option<String>,
+    },
+}
+
+impl Effect {
+    /// The door's name (`http`, `llm`): the journal's event name.
+    pub fn door(&self) -> &'static str {
+        match self {
+            Effect::Http { .. } => "http",
+            Effect::Llm { .. } => "llm",
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! `[audit]` in the policy: where the audit journal is written and
+//! whether it records parameter values; and the secret values it must
+//! never hold.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::Policy;
+
+/// `[audit]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct AuditPolicy {
+    /// The journal file (relative to the policy file); `--audit FILE`
+    /// overrides it.
+    pub file: Option<PathBuf>,
+    /// Record parameter values (secrets redacted), not only their shape.
+    #[serde(default)]
+    pub record_params: bool,
+}
+
+impl Policy {
+    /// Every secret value the policy grants (config read from the host's
+    /// environment), for the journal to redact whatever plugin it reaches.
+    pub fn secret_values(&self) -> Vec<String> {
+        self.plugins
+            .values()
+            .flat_map(|plugin| plugin.config.values())
+            .filter_map(|source| source.env.as_deref())
+            .filter_map(|var| std::env::var(var).ok())
+            .filter(|value| !value.is_empty())
+            .collect()
+    }
+}

@@ -435,8 +435,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 params,
                 id,
                 *json,
-                approval.approvals(&rules, &approve::Tty::default())?,
-                journal()?,
+                gadget_exec::call::CallOptions {
+                    approvals: approval.approvals(&rules, &approve::Tty::default())?,
+                    journal: journal()?,
+                    ..Default::default()
+                },
             )
             .await
         }

@@ -40,8 +40,12 @@ pub enum Effect {
         output_tokens: u64,
         /// USD charged to the call.
         cost: f64,
+        /// Why the host refused it (not granted, over budget).
         #[serde(skip_serializing_if = "Option::is_none")]
         refused: Option<String>,
+        /// Why it failed after it was allowed (the provider, the deadline).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
     },
 }
 

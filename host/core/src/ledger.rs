@@ -208,6 +208,12 @@ impl Ledger {
         true
     }
 
+    /// Tells the observer a door was used (nothing is kept: the journal
+    /// and the live view keep what they need).
+    pub fn effect(&self, effect: crate::effect::Effect) {
+        self.emit(CallEvent::Effect(effect));
+    }
+
     fn emit(&self, event: CallEvent) {
         if let Some(observer) = &self.observer {
             observer(&event);

@@ -216,6 +216,7 @@ impl bindings::v0_2_0::gadget::plugin::llm::Host for CallState {
                 (role, m.content)
             })
             .collect();
+        let asked_model = request.model.clone().unwrap_or_default();
         let time_left = Duration::from_millis(self.time.time_left_ms());
         let done = llm::complete(
             &plugin,
@@ -242,6 +243,14 @@ impl bindings::v0_2_0::gadget::plugin::llm::Host for CallState {
                 // Kept in the ledger, so a call that fails later still
                 // reports what its completions cost.
                 self.ledger.report_cost(done.cost, at);
+                self.ledger.effect(gadget_core::effect::Effect::Llm {
+                    model: done.model.clone(),
+                    input_tokens: done.answer.input_tokens,
+                    output_tokens: done.answer.output_tokens,
+                    cost: done.cost,
+                    refused: None,
+                    error: None,
+                });
                 self.ledger.host_info(
                     format!("llm completion ({})", done.model),
                     serde_json::json!({
@@ -273,6 +282,18 @@ impl bindings::v0_2_0::gadget::plugin::llm::Host for CallState {
                             .to_string(),
                     ),
                 };
+                let refused = matches!(
+                    error,
+                    wit_llm::LlmError::Denied(_) | wit_llm::LlmError::BudgetExceeded(_)
+                );
+                self.ledger.effect(gadget_core::effect::Effect::Llm {
+                    model: asked_model,
+                    input_tokens: 0,
+                    output_tokens: 0,
+                    cost: 0.0,
+                    refused: refused.then(|| note.clone()),
+                    error: (!refused).then(|| note.clone()),
+                });
                 self.ledger
                     .host_warning(format!("llm refused or failed: {note}"), at);
                 if matches!(error, wit_llm::LlmError::Deadline) {

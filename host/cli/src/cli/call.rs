@@ -60,8 +60,8 @@ pub async fn call(
     params: Value,
     id: &str,
     json: bool,
-    approvals: Option<Arc<gadget_core::approval::Approvals>>,
-    journal: Option<Arc<gadget_exec::audit::Journal>>,
+    // The session's approvals and journal; the id is set here.
+    mut options: gadget_exec::call::CallOptions,
 ) -> Result<ExitCode> {
     let prepared = match tools.find(name) {
         Some(tool) => match gadget_exec::call::validate(&*tool, params) {
@@ -96,12 +96,7 @@ pub async fn call(
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
-    let options = gadget_exec::call::CallOptions {
-        invocation_id: id.to_string(),
-        approvals,
-        journal: journal.clone(),
-        ..Default::default()
-    };
+    options.invocation_id = id.to_string();
     let gadget = tool.name().to_string();
     let report = gadget_exec::call::run(tool, Arc::new(params), options)
         .await

@@ -10,14 +10,14 @@ use crate::common;
 
 /// A small HTTP/1.1 server on 127.0.0.1 for the HTTP tests: a few routes,
 /// a count of the requests it got, and it stops when dropped.
-struct TestServer {
+pub(crate) struct TestServer {
     port: u16,
     hits: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl TestServer {
-    fn start() -> TestServer {
+    pub(crate) fn start() -> TestServer {
         use std::io::{BufRead, BufReader, Write};
         use std::sync::atomic::Ordering;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -109,7 +109,7 @@ impl TestServer {
         TestServer { port, hits, stop }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 

@@ -3,6 +3,7 @@
 
 mod agent;
 mod approvals;
+mod audit;
 mod capabilities;
 mod cli;
 mod common;

@@ -1,0 +1,147 @@
+//! The audit journal through the executor, with fake tools: every call
+//! that reaches a tool is recorded with what it reported, the chain
+//! verifies, a flood of reports is capped per call with one record saying
+//! how many were dropped, and secrets never reach the file.
+
+mod support;
+
+use gadget_core::audit::{MAX_RECORDS_PER_CALL, Record, verify};
+use gadget_exec::audit::{Journal, JournalOptions};
+use support::*;
+
+/// Reports `n` costs of $0.001 each, then answers with its `text`.
+fn flooder(n: usize) -> Arc<dyn Tool> {
+    let schema = r#"{"type":"object","properties":{"text":{"type":"string"}}}"#;
+    fake(spec("Flood", schema), move |call| {
+        if let Some(observer) = &call.observer {
+            for _ in 0..n {
+                observer(&CallEvent::Cost(0.001));
+            }
+        }
+        let text = call.params["text"].as_str().unwrap_or_default().to_string();
+        Box::pin(async move { report(result(text), 0.0) })
+    })
+}
+
+fn records(path: &std::path::Path) -> Vec<Record> {
+    let text = std::fs::read_to_string(path).unwrap();
+    assert_eq!(verify(&text), Ok(text.lines().count()), "the chain holds");
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_flood_of_reports_is_capped_per_call_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let journal = Arc::new(
+        Journal::open(
+            &path,
+            JournalOptions {
+                session: "test".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap(),
+    );
+    let mut executor = Executor::new(toolbox([flooder(1500), echo()]), ExecConfig::default())
+        .unwrap()
+        .with_journal(journal.clone());
+    let response = block("Flood", "flood", "", &[("text", "done")])
+        + &block("Echo", "quiet", "", &[("text", "hi")]);
+    let (_, summary) = run(&mut executor, &response).await;
+    assert_eq!(summary.succeeded, 2);
+    drop(executor);
+    journal.flush();
+    let records = records(&path);
+    let of = |call: &str, event: &str| {
+        records
+            .iter()
+            .filter(|r| r.call.as_deref() == Some(call) && r.event == event)
+            .count()
+    };
+    assert_eq!(of("flood", "cost") as u64, MAX_RECORDS_PER_CALL);
+    let dropped = records
+        .iter()
+        .find(|r| r.event == "records_dropped")
+        .expect("a records_dropped record");
+    assert_eq!(dropped.detail["count"], 500);
+    assert_eq!(
+        (of("flood", "call_started"), of("flood", "call_finished")),
+        (1, 1)
+    );
+    assert_eq!(
+        (of("quiet", "call_started"), of("quiet", "call_finished")),
+        (1, 1)
+    );
+    // The last record of the flooding call is its end, after the count.
+    let flood: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.call.as_deref() == Some("flood"))
+        .collect();
+    assert_eq!(flood.last().unwrap().event, "call_finished");
+}
+
+#[tokio::test]
+async fn parameters_are_a_shape_unless_asked_and_secrets_never_reach_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for record_params in [false, true] {
+        let path = dir.path().join(format!("audit-{record_params}.jsonl"));
+        let journal = Arc::new(
+            Journal::open(
+                &path,
+                JournalOptions {
+                    session: "test".into(),
+                    record_params,
+                    secrets: vec!["hunter2-secret".into()],
+                },
+            )
+            .unwrap(),
+        );
+        let mut executor = Executor::new(toolbox([echo()]), ExecConfig::default())
+            .unwrap()
+            .with_journal(journal.clone());
+        let response = block("Echo", "leak", "", &[("text", "the key is hunter2-secret")]);
+        let _ = run(&mut executor, &response).await;
+        drop(executor);
+        journal.flush();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("hunter2-secret"), "{text}");
+        let started = records(&path)
+            .into_iter()
+            .find(|r| r.event == "call_started")
+            .unwrap();
+        if record_params {
+            assert_eq!(started.detail["params"]["text"], "the key is [redacted]");
+        } else {
+            assert_eq!(
+                started.detail["params_shape"]["text"],
+                json!({"type": "string", "chars": 25})
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_journal_goes_on_from_its_last_line_and_refuses_a_file_that_is_not_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    for _ in 0..2 {
+        let journal = Arc::new(Journal::open(&path, JournalOptions::default()).unwrap());
+        let mut executor = Executor::new(toolbox([echo()]), ExecConfig::default())
+            .unwrap()
+            .with_journal(journal.clone());
+        let _ = run(&mut executor, &block("Echo", "e", "", &[("text", "x")])).await;
+    }
+    let records = records(&path);
+    assert_eq!(records.len(), 4);
+    assert_eq!(records[3].seq, 4);
+    let other = dir.path().join("notes.txt");
+    std::fs::write(&other, "some notes\n").unwrap();
+    let error = Journal::open(&other, JournalOptions::default()).unwrap_err();
+    assert!(
+        error.to_string().contains("not a journal record"),
+        "{error}"
+    );
+}

@@ -8,6 +8,8 @@
 //! usage errors).
 
 use std::io::{IsTerminal, Write};
+
+use gadget_core::ledger::LogLevel;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -230,6 +232,13 @@ pub fn main() -> ExitCode {
         return compile::child();
     }
     let cli = Cli::parse();
+    view::show_gadget_logs_from(match cli.global.verbose {
+        0 if cli.global.quiet => LogLevel::Error,
+        0 => LogLevel::Warn,
+        1 => LogLevel::Info,
+        2 => LogLevel::Debug,
+        _ => LogLevel::Trace,
+    });
     // A server's operator wants to see it start, reload and stop.
     let serving = matches!(cli.command, Command::Serve(_) | Command::Mcp);
     init_tracing(
@@ -305,7 +314,8 @@ fn init_tracing(verbose: u8, quiet: bool, format: LogFormat, serving: bool) {
         .with_target(false);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
+        // A log collector filters by target (`gadget` for gadgets' logs).
+        LogFormat::Json => builder.with_target(true).json().try_init(),
     };
 }
 

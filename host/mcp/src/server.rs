@@ -428,6 +428,32 @@ fn answer_result(gadget: &str, result: ElicitResult) -> CallToolResult {
     }
 }
 
+/// A gadget's log entry on the operator's log (target `gadget`), with
+/// the call and the gadget.
+fn operator_log(call: &str, gadget: &str, entry: &gadget_core::ledger::LogEntry) {
+    let fields = if entry.fields.is_null() {
+        String::new()
+    } else {
+        entry.fields.to_string()
+    };
+    let source = match entry.source {
+        gadget_core::ledger::LogSource::Gadget => "gadget",
+        gadget_core::ledger::LogSource::Host => "host",
+    };
+    macro_rules! at {
+        ($level:expr) => {
+            tracing::event!(target: "gadget", $level, call, gadget, source, fields = %fields, "{}", entry.message)
+        };
+    }
+    match entry.level {
+        LogLevel::Trace => at!(tracing::Level::TRACE),
+        LogLevel::Debug => at!(tracing::Level::DEBUG),
+        LogLevel::Info => at!(tracing::Level::INFO),
+        LogLevel::Warn => at!(tracing::Level::WARN),
+        LogLevel::Error => at!(tracing::Level::ERROR),
+    }
+}
+
 fn level_rank(level: LoggingLevel) -> u8 {
     match level {
         LoggingLevel::Debug => 0,
@@ -555,7 +581,14 @@ impl ServerHandler for GadgetServer {
                 CallEvent::Progress(message) => {
                     let _ = tx.send(Notice::Progress(message.clone()));
                 }
-                CallEvent::Log(entry) if level_rank(mcp_level(entry.level)) >= min_level => {
+                CallEvent::Log(entry) => {
+                    // The operator's log (stderr, filtered by -v or
+                    // RUST_LOG with the target `gadget`), then the client's
+                    // at its level.
+                    operator_log(&logged_id, &gadget_name, entry);
+                    if level_rank(mcp_level(entry.level)) < min_level {
+                        return;
+                    }
                     let data = serde_json::json!({
                         "message": entry.message,
                         "fields": entry.fields,

@@ -30,6 +30,21 @@ const SHOWN_RESULT_CHARS: usize = 2_000;
 /// How often the live view redraws its spinners.
 const SPINNER_TICK: Duration = Duration::from_millis(100);
 
+/// The least severe gadget log the readable views show: warnings by
+/// default, info with `-v`, debug with `-vv`, everything with `-vvv`
+/// (set once, from the command line, before anything runs).
+static SHOWN_LOG_LEVEL: std::sync::atomic::AtomicU8 =
+    std::sync::atomic::AtomicU8::new(LogLevel::Warn as u8);
+
+/// Shows gadget logs from `level` up in the readable views.
+pub(super) fn show_gadget_logs_from(level: LogLevel) {
+    SHOWN_LOG_LEVEL.store(level as u8, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn log_shown(level: LogLevel) -> bool {
+    level as u8 >= SHOWN_LOG_LEVEL.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Where events go.
 pub(super) enum View {
     Json,
@@ -224,12 +239,21 @@ fn plain_line(event: &ExecEvent) -> Option<String> {
             gadget,
             level,
             message,
+            fields,
             ..
         } => {
-            if *level < LogLevel::Warn {
+            if !log_shown(*level) {
                 return None;
             }
-            format!("  {} {gadget} ({id}): {message}\n", level.as_str())
+            let fields = if fields.is_null() {
+                String::new()
+            } else {
+                format!(
+                    " {}",
+                    gadget_core::ledger::truncate(fields.to_string(), 512)
+                )
+            };
+            format!("  {} {gadget} ({id}): {message}{fields}\n", level.as_str())
         }
         // What a call did through its doors: in --json and the journal.
         ExecEvent::Cost { .. } | ExecEvent::Effect { .. } => return None,

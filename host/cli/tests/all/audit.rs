@@ -151,3 +151,88 @@ fn the_journal_records_calls_and_requests_and_verify_names_a_broken_line() {
         "{shown}"
     );
 }
+
+/// `gadget` over the probe plugin, its `SECRET_TOKEN` granted from the
+/// environment.
+fn probe() -> Command {
+    let mut command = Command::new(common::gadget_bin());
+    command
+        .arg("--plugins")
+        .arg(crate::capabilities::probe_plugin())
+        .env_remove("GADGET_CONFIG")
+        .env_remove("RUST_LOG")
+        .env("AUDIT_SECRET", SECRET)
+        .args(["--grant", "probe:config=SECRET_TOKEN=env:AUDIT_SECRET"]);
+    command
+}
+
+#[test]
+fn gadget_logs_reach_the_operator_with_v_and_on_a_servers_stderr() {
+    let leak = "!!!GADGET_START:Leak:l1\n!!!ARG:key\nSECRET_TOKEN\n!!!GADGET_END\n";
+    let run = |verbose: &[&str]| {
+        let mut child = probe()
+            .args(verbose)
+            .args(["run", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(leak.as_bytes())
+            .unwrap();
+        String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).into_owned()
+    };
+    let quiet = run(&[]);
+    assert!(!quiet.contains("info Leak"), "{quiet}");
+    let shown = run(&["-v"]);
+    assert!(
+        shown.contains(r#"info Leak (l1): log [redacted] {"v":"[redacted]"}"#),
+        "{shown}"
+    );
+    assert!(!shown.contains(SECRET));
+
+    // `gadget mcp --log-format json`: the entry on stderr, with the call
+    // and the gadget, as JSON.
+    let mut server = probe()
+        .args(["--log-format", "json", "mcp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = server.stdin.take().unwrap();
+    for line in [
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"Leak","arguments":{"key":"SECRET_TOKEN"}}}"#,
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let stdout = server.stdout.take().unwrap();
+    let answered = std::thread::spawn(move || {
+        use std::io::BufRead;
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .any(|l| l.contains(r#""id":1"#))
+    });
+    assert!(answered.join().unwrap(), "the call was answered");
+    drop(stdin);
+    let output = server.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let entry: Value = stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l["target"] == "gadget")
+        .unwrap_or_else(|| panic!("no gadget log on stderr:\n{stderr}"));
+    assert_eq!(entry["level"], "INFO", "{entry}");
+    assert_eq!(entry["fields"]["message"], "log [redacted]", "{entry}");
+    assert_eq!(entry["fields"]["call"], "mcp_1", "{entry}");
+    assert_eq!(entry["fields"]["gadget"], "Leak", "{entry}");
+    assert!(!stderr.contains(SECRET), "{stderr}");
+}

@@ -391,11 +391,24 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let Some((tools, gadgets, reload)) = serving(&cli.global, &policy).await? else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
-            mcp::serve(tools, gadgets, args, reload, &rules, journal()?).await
+            // Written out when the server stops, whoever still holds it.
+            let journal = journal()?;
+            let served = mcp::serve(tools, gadgets, args, reload, &rules, journal.clone()).await;
+            if let Some(journal) = journal {
+                journal.flush();
+            }
+            served
         }
         // The session starts at once; the plugins load (and compile) while
         // the client initializes, and its first list or call waits for them.
-        Command::Mcp => mcp::mcp(serving(&cli.global, &policy), &rules, journal()?).await,
+        Command::Mcp => {
+            let journal = journal()?;
+            let served = mcp::mcp(serving(&cli.global, &policy), &rules, journal.clone()).await;
+            if let Some(journal) = journal {
+                journal.flush();
+            }
+            served
+        }
         // The policy's agents are tools like the gadgets in every listing.
         Command::Schemas { format } => {
             let host = host!(Calls::Few);

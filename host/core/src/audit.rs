@@ -61,8 +61,16 @@ pub fn line_hash(line: &str) -> String {
     hex(&Sha256::digest(line.as_bytes()))
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// Lower-case hex, without a formatter per byte (this is on every
+/// record's path).
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 0xf)] as char);
+    }
+    out
 }
 
 /// Where the chain first breaks.
@@ -148,18 +156,21 @@ pub fn shape(value: &Value) -> Value {
     }
 }
 
-/// `value` with every string cut to [`MAX_RECORD_STRING_BYTES`].
-pub fn bounded(value: Value) -> Value {
-    match value {
-        Value::String(text) => {
-            Value::String(crate::ledger::truncate(text, MAX_RECORD_STRING_BYTES))
+/// `value` with every string cut to [`MAX_RECORD_STRING_BYTES`], in place
+/// (nothing is rebuilt when nothing is long).
+pub fn bounded(mut value: Value) -> Value {
+    fn cut(value: &mut Value) {
+        match value {
+            Value::String(text) if text.len() > MAX_RECORD_STRING_BYTES => {
+                *text = crate::ledger::truncate(std::mem::take(text), MAX_RECORD_STRING_BYTES);
+            }
+            Value::Array(items) => items.iter_mut().for_each(cut),
+            Value::Object(map) => map.values_mut().for_each(cut),
+            _ => {}
         }
-        Value::Array(items) => Value::Array(items.into_iter().map(bounded).collect()),
-        Value::Object(map) => {
-            Value::Object(map.into_iter().map(|(k, v)| (k, bounded(v))).collect())
-        }
-        other => other,
     }
+    cut(&mut value);
+    value
 }
 
 /// Milliseconds since the Unix epoch as RFC 3339 UTC

@@ -10,6 +10,7 @@
 //!    cost per call; and the pure scheduler alone. The same under 20
 //!    approval rules that match no call, and with every call waiting for
 //!    an approval given at once (what the rules cost the host).
+//!    Throughput with the audit journal on, and its bytes per call.
 //! 3. Mid-stream start latency: a response sent block by block; the time
 //!    from sending the chunk that ends a block to its call starting.
 //! 4. 100 independent calls to a gadget that sleeps 200 ms: the wall time
@@ -32,6 +33,7 @@ use gadget_core::approval::{
     VerdictFuture,
 };
 use gadget_core::schedule::{CallSpec, DependencyPolicy, ScheduleConfig, Scheduler};
+use gadget_exec::audit::{Journal, JournalOptions};
 use gadget_exec::{ExecConfig, ExecEvent, Executor};
 use gadget_runtime::loader::{self, LoadOptions, NoProgress, Registry};
 use gadget_runtime::{Runtime, RuntimeConfig};
@@ -69,7 +71,7 @@ fn calculator_block(i: usize) -> String {
 /// Runs a whole response (sent in 4 KiB chunks) and returns the wall time
 /// and the number of successful calls.
 async fn run(registry: &Arc<Registry>, config: ExecConfig, text: &str) -> (Duration, usize) {
-    run_with(registry, config, text, None).await
+    run_with(registry, config, text, None, None).await
 }
 
 async fn run_with(
@@ -77,10 +79,11 @@ async fn run_with(
     config: ExecConfig,
     text: &str,
     approvals: Option<Arc<Approvals>>,
+    journal: Option<Arc<Journal>>,
 ) -> (Duration, usize) {
     // On a worker thread, as `gadget run` runs its commands (cli.rs).
     let (registry, text) = (registry.clone(), text.to_string());
-    tokio::spawn(async move { run_here(&registry, config, &text, approvals).await })
+    tokio::spawn(async move { run_here(&registry, config, &text, approvals, journal).await })
         .await
         .unwrap()
 }
@@ -126,10 +129,14 @@ async fn run_here(
     config: ExecConfig,
     text: &str,
     approvals: Option<Arc<Approvals>>,
+    journal: Option<Arc<Journal>>,
 ) -> (Duration, usize) {
     let mut executor = Executor::new(registry.clone(), config).unwrap();
     if let Some(approvals) = approvals {
         executor = executor.with_approvals(approvals);
+    }
+    if let Some(journal) = journal {
+        executor = executor.with_journal(journal);
     }
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     let chunks: Vec<String> = text
@@ -206,6 +213,32 @@ async fn main() {
         narrow_rates.push(CALLS as f64 / took.as_secs_f64());
     }
     let narrow_rate = median(narrow_rates);
+    // The same with the audit journal on: a start and an end record per
+    // call, hash-chained, in a temporary file.
+    let journal_dir = tempfile::tempdir().unwrap();
+    let mut journal_rates = Vec::new();
+    let mut journal_bytes = 0;
+    for round in 0..3 {
+        let path = journal_dir.path().join(format!("audit-{round}.jsonl"));
+        let options = JournalOptions {
+            session: "bench".into(),
+            ..JournalOptions::default()
+        };
+        let journal = Arc::new(Journal::open(&path, options).unwrap());
+        let (took, ok) = run_with(
+            &registry,
+            ExecConfig::default(),
+            &text,
+            None,
+            Some(journal.clone()),
+        )
+        .await;
+        assert_eq!(ok, CALLS);
+        drop(journal);
+        journal_rates.push(CALLS as f64 / took.as_secs_f64());
+        journal_bytes = std::fs::metadata(&path).unwrap().len();
+    }
+    let journal_rate = median(journal_rates);
 
     // 2. Overhead per call without WebAssembly: the built-in viewer.
     let viewer = response(CALLS, |i| {
@@ -223,11 +256,11 @@ async fn main() {
     let mut approved_costs = Vec::new();
     for _ in 0..5 {
         let ruled = Some(approvals(10, false));
-        let (took, ok) = run_with(&registry, ExecConfig::default(), &viewer, ruled).await;
+        let (took, ok) = run_with(&registry, ExecConfig::default(), &viewer, ruled, None).await;
         assert_eq!(ok, CALLS);
         ruled_costs.push(took.as_secs_f64() * 1e9 / CALLS as f64);
         let every = Some(approvals(10, true));
-        let (took, ok) = run_with(&registry, ExecConfig::default(), &viewer, every).await;
+        let (took, ok) = run_with(&registry, ExecConfig::default(), &viewer, every, None).await;
         assert_eq!(ok, CALLS);
         approved_costs.push(took.as_secs_f64() * 1e9 / CALLS as f64);
     }
@@ -290,6 +323,11 @@ async fn main() {
     println!(
         "| 10,000 Calculator calls in one response (parse, schedule, fresh instance each) | {exec_rate:.0} calls/s | bare runtime, same calls on {cores} tasks: {bare_rate:.0} calls/s ({:.0}%) |",
         exec_rate / bare_rate * 100.0
+    );
+    println!(
+        "| the same with the audit journal on ({:.0} bytes per call) | {journal_rate:.0} calls/s ({:.0}% of the same with it off) | |",
+        journal_bytes as f64 / CALLS as f64,
+        journal_rate / exec_rate * 100.0
     );
     println!(
         "| the same with `--max-parallel {cores}` | {narrow_rate:.0} calls/s ({:.0}% of bare) | |",

@@ -10,16 +10,17 @@
 //! host's granted secrets, and parameter values are recorded only when the
 //! operator asks (`record-params`), redacted too.
 //!
-//! Records reach the file in batches (a buffer, flushed when full, at the
-//! end of each call that was not instant, and when the journal is
-//! dropped); a crash can lose the last batch, never break the chain.
+//! Records reach the file in batches (a buffer, written out when full,
+//! when a call ends [`FLUSH_INTERVAL`] after the last write, and when the
+//! journal is dropped); a crash can lose the last batch, never break the
+//! chain.
 
-use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
@@ -72,10 +73,33 @@ struct State {
     out: BufWriter<File>,
     seq: u64,
     prev: String,
-    /// Records of each running call, for the per-call cap.
-    per_call: HashMap<String, u64>,
+    /// When the buffer was last written out.
+    flushed: Instant,
     /// The first write error (later records are not attempted).
     failed: Option<String>,
+}
+
+/// How long records may wait in the buffer once a call has ended: a
+/// person reading the journal sees a call within this long, and a busy
+/// host writes in batches rather than once per call.
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
+
+/// A record's fields besides its place in the chain, borrowed.
+#[derive(serde::Serialize)]
+struct Body<'a> {
+    time: String,
+    session: &'a str,
+    event: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    call: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gadget: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plugin: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    digest: Option<&'a str>,
+    #[serde(skip_serializing_if = "Value::is_null")]
+    detail: Value,
 }
 
 impl Journal {
@@ -110,7 +134,7 @@ impl Journal {
                 out: BufWriter::with_capacity(64 << 10, file),
                 seq,
                 prev,
-                per_call: HashMap::new(),
+                flushed: Instant::now(),
                 failed: None,
             }),
         })
@@ -129,44 +153,55 @@ impl Journal {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Appends one record (redacted, strings bounded).
-    pub fn record(&self, event: &str, call: Option<&str>, tool: Option<&dyn Tool>, detail: Value) {
-        let origin: Option<Origin> = tool.and_then(|t| t.origin());
-        let detail = bounded(self.redactor.value(detail));
+    /// Appends one record (redacted, strings bounded). The record is
+    /// serialised before the lock is taken; only its place in the chain
+    /// (number, previous hash, its own hash) is settled under it.
+    pub fn record(
+        &self,
+        event: &str,
+        call: Option<&str>,
+        gadget: Option<&str>,
+        origin: Option<&Origin>,
+        detail: Value,
+    ) {
+        let body = Body {
+            time: rfc3339(now_ms()),
+            session: &self.options.session,
+            event,
+            call,
+            gadget,
+            plugin: origin.map(|o| o.plugin.as_str()),
+            digest: origin.map(|o| o.digest.as_str()),
+            detail: bounded(self.redactor.value(detail)),
+        };
+        let body = match serde_json::to_string(&body) {
+            Ok(body) => body,
+            Err(e) => {
+                self.lock().failed.get_or_insert(e.to_string());
+                return;
+            }
+        };
+        // `{...}` without its braces, between the number and `prev`: the
+        // field order of [`Record`].
+        let inner = &body[1..body.len() - 1];
         let mut state = self.lock();
         if state.failed.is_some() {
             return;
         }
-        let record = Record {
-            seq: state.seq + 1,
-            time: rfc3339(now_ms()),
-            session: self.options.session.clone(),
-            event: event.to_string(),
-            call: call.map(str::to_string),
-            gadget: tool.map(|t| t.name().to_string()),
-            plugin: origin.as_ref().map(|o| o.plugin.clone()),
-            digest: origin.map(|o| o.digest),
-            detail,
-            prev: state.prev.clone(),
-        };
-        let line = match serde_json::to_string(&record) {
-            Ok(line) => line,
-            Err(e) => {
-                state.failed = Some(e.to_string());
-                return;
-            }
-        };
+        let seq = state.seq + 1;
+        let line = format!("{{\"seq\":{seq},{inner},\"prev\":\"{}\"}}", state.prev);
         if let Err(e) = writeln!(state.out, "{line}") {
             state.failed = Some(e.to_string());
             return;
         }
-        state.seq += 1;
+        state.seq = seq;
         state.prev = line_hash(&line);
     }
 
     /// Writes what is buffered.
     pub fn flush(&self) {
         let mut state = self.lock();
+        state.flushed = Instant::now();
         if let Err(e) = state.out.flush()
             && state.failed.is_none()
         {
@@ -174,61 +209,89 @@ impl Journal {
         }
     }
 
-    /// A call is about to run `tool` with `params`.
-    pub fn call_started(
-        &self,
-        call: &str,
-        tool: &dyn Tool,
-        params: &Value,
-        timeout: Option<Duration>,
-    ) {
-        self.lock().per_call.insert(call.to_string(), 0);
-        let params = if self.options.record_params {
-            params.clone()
+    /// Writes what is buffered if it has waited [`FLUSH_INTERVAL`].
+    fn flush_due(&self) {
+        let mut state = self.lock();
+        if state.flushed.elapsed() < FLUSH_INTERVAL {
+            return;
+        }
+        state.flushed = Instant::now();
+        if let Err(e) = state.out.flush()
+            && state.failed.is_none()
+        {
+            state.failed = Some(e.to_string());
+        }
+    }
+
+    /// What records one call of `tool`.
+    pub fn call(self: &Arc<Self>, call: &str, tool: &dyn Tool) -> CallRecorder {
+        CallRecorder {
+            journal: self.clone(),
+            call: call.to_string(),
+            gadget: tool.name().to_string(),
+            origin: tool.origin(),
+            records: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Records one call: its start, what it reports (capped), its end.
+pub struct CallRecorder {
+    journal: Arc<Journal>,
+    call: String,
+    gadget: String,
+    origin: Option<Origin>,
+    /// Records of this call besides its start and end.
+    records: AtomicU64,
+}
+
+impl CallRecorder {
+    fn record(&self, event: &str, detail: Value) {
+        self.journal.record(
+            event,
+            Some(&self.call),
+            Some(&self.gadget),
+            self.origin.as_ref(),
+            detail,
+        );
+    }
+
+    /// The call is about to run with `params`.
+    pub fn started(&self, params: &Value, timeout: Option<Duration>) {
+        let record_params = self.journal.options.record_params;
+        let (key, params) = if record_params {
+            ("params", params.clone())
         } else {
-            shape(params)
-        };
-        let key = if self.options.record_params {
-            "params"
-        } else {
-            "params_shape"
+            ("params_shape", shape(params))
         };
         self.record(
             "call_started",
-            Some(call),
-            Some(tool),
             json!({ key: params, "timeout_ms": timeout.map(|t| t.as_millis() as u64) }),
         );
     }
 
     /// What a running call reported that the journal keeps: costs,
     /// approvals, and the doors it used (counted against the cap).
-    pub fn call_event(&self, call: &str, tool: &dyn Tool, event: &CallEvent) {
+    pub fn event(&self, event: &CallEvent) {
         let (name, detail) = match event {
             CallEvent::Cost(usd) => ("cost", json!({ "usd": usd })),
             CallEvent::Approval(approval) => ("approval", json!(approval)),
             CallEvent::Effect(effect) => (effect.door(), json!(effect)),
             _ => return,
         };
-        {
-            let mut state = self.lock();
-            let count = state.per_call.entry(call.to_string()).or_insert(0);
-            *count += 1;
-            if *count > MAX_RECORDS_PER_CALL {
-                return;
-            }
+        if self.records.fetch_add(1, Ordering::Relaxed) >= MAX_RECORDS_PER_CALL {
+            return;
         }
-        self.record(name, Some(call), Some(tool), detail);
+        self.record(name, detail);
     }
 
-    /// A call ended (ran, or was refused before it ran).
-    pub fn call_finished(&self, call: &str, tool: &dyn Tool, report: &CallReport) {
-        let records = self.lock().per_call.remove(call).unwrap_or(0);
+    /// The call ended (ran, or was refused before it ran); `instant`:
+    /// it answered in the host at once (no flush for it).
+    pub fn finished(&self, report: &CallReport, instant: bool) {
+        let records = self.records.load(Ordering::Relaxed);
         if records > MAX_RECORDS_PER_CALL {
             self.record(
                 "records_dropped",
-                Some(call),
-                Some(tool),
                 json!({ "count": records - MAX_RECORDS_PER_CALL, "cap": MAX_RECORDS_PER_CALL }),
             );
         }
@@ -243,8 +306,6 @@ impl Journal {
         };
         self.record(
             "call_finished",
-            Some(call),
-            Some(tool),
             json!({
                 "outcome": outcome,
                 "error": error,
@@ -252,6 +313,9 @@ impl Journal {
                 "cost": report.cost,
             }),
         );
+        if !instant {
+            self.journal.flush_due();
+        }
     }
 }
 

@@ -99,33 +99,24 @@ pub async fn run_admitted(
     mut options: CallOptions,
     admission: Admission,
 ) -> Finished {
-    let Some(journal) = options.journal.clone() else {
-        return decide_and_run(tool, params, options, admission).await;
+    let Some(journal) = &options.journal else {
+        return decide_and_run(tool, params, options, admission, None).await;
     };
-    let call_id = options.invocation_id.clone();
-    options.observer = Some(journaled(
-        journal.clone(),
-        tool.clone(),
-        call_id.clone(),
-        options.observer.take(),
-    ));
-    let finished = decide_and_run(tool.clone(), params, options, admission).await;
-    journal.call_finished(&call_id, &*tool, &finished.report);
-    if !tool.is_instant() {
-        journal.flush();
-    }
+    let recorder = Arc::new(journal.call(&options.invocation_id, &*tool));
+    options.observer = Some(journaled(recorder.clone(), options.observer.take()));
+    let instant = tool.is_instant();
+    let finished = decide_and_run(tool, params, options, admission, Some(&recorder)).await;
+    recorder.finished(&finished.report, instant);
     finished
 }
 
 /// The call's observer, with the journal shown each event first.
 fn journaled(
-    journal: Arc<crate::audit::Journal>,
-    tool: Arc<dyn Tool>,
-    call_id: String,
+    recorder: Arc<crate::audit::CallRecorder>,
     observer: Option<gadget_core::ledger::CallObserver>,
 ) -> gadget_core::ledger::CallObserver {
     Arc::new(move |event: &gadget_core::ledger::CallEvent| {
-        journal.call_event(&call_id, &*tool, event);
+        recorder.event(event);
         if let Some(observer) = &observer {
             observer(event);
         }
@@ -138,6 +129,7 @@ async fn decide_and_run(
     params: Arc<Value>,
     options: CallOptions,
     admission: Admission,
+    recorder: Option<&crate::audit::CallRecorder>,
 ) -> Finished {
     match admission {
         Admission::Run => {}
@@ -176,10 +168,10 @@ async fn decide_and_run(
         observer,
         human,
         approvals,
-        journal,
+        journal: _,
     } = options;
-    if let Some(journal) = &journal {
-        journal.call_started(&invocation_id, &*tool, &params, timeout);
+    if let Some(recorder) = recorder {
+        recorder.started(&params, timeout);
     }
     let call = ToolCall {
         invocation_id: invocation_id.clone(),

@@ -138,7 +138,7 @@ fn digest(params: &Value) -> String {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    gadget_core::audit::hex(bytes)
 }
 
 /// The `input_required` result that asks the client's person to approve

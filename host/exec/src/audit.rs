@@ -32,6 +32,10 @@ use gadget_core::ledger::CallEvent;
 use gadget_core::redact::Redactor;
 use gadget_core::tool::{Origin, Tool};
 
+/// Longest name or id of a refused call kept in its record, in bytes:
+/// whoever wrote it may have written anything.
+const MAX_REFUSED_NAME_BYTES: usize = 256;
+
 /// How much of an existing journal's end is read to continue its chain:
 /// far more than one record ever takes.
 const TAIL_BYTES: u64 = 1 << 20;
@@ -221,6 +225,22 @@ impl Journal {
         {
             state.failed = Some(e.to_string());
         }
+    }
+
+    /// A call refused before it reached a tool (no such gadget, a gadget
+    /// the operator denies, parameters that do not fit): `name` as the
+    /// caller wrote it, never its parameters.
+    pub fn refused(&self, call: &str, name: &str, failure: &crate::Failure) {
+        // The name is the caller's: a model or a client may write anything.
+        let name = gadget_core::ledger::truncate(name.to_string(), MAX_REFUSED_NAME_BYTES);
+        let call = gadget_core::ledger::truncate(call.to_string(), MAX_REFUSED_NAME_BYTES);
+        self.record(
+            "call_refused",
+            Some(&call),
+            Some(&name),
+            None,
+            json!({ "kind": failure.kind, "message": failure.message }),
+        );
     }
 
     /// What records one call of `tool`.

@@ -653,7 +653,15 @@ impl Executor {
         }
         let (tool, params) = match self.prepare(ix) {
             Ok(prepared) => prepared,
-            Err(failure) => return at_once(Err(failure)),
+            Err(failure) => {
+                // Refused at the door (unknown or denied gadget, unusable
+                // parameters): the journal keeps that it was tried.
+                if let Some(journal) = &self.journal {
+                    let call = &self.entries[ix].call;
+                    journal.refused(&call.invocation_id, &call.name, &failure);
+                }
+                return at_once(Err(failure));
+            }
         };
         let params = Arc::new(params);
         self.entries[ix].params = Some(params.clone());

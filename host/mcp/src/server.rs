@@ -536,6 +536,15 @@ impl ServerHandler for GadgetServer {
             Ok(resolved) => resolved,
             Err((text, label)) => {
                 self.metrics.rejected(&label, started.elapsed());
+                if let Some(journal) = &self.journal {
+                    let kind = if label == "(unknown)" {
+                        gadget_core::call::FailureKind::UnknownGadget
+                    } else {
+                        gadget_core::call::FailureKind::InvalidParameters
+                    };
+                    let failure = gadget_exec::Failure::new(kind, text.clone());
+                    journal.refused("(mcp)", &name, &failure);
+                }
                 return Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into());
             }
         };

@@ -43,7 +43,8 @@ fn the_journal_records_calls_and_requests_and_verify_names_a_broken_line() {
         + &block(
             "TextStats:leak",
             &[("text", &format!("the key is {SECRET}"))],
-        );
+        )
+        + &block("NoSuchGadget:nope", &[("x", "1")]);
     let mut child = gadget()
         .arg("--config")
         .arg(&policy)
@@ -98,6 +99,13 @@ fn the_journal_records_calls_and_requests_and_verify_names_a_broken_line() {
         .find(|r| r["call"] == "leak" && r["event"] == "call_started")
         .unwrap();
     assert_eq!(leak["detail"]["params"]["text"], "the key is [redacted]");
+    // A call refused at the door is kept too (never its parameters).
+    let refused_call = records
+        .iter()
+        .find(|r| r["event"] == "call_refused")
+        .unwrap();
+    assert_eq!(refused_call["gadget"], "NoSuchGadget");
+    assert_eq!(refused_call["detail"]["kind"], "unknown-gadget");
 
     let verify = |path: &std::path::Path| {
         let out = gadget()

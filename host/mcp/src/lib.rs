@@ -8,6 +8,7 @@
 
 pub mod approval;
 pub mod http;
+mod logs;
 pub mod metrics;
 pub mod server;
 pub mod stdio;

@@ -47,10 +47,11 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 
 use gadget_core::call::Outcome;
-use gadget_core::ledger::{CallEvent, LogLevel};
+use gadget_core::ledger::CallEvent;
 use gadget_core::tool::{Tool as GadgetTool, Tools};
 
 use crate::approval::{APPROVAL_KEY, ApprovalKey, ClientAsk, McpApprover};
+use crate::logs::{level_rank, mcp_level, operator_log};
 use crate::metrics::{CallOutcome, Metrics};
 use gadget_core::approval::{ApprovalEvent, Approvals, Rules};
 
@@ -425,54 +426,6 @@ fn answer_result(gadget: &str, result: ElicitResult) -> CallToolResult {
         _ => CallToolResult::error(vec![ContentBlock::text(format!(
             "The person dismissed gadget '{gadget}''s question without answering."
         ))]),
-    }
-}
-
-/// A gadget's log entry on the operator's log (target `gadget`), with
-/// the call and the gadget.
-fn operator_log(call: &str, gadget: &str, entry: &gadget_core::ledger::LogEntry) {
-    let fields = if entry.fields.is_null() {
-        String::new()
-    } else {
-        entry.fields.to_string()
-    };
-    let source = match entry.source {
-        gadget_core::ledger::LogSource::Gadget => "gadget",
-        gadget_core::ledger::LogSource::Host => "host",
-    };
-    macro_rules! at {
-        ($level:expr) => {
-            tracing::event!(target: "gadget", $level, call, gadget, source, fields = %fields, "{}", entry.message)
-        };
-    }
-    match entry.level {
-        LogLevel::Trace => at!(tracing::Level::TRACE),
-        LogLevel::Debug => at!(tracing::Level::DEBUG),
-        LogLevel::Info => at!(tracing::Level::INFO),
-        LogLevel::Warn => at!(tracing::Level::WARN),
-        LogLevel::Error => at!(tracing::Level::ERROR),
-    }
-}
-
-fn level_rank(level: LoggingLevel) -> u8 {
-    match level {
-        LoggingLevel::Debug => 0,
-        LoggingLevel::Info => 1,
-        LoggingLevel::Notice => 2,
-        LoggingLevel::Warning => 3,
-        LoggingLevel::Error => 4,
-        LoggingLevel::Critical => 5,
-        LoggingLevel::Alert => 6,
-        LoggingLevel::Emergency => 7,
-    }
-}
-
-fn mcp_level(level: LogLevel) -> LoggingLevel {
-    match level {
-        LogLevel::Trace | LogLevel::Debug => LoggingLevel::Debug,
-        LogLevel::Info => LoggingLevel::Info,
-        LogLevel::Warn => LoggingLevel::Warning,
-        LogLevel::Error => LoggingLevel::Error,
     }
 }
 

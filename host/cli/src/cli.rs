@@ -374,18 +374,24 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Run(run_options) => {
             let host = host!(Calls::Many);
-            run::run(host.tools(&policy)?, run_options, &rules, journal()?).await
+            let journal = journal()?;
+            let ran = run::run(host.tools(&policy)?, run_options, &rules, journal.clone()).await;
+            audit::close(journal)?;
+            ran
         }
         Command::Agent(agent_options) => {
             let host = host!(Calls::Many, Some(agent_options));
-            agent::agent(
+            let journal = journal()?;
+            let ran = agent::agent(
                 host.tools(&policy)?,
                 agent_options,
                 &policy.llm,
                 &rules,
-                journal()?,
+                journal.clone(),
             )
-            .await
+            .await;
+            audit::close(journal)?;
+            ran
         }
         Command::Serve(args) => {
             let Some((tools, gadgets, reload)) = serving(&cli.global, &policy).await? else {
@@ -394,9 +400,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             // Written out when the server stops, whoever still holds it.
             let journal = journal()?;
             let served = mcp::serve(tools, gadgets, args, reload, &rules, journal.clone()).await;
-            if let Some(journal) = journal {
-                journal.flush();
-            }
+            audit::close(journal)?;
             served
         }
         // The session starts at once; the plugins load (and compile) while
@@ -404,9 +408,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Mcp => {
             let journal = journal()?;
             let served = mcp::mcp(serving(&cli.global, &policy), &rules, journal.clone()).await;
-            if let Some(journal) = journal {
-                journal.flush();
-            }
+            audit::close(journal)?;
             served
         }
         // The policy's agents are tools like the gadgets in every listing.
@@ -451,7 +453,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 }
             };
             let host = host!(Calls::Few);
-            call::call(
+            let journal = journal()?;
+            let called = call::call(
                 &host.registry,
                 &*host.tools(&policy)?,
                 name,
@@ -460,11 +463,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 *json,
                 gadget_exec::call::CallOptions {
                     approvals: approval.approvals(&rules, &approve::Tty::default())?,
-                    journal: journal()?,
+                    journal: journal.clone(),
                     ..Default::default()
                 },
             )
-            .await
+            .await;
+            audit::close(journal)?;
+            called
         }
     }
 }

@@ -74,7 +74,7 @@ pub struct Journal {
 }
 
 struct State {
-    out: BufWriter<File>,
+    out: BufWriter<Box<dyn Write + Send>>,
     seq: u64,
     prev: String,
     /// When the buffer was last written out.
@@ -135,13 +135,30 @@ impl Journal {
             redactor: Redactor::new(options.secrets.clone()),
             options,
             state: Mutex::new(State {
-                out: BufWriter::with_capacity(64 << 10, file),
+                out: BufWriter::with_capacity(64 << 10, Box::new(file)),
                 seq,
                 prev,
                 flushed: Instant::now(),
                 failed: None,
             }),
         })
+    }
+
+    /// A journal written to `out` (a pipe, a socket, a log shipper),
+    /// starting a new chain; `name` stands for it in messages.
+    pub fn to_writer(name: &str, out: Box<dyn Write + Send>, options: JournalOptions) -> Journal {
+        Journal {
+            path: PathBuf::from(name),
+            redactor: Redactor::new(options.secrets.clone()),
+            options,
+            state: Mutex::new(State {
+                out: BufWriter::with_capacity(64 << 10, out),
+                seq: 0,
+                prev: GENESIS.to_string(),
+                flushed: Instant::now(),
+                failed: None,
+            }),
+        }
     }
 
     pub fn path(&self) -> &Path {

@@ -102,6 +102,14 @@ pub async fn run_admitted(
     let Some(journal) = &options.journal else {
         return decide_and_run(tool, params, options, admission, None).await;
     };
+    // A journal that cannot be written is no licence to run unrecorded.
+    if let Some(why) = journal.failure() {
+        let reason = format!(
+            "the audit journal {} cannot be written ({why}), and no call runs unrecorded",
+            journal.path().display()
+        );
+        return not_run(&*tool, reason, None);
+    }
     let recorder = Arc::new(journal.call(&options.invocation_id, &*tool));
     options.observer = Some(journaled(recorder.clone(), options.observer.take()));
     let instant = tool.is_instant();

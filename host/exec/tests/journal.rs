@@ -145,3 +145,42 @@ async fn a_journal_goes_on_from_its_last_line_and_refuses_a_file_that_is_not_one
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn a_journal_that_cannot_be_written_lets_no_call_run_unrecorded() {
+    /// A disk that is full.
+    struct Full;
+    impl std::io::Write for Full {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                "no space left",
+            ))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let journal = Arc::new(Journal::to_writer(
+        "full.jsonl",
+        Box::new(Full),
+        JournalOptions::default(),
+    ));
+    let mut executor = Executor::new(toolbox([echo()]), ExecConfig::default())
+        .unwrap()
+        .with_journal(journal.clone());
+    let (_, first) = run(&mut executor, &block("Echo", "a", "", &[("text", "x")])).await;
+    assert_eq!(first.succeeded, 1);
+    journal.flush();
+    assert!(journal.failure().is_some(), "the write failed");
+    let (events, later) = run(&mut executor, &block("Echo", "b", "", &[("text", "x")])).await;
+    assert_eq!(later.failed, 1, "{events:#?}");
+    let (_, _, error) = finished(&events, "b");
+    let error = error.unwrap();
+    assert_eq!(error.kind, FailureKind::NotApproved);
+    assert!(
+        error.message.contains("cannot be written") && error.message.contains("unrecorded"),
+        "{}",
+        error.message
+    );
+}

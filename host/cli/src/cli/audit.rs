@@ -56,6 +56,22 @@ pub fn open(flag: Option<&Path>, policy: &Policy) -> Result<Option<Arc<Journal>>
     Ok(Some(Arc::new(Journal::open(path, options)?)))
 }
 
+/// Writes out what the journal still holds; an error when any record
+/// could not be written (the run's record is incomplete).
+pub fn close(journal: Option<Arc<Journal>>) -> Result<()> {
+    let Some(journal) = journal else {
+        return Ok(());
+    };
+    journal.flush();
+    match journal.failure() {
+        None => Ok(()),
+        Some(why) => anyhow::bail!(
+            "audit journal {}: {why}: records from that point on are missing",
+            journal.path().display()
+        ),
+    }
+}
+
 pub fn audit(command: &AuditCommand) -> Result<ExitCode> {
     match command {
         AuditCommand::Verify { file } => {

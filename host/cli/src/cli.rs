@@ -83,7 +83,7 @@ struct GlobalArgs {
     /// Make any plugin load error fatal.
     #[arg(long, global = true)]
     strict: bool,
-    /// The operator's policy file (TOML: [limits] ceilings, [gadgets] allow/deny, [plugins.NAME] prefix and grants). Default: $GADGET_CONFIG, else $XDG_CONFIG_HOME/gadget-host/config.toml if it exists.
+    /// The operator's policy file (TOML: [limits] ceilings, [gadgets] allow/deny/approve, [[rules]] on arguments, [plugins.NAME] prefix and grants, [audit]). Default: $GADGET_CONFIG, else $XDG_CONFIG_HOME/gadget-host/config.toml if it exists.
     #[arg(long, value_name = "FILE", global = true)]
     config: Option<PathBuf>,
     /// Grant a plugin something for this run (repeatable): PLUGIN:http=URL; PLUGIN:files=HOST[:GUEST][:ro|rw] (GUEST defaults to / and HOST's last name, the mode to ro); PLUGIN:config=KEY=env:VAR or PLUGIN:config=KEY=value:TEXT; PLUGIN:llm=PROVIDER:MODEL. It still gets only what its manifest asks for.
@@ -134,10 +134,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run one gadget with JSON parameters and print its result.
     /// Check or read an audit journal.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
+    /// Run one gadget with JSON parameters and print its result.
     #[command(
         after_help = "Examples:\n  gadget call Calculator --params '{\"operation\":\"divide\",\"a\":1,\"b\":8}'\n  echo '{\"text\":\"one two\"}' | gadget call TextStats --json"
     )]

@@ -381,3 +381,20 @@ fn run_replays_a_file_in_chunks() {
         "{text}"
     );
 }
+
+#[test]
+fn each_command_keeps_its_own_line_in_the_help() {
+    let help = stdout(&gadget(&["--help"], None));
+    for (command, about) in [
+        ("call", "Run one gadget with JSON parameters"),
+        ("audit", "Check or read an audit journal"),
+        ("run", "Execute an LLM response"),
+        ("list", "List the loaded gadgets"),
+    ] {
+        assert!(
+            help.lines()
+                .any(|l| l.trim_start().starts_with(command) && l.contains(about)),
+            "{command}: {help}"
+        );
+    }
+}

@@ -389,24 +389,7 @@ fn text_of(value: &Value) -> String {
 pub fn glob_matches_exact(pattern: &str, text: &str) -> bool {
     let pattern: Vec<char> = pattern.chars().collect();
     let text: Vec<char> = text.chars().collect();
-    let (mut p, mut n) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while n < text.len() {
-        if p < pattern.len() && (pattern[p] == '?' || pattern[p] == text[n]) {
-            p += 1;
-            n += 1;
-        } else if p < pattern.len() && pattern[p] == '*' {
-            star = Some((p, n));
-            p += 1;
-        } else if let Some((star_p, star_n)) = star {
-            p = star_p + 1;
-            n = star_n + 1;
-            star = Some((star_p, star_n + 1));
-        } else {
-            return false;
-        }
-    }
-    pattern[p..].iter().all(|&c| c == '*')
+    crate::tool::glob_matches_chars(&pattern, &text)
 }
 
 /// Who (or what) decided a call's approval.

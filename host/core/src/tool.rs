@@ -276,6 +276,12 @@ pub fn docs<'a>(tools: impl IntoIterator<Item = &'a Arc<dyn Tool>>) -> Vec<Gadge
 pub fn glob_matches(pattern: &str, name: &str) -> bool {
     let pattern: Vec<char> = pattern.to_lowercase().chars().collect();
     let name: Vec<char> = name.to_lowercase().chars().collect();
+    glob_matches_chars(&pattern, &name)
+}
+
+/// The glob match itself, case as given: `*` any run of characters, `?`
+/// one.
+pub fn glob_matches_chars(pattern: &[char], name: &[char]) -> bool {
     // Iterative matching with one backtrack point: linear in practice and
     // never exponential, whatever the pattern.
     let (mut p, mut n) = (0, 0);

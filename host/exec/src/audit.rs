@@ -388,6 +388,3 @@ fn last_line(file: &mut File) -> std::io::Result<Option<String>> {
         .find(|l| !l.trim().is_empty())
         .map(str::to_string))
 }
-
-/// A shared journal, as call options carry it.
-pub type SharedJournal = Arc<Journal>;

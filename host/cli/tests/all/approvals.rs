@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use crate::common;
 use crate::llm_server::block;
 use crate::mcp::run_client;
+use crate::stop::{events, gadget};
 
 /// Four WriteFile calls, run one after another (so prompts come in order).
 fn four_writes() -> String {
@@ -34,17 +35,6 @@ fn four_writes() -> String {
         .collect()
 }
 
-fn gadget(out: &Path) -> Command {
-    let mut command = Command::new(common::gadget_bin());
-    command
-        .arg("--plugins")
-        .arg(common::shipped_plugins())
-        .env_remove("GADGET_CONFIG")
-        .arg("--grant")
-        .arg(format!("files:files={}:/out:rw", out.display()));
-    command
-}
-
 fn written(out: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(out)
         .unwrap()
@@ -54,11 +44,20 @@ fn written(out: &Path) -> Vec<String> {
     names
 }
 
-fn events(stdout: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
+/// Runs `command` with `input` on its stdin, to the end.
+pub(crate) fn fed(command: &mut Command, input: &str) -> std::process::Output {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
 }
 
 fn decided<'a>(events: &'a [Value], id: &str) -> &'a Value {
@@ -128,22 +127,13 @@ fn the_terminal_asks_with_what_the_call_touches_and_each_answer_holds() {
 fn without_a_terminal_a_file_or_approve_all_decides_and_else_the_call_is_denied() {
     let dir = tempfile::tempdir().unwrap();
     let run = |out: &Path, extra: &[&str]| {
-        let mut child = gadget(out)
+        let mut command = gadget(out);
+        command
             .args(["--approve-gadget", "writefile", "run", "-", "--json"])
             .args(["--strategy", "sequential"])
             .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(four_writes().as_bytes())
-            .unwrap();
-        let output = child.wait_with_output().unwrap();
+            .stderr(Stdio::piped());
+        let output = fed(&mut command, &four_writes());
         events(&output.stdout)
     };
 
@@ -260,22 +250,14 @@ reason = "It writes something that looks like a password"
         "WriteFile:plain",
         &[("path", "/out/plain.txt"), ("content", "hi")],
     );
-    let mut child = gadget(out.path())
-        .arg("--config")
-        .arg(&policy)
-        .args(["run", "-", "--json", "--approvals"])
-        .arg(&decisions)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(response.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
+    let output = fed(
+        gadget(out.path())
+            .arg("--config")
+            .arg(&policy)
+            .args(["run", "-", "--json", "--approvals"])
+            .arg(&decisions),
+        &response,
+    );
     let seen = events(&output.stdout);
     assert_eq!(written(out.path()), ["plain.txt"], "{seen:#?}");
     let secret = decided(&seen, "secret");

@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
+use crate::approvals::fed;
 use crate::common;
 use crate::http_grants::TestServer;
 use crate::llm_server::block;
@@ -45,22 +46,14 @@ fn the_journal_records_calls_and_requests_and_verify_names_a_broken_line() {
             &[("text", &format!("the key is {SECRET}"))],
         )
         + &block("NoSuchGadget:nope", &[("x", "1")]);
-    let mut child = gadget()
-        .arg("--config")
-        .arg(&policy)
-        .args(["run", "-", "--json"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(response.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
+    let output = fed(
+        gadget()
+            .arg("--config")
+            .arg(&policy)
+            .args(["run", "-", "--json"])
+            .stderr(Stdio::null()),
+        &response,
+    );
     let events: Vec<Value> = String::from_utf8_lossy(&output.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
@@ -178,21 +171,12 @@ fn probe() -> Command {
 fn gadget_logs_reach_the_operator_with_v_and_on_a_servers_stderr() {
     let leak = "!!!GADGET_START:Leak:l1\n!!!ARG:key\nSECRET_TOKEN\n!!!GADGET_END\n";
     let run = |verbose: &[&str]| {
-        let mut child = probe()
+        let mut command = probe();
+        command
             .args(verbose)
             .args(["run", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(leak.as_bytes())
-            .unwrap();
-        String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).into_owned()
+            .stderr(Stdio::null());
+        String::from_utf8_lossy(&fed(&mut command, leak).stdout).into_owned()
     };
     let quiet = run(&[]);
     assert!(!quiet.contains("info Leak"), "{quiet}");

@@ -32,14 +32,14 @@ fn interrupt(child: &Child, signal: i32) {
 }
 
 /// The events of a `--json` run, each parsed.
-fn events(stdout: &[u8]) -> Vec<Value> {
+pub(crate) fn events(stdout: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(stdout)
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
 }
 
-fn gadget(out: &std::path::Path) -> Command {
+pub(crate) fn gadget(out: &std::path::Path) -> Command {
     let mut command = Command::new(common::gadget_bin());
     command
         .arg("--plugins")

@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, watch};
 
 use gadget_core::call::OutcomeKind;
 use gadget_core::render::{self, Markers};
+use gadget_exec::telemetry::{self, LlmSpan, Telemetry, TraceContext};
 use gadget_exec::{ExecEvent, Executor, ResponseSummary};
 
 use crate::models::ModelInfo;
@@ -316,6 +317,8 @@ pub struct Agent {
     reported: usize,
     observer: Observer,
     stop: Arc<watch::Sender<bool>>,
+    /// The span the session's `invoke_agent` span is a child of.
+    trace_parent: Option<TraceContext>,
 }
 
 impl Agent {
@@ -343,6 +346,7 @@ impl Agent {
             reported: 0,
             observer,
             stop: Arc::new(watch::channel(false).0),
+            trace_parent: None,
         }
     }
 
@@ -351,6 +355,12 @@ impl Agent {
             stop: self.stop.clone(),
             abort: self.executor.abort_handle(),
         }
+    }
+
+    /// Makes the session's `invoke_agent` span a child of `parent` (a
+    /// sub-agent's call); read only when tracing is on.
+    pub fn set_trace_parent(&mut self, parent: Option<TraceContext>) {
+        self.trace_parent = parent;
     }
 
     /// The system prompt's parts.
@@ -369,6 +379,37 @@ impl Agent {
 
     /// Runs `task` until an answer, a finish, a cap, a failure or a stop.
     pub async fn run(&mut self, task: &str) -> AgentOutcome {
+        let Some(telemetry) = telemetry::active() else {
+            return self.turns(task, None).await;
+        };
+        let session = telemetry.agent_span(
+            self.trace_parent.as_ref(),
+            self.provider.name(),
+            &self.config.model,
+        );
+        self.executor
+            .set_trace_parent(Some(session.context().clone()));
+        let outcome = Box::pin(self.turns(task, Some((telemetry, session.context())))).await;
+        let stop = serde_json::to_value(outcome.stop)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        session.finish_agent(
+            outcome.input_tokens,
+            outcome.output_tokens,
+            &stop,
+            outcome.error.as_ref().map(ToString::to_string),
+        );
+        outcome
+    }
+
+    /// The session's turns; `traced`: the telemetry and the session's span
+    /// each request's `chat` span is a child of.
+    async fn turns(
+        &mut self,
+        task: &str,
+        traced: Option<(&'static Telemetry, &TraceContext)>,
+    ) -> AgentOutcome {
         self.messages.push(ChatMessage::user(task));
         let mut outcome = AgentOutcome {
             stop: StopReason::MaxIterations,
@@ -424,19 +465,34 @@ impl Agent {
                 estimated_input_tokens: estimated,
             });
             self.reported = self.messages.len();
+            let chat = traced.map(|(telemetry, session)| Chat {
+                telemetry,
+                span: telemetry.chat_span(
+                    session,
+                    self.provider.name(),
+                    &self.config.model,
+                    self.config.max_tokens,
+                ),
+            });
             let stream = match self.send(iteration, &request).await {
                 Ok(Some(stream)) => stream,
                 Ok(None) => {
+                    if let Some(chat) = chat {
+                        chat.end(&Read::default(), Some("stopped".into()));
+                    }
                     outcome.stop = StopReason::Interrupted;
                     break;
                 }
                 Err(error) => {
+                    if let Some(chat) = chat {
+                        chat.end(&Read::default(), Some(error.to_string()));
+                    }
                     outcome.stop = StopReason::Failed;
                     outcome.error = Some(error);
                     break;
                 }
             };
-            let mut step = self.respond(iteration, stream).await;
+            let mut step = self.respond(iteration, stream, chat).await;
             // A response cut off (Ctrl-C, a broken stream) before the
             // provider reported its usage still cost its tokens: counted
             // from what was sent and received, so --max-cost and the
@@ -545,7 +601,12 @@ impl Agent {
     }
 
     /// Streams one response into the executor and waits for its calls.
-    async fn respond(&mut self, iteration: usize, mut stream: ResponseStream) -> Step {
+    async fn respond(
+        &mut self,
+        iteration: usize,
+        mut stream: ResponseStream,
+        chat: Option<Chat>,
+    ) -> Step {
         let started = std::time::Instant::now();
         let (tx, rx) = mpsc::channel::<String>(STREAM_CHANNEL_CHUNKS);
         let observer = self.observer.clone();
@@ -574,12 +635,27 @@ impl Agent {
                         }
                     }
                     Some(Ok(StreamItem::Usage(usage))) => read.usage.merge(usage),
+                    Some(Ok(StreamItem::Finish(reason))) => {
+                        if read.finish_reasons.len() < MAX_FINISH_REASONS {
+                            read.finish_reasons.push(reason);
+                        }
+                    }
                     Some(Err(error)) => {
                         read.error = Some(error);
                         break;
                     }
                     None => break,
                 }
+            }
+            // The completion ends with its stream, while its calls may
+            // still run.
+            if let Some(chat) = chat {
+                let error = read
+                    .error
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .or_else(|| read.interrupted.then(|| "stopped".to_string()));
+                chat.end(&read, error);
             }
             read
         });
@@ -628,8 +704,30 @@ impl Agent {
 struct Read {
     text: String,
     usage: Usage,
+    finish_reasons: Vec<String>,
     error: Option<ProviderError>,
     interrupted: bool,
+}
+
+/// The most finish reasons kept of one response (one per choice).
+const MAX_FINISH_REASONS: usize = 8;
+
+/// One request's `chat` span, ended when its stream ends.
+struct Chat {
+    telemetry: &'static Telemetry,
+    span: LlmSpan,
+}
+
+impl Chat {
+    fn end(self, read: &Read, error: Option<String>) {
+        self.span.finish_chat(
+            self.telemetry,
+            read.usage.input_tokens,
+            read.usage.output_tokens,
+            &read.finish_reasons,
+            error,
+        );
+    }
 }
 
 /// One response, streamed and executed.

@@ -173,7 +173,11 @@ impl Decode for Decoder {
                     }
                     self.usage.merge(later);
                 }
-                vec![Item::Stream(StreamItem::Usage(self.usage))]
+                let mut items = vec![Item::Stream(StreamItem::Usage(self.usage))];
+                if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    items.push(Item::Stream(crate::provider::finish_reason(reason)));
+                }
+                items
             }
             "message_stop" => {
                 self.stopped = true;

@@ -99,6 +99,7 @@ impl LlmBackend for ProviderBackend {
                 match item.map_err(|e| e.to_string())? {
                     StreamItem::Text(piece) => text.push_str(&piece),
                     StreamItem::Usage(u) => usage.merge(u),
+                    StreamItem::Finish(_) => {}
                 }
             }
             Ok(LlmAnswer {

@@ -151,8 +151,11 @@ impl Decode for Decoder {
             {
                 items.push(Item::Stream(StreamItem::Text(text.to_string())));
             }
-            if choice.get("finish_reason").is_some_and(|r| !r.is_null()) {
+            if let Some(reason) = choice.get("finish_reason").filter(|r| !r.is_null()) {
                 self.finished = true;
+                if let Some(reason) = reason.as_str() {
+                    items.push(Item::Stream(crate::provider::finish_reason(reason)));
+                }
             }
         }
         if let Some(usage) = chunk.get("usage").filter(|u| !u.is_null()) {

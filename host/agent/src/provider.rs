@@ -83,6 +83,18 @@ pub enum StreamItem {
     Text(String),
     /// Token usage so far (the last one wins).
     Usage(Usage),
+    /// Why the model stopped, in the provider's words (`stop`, `length`,
+    /// `end_turn`, ...), at most [`MAX_FINISH_REASON_BYTES`].
+    Finish(String),
+}
+
+/// The most of a finish reason kept: the providers' own are a word; a
+/// hostile server's could be anything.
+pub const MAX_FINISH_REASON_BYTES: usize = 64;
+
+/// A provider's finish reason, bounded.
+pub fn finish_reason(reason: &str) -> StreamItem {
+    StreamItem::Finish(cut(reason, MAX_FINISH_REASON_BYTES))
 }
 
 /// A response as it streams.

@@ -216,6 +216,12 @@ impl SubAgentTool {
             }
         });
         let mut agent = Agent::new(provider, executor, Markers::default(), config, forward);
+        // The inner session's spans belong to the call's trace.
+        agent.set_trace_parent(
+            call.trace_parent
+                .as_deref()
+                .and_then(|parent| gadget_exec::telemetry::context_from(parent, None)),
+        );
         let stop = agent.stop_handle();
         let timeout = call.timeout.unwrap_or(definition.timeout);
         let cancel = call.cancel.clone();

@@ -529,6 +529,7 @@ async fn deadlines(component: &Path) {
                 cancel: None,
                 observer: None,
                 grants: None,
+                trace_parent: None,
             };
             let start = Instant::now();
             let report = gadget.invoke_request(request).await;

@@ -50,6 +50,7 @@ mod parse;
 mod prompt;
 mod run;
 mod safe;
+mod telemetry;
 mod view;
 
 const EXIT_FAILED: u8 = 1;
@@ -360,118 +361,142 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             }
         };
     }
-    match &cli.command {
-        Command::Parse(options) => parse::parse(options),
-        Command::Audit(command) => audit::audit(command),
-        Command::New { name, lang, dir } => new::new(name, *lang, dir.as_deref()),
-        Command::Build { path } => {
-            let built = build::build(path)?;
-            // Compiled into the cache now, so the first call after an
-            // edit does not pay for it (a CPython component takes ~13 s).
-            let runtime = host::runtime(&policy, Calls::Few)?;
-            build::warm_cache(&runtime, path, &load_options(&cli.global, &policy)).await;
-            Ok(built)
-        }
-        Command::Run(run_options) => {
-            let host = host!(Calls::Many);
-            let journal = journal()?;
-            let ran = run::run(host.tools(&policy)?, run_options, &rules, journal.clone()).await;
-            audit::close(journal)?;
-            ran
-        }
-        Command::Agent(agent_options) => {
-            let host = host!(Calls::Many, Some(agent_options));
-            let journal = journal()?;
-            let ran = agent::agent(
-                host.tools(&policy)?,
-                agent_options,
-                &policy.llm,
-                &rules,
-                journal.clone(),
-            )
-            .await;
-            audit::close(journal)?;
-            ran
-        }
-        Command::Serve(args) => {
-            let Some((tools, gadgets, reload)) = serving(&cli.global, &policy).await? else {
-                return Ok(ExitCode::from(EXIT_BAD_INPUT));
-            };
-            // Written out when the server stops, whoever still holds it.
-            let journal = journal()?;
-            let served = mcp::serve(tools, gadgets, args, reload, &rules, journal.clone()).await;
-            audit::close(journal)?;
-            served
-        }
-        // The session starts at once; the plugins load (and compile) while
-        // the client initializes, and its first list or call waits for them.
-        Command::Mcp => {
-            let journal = journal()?;
-            let served = mcp::mcp(serving(&cli.global, &policy), &rules, journal.clone()).await;
-            audit::close(journal)?;
-            served
-        }
-        // The policy's agents are tools like the gadgets in every listing.
-        Command::Schemas { format } => {
-            let host = host!(Calls::Few);
-            mcp::schemas(&*host.tools(&policy)?, *format)
-        }
-        Command::Prompt(prompt_options) => {
-            let host = host!(Calls::Few);
-            prompt::prompt(host.tools(&policy)?, prompt_options)
-        }
-        Command::Check { path } => {
-            let runtime = host::runtime(&policy, Calls::Few)?;
-            check::check(&runtime, path, &load_options(&cli.global, &policy)).await
-        }
-        Command::List { json } => {
-            let host = host!(Calls::Few);
-            list::list(
-                &host.registry,
-                &*host.tools(&policy)?,
-                *json,
-                cli.global.quiet,
-            )
-        }
-        Command::Describe { name, json } => {
-            let host = host!(Calls::Few);
-            describe::describe(&host.registry, &*host.tools(&policy)?, name, *json, &rules)
-        }
-        Command::Call {
-            name,
-            params,
-            id,
-            json,
-            approval,
-        } => {
-            // Unusable parameters are bad input (exit 2), as README says.
-            let params = match call::read_params(params.clone()) {
-                Ok(params) => params,
-                Err(e) => {
-                    eprintln!("error: {e:#}");
+    // Spans and metrics for the commands that run calls, when a collector
+    // is named; flushed when the command ends, however it ends.
+    let runs_calls = matches!(
+        cli.command,
+        Command::Run(_)
+            | Command::Agent(_)
+            | Command::Serve(_)
+            | Command::Mcp
+            | Command::Call { .. }
+    );
+    let telemetry = if runs_calls {
+        telemetry::start(&policy.telemetry)?
+    } else {
+        None
+    };
+    let done: Result<ExitCode> = async {
+        match &cli.command {
+            Command::Parse(options) => parse::parse(options),
+            Command::Audit(command) => audit::audit(command),
+            Command::New { name, lang, dir } => new::new(name, *lang, dir.as_deref()),
+            Command::Build { path } => {
+                let built = build::build(path)?;
+                // Compiled into the cache now, so the first call after an
+                // edit does not pay for it (a CPython component takes ~13 s).
+                let runtime = host::runtime(&policy, Calls::Few)?;
+                build::warm_cache(&runtime, path, &load_options(&cli.global, &policy)).await;
+                Ok(built)
+            }
+            Command::Run(run_options) => {
+                let host = host!(Calls::Many);
+                let journal = journal()?;
+                let ran =
+                    run::run(host.tools(&policy)?, run_options, &rules, journal.clone()).await;
+                audit::close(journal)?;
+                ran
+            }
+            Command::Agent(agent_options) => {
+                let host = host!(Calls::Many, Some(agent_options));
+                let journal = journal()?;
+                let ran = agent::agent(
+                    host.tools(&policy)?,
+                    agent_options,
+                    &policy.llm,
+                    &rules,
+                    journal.clone(),
+                )
+                .await;
+                audit::close(journal)?;
+                ran
+            }
+            Command::Serve(args) => {
+                let Some((tools, gadgets, reload)) = serving(&cli.global, &policy).await? else {
                     return Ok(ExitCode::from(EXIT_BAD_INPUT));
-                }
-            };
-            let host = host!(Calls::Few);
-            let journal = journal()?;
-            let called = call::call(
-                &host.registry,
-                &*host.tools(&policy)?,
+                };
+                // Written out when the server stops, whoever still holds it.
+                let journal = journal()?;
+                let served =
+                    mcp::serve(tools, gadgets, args, reload, &rules, journal.clone()).await;
+                audit::close(journal)?;
+                served
+            }
+            // The session starts at once; the plugins load (and compile) while
+            // the client initializes, and its first list or call waits for them.
+            Command::Mcp => {
+                let journal = journal()?;
+                let served = mcp::mcp(serving(&cli.global, &policy), &rules, journal.clone()).await;
+                audit::close(journal)?;
+                served
+            }
+            // The policy's agents are tools like the gadgets in every listing.
+            Command::Schemas { format } => {
+                let host = host!(Calls::Few);
+                mcp::schemas(&*host.tools(&policy)?, *format)
+            }
+            Command::Prompt(prompt_options) => {
+                let host = host!(Calls::Few);
+                prompt::prompt(host.tools(&policy)?, prompt_options)
+            }
+            Command::Check { path } => {
+                let runtime = host::runtime(&policy, Calls::Few)?;
+                check::check(&runtime, path, &load_options(&cli.global, &policy)).await
+            }
+            Command::List { json } => {
+                let host = host!(Calls::Few);
+                list::list(
+                    &host.registry,
+                    &*host.tools(&policy)?,
+                    *json,
+                    cli.global.quiet,
+                )
+            }
+            Command::Describe { name, json } => {
+                let host = host!(Calls::Few);
+                describe::describe(&host.registry, &*host.tools(&policy)?, name, *json, &rules)
+            }
+            Command::Call {
                 name,
                 params,
                 id,
-                *json,
-                gadget_exec::call::CallOptions {
-                    approvals: approval.approvals(&rules, &approve::Tty::default())?,
-                    journal: journal.clone(),
-                    ..Default::default()
-                },
-            )
-            .await;
-            audit::close(journal)?;
-            called
+                json,
+                approval,
+            } => {
+                // Unusable parameters are bad input (exit 2), as README says.
+                let params = match call::read_params(params.clone()) {
+                    Ok(params) => params,
+                    Err(e) => {
+                        eprintln!("error: {e:#}");
+                        return Ok(ExitCode::from(EXIT_BAD_INPUT));
+                    }
+                };
+                let host = host!(Calls::Few);
+                let journal = journal()?;
+                let called = call::call(
+                    &host.registry,
+                    &*host.tools(&policy)?,
+                    name,
+                    params,
+                    id,
+                    *json,
+                    gadget_exec::call::CallOptions {
+                        approvals: approval.approvals(&rules, &approve::Tty::default())?,
+                        journal: journal.clone(),
+                        ..Default::default()
+                    },
+                )
+                .await;
+                audit::close(journal)?;
+                called
+            }
         }
     }
+    .await;
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown().await;
+    }
+    done
 }
 
 /// What `gadget mcp` and `gadget serve` serve: the loaded gadgets and the

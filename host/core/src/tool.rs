@@ -50,6 +50,10 @@ pub struct ToolCall {
     /// The session's approval rules and approver: a tool that calls tools
     /// (a sub-agent) checks its own calls against them.
     pub approvals: Option<Arc<crate::approval::Approvals>>,
+    /// The call's span as a W3C `traceparent` when tracing is on: sent on
+    /// the gadget's outgoing HTTP requests, and the parent of a sub-agent's
+    /// own calls.
+    pub trace_parent: Option<Arc<str>>,
 }
 
 impl ToolCall {
@@ -61,6 +65,7 @@ impl ToolCall {
             cancel: None,
             observer: None,
             approvals: None,
+            trace_parent: None,
         }
     }
 }

@@ -51,6 +51,9 @@ pub struct CallOptions {
     pub approvals: Option<Arc<Approvals>>,
     /// The audit journal the call is recorded in, if any.
     pub journal: Option<Arc<crate::audit::Journal>>,
+    /// The span the call's `execute_tool` span is a child of (an agent's,
+    /// an MCP client's); `None`: a new trace. Read only when tracing is on.
+    pub trace: Option<crate::telemetry::TraceContext>,
 }
 
 /// How one call ended.
@@ -99,8 +102,30 @@ pub async fn run_admitted(
     mut options: CallOptions,
     admission: Admission,
 ) -> Finished {
+    let Some(telemetry) = crate::telemetry::active() else {
+        return journaled(tool, params, options, admission, None).await;
+    };
+    let span = telemetry.tool_span(options.trace.as_ref(), &*tool, &options.invocation_id);
+    options.observer = Some(span.observe(options.observer.take()));
+    let trace_parent = crate::telemetry::trace_parent_of(span.context()).map(Arc::from);
+    let name = tool.name().to_string();
+    // Boxed: a traced call's state stays out of every untraced call's
+    // future.
+    let finished = Box::pin(journaled(tool, params, options, admission, trace_parent)).await;
+    span.finish(telemetry, &name, &finished.report);
+    finished
+}
+
+/// The call, recorded in the audit journal when there is one.
+async fn journaled(
+    tool: Arc<dyn Tool>,
+    params: Arc<Value>,
+    mut options: CallOptions,
+    admission: Admission,
+    trace_parent: Option<Arc<str>>,
+) -> Finished {
     let Some(journal) = &options.journal else {
-        return decide_and_run(tool, params, options, admission, None).await;
+        return decide_and_run(tool, params, options, admission, None, trace_parent).await;
     };
     // A journal that cannot be written is no licence to run unrecorded.
     if let Some(why) = journal.failure() {
@@ -111,15 +136,23 @@ pub async fn run_admitted(
         return not_run(&*tool, reason, None);
     }
     let recorder = Arc::new(journal.call(&options.invocation_id, &*tool));
-    options.observer = Some(journaled(recorder.clone(), options.observer.take()));
+    options.observer = Some(recorded(recorder.clone(), options.observer.take()));
     let instant = tool.is_instant();
-    let finished = decide_and_run(tool, params, options, admission, Some(&recorder)).await;
+    let finished = decide_and_run(
+        tool,
+        params,
+        options,
+        admission,
+        Some(&recorder),
+        trace_parent,
+    )
+    .await;
     recorder.finished(&finished.report, instant);
     finished
 }
 
 /// The call's observer, with the journal shown each event first.
-fn journaled(
+fn recorded(
     recorder: Arc<crate::audit::CallRecorder>,
     observer: Option<gadget_core::ledger::CallObserver>,
 ) -> gadget_core::ledger::CallObserver {
@@ -138,6 +171,7 @@ async fn decide_and_run(
     options: CallOptions,
     admission: Admission,
     recorder: Option<&crate::audit::CallRecorder>,
+    trace_parent: Option<Arc<str>>,
 ) -> Finished {
     match admission {
         Admission::Run => {}
@@ -177,6 +211,7 @@ async fn decide_and_run(
         human,
         approvals,
         journal: _,
+        trace: _,
     } = options;
     if let Some(recorder) = recorder {
         recorder.started(&params, timeout);
@@ -188,6 +223,7 @@ async fn decide_and_run(
         cancel,
         observer,
         approvals,
+        trace_parent,
     };
     let report = if tool.is_instant() {
         run_at_once(&*tool, call)

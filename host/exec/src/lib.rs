@@ -3,7 +3,7 @@
 //! Executes a model's response as it streams: parse, schedule, run.
 //!
 //! The executor runs [`Tool`]s and knows nothing of WebAssembly: this crate
-//! depends on `gadget-core` and tokio only, so its rules are tested with
+//! depends on `gadget-core`, tokio and the OpenTelemetry API only, so its rules are tested with
 //! fake tools (`tests/fake_tools.rs`) and a wasm gadget, the built-in
 //! output viewer, a remote tool or a sub-agent all run the same way.
 //!
@@ -42,13 +42,17 @@ use tokio::sync::mpsc;
 
 mod abort;
 pub mod audit;
+mod builtins;
 pub mod call;
 mod config;
 mod live;
 mod outcome;
 mod runners;
 mod state;
+pub mod telemetry;
 pub use abort::AbortHandle;
+use builtins::builtins;
+pub use builtins::callable_tools;
 pub use config::{
     AfterExecution, Answer, BeforeExecution, CallView, Controller, ExecConfig, HumanInput,
     NO_HUMAN_INPUT, NoController,
@@ -65,7 +69,7 @@ use gadget_core::parser::{self, ConfigError, EventRef, GadgetCall, ParserBuilder
 use gadget_core::render::{self, GadgetDoc, HistoryEntry};
 use gadget_core::schedule::{self, Action, CallIx, CallSpec, Scheduler};
 use gadget_core::tool::{Tool, Toolbox, Tools};
-use gadget_core::viewer::{OutputLimiter, OutputViewer};
+use gadget_core::viewer::OutputLimiter;
 
 pub use gadget_core::events::{ExecEvent, Failure, ResponseSummary, WaitReason};
 pub use gadget_core::limits::Timeouts;
@@ -81,6 +85,8 @@ pub struct Executor {
     human: Option<Arc<dyn HumanInput>>,
     approvals: Option<Arc<Approvals>>,
     journal: Option<Arc<audit::Journal>>,
+    /// The span calls' spans are children of, when tracing is on.
+    trace: Option<telemetry::TraceContext>,
     scheduler: Scheduler,
     session: parser::Session,
     entries: ChunkedVec<Entry>,
@@ -115,29 +121,6 @@ struct Response {
 /// results are replaced by a note.
 pub const MAX_HISTORY_BYTES: usize = 16 << 20;
 
-/// The tools of the executor's own under `config`: the output viewer when
-/// output limiting is on, reading `limiter`'s store.
-fn builtins(limiter: Option<&Arc<Mutex<OutputLimiter>>>) -> Toolbox {
-    let mut builtins = Toolbox::new();
-    if let Some(limiter) = limiter {
-        let viewer: Arc<dyn Tool> = Arc::new(OutputViewer::new(limiter.clone()));
-        let _ = builtins.insert(viewer);
-    }
-    builtins
-}
-
-/// Every tool a response can call under `config`: `tools`, then the
-/// executor's own (the output viewer when output limiting is on). What
-/// the prompt documents; no executor needs to exist for it.
-pub fn callable_tools(tools: &dyn Tools, config: &ExecConfig) -> Vec<Arc<dyn Tool>> {
-    let limiter = config
-        .output_limit
-        .map(|limit| Arc::new(Mutex::new(OutputLimiter::new(limit))));
-    let mut all = tools.all();
-    all.extend(builtins(limiter.as_ref()).all());
-    all
-}
-
 impl Executor {
     /// Checks the markers; nothing runs yet. `tools` are what responses
     /// may call (a plugin registry, a [`Toolbox`], ...).
@@ -155,6 +138,7 @@ impl Executor {
             human: None,
             approvals: None,
             journal: None,
+            trace: None,
             session: parser::Session::default(),
             entries: ChunkedVec::new(),
             history: ChunkedVec::new(),
@@ -194,6 +178,12 @@ impl Executor {
     pub fn with_journal(mut self, journal: Arc<audit::Journal>) -> Executor {
         self.journal = Some(journal);
         self
+    }
+
+    /// Makes the spans of the next responses' calls children of `parent`
+    /// (an agent's session); `None`: each call starts its own trace.
+    pub fn set_trace_parent(&mut self, parent: Option<telemetry::TraceContext>) {
+        self.trace = parent;
     }
 
     /// Raises the abort signal in the calls that are running (for Ctrl-C).
@@ -660,6 +650,9 @@ impl Executor {
                     let call = &self.entries[ix].call;
                     journal.refused(&call.invocation_id, &call.name, &failure);
                 }
+                if let Some(telemetry) = telemetry::active() {
+                    telemetry.refused("call");
+                }
                 return at_once(Err(failure));
             }
         };
@@ -707,11 +700,16 @@ impl Executor {
             human,
             approvals: self.approvals.clone(),
             journal: self.journal.clone(),
+            trace: self.trace.clone(),
         };
         // A tool computed in the host answers in place: no task, no wait.
         // Only a question for a person still needs the task (the answer is
         // awaited).
-        if tool.is_instant() && admission == Admission::Run && self.journal.is_none() {
+        if tool.is_instant()
+            && admission == Admission::Run
+            && self.journal.is_none()
+            && telemetry::active().is_none()
+        {
             let mut finished = Box::pin(call::run_admitted(tool, params, options, admission));
             if let Poll::Ready(finished) = finished
                 .as_mut()

@@ -12,6 +12,7 @@ mod logs;
 pub mod metrics;
 pub mod server;
 pub mod stdio;
+mod trace;
 
 pub use server::GadgetServer;
 

@@ -627,6 +627,7 @@ impl ServerHandler for GadgetServer {
             human: None,
             approvals,
             journal: self.journal.clone(),
+            trace: crate::trace::parent_of(&context),
         };
         let finished = gadget_exec::call::run(gadget.clone(), Arc::new(params), options).await;
         watcher.abort();

@@ -48,6 +48,7 @@ impl WasmGadget {
             cancel: None,
             observer,
             grants: Some(self.plugin.access.grants.clone()),
+            trace_parent: None,
         };
         self.invoke_request(request).await
     }
@@ -128,6 +129,7 @@ impl Tool for WasmGadget {
             cancel: call.cancel,
             observer: call.observer,
             grants: Some(self.plugin.access.grants.clone()),
+            trace_parent: call.trace_parent,
         };
         Box::pin(async move {
             let mut report = self.invoke_request(request).await;

@@ -72,6 +72,8 @@ pub(crate) struct HttpHooks {
     pub(crate) notes: Arc<Mutex<Vec<String>>>,
     /// Told each request as an effect.
     pub(crate) observer: Option<CallObserver>,
+    /// The caller's span (W3C `traceparent`), sent on every request.
+    pub(crate) trace_parent: Option<Arc<str>>,
 }
 
 /// One request as the observer is told it: filled in as it goes, told
@@ -195,7 +197,7 @@ impl HttpHooks {
 impl WasiHttpHooks for HttpHooks {
     fn send_request(
         &mut self,
-        request: http::Request<WasiBody>,
+        mut request: http::Request<WasiBody>,
         _options: Option<wasmtime_wasi_http::RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> SendFuture {
@@ -209,6 +211,13 @@ impl WasiHttpHooks for HttpHooks {
                 return Box::new(async { Err(HttpError::HttpRequestDenied) });
             }
         };
+        // The host's span is the trace's truth: a header the gadget wrote
+        // itself is replaced, never merged.
+        if let Some(trace_parent) = &self.trace_parent
+            && let Ok(value) = http::HeaderValue::from_str(trace_parent)
+        {
+            request.headers_mut().insert("traceparent", value);
+        }
         let deadline = self.deadline;
         let cancel = self.cancel.clone();
         let notes = self.notes.clone();

@@ -192,6 +192,9 @@ pub struct CallRequest {
     /// What the call may use (files, HTTP, config) and the secrets to
     /// redact; `None`: nothing.
     pub grants: Option<Arc<grants::CallGrants>>,
+    /// The W3C `traceparent` put on the call's outgoing HTTP requests (the
+    /// caller's span, when tracing is on).
+    pub trace_parent: Option<Arc<str>>,
 }
 
 /// How the engine is built.
@@ -485,7 +488,10 @@ impl Runtime {
             request.grants.as_ref(),
         );
         let mut store = match store {
-            Ok(store) => store,
+            Ok(mut store) => {
+                store.data_mut().http.trace_parent = request.trace_parent.clone();
+                store
+            }
             Err(reason) => {
                 return CallReport::of(
                     Err(CallError::Instantiate {
@@ -725,6 +731,7 @@ impl Runtime {
                 cancel,
                 notes,
                 observer,
+                trace_parent: None,
             },
             _activity: activity,
         };

@@ -29,6 +29,7 @@ async fn run_with(
         cancel: None,
         observer: None,
         grants: None,
+        trace_parent: None,
     };
     gadget.invoke_request(request).await
 }
@@ -160,6 +161,7 @@ async fn external_cancellation_raises_the_abort_signal() {
         cancel: Some(cancel.clone()),
         observer: None,
         grants: None,
+        trace_parent: None,
     };
     let started = Instant::now();
     let call = gadget.invoke_request(request);

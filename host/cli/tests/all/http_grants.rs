@@ -13,6 +13,8 @@ use crate::common;
 pub(crate) struct TestServer {
     port: u16,
     hits: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// The `traceparent` header of each request that carried one.
+    trace_parents: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -25,7 +27,9 @@ impl TestServer {
         let port = listener.local_addr().unwrap().port();
         let hits = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let trace_parents = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let (hits_seen, stopping) = (hits.clone(), stop.clone());
+        let parents_seen = trace_parents.clone();
         std::thread::spawn(move || {
             // Bounded: the server ends when the test drops it, or after a
             // minute whatever happens.
@@ -38,6 +42,7 @@ impl TestServer {
                     continue;
                 };
                 let hits = hits_seen.clone();
+                let parents = parents_seen.clone();
                 std::thread::spawn(move || {
                     stream.set_nonblocking(false).unwrap();
                     let mut reader = BufReader::new(stream.try_clone().unwrap());
@@ -50,6 +55,11 @@ impl TestServer {
                         let mut header = String::new();
                         if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
                             break;
+                        }
+                        if let Some((name, value)) = header.split_once(':')
+                            && name.eq_ignore_ascii_case("traceparent")
+                        {
+                            parents.lock().unwrap().push(value.trim().to_string());
                         }
                     }
                     hits.lock().unwrap().push(path.clone());
@@ -106,7 +116,12 @@ impl TestServer {
                 });
             }
         });
-        TestServer { port, hits, stop }
+        TestServer {
+            port,
+            hits,
+            trace_parents,
+            stop,
+        }
     }
 
     pub(crate) fn url(&self, path: &str) -> String {
@@ -115,6 +130,10 @@ impl TestServer {
 
     fn hits(&self) -> Vec<String> {
         self.hits.lock().unwrap().clone()
+    }
+
+    pub(crate) fn trace_parents(&self) -> Vec<String> {
+        self.trace_parents.lock().unwrap().clone()
     }
 }
 
@@ -364,6 +383,7 @@ async fn the_abort_signal_stops_a_request_in_flight() {
             cancel: Some(cancel),
             observer: None,
             grants: Some(gadget.plugin.access.grants.clone()),
+            trace_parent: None,
         })
         .await;
     let took = started.elapsed();

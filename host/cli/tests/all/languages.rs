@@ -62,6 +62,7 @@ async fn stops_on_the_deadline_signal(registry: &Registry, timeout_ms: u64) {
         cancel: None,
         observer: None,
         grants: None,
+        trace_parent: None,
     };
     let report = gadget.invoke_request(request).await;
     assert_eq!(

@@ -22,4 +22,5 @@ mod parser;
 mod serve;
 mod shipped;
 mod stop;
+mod telemetry;
 mod transcripts;

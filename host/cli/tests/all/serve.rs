@@ -19,6 +19,11 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) fn start(extra: &[&str], token: &str) -> Server {
+        Server::start_with(extra, token, &[])
+    }
+
+    /// [`Server::start`] with more environment variables.
+    pub(crate) fn start_with(extra: &[&str], token: &str, env: &[(&str, &str)]) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let mut child = Command::new(common::gadget_bin())
             .arg("--plugins")
@@ -27,6 +32,7 @@ impl Server {
             .arg(policy(dir.path()))
             .env("XDG_CACHE_HOME", dir.path())
             .env("TEST_TOKEN", token)
+            .envs(env.iter().copied())
             .args([
                 "serve",
                 "--listen",
@@ -68,7 +74,7 @@ impl Server {
     }
 
     /// One HTTP/1.1 request; the status, headers and body.
-    fn request(
+    pub(crate) fn request(
         &self,
         method: &str,
         path: &str,

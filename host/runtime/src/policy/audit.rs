@@ -1,7 +1,8 @@
 //! `[audit]` in the policy: where the audit journal is written and
 //! whether it records parameter values; and the secret values it must
-//! never hold.
+//! never hold. `[telemetry]`: where OpenTelemetry data is exported.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Deserialize;
@@ -18,6 +19,23 @@ pub struct AuditPolicy {
     /// Record parameter values (secrets redacted), not only their shape.
     #[serde(default)]
     pub record_params: bool,
+}
+
+/// `[telemetry]`: OTLP export (HTTP/protobuf). The standard `OTEL_*`
+/// variables override each setting; with neither, telemetry is off.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TelemetryPolicy {
+    /// The collector's OTLP/HTTP base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT`
+    /// (`/v1/traces` and `/v1/metrics` are added).
+    pub endpoint: Option<String>,
+    /// `service.name`; default `gadget-host`.
+    pub service_name: Option<String>,
+    /// Headers sent with each export (a collector's credentials).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Export metrics too (default true).
+    pub metrics: Option<bool>,
 }
 
 impl Policy {

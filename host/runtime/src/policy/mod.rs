@@ -101,6 +101,9 @@ pub struct Policy {
     /// `[audit]`: the audit journal.
     #[serde(default)]
     pub audit: AuditPolicy,
+    /// `[telemetry]`: OpenTelemetry export.
+    #[serde(default)]
+    pub telemetry: TelemetryPolicy,
     /// The file this policy was read from (none: built in, or text).
     #[serde(skip)]
     pub file: Option<PathBuf>,
@@ -791,7 +794,7 @@ fn check_grants(plugin: &str, grants: &PluginPolicy) -> Result<(), String> {
 }
 
 mod audit;
-pub use audit::AuditPolicy;
+pub use audit::{AuditPolicy, TelemetryPolicy};
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,477 @@
+//! OpenTelemetry spans and metrics for what the host runs, following the
+//! GenAI semantic conventions: an `execute_tool {name}` span for each call
+//! (on the one call path, so every front end gets it), `invoke_agent` and
+//! `chat {model}` spans for the agent loop, and a child span for each door
+//! a call used (an HTTP request, a completion).
+//!
+//! This crate speaks only the OpenTelemetry API. The binary installs the
+//! SDK and its exporter, then calls [`enable`]; until then [`active`] is
+//! `None` and no span, attribute or metric is ever built: tracing off
+//! costs one atomic load per call.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
+
+use opentelemetry::metrics::{Counter, Histogram};
+use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt as _, Tracer as _};
+use opentelemetry::{Context, KeyValue, global};
+
+use gadget_core::call::{CallReport, Outcome};
+use gadget_core::effect::Effect;
+use gadget_core::ledger::{CallEvent, CallObserver};
+use gadget_core::tool::Tool;
+
+pub use opentelemetry::Context as TraceContext;
+
+/// The instrumentation scope every span and metric is reported under.
+pub const SCOPE: &str = "gadget-host";
+
+static ACTIVE: OnceLock<Telemetry> = OnceLock::new();
+
+/// The tracer and the instruments, made once from the global providers.
+pub struct Telemetry {
+    tracer: global::BoxedTracer,
+    calls: Counter<u64>,
+    call_duration: Histogram<f64>,
+    cost: Counter<f64>,
+    tokens: Histogram<u64>,
+    chat_duration: Histogram<f64>,
+    refusals: Counter<u64>,
+}
+
+/// Turns telemetry on for the process, with the global tracer and meter
+/// providers the binary installed. Later calls return the first one.
+pub fn enable() -> &'static Telemetry {
+    ACTIVE.get_or_init(|| {
+        let meter = global::meter(SCOPE);
+        Telemetry {
+            tracer: global::tracer(SCOPE),
+            calls: meter
+                .u64_counter("gadget.calls")
+                .with_description("Gadget calls ended, by gadget and outcome")
+                .build(),
+            call_duration: meter
+                .f64_histogram("gadget.call.duration")
+                .with_unit("s")
+                .with_description("How long gadget calls ran")
+                .build(),
+            cost: meter
+                .f64_counter("gadget.cost")
+                .with_unit("USD")
+                .with_description("Cost gadget calls reported")
+                .build(),
+            tokens: meter
+                .u64_histogram("gen_ai.client.token.usage")
+                .with_unit("{token}")
+                .with_description("Tokens used per completion")
+                .build(),
+            chat_duration: meter
+                .f64_histogram("gen_ai.client.operation.duration")
+                .with_unit("s")
+                .with_description("How long each completion took")
+                .build(),
+            refusals: meter
+                .u64_counter("gadget.refusals")
+                .with_description("What the host refused, by door")
+                .build(),
+        }
+    })
+}
+
+/// The process's telemetry, when [`enable`]d.
+#[inline]
+pub fn active() -> Option<&'static Telemetry> {
+    ACTIVE.get()
+}
+
+/// The context a W3C `traceparent` (and `tracestate`) names, read by the
+/// global propagator; `None` when it is malformed or tracing is off.
+pub fn context_from(trace_parent: &str, trace_state: Option<&str>) -> Option<Context> {
+    active()?;
+    let mut carrier = HashMap::with_capacity(2);
+    carrier.insert("traceparent".to_string(), trace_parent.to_string());
+    if let Some(state) = trace_state {
+        carrier.insert("tracestate".to_string(), state.to_string());
+    }
+    let cx = global::get_text_map_propagator(|p| p.extract(&carrier));
+    cx.span().span_context().is_valid().then_some(cx)
+}
+
+/// The W3C `traceparent` of the span current in `cx`.
+pub fn trace_parent_of(cx: &Context) -> Option<String> {
+    let span = cx.span();
+    let sc = span.span_context();
+    sc.is_valid().then(|| {
+        format!(
+            "00-{}-{}-{:02x}",
+            sc.trace_id(),
+            sc.span_id(),
+            sc.trace_flags().to_u8()
+        )
+    })
+}
+
+/// The span of one call, with the call's observer wrapped to report its
+/// doors as child spans.
+pub struct ToolSpan {
+    cx: Context,
+}
+
+/// An `invoke_agent` or `chat` span: the context its children start in.
+pub struct LlmSpan {
+    cx: Context,
+    model: String,
+    started: std::time::Instant,
+}
+
+impl Telemetry {
+    /// Starts `execute_tool {name}` for call `call_id` of `tool`, under
+    /// `parent` (else a new trace).
+    pub fn tool_span(&self, parent: Option<&Context>, tool: &dyn Tool, call_id: &str) -> ToolSpan {
+        let name = tool.name();
+        let mut attributes = vec![
+            KeyValue::new("gen_ai.operation.name", "execute_tool"),
+            KeyValue::new("gen_ai.tool.name", name.to_string()),
+            KeyValue::new("gen_ai.tool.call.id", call_id.to_string()),
+            KeyValue::new("gen_ai.tool.type", "function"),
+        ];
+        if let Some(origin) = tool.origin() {
+            attributes.push(KeyValue::new("gadget.plugin", origin.plugin));
+            attributes.push(KeyValue::new("gadget.digest", origin.digest));
+        }
+        let builder = self
+            .tracer
+            .span_builder(format!("execute_tool {name}"))
+            .with_kind(SpanKind::Internal)
+            .with_attributes(attributes);
+        let root = Context::new();
+        let span = builder.start_with_context(&self.tracer, parent.unwrap_or(&root));
+        ToolSpan {
+            cx: parent.unwrap_or(&root).with_span(span),
+        }
+    }
+
+    /// Starts `invoke_agent` for a session with `model` of `provider`.
+    pub fn agent_span(&self, parent: Option<&Context>, provider: &str, model: &str) -> LlmSpan {
+        let builder = self
+            .tracer
+            .span_builder("invoke_agent")
+            .with_kind(SpanKind::Internal)
+            .with_attributes(vec![
+                KeyValue::new("gen_ai.operation.name", "invoke_agent"),
+                KeyValue::new("gen_ai.provider.name", provider.to_string()),
+                KeyValue::new("gen_ai.request.model", model.to_string()),
+            ]);
+        let root = Context::new();
+        let parent = parent.unwrap_or(&root);
+        let span = builder.start_with_context(&self.tracer, parent);
+        LlmSpan {
+            cx: parent.with_span(span),
+            model: model.to_string(),
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// Starts `chat {model}` for one request under `parent` (the agent's).
+    pub fn chat_span(
+        &self,
+        parent: &Context,
+        provider: &str,
+        model: &str,
+        max_tokens: u32,
+    ) -> LlmSpan {
+        let builder = self
+            .tracer
+            .span_builder(format!("chat {model}"))
+            .with_kind(SpanKind::Client)
+            .with_attributes(vec![
+                KeyValue::new("gen_ai.operation.name", "chat"),
+                KeyValue::new("gen_ai.provider.name", provider.to_string()),
+                KeyValue::new("gen_ai.request.model", model.to_string()),
+                KeyValue::new("gen_ai.request.max_tokens", i64::from(max_tokens)),
+            ]);
+        let span = builder.start_with_context(&self.tracer, parent);
+        LlmSpan {
+            cx: parent.with_span(span),
+            model: model.to_string(),
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// Counts a refusal at `door` (`call`, `http`, `llm`, `approval`).
+    pub fn refused(&self, door: &'static str) {
+        self.refusals.add(1, &[KeyValue::new("gadget.door", door)]);
+    }
+
+    fn usage(&self, model: &str, operation: &'static str, input: u64, output: u64) {
+        for (kind, tokens) in [("input", input), ("output", output)] {
+            self.tokens.record(
+                tokens,
+                &[
+                    KeyValue::new("gen_ai.operation.name", operation),
+                    KeyValue::new("gen_ai.request.model", model.to_string()),
+                    KeyValue::new("gen_ai.token.type", kind),
+                ],
+            );
+        }
+    }
+}
+
+impl ToolSpan {
+    /// The span's context: the parent of what the call runs inside.
+    pub fn context(&self) -> &Context {
+        &self.cx
+    }
+
+    /// `observer`, with this span shown each event first.
+    pub fn observe(&self, observer: Option<CallObserver>) -> CallObserver {
+        let cx = self.cx.clone();
+        std::sync::Arc::new(move |event: &CallEvent| {
+            on_event(&cx, event);
+            if let Some(observer) = &observer {
+                observer(event);
+            }
+        })
+    }
+
+    /// Ends the span with the call's outcome, and counts the call.
+    pub fn finish(self, telemetry: &Telemetry, tool: &str, report: &CallReport) {
+        let outcome = match &report.outcome {
+            Ok(Outcome::Result { .. }) => "ok",
+            Ok(Outcome::Finish { .. }) => "finish",
+            Ok(Outcome::AskHuman { .. }) => "ask-human",
+            Err(error) => error.kind().as_str(),
+        };
+        let span = self.cx.span();
+        span.set_attribute(KeyValue::new("gadget.outcome", outcome));
+        if report.cost > 0.0 {
+            span.set_attribute(KeyValue::new("gadget.cost", report.cost));
+        }
+        if let Err(error) = &report.outcome {
+            span.set_attribute(KeyValue::new("error.type", outcome));
+            span.set_status(Status::error(error.to_string()));
+            if matches!(error, gadget_core::call::CallError::NotApproved { .. }) {
+                telemetry.refused("approval");
+            }
+        }
+        span.end();
+        let attributes = [
+            KeyValue::new("gen_ai.tool.name", tool.to_string()),
+            KeyValue::new("gadget.outcome", outcome),
+        ];
+        telemetry.calls.add(1, &attributes);
+        telemetry
+            .call_duration
+            .record(report.duration.as_secs_f64(), &attributes);
+        if report.cost > 0.0 {
+            telemetry.cost.add(
+                report.cost,
+                &[KeyValue::new("gen_ai.tool.name", tool.to_string())],
+            );
+        }
+    }
+}
+
+impl LlmSpan {
+    pub fn context(&self) -> &Context {
+        &self.cx
+    }
+
+    /// Ends a `chat` span with what the provider reported.
+    pub fn finish_chat(
+        self,
+        telemetry: &Telemetry,
+        input_tokens: u64,
+        output_tokens: u64,
+        finish_reasons: &[String],
+        error: Option<String>,
+    ) {
+        let span = self.cx.span();
+        span.set_attribute(KeyValue::new(
+            "gen_ai.usage.input_tokens",
+            input_tokens as i64,
+        ));
+        span.set_attribute(KeyValue::new(
+            "gen_ai.usage.output_tokens",
+            output_tokens as i64,
+        ));
+        if !finish_reasons.is_empty() {
+            let reasons: Vec<opentelemetry::StringValue> =
+                finish_reasons.iter().map(|r| r.clone().into()).collect();
+            span.set_attribute(KeyValue::new(
+                "gen_ai.response.finish_reasons",
+                opentelemetry::Value::Array(reasons.into()),
+            ));
+        }
+        if let Some(error) = &error {
+            span.set_attribute(KeyValue::new("error.type", "provider"));
+            span.set_status(Status::error(error.clone()));
+        }
+        span.end();
+        telemetry.usage(&self.model, "chat", input_tokens, output_tokens);
+        telemetry.chat_duration.record(
+            self.started.elapsed().as_secs_f64(),
+            &[
+                KeyValue::new("gen_ai.operation.name", "chat"),
+                KeyValue::new("gen_ai.request.model", self.model.clone()),
+            ],
+        );
+    }
+
+    /// Ends an `invoke_agent` span: totals, and why the session stopped.
+    pub fn finish_agent(
+        self,
+        input_tokens: u64,
+        output_tokens: u64,
+        stop: &str,
+        error: Option<String>,
+    ) {
+        let span = self.cx.span();
+        span.set_attribute(KeyValue::new(
+            "gen_ai.usage.input_tokens",
+            input_tokens as i64,
+        ));
+        span.set_attribute(KeyValue::new(
+            "gen_ai.usage.output_tokens",
+            output_tokens as i64,
+        ));
+        span.set_attribute(KeyValue::new("gadget.agent.stop", stop.to_string()));
+        if let Some(error) = error {
+            span.set_status(Status::error(error));
+        }
+        span.end();
+    }
+}
+
+/// One event of a traced call: doors become child spans (timed back from
+/// their duration), costs and approvals events on the call's span.
+fn on_event(cx: &Context, event: &CallEvent) {
+    let Some(telemetry) = active() else {
+        return;
+    };
+    match event {
+        CallEvent::Effect(effect) => effect_span(telemetry, cx, effect),
+        CallEvent::Cost(amount) => cx
+            .span()
+            .add_event("gadget.cost", vec![KeyValue::new("gadget.cost", *amount)]),
+        CallEvent::Approval(gadget_core::approval::ApprovalEvent::Decided {
+            approved, by, ..
+        }) => cx.span().add_event(
+            "gadget.approval",
+            vec![
+                KeyValue::new("gadget.approval.approved", *approved),
+                KeyValue::new("gadget.approval.by", by.as_str()),
+            ],
+        ),
+        _ => {}
+    }
+}
+
+fn effect_span(telemetry: &Telemetry, parent: &Context, effect: &Effect) {
+    let now = SystemTime::now();
+    let (name, attributes, duration, refused, error) = match effect {
+        Effect::Http {
+            method,
+            origin,
+            path,
+            status,
+            bytes_out,
+            bytes_in,
+            duration_ms,
+            refused,
+            error,
+        } => {
+            let mut attributes = vec![
+                KeyValue::new("http.request.method", method.clone()),
+                KeyValue::new("url.full", format!("{origin}{path}")),
+                KeyValue::new("server.address", host_of(origin).to_string()),
+                KeyValue::new("http.request.body.size", *bytes_out as i64),
+                KeyValue::new("http.response.body.size", *bytes_in as i64),
+            ];
+            if let Some(status) = status {
+                attributes.push(KeyValue::new(
+                    "http.response.status_code",
+                    i64::from(*status),
+                ));
+            }
+            let duration = Duration::from_secs_f64(duration_ms.max(0.0) / 1e3);
+            (method.clone(), attributes, duration, refused, error)
+        }
+        Effect::Llm {
+            model,
+            input_tokens,
+            output_tokens,
+            cost,
+            refused,
+            error,
+        } => {
+            telemetry.usage(model, "chat", *input_tokens, *output_tokens);
+            let attributes = vec![
+                KeyValue::new("gen_ai.operation.name", "chat"),
+                KeyValue::new("gen_ai.request.model", model.clone()),
+                KeyValue::new("gen_ai.usage.input_tokens", *input_tokens as i64),
+                KeyValue::new("gen_ai.usage.output_tokens", *output_tokens as i64),
+                KeyValue::new("gadget.cost", *cost),
+            ];
+            (
+                format!("chat {model}"),
+                attributes,
+                Duration::ZERO,
+                refused,
+                error,
+            )
+        }
+    };
+    let start = now.checked_sub(duration).unwrap_or(now);
+    let mut span = telemetry
+        .tracer
+        .span_builder(name)
+        .with_kind(SpanKind::Client)
+        .with_start_time(start)
+        .with_attributes(attributes)
+        .start_with_context(&telemetry.tracer, parent);
+    if let Some(refusal) = refused {
+        telemetry.refused(effect.door());
+        span.set_attribute(KeyValue::new("gadget.refused", refusal.clone()));
+        span.set_status(Status::error(format!("refused: {refusal}")));
+    } else if let Some(error) = error {
+        span.set_attribute(KeyValue::new("error.type", "error"));
+        span.set_status(Status::error(error.clone()));
+    }
+    span.end_with_timestamp(now);
+}
+
+/// `host` of `scheme://host:port`.
+fn host_of(origin: &str) -> &str {
+    let rest = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+    match rest.rsplit_once(':') {
+        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
+        _ => rest,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_of_an_origin_drops_scheme_and_port() {
+        assert_eq!(host_of("http://127.0.0.1:8080"), "127.0.0.1");
+        assert_eq!(host_of("https://[::1]:443"), "[::1]");
+        assert_eq!(host_of("https://example.org"), "example.org");
+    }
+
+    #[test]
+    fn off_by_default_reads_no_trace_context() {
+        // No binary enabled telemetry in this test process.
+        assert!(active().is_none());
+        assert!(
+            context_from(
+                "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                None
+            )
+            .is_none()
+        );
+    }
+}

@@ -1,5 +1,6 @@
 //! What a call did through a door the host keeps: each HTTP request it
-//! made (or was refused), each completion it asked for. The runtime tells
+//! made (or was refused), each file operation in a granted directory, the
+//! config keys it read, each completion it asked for. The runtime tells
 //! them as they happen ([`crate::ledger::CallEvent::Effect`]); the audit
 //! journal records them and `--json` shows them live.
 
@@ -33,6 +34,35 @@ pub enum Effect {
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// A file operation in a granted directory (`wasi:filesystem`).
+    File {
+        /// `open`, `create`, `read`, `write`, `mkdir`, `remove`, `rename`,
+        /// `symlink` or `link`.
+        op: &'static str,
+        /// The path as the gadget sees it (under its grant's guest path).
+        path: String,
+        /// The same path on the host.
+        host: String,
+        /// Bytes read or written, for `read` and `write`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        bytes: Option<u64>,
+        /// The new path, for `rename` and `link`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        to: Option<String>,
+        /// Why the host refused it (a read-only grant, a quota, a link
+        /// that would leave the grant).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        refused: Option<String>,
+        /// Why it failed otherwise (no such file, ...).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// The gadget read its configuration (`wasi:cli/environment`, which
+    /// hands over every granted key at once): the keys, never the values.
+    Config { keys: Vec<String> },
+    /// More uses of a door than one call tells (its per-call cap): which
+    /// door, and how many were not told.
+    Omitted { of: &'static str, count: u64 },
     /// A completion through the `llm` import.
     Llm {
         model: String,
@@ -50,10 +80,14 @@ pub enum Effect {
 }
 
 impl Effect {
-    /// The door's name (`http`, `llm`): the journal's event name.
+    /// The door's name (`http`, `file`, `config`, `llm`): the journal's
+    /// event name.
     pub fn door(&self) -> &'static str {
         match self {
             Effect::Http { .. } => "http",
+            Effect::File { .. } => "file",
+            Effect::Config { .. } => "config",
+            Effect::Omitted { .. } => "omitted",
             Effect::Llm { .. } => "llm",
         }
     }

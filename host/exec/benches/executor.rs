@@ -15,6 +15,8 @@
 //!    from sending the chunk that ends a block to its call starting.
 //! 4. 100 independent calls to a gadget that sleeps 200 ms: the wall time
 //!    should be near one sleep, not a hundred.
+//! 5. Rows 1 and 2 again with OpenTelemetry tracing on (a span per call):
+//!    its cost per call and its share of throughput.
 //!
 //! Run: `cargo bench -p gadget-exec --bench executor` (needs the guests
 //! built: `scripts/build-guests.sh`).
@@ -157,6 +159,21 @@ async fn run_here(
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
+}
+
+/// Counts the spans it is given and keeps none.
+#[derive(Debug)]
+struct Counted(Arc<std::sync::atomic::AtomicUsize>);
+
+impl opentelemetry_sdk::trace::SpanExporter for Counted {
+    fn export(
+        &self,
+        batch: Vec<opentelemetry_sdk::trace::SpanData>,
+    ) -> impl std::future::Future<Output = opentelemetry_sdk::error::OTelSdkResult> + Send {
+        self.0
+            .fetch_add(batch.len(), std::sync::atomic::Ordering::Relaxed);
+        std::future::ready(Ok(()))
+    }
 }
 
 fn percentile(mut values: Vec<f64>, p: f64) -> f64 {
@@ -318,6 +335,31 @@ async fn main() {
     let (sleep_wall, ok) = run(&registry, ExecConfig::default(), &sleeps).await;
     assert_eq!(ok, 100);
 
+    // 5. Last, since it cannot be undone in a process: tracing on, with
+    // the SDK's batch processor (as the binary installs it) and an
+    // exporter that counts and drops (what is measured is the cost on
+    // the calls' path; exporting runs on the processor's own thread).
+    let exported = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_batch_exporter(Counted(exported.clone()))
+        .build();
+    opentelemetry::global::set_tracer_provider(provider.clone());
+    gadget_exec::telemetry::enable();
+    let mut traced_rates = Vec::new();
+    for _ in 0..3 {
+        let (took, ok) = run(&registry, ExecConfig::default(), &text).await;
+        assert_eq!(ok, CALLS);
+        traced_rates.push(CALLS as f64 / took.as_secs_f64());
+    }
+    let mut traced_costs = Vec::new();
+    for _ in 0..5 {
+        let (took, ok) = run(&registry, ExecConfig::default(), &viewer).await;
+        assert_eq!(ok, CALLS);
+        traced_costs.push(took.as_secs_f64() * 1e9 / CALLS as f64);
+    }
+    let _ = provider.shutdown();
+    let traced_spans = exported.load(std::sync::atomic::Ordering::Relaxed);
+
     println!("| measure | gadget-host | baseline (same run) |");
     println!("|---|---|---|");
     println!(
@@ -328,6 +370,12 @@ async fn main() {
         "| the same with the audit journal on ({:.0} bytes per call) | {journal_rate:.0} calls/s ({:.0}% of the same with it off) | |",
         journal_bytes as f64 / CALLS as f64,
         journal_rate / exec_rate * 100.0
+    );
+    println!(
+        "| the same with OpenTelemetry tracing on (an `execute_tool` span per call; {traced_spans} of {} spans exported) | {:.0} calls/s ({:.0}% of the same with it off) | |",
+        3 * CALLS + 5 * CALLS,
+        median(traced_rates.clone()),
+        median(traced_rates) / exec_rate * 100.0
     );
     println!(
         "| the same with `--max-parallel {cores}` | {narrow_rate:.0} calls/s ({:.0}% of bare) | |",
@@ -346,6 +394,11 @@ async fn main() {
     println!(
         "| the same, every call waiting for approval (approved at once) | {:.2} µs | no rules: {:.2} µs |",
         median(approved_costs) / 1e3,
+        median(viewer_costs.clone()) / 1e3
+    );
+    println!(
+        "| the same with tracing on (a span per call, through the SDK's batch processor) | {:.2} µs | off: {:.2} µs |",
+        median(traced_costs) / 1e3,
         median(viewer_costs.clone()) / 1e3
     );
     println!(

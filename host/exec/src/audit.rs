@@ -313,6 +313,11 @@ impl CallRecorder {
         let (name, detail) = match event {
             CallEvent::Cost(usd) => ("cost", json!({ "usd": usd })),
             CallEvent::Approval(approval) => ("approval", json!(approval)),
+            // A count of what the runtime left out is itself the summary
+            // (one per door per call): never dropped.
+            CallEvent::Effect(effect @ gadget_core::effect::Effect::Omitted { .. }) => {
+                return self.record(effect.door(), json!(effect));
+            }
             CallEvent::Effect(effect) => (effect.door(), json!(effect)),
             _ => return,
         };

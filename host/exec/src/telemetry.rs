@@ -422,6 +422,9 @@ fn effect_span(telemetry: &Telemetry, parent: &Context, effect: &Effect) {
                 error,
             )
         }
+        Effect::File { .. } | Effect::Config { .. } | Effect::Omitted { .. } => {
+            return effect_event(telemetry, parent, effect);
+        }
     };
     let start = now.checked_sub(duration).unwrap_or(now);
     let mut span = telemetry
@@ -440,6 +443,53 @@ fn effect_span(telemetry: &Telemetry, parent: &Context, effect: &Effect) {
         span.set_status(Status::error(error.clone()));
     }
     span.end_with_timestamp(now);
+}
+
+/// File operations and config reads are many and quick: events on the
+/// call's span, not spans of their own.
+fn effect_event(telemetry: &Telemetry, parent: &Context, effect: &Effect) {
+    match effect {
+        Effect::File {
+            op,
+            path,
+            bytes,
+            to,
+            refused,
+            error,
+            ..
+        } => {
+            let mut attributes = vec![
+                KeyValue::new("gadget.file.op", *op),
+                KeyValue::new("gadget.file.path", path.clone()),
+            ];
+            if let Some(bytes) = bytes {
+                attributes.push(KeyValue::new("gadget.file.bytes", *bytes as i64));
+            }
+            if let Some(to) = to {
+                attributes.push(KeyValue::new("gadget.file.to", to.clone()));
+            }
+            if let Some(refusal) = refused {
+                telemetry.refused("file");
+                attributes.push(KeyValue::new("gadget.refused", refusal.clone()));
+            }
+            if let Some(error) = error {
+                attributes.push(KeyValue::new("error.type", error.clone()));
+            }
+            parent.span().add_event("gadget.file", attributes);
+        }
+        Effect::Config { keys } => parent.span().add_event(
+            "gadget.config",
+            vec![KeyValue::new("gadget.config.keys", keys.join(","))],
+        ),
+        Effect::Omitted { of, count } => parent.span().add_event(
+            "gadget.omitted",
+            vec![
+                KeyValue::new("gadget.door", *of),
+                KeyValue::new("gadget.omitted.count", *count as i64),
+            ],
+        ),
+        Effect::Http { .. } | Effect::Llm { .. } => {}
+    }
 }
 
 /// `host` of `scheme://host:port`.

@@ -35,10 +35,11 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 use wasmtime_wasi::p2::{DynOutputStream, OutputStream, Pollable, StreamError, StreamResult};
 
 use crate::CallState;
+use crate::file_log::{Done, StreamLog};
 
 /// The WASI filesystem interfaces the guards shadow: the version
 /// wasmtime-wasi links (guests importing any 0.2.x resolve to it).
-const TYPES_INTERFACE: &str = "wasi:filesystem/types@0.2.12";
+pub(crate) const TYPES_INTERFACE: &str = "wasi:filesystem/types@0.2.12";
 const PREOPENS_INTERFACE: &str = "wasi:filesystem/preopens@0.2.12";
 
 /// A granted directory, open since its grant was resolved.
@@ -233,13 +234,17 @@ pub(crate) struct CallFiles {
     descriptors: HashMap<u32, Arc<GrantUse>>,
     /// The call's notes (shown in its log when it ends).
     notes: Arc<Mutex<Vec<String>>>,
+    /// What the call's observer is told of its file operations.
+    pub(crate) log: crate::file_log::FileLog,
 }
 
 impl CallFiles {
     pub(crate) fn new(
         grants: &[crate::grants::DirGrant],
         notes: Arc<Mutex<Vec<String>>>,
+        observer: Option<gadget_core::ledger::CallObserver>,
     ) -> CallFiles {
+        let log = crate::file_log::FileLog::new(grants, observer);
         let grants = grants
             .iter()
             .filter(|g| g.mode == crate::manifest::FileMode::ReadWrite)
@@ -261,6 +266,7 @@ impl CallFiles {
             grants,
             descriptors: HashMap::new(),
             notes,
+            log,
         }
     }
 
@@ -301,10 +307,24 @@ pub fn check_symlink_target(target: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A file stream that charges what it writes to its grant's quota.
+/// A file stream that charges what it writes to its grant's quota (a
+/// read-write grant), and counts it for the call's observer.
 struct QuotaStream {
     inner: DynOutputStream,
-    grant: Arc<GrantUse>,
+    grant: Option<Arc<GrantUse>>,
+    log: Option<StreamLog>,
+}
+
+impl QuotaStream {
+    fn charge(&mut self, bytes: u64) -> StreamResult<()> {
+        if let Some(grant) = &self.grant {
+            grant.charge_bytes(bytes).map_err(|_| quota_error())?;
+        }
+        if let Some(log) = &mut self.log {
+            log.written = log.written.saturating_add(bytes);
+        }
+        Ok(())
+    }
 }
 
 fn quota_error() -> StreamError {
@@ -321,9 +341,7 @@ impl Pollable for QuotaStream {
 #[wasmtime_wasi::async_trait]
 impl OutputStream for QuotaStream {
     fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
-        self.grant
-            .charge_bytes(bytes.len() as u64)
-            .map_err(|_| quota_error())?;
+        self.charge(bytes.len() as u64)?;
         self.inner.write(bytes)
     }
 
@@ -333,19 +351,20 @@ impl OutputStream for QuotaStream {
 
     fn check_write(&mut self) -> StreamResult<usize> {
         let permitted = self.inner.check_write()?;
-        let remaining = self.grant.remaining_bytes();
+        let Some(grant) = &self.grant else {
+            return Ok(permitted);
+        };
+        let remaining = grant.remaining_bytes();
         if remaining == 0 && permitted > 0 {
             // Zero would mean "wait", and the guest would wait forever.
-            let _ = self.grant.charge_bytes(1);
+            let _ = grant.charge_bytes(1);
             return Err(quota_error());
         }
         Ok(permitted.min(usize::try_from(remaining).unwrap_or(usize::MAX)))
     }
 
     fn write_zeroes(&mut self, nelem: usize) -> StreamResult<()> {
-        self.grant
-            .charge_bytes(nelem as u64)
-            .map_err(|_| quota_error())?;
+        self.charge(nelem as u64)?;
         self.inner.write_zeroes(nelem)
     }
 
@@ -358,7 +377,10 @@ type FsReturn<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
 
 /// Turns what wasmtime-wasi's filesystem host returned into what the guest
 /// gets (a trap stays a trap).
-fn settle<T>(state: &mut CallState, result: wasmtime_wasi::p2::FsResult<T>) -> FsReturn<T> {
+pub(crate) fn settle<T>(
+    state: &mut CallState,
+    result: wasmtime_wasi::p2::FsResult<T>,
+) -> FsReturn<T> {
     match result {
         Ok(value) => Ok((Ok(value),)),
         Err(e) => {
@@ -369,19 +391,21 @@ fn settle<T>(state: &mut CallState, result: wasmtime_wasi::p2::FsResult<T>) -> F
 }
 
 /// A file stream just opened, wrapped to charge its grant's quota when
-/// the file is in a read-write grant.
+/// the file is in a read-write grant, and to count its bytes when the
+/// call is observed.
 fn charged_stream(
     view: &mut wasmtime_wasi::filesystem::WasiFilesystemCtxView<'_>,
     opened: wasmtime_wasi::p2::FsResult<Resource<DynOutputStream>>,
     grant: Option<Arc<GrantUse>>,
+    log: Option<StreamLog>,
 ) -> FsReturn<Resource<DynOutputStream>> {
     match opened {
         Ok(stream) => {
-            if let Some(grant) = grant {
+            if grant.is_some() || log.is_some() {
                 let entry = view.table.get_mut(&stream)?;
                 let inner =
                     std::mem::replace(entry, Box::new(wasmtime_wasi::p2::pipe::SinkOutputStream));
-                *entry = Box::new(QuotaStream { inner, grant });
+                *entry = Box::new(QuotaStream { inner, grant, log });
             }
             Ok((Ok(stream),))
         }
@@ -400,6 +424,7 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
             &mut state.filesystem(),
         )?;
         for (fd, guest) in &directories {
+            state.files.log.preopened(fd.rep(), guest);
             if let Some(grant) = state.files.grants.get(guest).cloned() {
                 state.files.descriptors.insert(fd.rep(), grant);
             }
@@ -422,6 +447,13 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
                 let state = store.data_mut();
                 let grant = state.files.grant_of(&fd);
                 let parent = fd.rep();
+                let op = if open_flags.contains(OpenFlags::CREATE) {
+                    "create"
+                } else {
+                    "open"
+                };
+                let logged = state.files.log.watched().then(|| path.clone());
+                let logged = logged.as_deref().unwrap_or("");
                 if let Some(grant) = &grant
                     && open_flags.contains(OpenFlags::CREATE)
                 {
@@ -435,6 +467,8 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
                     .await
                     .is_ok();
                     if !exists && let Err(code) = grant.charge_entry() {
+                        let quota = Done::Failed(code);
+                        state.files.log.tell(op, parent, logged, None, None, quota);
                         return Ok((Err(code),));
                     }
                 }
@@ -450,7 +484,18 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
                 if let (Ok(child), Some(grant)) = (&opened, grant) {
                     state.files.descriptors.insert(child.rep(), grant);
                 }
-                settle(state, opened)
+                let result = settle(state, opened)?;
+                if state.files.log.watched() {
+                    let done = match &result.0 {
+                        Ok(child) => {
+                            state.files.log.opened(parent, child.rep(), logged);
+                            Done::Ok
+                        }
+                        Err(code) => Done::Failed(*code),
+                    };
+                    state.files.log.tell(op, parent, logged, None, None, done);
+                }
+                Ok(result)
             })
         },
     )?;
@@ -459,14 +504,29 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
         |mut store, (fd, buffer, offset): (Resource<Descriptor>, Vec<u8>, Filesize)| {
             Box::new(async move {
                 let state = store.data_mut();
+                let (rep, bytes) = (fd.rep(), buffer.len() as u64);
                 if let Some(grant) = state.files.grant_of(&fd)
-                    && let Err(code) = grant.charge_bytes(buffer.len() as u64)
+                    && let Err(code) = grant.charge_bytes(bytes)
                 {
+                    let quota = Done::Failed(code);
+                    state
+                        .files
+                        .log
+                        .tell("write", rep, "", Some(bytes), None, quota);
                     return Ok((Err(code),));
                 }
                 let written =
                     HostDescriptor::write(&mut state.filesystem(), fd, buffer, offset).await;
-                settle(state, written)
+                let result = settle(state, written)?;
+                let done = match &result.0 {
+                    Ok(_) => Done::Ok,
+                    Err(code) => Done::Failed(*code),
+                };
+                state
+                    .files
+                    .log
+                    .tell("write", rep, "", Some(bytes), None, done);
+                Ok(result)
             })
         },
     )?;
@@ -500,9 +560,10 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
         |mut store, (fd, offset): (Resource<Descriptor>, Filesize)| {
             let state = store.data_mut();
             let grant = state.files.grant_of(&fd);
+            let log = state.files.log.stream(fd.rep());
             let mut view = state.filesystem();
             let opened = HostDescriptor::write_via_stream(&mut view, fd, offset);
-            charged_stream(&mut view, opened, grant)
+            charged_stream(&mut view, opened, grant, log)
         },
     )?;
     types.func_wrap(
@@ -510,9 +571,10 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
         |mut store, (fd,): (Resource<Descriptor>,)| {
             let state = store.data_mut();
             let grant = state.files.grant_of(&fd);
+            let log = state.files.log.stream(fd.rep());
             let mut view = state.filesystem();
             let opened = HostDescriptor::append_via_stream(&mut view, fd);
-            charged_stream(&mut view, opened, grant)
+            charged_stream(&mut view, opened, grant, log)
         },
     )?;
     types.func_wrap_async(
@@ -520,12 +582,26 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
         |mut store, (fd, path): (Resource<Descriptor>, String)| {
             Box::new(async move {
                 let state = store.data_mut();
+                let rep = fd.rep();
+                let logged = state.files.log.watched().then(|| path.clone());
+                let logged = logged.as_deref().unwrap_or("");
                 if let Err(code) = state.files.charge_entry(&fd) {
+                    let quota = Done::Failed(code);
+                    state
+                        .files
+                        .log
+                        .tell("mkdir", rep, logged, None, None, quota);
                     return Ok((Err(code),));
                 }
                 let done =
                     HostDescriptor::create_directory_at(&mut state.filesystem(), fd, path).await;
-                settle(state, done)
+                let result = settle(state, done)?;
+                let done = match &result.0 {
+                    Ok(()) => Done::Ok,
+                    Err(code) => Done::Failed(*code),
+                };
+                state.files.log.tell("mkdir", rep, logged, None, None, done);
+                Ok(result)
             })
         },
     )?;
@@ -538,6 +614,11 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
                     state
                         .files
                         .note(format!("files: a symlink was refused: {reason}"));
+                    let refused = Done::Refused(&reason);
+                    state
+                        .files
+                        .log
+                        .tell("symlink", fd.rep(), &path, None, None, refused);
                     return Ok((Err(ErrorCode::NotPermitted),));
                 }
                 if let Err(code) = state.files.charge_entry(&fd) {

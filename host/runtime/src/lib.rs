@@ -21,10 +21,12 @@
 
 pub mod bindings;
 pub mod cache;
+mod config_log;
 mod deadline;
 pub mod describe;
 pub mod dirs;
 mod epoch;
+mod file_log;
 mod gadget;
 pub mod grants;
 mod host_imports;
@@ -269,6 +271,8 @@ pub struct CallState {
     http: http::HttpHooks,
     /// Granted directories' guards (symlinks, write quotas).
     files: dirs::CallFiles,
+    /// Config reads told to the observer so far.
+    config_reads: u32,
     /// Keeps the epoch ticker running while this store exists.
     _activity: epoch::ActivityGuard,
 }
@@ -332,6 +336,8 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| RuntimeError::Link(e.to_string()))?;
         dirs::add_guards_to_linker(&mut linker).map_err(|e| RuntimeError::Link(e.to_string()))?;
+        file_log::add_to_linker(&mut linker).map_err(|e| RuntimeError::Link(e.to_string()))?;
+        config_log::add_to_linker(&mut linker).map_err(|e| RuntimeError::Link(e.to_string()))?;
         // wasi:http is linked for every component; what a request may
         // reach is the plugin's grants' decision, request by request.
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
@@ -720,9 +726,11 @@ impl Runtime {
                     spent: 0.0,
                 }),
             http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
+            config_reads: 0,
             files: dirs::CallFiles::new(
                 grants.map_or(&[][..], |g| &g.grants.files[..]),
                 notes.clone(),
+                observer.clone(),
             ),
             http: http::HttpHooks {
                 grants: grants.cloned(),

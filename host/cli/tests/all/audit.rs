@@ -228,3 +228,95 @@ fn gadget_logs_reach_the_operator_with_v_and_on_a_servers_stderr() {
     assert_eq!(entry["fields"]["gadget"], "Leak", "{entry}");
     assert!(!stderr.contains(SECRET), "{stderr}");
 }
+
+/// File operations in granted directories (each with the guest and host
+/// path, bytes written, refusals by a read-only grant), config reads (the
+/// keys, never the values), and a flood of file operations held to the
+/// per-call cap with one record of how many were left out.
+#[test]
+fn the_journal_records_file_operations_and_config_reads_within_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rw, ro) = (dir.path().join("rw"), dir.path().join("ro"));
+    std::fs::create_dir_all(&rw).unwrap();
+    std::fs::create_dir_all(&ro).unwrap();
+    std::fs::write(ro.join("given.txt"), "read me").unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[plugins.probe]\nfiles = [{{ host = \"{}\", guest = \"/data\", mode = \"rw\" }}, {{ host = \"{}\", guest = \"/given\", mode = \"ro\" }}]\n",
+            rw.display(),
+            ro.display()
+        ),
+    )
+    .unwrap();
+    let journal = dir.path().join("audit.jsonl");
+    let script = "write /data/out.txt 8\nread /given/given.txt\nwrite /given/evil.txt 1\nrename /data/out.txt /data/moved.txt\ntouch-many /data 1200";
+    let response = format!(
+        "!!!GADGET_START:Fs:f1\n!!!ARG:script\n{script}\n!!!GADGET_END\n!!!GADGET_START:Leak:l1\n!!!ARG:key\nSECRET_TOKEN\n!!!GADGET_END\n"
+    );
+    let out = fed(
+        probe()
+            .arg("--config")
+            .arg(&policy)
+            .arg("--audit")
+            .arg(&journal)
+            .args(["run", "-", "--json"])
+            .stderr(Stdio::null()),
+        &response,
+    );
+    assert!(out.status.success());
+    let text = std::fs::read_to_string(&journal).unwrap();
+    assert!(!text.contains(SECRET), "a secret reached the journal");
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let file = |op: &str, path: &str| {
+        records
+            .iter()
+            .find(|r| {
+                r["event"] == "file" && r["detail"]["op"] == op && r["detail"]["path"] == path
+            })
+            .unwrap_or_else(|| panic!("no {op} of {path} in\n{text}"))
+    };
+    let created = file("create", "/data/out.txt");
+    assert_eq!(
+        created["detail"]["host"],
+        rw.join("out.txt").display().to_string()
+    );
+    assert_eq!(created["gadget"], "Fs");
+    assert_eq!(file("write", "/data/out.txt")["detail"]["bytes"], 8);
+    assert!(file("open", "/given/given.txt")["detail"]["refused"].is_null());
+    let refused = file("create", "/given/evil.txt");
+    assert!(refused["detail"]["refused"].is_string(), "{refused}");
+    assert_eq!(
+        file("rename", "/data/out.txt")["detail"]["to"],
+        "/data/moved.txt"
+    );
+    // 1,200 creations and more: the cap, then one count.
+    let of_fs = records
+        .iter()
+        .filter(|r| r["call"] == "f1" && r["event"] == "file")
+        .count() as u64;
+    // (Its config read shares the journal's cap of 1,000 records.)
+    assert!((990..=1000).contains(&of_fs), "{of_fs} file records");
+    let omitted = records
+        .iter()
+        .find(|r| r["call"] == "f1" && r["event"] == "omitted")
+        .unwrap_or_else(|| panic!("no omitted record:\n{text}"));
+    assert_eq!(omitted["detail"]["of"], "file");
+    assert!(
+        omitted["detail"]["count"].as_u64().unwrap() >= 200,
+        "{omitted}"
+    );
+    // The probe's Leak read its config: the key, not the value.
+    let config = records
+        .iter()
+        .find(|r| r["call"] == "l1" && r["event"] == "config")
+        .unwrap_or_else(|| panic!("no config read:\n{text}"));
+    assert_eq!(
+        config["detail"]["keys"],
+        serde_json::json!(["SECRET_TOKEN"])
+    );
+}

@@ -1,0 +1,365 @@
+//! What a call does in its granted directories, told to its observer as
+//! [`Effect::File`]s (the audit journal's file records, `--json`'s
+//! effects, the call's span events): each open and creation, read, write,
+//! directory made, removal, rename and link, with the path as the gadget
+//! sees it and as it is on the host, and every refusal.
+//!
+//! Every descriptor the call holds in a grant is known by its paths (from
+//! the preopen down), so an operation on a descriptor names its file. The
+//! guards in `dirs.rs` and the shims here report through [`FileLog`];
+//! with no observer nothing is built. A call tells at most
+//! [`MAX_FILE_EFFECTS_PER_CALL`]; the rest are counted, and the count is
+//! told once when the call ends ([`Effect::Omitted`]).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use gadget_core::effect::Effect;
+use gadget_core::ledger::{CallEvent, CallObserver};
+use wasmtime::component::{Linker, Resource};
+use wasmtime_wasi::filesystem::WasiFilesystemView as _;
+use wasmtime_wasi::p2::bindings::filesystem::types::{
+    Descriptor, ErrorCode, Filesize, HostDescriptor,
+};
+
+use crate::CallState;
+use crate::dirs::settle;
+
+/// The most file operations one call tells: as many as the journal keeps
+/// of a call (a gadget making a million reads must not make a million
+/// events).
+pub const MAX_FILE_EFFECTS_PER_CALL: u64 = gadget_core::audit::MAX_RECORDS_PER_CALL;
+
+/// One call's file operations, as its observer is told them.
+#[derive(Default)]
+pub(crate) struct FileLog {
+    observer: Option<CallObserver>,
+    /// Grant guest path to host path.
+    roots: HashMap<String, PathBuf>,
+    /// Every descriptor in a grant: its guest and host paths.
+    paths: HashMap<u32, (String, PathBuf)>,
+    /// Shared with the call's file streams, which tell their writes when
+    /// they close.
+    counts: Arc<Counts>,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    told: AtomicU64,
+    omitted: AtomicU64,
+}
+
+impl Counts {
+    /// Whether one more may be told.
+    fn admit(&self) -> bool {
+        if self.told.fetch_add(1, Ordering::Relaxed) < MAX_FILE_EFFECTS_PER_CALL {
+            return true;
+        }
+        self.omitted.fetch_add(1, Ordering::Relaxed);
+        false
+    }
+}
+
+/// What a file stream tells of its writes when it closes.
+pub(crate) struct StreamLog {
+    observer: CallObserver,
+    path: String,
+    host: String,
+    counts: Arc<Counts>,
+    pub(crate) written: u64,
+}
+
+impl Drop for StreamLog {
+    fn drop(&mut self) {
+        if self.written > 0 && self.counts.admit() {
+            (self.observer)(&CallEvent::Effect(Effect::File {
+                op: "write",
+                path: std::mem::take(&mut self.path),
+                host: std::mem::take(&mut self.host),
+                bytes: Some(self.written),
+                to: None,
+                refused: None,
+                error: None,
+            }));
+        }
+    }
+}
+
+impl std::fmt::Debug for FileLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileLog")
+            .field("observed", &self.observer.is_some())
+            .field("counts", &self.counts)
+            .finish()
+    }
+}
+
+/// What the operation came to.
+pub(crate) enum Done<'a> {
+    Ok,
+    Refused(&'a str),
+    Failed(ErrorCode),
+}
+
+impl FileLog {
+    pub(crate) fn new(
+        grants: &[crate::grants::DirGrant],
+        observer: Option<CallObserver>,
+    ) -> FileLog {
+        FileLog {
+            roots: if observer.is_some() {
+                grants
+                    .iter()
+                    .map(|g| (g.guest.clone(), g.host.clone()))
+                    .collect()
+            } else {
+                HashMap::new()
+            },
+            observer,
+            paths: HashMap::new(),
+            counts: Arc::default(),
+        }
+    }
+
+    pub(crate) fn watched(&self) -> bool {
+        self.observer.is_some()
+    }
+
+    /// What a write stream on `fd` tells when it closes.
+    pub(crate) fn stream(&self, fd: u32) -> Option<StreamLog> {
+        let observer = self.observer.clone()?;
+        let (path, host) = self.paths.get(&fd)?;
+        Some(StreamLog {
+            observer,
+            path: path.clone(),
+            host: host.display().to_string(),
+            counts: self.counts.clone(),
+            written: 0,
+        })
+    }
+
+    /// A grant's directory, as the call's preopen `fd`.
+    pub(crate) fn preopened(&mut self, fd: u32, guest: &str) {
+        if let Some(host) = self.roots.get(guest) {
+            self.paths.insert(fd, (guest.to_string(), host.clone()));
+        }
+    }
+
+    /// `child` was opened at `path` under `parent`.
+    pub(crate) fn opened(&mut self, parent: u32, child: u32, path: &str) {
+        if let Some(paths) = self.paths_at(parent, path) {
+            self.paths.insert(child, paths);
+        }
+    }
+
+    fn paths_at(&self, fd: u32, path: &str) -> Option<(String, PathBuf)> {
+        let (guest, host) = self.paths.get(&fd)?;
+        if path.is_empty() || path == "." {
+            return Some((guest.clone(), host.clone()));
+        }
+        Some((
+            format!("{}/{path}", guest.trim_end_matches('/')),
+            host.join(path),
+        ))
+    }
+
+    /// Tells `op` on `path` under `fd` (the descriptor itself when
+    /// `path` is empty).
+    pub(crate) fn tell(
+        &mut self,
+        op: &'static str,
+        fd: u32,
+        path: &str,
+        bytes: Option<u64>,
+        to: Option<String>,
+        done: Done<'_>,
+    ) {
+        let Some(observer) = &self.observer else {
+            return;
+        };
+        let Some((path, host)) = self.paths_at(fd, path) else {
+            return;
+        };
+        if !self.counts.admit() {
+            return;
+        }
+        let (refused, error) = match done {
+            Done::Ok => (None, None),
+            Done::Refused(why) => (Some(why.to_string()), None),
+            Done::Failed(code) => match refusal(code) {
+                Some(why) => (Some(why.to_string()), None),
+                None => (None, Some(error_name(code))),
+            },
+        };
+        observer(&CallEvent::Effect(Effect::File {
+            op,
+            path,
+            host: host.display().to_string(),
+            bytes,
+            to,
+            refused,
+            error,
+        }));
+    }
+}
+
+impl Drop for FileLog {
+    fn drop(&mut self) {
+        let omitted = self.counts.omitted.load(Ordering::Relaxed);
+        if let Some(observer) = &self.observer
+            && omitted > 0
+        {
+            observer(&CallEvent::Effect(Effect::Omitted {
+                of: "file",
+                count: omitted,
+            }));
+        }
+    }
+}
+
+/// The codes that mean the host said no (not that the file system failed).
+fn refusal(code: ErrorCode) -> Option<&'static str> {
+    match code {
+        ErrorCode::ReadOnly => Some("the grant is read-only"),
+        ErrorCode::NotPermitted | ErrorCode::Access => Some("not permitted in the grant"),
+        ErrorCode::Quota => Some("the grant's per-call quota is spent"),
+        _ => None,
+    }
+}
+
+/// `no-entry`, `exist`, ...: WASI's own names.
+fn error_name(code: ErrorCode) -> String {
+    let debug = format!("{code:?}");
+    let mut name = String::with_capacity(debug.len() + 4);
+    for (i, c) in debug.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                name.push('-');
+            }
+            name.push(c.to_ascii_lowercase());
+        } else {
+            name.push(c);
+        }
+    }
+    name
+}
+
+/// The result the guest gets, told as `op` first.
+fn told<T>(
+    state: &mut CallState,
+    result: (Result<T, ErrorCode>,),
+    tell: impl FnOnce(&mut FileLog, Done<'_>),
+) -> (Result<T, ErrorCode>,) {
+    if state.files.log.watched() {
+        let done = match &result.0 {
+            Ok(_) => Done::Ok,
+            Err(code) => Done::Failed(*code),
+        };
+        tell(&mut state.files.log, done);
+    }
+    result
+}
+
+/// Shadows the operations the guards in `dirs.rs` leave alone and that
+/// the journal records: reads, removals and renames.
+pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let mut types = linker.instance(crate::dirs::TYPES_INTERFACE)?;
+    types.func_wrap_async(
+        "[method]descriptor.read",
+        |mut store, (fd, length, offset): (Resource<Descriptor>, Filesize, Filesize)| {
+            Box::new(async move {
+                let state = store.data_mut();
+                let rep = fd.rep();
+                let read = HostDescriptor::read(&mut state.filesystem(), fd, length, offset).await;
+                let result = settle(state, read)?;
+                let bytes = result.0.as_ref().ok().map(|(data, _)| data.len() as u64);
+                Ok(told(state, result, |log, done| {
+                    log.tell("read", rep, "", bytes, None, done)
+                }))
+            })
+        },
+    )?;
+    for (name, directory) in [
+        ("[method]descriptor.unlink-file-at", false),
+        ("[method]descriptor.remove-directory-at", true),
+    ] {
+        types.func_wrap_async(
+            name,
+            move |mut store, (fd, path): (Resource<Descriptor>, String)| {
+                Box::new(async move {
+                    let state = store.data_mut();
+                    let rep = fd.rep();
+                    let logged = state.files.log.watched().then(|| path.clone());
+                    let removed = if directory {
+                        HostDescriptor::remove_directory_at(&mut state.filesystem(), fd, path).await
+                    } else {
+                        HostDescriptor::unlink_file_at(&mut state.filesystem(), fd, path).await
+                    };
+                    let result = settle(state, removed)?;
+                    Ok(told(state, result, |log, done| {
+                        log.tell(
+                            "remove",
+                            rep,
+                            logged.as_deref().unwrap_or(""),
+                            None,
+                            None,
+                            done,
+                        )
+                    }))
+                })
+            },
+        )?;
+    }
+    types.func_wrap_async(
+        "[method]descriptor.rename-at",
+        |mut store,
+         (fd, old_path, new_fd, new_path): (
+            Resource<Descriptor>,
+            String,
+            Resource<Descriptor>,
+            String,
+        )| {
+            Box::new(async move {
+                let state = store.data_mut();
+                let (rep, new_rep) = (fd.rep(), new_fd.rep());
+                let logged = state
+                    .files
+                    .log
+                    .watched()
+                    .then(|| (old_path.clone(), new_path.clone()));
+                let renamed = HostDescriptor::rename_at(
+                    &mut state.filesystem(),
+                    fd,
+                    old_path,
+                    new_fd,
+                    new_path,
+                )
+                .await;
+                let result = settle(state, renamed)?;
+                Ok(told(state, result, |log, done| {
+                    let (old, new) = logged.unwrap_or_default();
+                    let to = log.paths_at(new_rep, &new).map(|(guest, _)| guest);
+                    log.tell("rename", rep, &old, None, to, done)
+                }))
+            })
+        },
+    )?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_codes_keep_wasis_names() {
+        assert_eq!(error_name(ErrorCode::NoEntry), "no-entry");
+        assert_eq!(error_name(ErrorCode::Exist), "exist");
+        assert!(refusal(ErrorCode::ReadOnly).is_some());
+        assert!(refusal(ErrorCode::NoEntry).is_none());
+    }
+}

@@ -194,6 +194,10 @@ impl SubAgentTool {
         if let Some(approvals) = &call.approvals {
             executor = executor.with_approvals(approvals.clone());
         }
+        // The inner calls are the operator's to audit as much as any.
+        if let Some(journal) = &call.journal {
+            executor = executor.with_journal(journal.clone());
+        }
         let (provider_name, model_name) = definition.model.split_once(':').unwrap_or_default();
         let config = AgentConfig {
             model,

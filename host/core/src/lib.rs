@@ -60,6 +60,7 @@ pub mod chunked;
 pub mod effect;
 pub mod events;
 pub mod fuzz;
+pub mod journal;
 pub mod ledger;
 pub mod limits;
 pub mod llm;

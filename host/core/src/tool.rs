@@ -54,6 +54,9 @@ pub struct ToolCall {
     /// the gadget's outgoing HTTP requests, and the parent of a sub-agent's
     /// own calls.
     pub trace_parent: Option<Arc<str>>,
+    /// The audit journal the call is recorded in: a tool that runs calls
+    /// of its own (a sub-agent) records them there too.
+    pub journal: Option<Arc<crate::journal::Journal>>,
 }
 
 impl ToolCall {
@@ -66,6 +69,7 @@ impl ToolCall {
             observer: None,
             approvals: None,
             trace_parent: None,
+            journal: None,
         }
     }
 }

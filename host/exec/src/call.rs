@@ -210,7 +210,7 @@ async fn decide_and_run(
         observer,
         human,
         approvals,
-        journal: _,
+        journal,
         trace: _,
     } = options;
     if let Some(recorder) = recorder {
@@ -224,6 +224,7 @@ async fn decide_and_run(
         observer,
         approvals,
         trace_parent,
+        journal,
     };
     let report = if tool.is_instant() {
         run_at_once(&*tool, call)

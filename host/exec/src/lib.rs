@@ -41,7 +41,8 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 mod abort;
-pub mod audit;
+/// The audit journal (in `gadget-core`, so that calls can carry it).
+pub use gadget_core::journal as audit;
 mod builtins;
 pub mod call;
 mod config;

@@ -231,19 +231,7 @@ fn refusal(code: ErrorCode) -> Option<&'static str> {
 
 /// `no-entry`, `exist`, ...: WASI's own names.
 fn error_name(code: ErrorCode) -> String {
-    let debug = format!("{code:?}");
-    let mut name = String::with_capacity(debug.len() + 4);
-    for (i, c) in debug.chars().enumerate() {
-        if c.is_ascii_uppercase() {
-            if i > 0 {
-                name.push('-');
-            }
-            name.push(c.to_ascii_lowercase());
-        } else {
-            name.push(c);
-        }
-    }
-    name
+    code.name().to_string()
 }
 
 /// The result the guest gets, told as `op` first.

@@ -521,6 +521,8 @@ fn a_sub_agents_calls_ask_the_same_approver_as_the_session() {
         .arg("--config")
         .arg(&policy)
         .env("TEST_LLM_KEY", "sk-test")
+        .arg("--audit")
+        .arg(dir.path().join("audit.jsonl"))
         .args(["agent", "do sums", "--json", "--approvals"])
         .arg(&decisions)
         .stdin(Stdio::null())
@@ -548,4 +550,22 @@ fn a_sub_agents_calls_ask_the_same_approver_as_the_session() {
         .find(|e| e["type"] == "call_finished" && e["id"] == "r1")
         .unwrap();
     assert_eq!(researcher["result"], "done", "{researcher}");
+    // The sub-agent's own calls are in the session's audit journal too.
+    let journal = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+    let records: Vec<Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |call: &str, event: &str| {
+        records
+            .iter()
+            .any(|r| r["call"] == call && r["gadget"] == "Calculator" && r["event"] == event)
+    };
+    assert!(of("x", "call_finished"), "{journal}");
+    assert!(of("y", "approval"), "{journal}");
+    assert!(
+        records
+            .iter()
+            .any(|r| r["call"] == "r1" && r["gadget"] == "Researcher")
+    );
 }

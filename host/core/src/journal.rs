@@ -2,7 +2,9 @@
 //! reaches a tool (its start with the parameters' shape, its end with the
 //! outcome, duration and cost) and what the call reports on the way (cost
 //! reports, approvals, and each door it uses), appended to a file as the
-//! hash-chained lines of [`gadget_core::audit`].
+//! hash-chained lines of [`crate::audit`]. It is here, beside the
+//! records, so that a call carries it to the tools that run calls of their
+//! own (a sub-agent's calls are journaled like any other).
 //!
 //! Bounded: past [`MAX_RECORDS_PER_CALL`] records of one call, the rest
 //! are counted into one `records_dropped` record at its end. Secret values
@@ -24,13 +26,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use gadget_core::audit::{
-    GENESIS, MAX_RECORDS_PER_CALL, Record, bounded, line_hash, rfc3339, shape,
-};
-use gadget_core::call::{CallReport, Outcome};
-use gadget_core::ledger::CallEvent;
-use gadget_core::redact::Redactor;
-use gadget_core::tool::{Origin, Tool};
+use crate::audit::{GENESIS, MAX_RECORDS_PER_CALL, Record, bounded, line_hash, rfc3339, shape};
+use crate::call::{CallReport, Outcome};
+use crate::ledger::CallEvent;
+use crate::redact::Redactor;
+use crate::tool::{Origin, Tool};
 
 /// Longest name or id of a refused call kept in its record, in bytes:
 /// whoever wrote it may have written anything.
@@ -247,10 +247,10 @@ impl Journal {
     /// A call refused before it reached a tool (no such gadget, a gadget
     /// the operator denies, parameters that do not fit): `name` as the
     /// caller wrote it, never its parameters.
-    pub fn refused(&self, call: &str, name: &str, failure: &crate::Failure) {
+    pub fn refused(&self, call: &str, name: &str, failure: &crate::events::Failure) {
         // The name is the caller's: a model or a client may write anything.
-        let name = gadget_core::ledger::truncate(name.to_string(), MAX_REFUSED_NAME_BYTES);
-        let call = gadget_core::ledger::truncate(call.to_string(), MAX_REFUSED_NAME_BYTES);
+        let name = crate::ledger::truncate(name.to_string(), MAX_REFUSED_NAME_BYTES);
+        let call = crate::ledger::truncate(call.to_string(), MAX_REFUSED_NAME_BYTES);
         self.record(
             "call_refused",
             Some(&call),
@@ -315,7 +315,7 @@ impl CallRecorder {
             CallEvent::Approval(approval) => ("approval", json!(approval)),
             // A count of what the runtime left out is itself the summary
             // (one per door per call): never dropped.
-            CallEvent::Effect(effect @ gadget_core::effect::Effect::Omitted { .. }) => {
+            CallEvent::Effect(effect @ crate::effect::Effect::Omitted { .. }) => {
                 return self.record(effect.door(), json!(effect));
             }
             CallEvent::Effect(effect) => (effect.door(), json!(effect)),

@@ -321,7 +321,7 @@ impl QuotaStream {
             grant.charge_bytes(bytes).map_err(|_| quota_error())?;
         }
         if let Some(log) = &mut self.log {
-            log.written = log.written.saturating_add(bytes);
+            log.bytes = log.bytes.saturating_add(bytes);
         }
         Ok(())
     }
@@ -560,7 +560,7 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
         |mut store, (fd, offset): (Resource<Descriptor>, Filesize)| {
             let state = store.data_mut();
             let grant = state.files.grant_of(&fd);
-            let log = state.files.log.stream(fd.rep());
+            let log = state.files.log.stream(fd.rep(), "write");
             let mut view = state.filesystem();
             let opened = HostDescriptor::write_via_stream(&mut view, fd, offset);
             charged_stream(&mut view, opened, grant, log)
@@ -571,7 +571,7 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
         |mut store, (fd,): (Resource<Descriptor>,)| {
             let state = store.data_mut();
             let grant = state.files.grant_of(&fd);
-            let log = state.files.log.stream(fd.rep());
+            let log = state.files.log.stream(fd.rep(), "write");
             let mut view = state.filesystem();
             let opened = HostDescriptor::append_via_stream(&mut view, fd);
             charged_stream(&mut view, opened, grant, log)

@@ -1,6 +1,7 @@
 //! What a call does in its granted directories, told to its observer as
 //! [`Effect::File`]s (the audit journal's file records, `--json`'s
-//! effects, the call's span events): each open and creation, read, write,
+//! effects, the call's span events): each open and creation, read, write
+//! (a stream's bytes told once, when it closes),
 //! directory made, removal, rename and link, with the path as the gadget
 //! sees it and as it is on the host, and every refusal.
 //!
@@ -16,13 +17,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use bytes::Bytes;
 use gadget_core::effect::Effect;
 use gadget_core::ledger::{CallEvent, CallObserver};
 use wasmtime::component::{Linker, Resource};
 use wasmtime_wasi::filesystem::WasiFilesystemView as _;
 use wasmtime_wasi::p2::bindings::filesystem::types::{
-    Descriptor, ErrorCode, Filesize, HostDescriptor,
+    self as fs, Descriptor, ErrorCode, Filesize, HostDescriptor,
 };
+use wasmtime_wasi::p2::{DynInputStream, InputStream, Pollable, StreamResult};
 
 use crate::CallState;
 use crate::dirs::settle;
@@ -62,23 +65,24 @@ impl Counts {
     }
 }
 
-/// What a file stream tells of its writes when it closes.
+/// What a file stream tells of its reads or writes when it closes.
 pub(crate) struct StreamLog {
     observer: CallObserver,
+    op: &'static str,
     path: String,
     host: String,
     counts: Arc<Counts>,
-    pub(crate) written: u64,
+    pub(crate) bytes: u64,
 }
 
 impl Drop for StreamLog {
     fn drop(&mut self) {
-        if self.written > 0 && self.counts.admit() {
+        if self.bytes > 0 && self.counts.admit() {
             (self.observer)(&CallEvent::Effect(Effect::File {
-                op: "write",
+                op: self.op,
                 path: std::mem::take(&mut self.path),
                 host: std::mem::take(&mut self.host),
-                bytes: Some(self.written),
+                bytes: Some(self.bytes),
                 to: None,
                 refused: None,
                 error: None,
@@ -127,16 +131,18 @@ impl FileLog {
         self.observer.is_some()
     }
 
-    /// What a write stream on `fd` tells when it closes.
-    pub(crate) fn stream(&self, fd: u32) -> Option<StreamLog> {
+    /// What a stream on `fd` tells when it closes: `op` (`read`,
+    /// `write`) and its bytes.
+    pub(crate) fn stream(&self, fd: u32, op: &'static str) -> Option<StreamLog> {
         let observer = self.observer.clone()?;
         let (path, host) = self.paths.get(&fd)?;
         Some(StreamLog {
             observer,
+            op,
             path: path.clone(),
             host: host.display().to_string(),
             counts: self.counts.clone(),
-            written: 0,
+            bytes: 0,
         })
     }
 
@@ -250,11 +256,80 @@ fn told<T>(
     result
 }
 
+/// A file's read stream, counting what the gadget reads.
+struct CountedInput {
+    inner: DynInputStream,
+    log: StreamLog,
+}
+
+impl CountedInput {
+    fn counted(&mut self, bytes: StreamResult<Bytes>) -> StreamResult<Bytes> {
+        if let Ok(read) = &bytes {
+            self.log.bytes = self.log.bytes.saturating_add(read.len() as u64);
+        }
+        bytes
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for CountedInput {
+    async fn ready(&mut self) {
+        self.inner.ready().await
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl InputStream for CountedInput {
+    fn read(&mut self, size: usize) -> StreamResult<Bytes> {
+        let read = self.inner.read(size);
+        self.counted(read)
+    }
+
+    async fn blocking_read(&mut self, size: usize) -> StreamResult<Bytes> {
+        let read = self.inner.blocking_read(size).await;
+        self.counted(read)
+    }
+
+    fn skip(&mut self, nelem: usize) -> StreamResult<usize> {
+        self.inner.skip(nelem)
+    }
+
+    async fn blocking_skip(&mut self, nelem: usize) -> StreamResult<usize> {
+        self.inner.blocking_skip(nelem).await
+    }
+
+    async fn cancel(&mut self) {
+        self.inner.cancel().await
+    }
+}
+
 /// Shadows the operations the guards in `dirs.rs` leave alone and that
 /// the journal records: reads, removals and renames.
 pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let mut types = linker.instance(crate::dirs::TYPES_INTERFACE)?;
+    types.func_wrap(
+        "[method]descriptor.read-via-stream",
+        |mut store, (fd, offset): (Resource<Descriptor>, Filesize)| {
+            let state = store.data_mut();
+            let log = state.files.log.stream(fd.rep(), "read");
+            let mut view = state.filesystem();
+            match HostDescriptor::read_via_stream(&mut view, fd, offset) {
+                Ok(stream) => {
+                    if let Some(log) = log {
+                        let entry = view.table.get_mut(&stream)?;
+                        let inner = std::mem::replace(
+                            entry,
+                            Box::new(wasmtime_wasi::p2::pipe::ClosedInputStream),
+                        );
+                        *entry = Box::new(CountedInput { inner, log });
+                    }
+                    Ok((Ok(stream),))
+                }
+                Err(e) => Ok((Err(fs::Host::convert_error_code(&mut view, e)?),)),
+            }
+        },
+    )?;
     types.func_wrap_async(
         "[method]descriptor.read",
         |mut store, (fd, length, offset): (Resource<Descriptor>, Filesize, Filesize)| {

@@ -288,6 +288,7 @@ fn the_journal_records_file_operations_and_config_reads_within_the_cap() {
     assert_eq!(created["gadget"], "Fs");
     assert_eq!(file("write", "/data/out.txt")["detail"]["bytes"], 8);
     assert!(file("open", "/given/given.txt")["detail"]["refused"].is_null());
+    assert_eq!(file("read", "/given/given.txt")["detail"]["bytes"], 7);
     let refused = file("create", "/given/evil.txt");
     assert!(refused["detail"]["refused"].is_string(), "{refused}");
     assert_eq!(

@@ -134,10 +134,95 @@ fn shown(record: &Record) -> String {
     let detail = if record.detail.is_null() {
         String::new()
     } else {
-        format!(" {}", record.detail)
+        match summary(&record.event, &record.detail) {
+            Some(summary) => format!(": {summary}"),
+            None => format!(" {}", record.detail),
+        }
     };
     format!(
         "{} #{} {}{who}{detail}",
         record.time, record.seq, record.event
     )
+}
+
+/// A door's record for people (`GET http://host/path: 200, 26 bytes in,
+/// 3.1 ms`); `None`: shown as its JSON.
+fn summary(event: &str, detail: &serde_json::Value) -> Option<String> {
+    let text = |key: &str| detail[key].as_str().unwrap_or_default().to_string();
+    let number = |key: &str| detail[key].as_f64().unwrap_or(0.0);
+    let ending = || match (detail["refused"].as_str(), detail["error"].as_str()) {
+        (Some(why), _) => format!(" REFUSED: {why}"),
+        (None, Some(why)) => format!(" failed: {why}"),
+        (None, None) => String::new(),
+    };
+    Some(match event {
+        "http" => {
+            let status = detail["status"]
+                .as_u64()
+                .map_or("no response".to_string(), |s| s.to_string());
+            format!(
+                "{} {}{}: {status}, {} bytes out, {} bytes in, {:.1} ms{}",
+                text("method"),
+                text("origin"),
+                text("path"),
+                number("bytes_out"),
+                number("bytes_in"),
+                number("duration_ms"),
+                ending()
+            )
+        }
+        "file" => {
+            let bytes = detail["bytes"]
+                .as_u64()
+                .map_or(String::new(), |b| format!(" ({b} bytes)"));
+            let to = detail["to"]
+                .as_str()
+                .map_or(String::new(), |to| format!(" to {to}"));
+            format!(
+                "{} {}{to}{bytes} [host {}]{}",
+                text("op"),
+                text("path"),
+                text("host"),
+                ending()
+            )
+        }
+        "config" => {
+            let keys: Vec<&str> = detail["keys"]
+                .as_array()?
+                .iter()
+                .filter_map(|k| k.as_str())
+                .collect();
+            format!("read config keys {}", keys.join(", "))
+        }
+        "llm" => format!(
+            "{}: {} tokens in, {} out, ${:.6}{}",
+            text("model"),
+            number("input_tokens"),
+            number("output_tokens"),
+            number("cost"),
+            ending()
+        ),
+        "omitted" => format!(
+            "{} more {} operations not recorded (the per-call cap)",
+            number("count"),
+            text("of")
+        ),
+        "records_dropped" => format!(
+            "{} more records of this call not kept (the cap of {})",
+            number("count"),
+            number("cap")
+        ),
+        "call_finished" => {
+            let outcome = match detail["error"]["kind"].as_str() {
+                Some(kind) => format!("{kind}: {}", detail["error"]["message"].as_str()?),
+                None => text("outcome"),
+            };
+            format!(
+                "{outcome} in {:.1} ms, cost ${:.6}",
+                number("duration_ms"),
+                number("cost")
+            )
+        }
+        _ => return None,
+    })
 }

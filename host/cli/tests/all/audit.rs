@@ -151,6 +151,13 @@ fn the_journal_records_calls_and_requests_and_verify_names_a_broken_line() {
         shown.lines().all(|l| l.contains(" http FetchUrl (")),
         "{shown}"
     );
+    // For people: the request and its answer, or why it was refused.
+    assert!(
+        shown.contains("GET http://127.0.0.1:")
+            && shown.contains("/hello: 200, 0 bytes out, 26 bytes in"),
+        "{shown}"
+    );
+    assert!(shown.contains("REFUSED: "), "{shown}");
 }
 
 /// `gadget` over the probe plugin, its `SECRET_TOKEN` granted from the

@@ -18,7 +18,7 @@
 //! chain.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -26,7 +26,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use crate::audit::{GENESIS, MAX_RECORDS_PER_CALL, Record, bounded, line_hash, rfc3339, shape};
+use sha2::{Digest as _, Sha256};
+
+use crate::audit::{
+    GENESIS, MAX_RECORD_STRING_BYTES, MAX_RECORDS_PER_CALL, Record, bounded, hex, line_hash,
+    rfc3339,
+};
 use crate::call::{CallReport, Outcome};
 use crate::ledger::CallEvent;
 use crate::redact::Redactor;
@@ -71,14 +76,24 @@ pub struct Journal {
     options: JournalOptions,
     redactor: Redactor,
     state: Mutex<State>,
+    /// The file. Its lock is taken before the state's is let go, so
+    /// batches reach it in order, while the next records are already
+    /// being added to a new buffer (no call waits on a write).
+    out: Mutex<Box<dyn Write + Send>>,
+    /// When the journal was opened, and when (ms after it) the buffer was
+    /// last written out: read without a lock at each call's end.
+    opened: Instant,
+    flushed_ms: AtomicU64,
 }
 
+/// Bytes of records gathered before they are written out.
+const BATCH_BYTES: usize = 64 << 10;
+
 struct State {
-    out: BufWriter<Box<dyn Write + Send>>,
+    /// Records not yet written out.
+    batch: Vec<u8>,
     seq: u64,
     prev: String,
-    /// When the buffer was last written out.
-    flushed: Instant,
     /// The first write error (later records are not attempted).
     failed: Option<String>,
 }
@@ -88,9 +103,10 @@ struct State {
 /// host writes in batches rather than once per call.
 pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 
-/// A record's fields besides its place in the chain, borrowed.
+/// A record's fields besides its place in the chain, borrowed; `detail`
+/// typed for the records every call makes (no JSON tree built for them).
 #[derive(serde::Serialize)]
-struct Body<'a> {
+struct Body<'a, D> {
     time: String,
     session: &'a str,
     event: &'a str,
@@ -102,8 +118,7 @@ struct Body<'a> {
     plugin: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     digest: Option<&'a str>,
-    #[serde(skip_serializing_if = "Value::is_null")]
-    detail: Value,
+    detail: D,
 }
 
 impl Journal {
@@ -134,11 +149,13 @@ impl Journal {
             path: path.to_path_buf(),
             redactor: Redactor::new(options.secrets.clone()),
             options,
+            out: Mutex::new(Box::new(file)),
+            opened: Instant::now(),
+            flushed_ms: AtomicU64::new(0),
             state: Mutex::new(State {
-                out: BufWriter::with_capacity(64 << 10, Box::new(file)),
+                batch: Vec::with_capacity(BATCH_BYTES),
                 seq,
                 prev,
-                flushed: Instant::now(),
                 failed: None,
             }),
         })
@@ -151,11 +168,13 @@ impl Journal {
             path: PathBuf::from(name),
             redactor: Redactor::new(options.secrets.clone()),
             options,
+            out: Mutex::new(out),
+            opened: Instant::now(),
+            flushed_ms: AtomicU64::new(0),
             state: Mutex::new(State {
-                out: BufWriter::with_capacity(64 << 10, out),
+                batch: Vec::with_capacity(BATCH_BYTES),
                 seq: 0,
                 prev: GENESIS.to_string(),
-                flushed: Instant::now(),
                 failed: None,
             }),
         }
@@ -185,6 +204,19 @@ impl Journal {
         origin: Option<&Origin>,
         detail: Value,
     ) {
+        let detail = (!detail.is_null()).then(|| bounded(self.redactor.value(detail)));
+        self.append(event, call, gadget, origin, Detail(detail));
+    }
+
+    /// Appends one record whose detail is already redacted and bounded.
+    fn append<D: serde::Serialize>(
+        &self,
+        event: &str,
+        call: Option<&str>,
+        gadget: Option<&str>,
+        origin: Option<&Origin>,
+        detail: D,
+    ) {
         let body = Body {
             time: rfc3339(now_ms()),
             session: &self.options.session,
@@ -193,55 +225,72 @@ impl Journal {
             gadget,
             plugin: origin.map(|o| o.plugin.as_str()),
             digest: origin.map(|o| o.digest.as_str()),
-            detail: bounded(self.redactor.value(detail)),
+            detail,
         };
-        let body = match serde_json::to_string(&body) {
-            Ok(body) => body,
-            Err(e) => {
-                self.lock().failed.get_or_insert(e.to_string());
-                return;
-            }
-        };
+        let mut text = Vec::with_capacity(512);
+        if let Err(e) = serde_json::to_writer(&mut text, &body) {
+            self.lock().failed.get_or_insert(e.to_string());
+            return;
+        }
         // `{...}` without its braces, between the number and `prev`: the
         // field order of [`Record`].
-        let inner = &body[1..body.len() - 1];
-        let mut state = self.lock();
-        if state.failed.is_some() {
+        let inner = &text[1..text.len() - 1];
+        let mut guard = self.lock();
+        if guard.failed.is_some() {
             return;
         }
+        let state = &mut *guard;
         let seq = state.seq + 1;
-        let line = format!("{{\"seq\":{seq},{inner},\"prev\":\"{}\"}}", state.prev);
-        if let Err(e) = writeln!(state.out, "{line}") {
-            state.failed = Some(e.to_string());
-            return;
+        let head = format!("{{\"seq\":{seq},");
+        // The line is written and hashed in pieces, never assembled.
+        let pieces: [&[u8]; 5] = [
+            head.as_bytes(),
+            inner,
+            b",\"prev\":\"",
+            state.prev.as_bytes(),
+            b"\"}",
+        ];
+        let mut hasher = Sha256::new();
+        for piece in pieces {
+            hasher.update(piece);
+            state.batch.extend_from_slice(piece);
         }
+        state.batch.push(b'\n');
         state.seq = seq;
-        state.prev = line_hash(&line);
+        state.prev = hex(&hasher.finalize());
+        if state.batch.len() >= BATCH_BYTES {
+            self.write_out(guard);
+        }
+    }
+
+    /// Takes the batch and writes it, the state's lock let go first.
+    fn write_out(&self, mut state: std::sync::MutexGuard<'_, State>) {
+        let batch = std::mem::replace(&mut state.batch, Vec::with_capacity(BATCH_BYTES));
+        self.flushed_ms
+            .store(self.opened.elapsed().as_millis() as u64, Ordering::Relaxed);
+        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        drop(state);
+        let written = out.write_all(&batch).and_then(|()| out.flush());
+        drop(out);
+        if let Err(e) = written {
+            self.lock().failed.get_or_insert(e.to_string());
+        }
     }
 
     /// Writes what is buffered.
     pub fn flush(&self) {
-        let mut state = self.lock();
-        state.flushed = Instant::now();
-        if let Err(e) = state.out.flush()
-            && state.failed.is_none()
-        {
-            state.failed = Some(e.to_string());
-        }
+        self.write_out(self.lock());
     }
 
     /// Writes what is buffered if it has waited [`FLUSH_INTERVAL`].
     fn flush_due(&self) {
-        let mut state = self.lock();
-        if state.flushed.elapsed() < FLUSH_INTERVAL {
+        let now = self.opened.elapsed().as_millis() as u64;
+        if now.saturating_sub(self.flushed_ms.load(Ordering::Relaxed))
+            < FLUSH_INTERVAL.as_millis() as u64
+        {
             return;
         }
-        state.flushed = Instant::now();
-        if let Err(e) = state.out.flush()
-            && state.failed.is_none()
-        {
-            state.failed = Some(e.to_string());
-        }
+        self.write_out(self.lock());
     }
 
     /// A call refused before it reached a tool (no such gadget, a gadget
@@ -283,6 +332,16 @@ pub struct CallRecorder {
 }
 
 impl CallRecorder {
+    fn append<D: serde::Serialize>(&self, event: &str, detail: D) {
+        self.journal.append(
+            event,
+            Some(&self.call),
+            Some(&self.gadget),
+            self.origin.as_ref(),
+            detail,
+        );
+    }
+
     fn record(&self, event: &str, detail: Value) {
         self.journal.record(
             event,
@@ -295,16 +354,24 @@ impl CallRecorder {
 
     /// The call is about to run with `params`.
     pub fn started(&self, params: &Value, timeout: Option<Duration>) {
-        let record_params = self.journal.options.record_params;
-        let (key, params) = if record_params {
-            ("params", params.clone())
+        let journal = &self.journal;
+        let detail = if journal.options.record_params {
+            Started {
+                params_shape: None,
+                params: Some(bounded(journal.redactor.value(params.clone()))),
+                timeout_ms: timeout.map(|t| t.as_millis() as u64),
+            }
         } else {
-            ("params_shape", shape(params))
+            Started {
+                params_shape: Some(ShapeOf {
+                    value: params,
+                    redactor: &journal.redactor,
+                }),
+                params: None,
+                timeout_ms: timeout.map(|t| t.as_millis() as u64),
+            }
         };
-        self.record(
-            "call_started",
-            json!({ key: params, "timeout_ms": timeout.map(|t| t.as_millis() as u64) }),
-        );
+        self.append("call_started", detail);
     }
 
     /// What a running call reported that the journal keeps: costs,
@@ -341,20 +408,20 @@ impl CallRecorder {
             Ok(Outcome::Result { .. }) => ("result", None),
             Ok(Outcome::Finish { .. }) => ("finish", None),
             Ok(Outcome::AskHuman { .. }) => ("ask-human", None),
-            Err(error) => (
-                "error",
-                Some(json!({"kind": error.kind(), "message": error.to_string()})),
-            ),
+            Err(error) => {
+                let message = self.journal.redactor.string(error.to_string());
+                let message = crate::ledger::truncate(message, MAX_RECORD_STRING_BYTES);
+                let kind = error.kind();
+                ("error", Some(ErrorDetail { kind, message }))
+            }
         };
-        self.record(
-            "call_finished",
-            json!({
-                "outcome": outcome,
-                "error": error,
-                "duration_ms": report.duration.as_secs_f64() * 1e3,
-                "cost": report.cost,
-            }),
-        );
+        let detail = FinishedDetail {
+            outcome,
+            error,
+            duration_ms: report.duration.as_secs_f64() * 1e3,
+            cost: report.cost,
+        };
+        self.append("call_finished", detail);
         if !instant {
             self.journal.flush_due();
         }
@@ -369,7 +436,7 @@ impl std::fmt::Debug for Journal {
 
 impl Drop for Journal {
     fn drop(&mut self) {
-        let _ = self.lock().out.flush();
+        self.flush();
     }
 }
 
@@ -392,4 +459,111 @@ fn last_line(file: &mut File) -> std::io::Result<Option<String>> {
         .rev()
         .find(|l| !l.trim().is_empty())
         .map(str::to_string))
+}
+
+/// A detail given as JSON: `null` is left out of the record.
+struct Detail(Option<Value>);
+
+impl serde::Serialize for Detail {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+/// `call_started`'s detail.
+#[derive(serde::Serialize)]
+struct Started<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params_shape: Option<ShapeOf<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<Value>,
+    timeout_ms: Option<u64>,
+}
+
+/// `call_finished`'s detail.
+#[derive(serde::Serialize)]
+struct FinishedDetail {
+    outcome: &'static str,
+    error: Option<ErrorDetail>,
+    duration_ms: f64,
+    cost: f64,
+}
+
+#[derive(serde::Serialize)]
+struct ErrorDetail {
+    kind: crate::call::FailureKind,
+    message: String,
+}
+
+/// [`crate::audit::shape`] written as it is serialised (no tree built):
+/// each key's type and size, keys redacted and bounded.
+struct ShapeOf<'a> {
+    value: &'a Value,
+    redactor: &'a Redactor,
+}
+
+impl serde::Serialize for ShapeOf<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let kind = |serializer: S, kind: &str, size: Option<(&str, usize)>| {
+            let mut map = serializer.serialize_map(Some(1 + usize::from(size.is_some())))?;
+            map.serialize_entry("type", kind)?;
+            if let Some((key, size)) = size {
+                map.serialize_entry(key, &size)?;
+            }
+            map.end()
+        };
+        match self.value {
+            Value::Object(fields) => {
+                let mut map = serializer.serialize_map(Some(fields.len()))?;
+                for (key, value) in fields {
+                    let shaped = ShapeOf {
+                        value,
+                        redactor: self.redactor,
+                    };
+                    if self.redactor.is_empty() && key.len() <= MAX_RECORD_STRING_BYTES {
+                        map.serialize_entry(key, &shaped)?;
+                    } else {
+                        let key = self.redactor.string(key.clone());
+                        let key = crate::ledger::truncate(key, MAX_RECORD_STRING_BYTES);
+                        map.serialize_entry(&key, &shaped)?;
+                    }
+                }
+                map.end()
+            }
+            Value::Array(items) => kind(serializer, "array", Some(("items", items.len()))),
+            Value::String(text) => {
+                kind(serializer, "string", Some(("chars", text.chars().count())))
+            }
+            Value::Number(_) => kind(serializer, "number", None),
+            Value::Bool(_) => kind(serializer, "boolean", None),
+            Value::Null => kind(serializer, "null", None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shape_written_as_it_goes_is_the_shape_built() {
+        let value = json!({"a": "héllo", "b": [1, 2], "c": {"d": null, "e": true}, "f": 1.5});
+        let none = Redactor::new(Vec::new());
+        let written = serde_json::to_value(ShapeOf {
+            value: &value,
+            redactor: &none,
+        })
+        .unwrap();
+        assert_eq!(written, crate::audit::shape(&value));
+        // A secret in a key is redacted like anywhere else.
+        let secret = Redactor::new(vec!["hunter2-key".into()]);
+        let keyed = json!({"hunter2-key": 1});
+        let text = serde_json::to_string(&ShapeOf {
+            value: &keyed,
+            redactor: &secret,
+        })
+        .unwrap();
+        assert!(!text.contains("hunter2-key"), "{text}");
+    }
 }

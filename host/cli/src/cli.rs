@@ -50,6 +50,7 @@ mod parse;
 mod prompt;
 mod run;
 mod safe;
+mod sign;
 mod telemetry;
 mod view;
 
@@ -222,6 +223,31 @@ enum Command {
     Check {
         /// A plugin directory (with plugin.toml) or a .wasm component.
         path: PathBuf,
+    },
+    /// Make an Ed25519 key pair for signing components (the files wasmsign2 reads).
+    #[command(after_help = "Example:\n  gadget keygen --secret-key acme.sec --public-key acme.pub")]
+    Keygen {
+        /// Where the secret key goes (created; readable by you only).
+        #[arg(long, value_name = "FILE")]
+        secret_key: PathBuf,
+        /// Where the public key goes: what operators trust.
+        #[arg(long, value_name = "FILE")]
+        public_key: PathBuf,
+    },
+    /// Sign a component: the signature goes inside it (several signers may sign one).
+    #[command(after_help = "Example:\n  gadget sign --key acme.sec plugins/web/web.wasm")]
+    Sign {
+        /// The secret key (from `gadget keygen` or wasmsign2).
+        #[arg(long, value_name = "FILE")]
+        key: PathBuf,
+        /// The component (.wasm).
+        component: PathBuf,
+        /// Write the signed component (or the signature) here instead.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Write the signature beside the component (COMPONENT.sig), leaving it unchanged.
+        #[arg(long)]
+        detached: bool,
     },
 }
 
@@ -439,6 +465,16 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 let host = host!(Calls::Few);
                 prompt::prompt(host.tools(&policy)?, prompt_options)
             }
+            Command::Keygen {
+                secret_key,
+                public_key,
+            } => sign::keygen(secret_key, public_key),
+            Command::Sign {
+                key,
+                component,
+                output,
+                detached,
+            } => sign::sign(key, component, output.as_deref(), *detached),
             Command::Check { path } => {
                 let runtime = host::runtime(&policy, Calls::Few)?;
                 check::check(&runtime, path, &load_options(&cli.global, &policy)).await

@@ -42,6 +42,7 @@ pub mod plugin;
 mod plugin_files;
 pub mod policy;
 mod pool;
+pub mod provenance;
 pub mod registry;
 mod requests;
 pub mod resolve;

@@ -21,6 +21,7 @@ mod mistakes;
 mod parser;
 mod serve;
 mod shipped;
+mod signing;
 mod stop;
 mod telemetry;
 mod transcripts;

@@ -1,0 +1,225 @@
+//! Who built a component: signatures inside it (the WebAssembly
+//! tool-conventions custom sections that `wasmsign2` writes and verifies,
+//! so they travel with the file through any copy or registry) or beside it
+//! in a detached `COMPONENT.sig` file, verified here, in-process, against
+//! the operator's named signers. Ed25519 keys, in the files `wasmsign2`
+//! reads and writes (raw, PEM or DER).
+
+use std::path::{Path, PathBuf};
+
+use wasmsign2::{KeyPair, Module, PublicKey, PublicKeySet, SecretKey, WSError};
+
+/// A detached signature's file: the component's path with this added.
+pub const DETACHED_SUFFIX: &str = ".sig";
+
+/// Why a key or a signature could not be made or read.
+#[derive(Debug, thiserror::Error)]
+pub enum ProvenanceError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{what}: not an Ed25519 key in a form wasmsign2 reads (raw, PEM or DER): {source}")]
+    Key { what: String, source: WSError },
+    #[error("{path}: cannot sign it: {source}")]
+    Sign { path: PathBuf, source: WSError },
+}
+
+/// An operator's signer: a name and a public key.
+#[derive(Debug, Clone)]
+pub struct Signer {
+    pub name: String,
+    key: PublicKey,
+}
+
+impl Signer {
+    /// `key` is a PEM public key written inline, or the path of a key file
+    /// (relative to `base`, the policy's directory).
+    pub fn new(name: &str, key: &str, base: &Path) -> Result<Signer, ProvenanceError> {
+        let key = key.trim();
+        let parsed = if key.starts_with("-----BEGIN") {
+            PublicKey::from_pem(key).map_err(|source| ProvenanceError::Key {
+                what: format!("trust.signers.{name}.key (inline)"),
+                source,
+            })?
+        } else {
+            let path = base.join(key);
+            let bytes = std::fs::read(&path).map_err(|source| ProvenanceError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            PublicKey::from_any(&bytes).map_err(|source| ProvenanceError::Key {
+                what: format!("trust.signers.{name}.key ({})", path.display()),
+                source,
+            })?
+        };
+        Ok(Signer {
+            name: name.to_string(),
+            key: parsed,
+        })
+    }
+}
+
+/// What the signatures of a component say, for the operator's signers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verification {
+    /// Signed by these signers (by name, sorted), and unchanged since.
+    Signed { by: Vec<String> },
+    /// No signature, inside or beside it.
+    Unsigned,
+    /// Signatures, but none that any of the signers' keys verifies: made
+    /// by another key, or the component was changed after it was signed.
+    Unverified,
+}
+
+/// Verifies `component` (its bytes; its detached signature, if one was
+/// beside it) against `signers`.
+pub fn verify(component: &[u8], detached: Option<&[u8]>, signers: &[Signer]) -> Verification {
+    let keys = PublicKeySet::new(signers.iter().map(|s| s.key.clone()).collect());
+    let embedded = keys.verify(&mut &component[..], None);
+    let outcome = match (embedded, detached) {
+        (Err(WSError::NoSignatures), Some(detached)) => {
+            keys.verify(&mut &component[..], Some(detached))
+        }
+        (outcome, _) => outcome,
+    };
+    match outcome {
+        Ok(valid) => {
+            let mut by: Vec<String> = signers
+                .iter()
+                .filter(|s| valid.contains(&s.key))
+                .map(|s| s.name.clone())
+                .collect();
+            by.sort();
+            by.dedup();
+            Verification::Signed { by }
+        }
+        Err(WSError::NoSignatures) => Verification::Unsigned,
+        Err(_) => Verification::Unverified,
+    }
+}
+
+/// Whether `component` carries a signature at all (whoever made it).
+pub fn is_signed(component: &[u8]) -> bool {
+    !matches!(
+        PublicKeySet::empty().verify(&mut &component[..], None),
+        Err(WSError::NoSignatures)
+    )
+}
+
+/// Makes a key pair: the secret key and the public key, each in the raw
+/// form `wasmsign2` writes, to the two files (the secret one readable by
+/// its owner only). Returns the public key as PEM, to write in a policy.
+pub fn keygen(secret: &Path, public: &Path) -> Result<String, ProvenanceError> {
+    let pair = KeyPair::generate();
+    write_private(secret, &pair.sk.to_bytes())?;
+    std::fs::write(public, pair.pk.to_bytes()).map_err(|source| ProvenanceError::Io {
+        path: public.to_path_buf(),
+        source,
+    })?;
+    Ok(pair.pk.to_pem())
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), ProvenanceError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let io = |source| ProvenanceError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io)?;
+    file.write_all(bytes).map_err(io)
+}
+
+/// Signs the component at `path` with the secret key in `key`: the
+/// signature is added to those it has (several signers may sign one
+/// component). Returns the signed component and the signature alone (for
+/// a detached `.sig` file).
+pub fn sign(path: &Path, key: &Path) -> Result<(Vec<u8>, Vec<u8>), ProvenanceError> {
+    let key_bytes = std::fs::read(key).map_err(|source| ProvenanceError::Io {
+        path: key.to_path_buf(),
+        source,
+    })?;
+    let secret = SecretKey::from_any(&key_bytes).map_err(|source| ProvenanceError::Key {
+        what: key.display().to_string(),
+        source,
+    })?;
+    let failed = |source| ProvenanceError::Sign {
+        path: path.to_path_buf(),
+        source,
+    };
+    let module = Module::deserialize_from_file(path).map_err(failed)?;
+    let (signed, signature) = secret
+        .sign_multi(module, None, false, false)
+        .map_err(failed)?;
+    let mut bytes = Vec::new();
+    signed.serialize(&mut bytes).map_err(failed)?;
+    Ok((bytes, signature))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The smallest component: its header.
+    const COMPONENT: &[u8] = &[0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
+
+    #[test]
+    fn signed_unsigned_tampered_and_another_key_are_told_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.wasm");
+        // A component with a custom section to change later.
+        let mut component = COMPONENT.to_vec();
+        component.extend_from_slice(&[0x00, 0x05, 0x01, b'x', b'a', b'b', b'c']);
+        std::fs::write(&path, &component).unwrap();
+        let (secret, public) = (dir.path().join("k.sec"), dir.path().join("k.pub"));
+        let pem = keygen(&secret, &public).unwrap();
+        assert!(pem.starts_with("-----BEGIN PUBLIC KEY-----"), "{pem}");
+        let acme = Signer::new("acme", "k.pub", dir.path()).unwrap();
+        let inline = Signer::new("inline", &pem, dir.path()).unwrap();
+
+        assert_eq!(
+            verify(&component, None, std::slice::from_ref(&acme)),
+            Verification::Unsigned
+        );
+        let (signed, detached) = sign(&path, &secret).unwrap();
+        assert!(is_signed(&signed));
+        assert_eq!(
+            verify(&signed, None, &[acme.clone(), inline.clone()]),
+            Verification::Signed {
+                by: vec!["acme".into(), "inline".into()]
+            }
+        );
+        // Detached, beside the unsigned component.
+        assert_eq!(
+            verify(&component, Some(&detached), std::slice::from_ref(&acme)),
+            Verification::Signed {
+                by: vec!["acme".into()]
+            }
+        );
+        // One byte of content changed.
+        let mut tampered = signed.clone();
+        let last = tampered.len() - 1;
+        tampered[last] ^= 1;
+        assert_eq!(
+            verify(&tampered, None, std::slice::from_ref(&acme)),
+            Verification::Unverified
+        );
+        // Another key.
+        let other = dir.path().join("other");
+        keygen(&dir.path().join("other.sec"), &other).unwrap();
+        let stranger = Signer::new("stranger", "other", dir.path()).unwrap();
+        assert_eq!(verify(&signed, None, &[stranger]), Verification::Unverified);
+        // The secret key is its owner's alone, and never overwritten.
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&secret).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0);
+        assert!(keygen(&secret, &public).is_err());
+    }
+}

@@ -69,6 +69,12 @@ if ! dpkg -s $c_packages >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $c_packages >/dev/null
 fi
 
+# wasmsign2's own CLI: the peer the signing tests check `gadget sign` and
+# the in-process verification against (pinned; built once into .tools/).
+if ! .tools/wasmsign2/bin/wasmsign2 --version 2>/dev/null | grep -qx "wasmsign2-cli 0.2.8"; then
+    cargo install --quiet --locked wasmsign2-cli --version 0.2.8 --root .tools/wasmsign2
+fi
+
 ./scripts/build-guests.sh
 cargo build --quiet --release -p gadget-core -p gadget-exec -p gadget-runtime -p gadget-agent -p gadget-mcp -p gadget-host
 echo "host built: target/release/gadget"

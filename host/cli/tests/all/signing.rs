@@ -134,3 +134,92 @@ fn a_signed_component_still_runs_and_its_signature_verifies() {
         "{junk}"
     );
 }
+
+/// wasmsign2's own CLI, installed by the setup script.
+fn wasmsign2(args: &[&str], dir: &std::path::Path) -> (bool, String) {
+    let bin = common::workspace().join(".tools/wasmsign2/bin/wasmsign2");
+    let out = Command::new(&bin)
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/setup.sh)", bin.display()));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+#[test]
+fn wasmsign2_and_gadget_check_each_others_signatures() {
+    let dir = tempfile::tempdir().unwrap();
+    let component = common::shipped_plugins().join("calculator/calculator.wasm");
+    std::fs::copy(&component, dir.path().join("c.wasm")).unwrap();
+    let (ok, said) = gadget(
+        &["keygen", "--secret-key", "g.sec", "--public-key", "g.pub"],
+        dir.path(),
+    );
+    assert!(ok, "{said}");
+
+    // Signed by gadget, verified by wasmsign2.
+    let (ok, said) = gadget(
+        &["sign", "--key", "g.sec", "c.wasm", "-o", "by-gadget.wasm"],
+        dir.path(),
+    );
+    assert!(ok, "{said}");
+    let (ok, said) = wasmsign2(
+        &["verify", "-K", "g.pub", "-i", "by-gadget.wasm"],
+        dir.path(),
+    );
+    assert!(ok && said.contains("Signature is valid"), "{said}");
+    // ... and its detached signature too.
+    let (ok, said) = gadget(
+        &["sign", "--key", "g.sec", "--detached", "c.wasm"],
+        dir.path(),
+    );
+    assert!(ok, "{said}");
+    let (ok, said) = wasmsign2(
+        &["verify", "-K", "g.pub", "-i", "c.wasm", "-S", "c.wasm.sig"],
+        dir.path(),
+    );
+    assert!(ok, "{said}");
+
+    // Signed by wasmsign2 (its keys, its file), verified in-process.
+    let (ok, said) = wasmsign2(&["keygen", "-k", "w.sec", "-K", "w.pub"], dir.path());
+    assert!(ok, "{said}");
+    let (ok, said) = wasmsign2(
+        &[
+            "sign",
+            "-k",
+            "w.sec",
+            "-i",
+            "c.wasm",
+            "-o",
+            "by-wasmsign2.wasm",
+        ],
+        dir.path(),
+    );
+    assert!(ok, "{said}");
+    let signed = std::fs::read(dir.path().join("by-wasmsign2.wasm")).unwrap();
+    let theirs = Signer::new("theirs", "w.pub", dir.path()).unwrap();
+    let ours = Signer::new("ours", "g.pub", dir.path()).unwrap();
+    assert_eq!(
+        verify(&signed, None, &[theirs.clone(), ours]),
+        Verification::Signed {
+            by: vec!["theirs".into()]
+        }
+    );
+    // A byte of code changed: both tools refuse it.
+    let mut tampered = signed;
+    let middle = tampered.len() / 2;
+    tampered[middle] ^= 0x01;
+    std::fs::write(dir.path().join("tampered.wasm"), &tampered).unwrap();
+    assert_eq!(
+        verify(&tampered, None, std::slice::from_ref(&theirs)),
+        Verification::Unverified
+    );
+    let (ok, _) = wasmsign2(
+        &["verify", "-K", "w.pub", "-i", "tampered.wasm"],
+        dir.path(),
+    );
+    assert!(!ok, "wasmsign2 accepted a changed component");
+}

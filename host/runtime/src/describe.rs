@@ -96,6 +96,10 @@ pub struct PluginJson<'a> {
     pub path: &'a std::path::Path,
     pub component: &'a PathBuf,
     pub sha256: &'a str,
+    /// What its signatures say (`signed by acme`, `unsigned`), when the
+    /// policy has a `[trust]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<String>,
     pub requested_permissions: &'a Permissions,
     /// What its calls get: the requests AND the operator's grants (config
     /// by key only: values never appear).
@@ -139,6 +143,7 @@ impl<'a> From<&'a WasmGadget> for GadgetDescription<'a> {
                 path: g.plugin.artifact.source.path(),
                 component: &g.plugin.artifact.component_path,
                 sha256: &g.plugin.artifact.sha256,
+                provenance: g.plugin.artifact.provenance.as_ref().map(|p| p.describe()),
                 requested_permissions: &g.plugin.access.requested,
                 granted_permissions: g.plugin.access.grants.grants.to_json(),
                 permission_notes: &g.plugin.report.grant_notes,

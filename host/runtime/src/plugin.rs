@@ -62,6 +62,9 @@ pub enum LoadFailure {
     },
     #[error("{}: {message}", component.display())]
     Compile { component: PathBuf, message: String },
+    /// Its signatures do not satisfy the operator's `[trust]`.
+    #[error("{0}")]
+    Untrusted(String),
     /// Not a gadget component, or its specs could not be read.
     #[error(transparent)]
     Component(#[from] crate::RuntimeError),
@@ -191,6 +194,8 @@ pub struct Artifact {
     pub source: PluginSource,
     pub component_path: PathBuf,
     pub sha256: String,
+    /// What its signatures say, when the policy has a `[trust]`.
+    pub provenance: Option<crate::provenance::Verification>,
     pub component_bytes: u64,
     pub cache: CacheOutcome,
     pub load_time: Duration,

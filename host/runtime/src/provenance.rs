@@ -163,6 +163,126 @@ pub fn sign(path: &Path, key: &Path) -> Result<(Vec<u8>, Vec<u8>), ProvenanceErr
     Ok((bytes, signature))
 }
 
+/// The most a detached signature file may hold: a signature is about a
+/// hundred bytes per signer.
+pub const MAX_DETACHED_SIGNATURE_BYTES: u64 = 64 << 10;
+
+/// The operator's `[trust]`, ready to check components against.
+#[derive(Debug, Clone)]
+pub struct Trust {
+    require: crate::policy::Require,
+    signers: Vec<Signer>,
+    /// A signer's key could not be read: every plugin is refused with
+    /// this, rather than loaded unchecked.
+    broken: Option<String>,
+}
+
+impl Trust {
+    /// The policy's `[trust]` (key files relative to `base`); `None` when it
+    /// asks for nothing (no signer, nothing required): no component is read
+    /// twice for nothing.
+    pub fn from_policy(policy: &crate::policy::Policy, base: &Path) -> Option<Trust> {
+        let trust = &policy.trust;
+        let required = trust.require == crate::policy::Require::Signed
+            || policy
+                .plugins
+                .values()
+                .any(|p| p.require == Some(crate::policy::Require::Signed));
+        if trust.signers.is_empty() && !required {
+            return None;
+        }
+        let mut signers = Vec::new();
+        let mut broken = None;
+        for (name, spec) in &trust.signers {
+            match Signer::new(name, &spec.key, base) {
+                Ok(signer) => signers.push(signer),
+                Err(e) => {
+                    broken.get_or_insert(e.to_string());
+                }
+            }
+        }
+        Some(Trust {
+            require: trust.require,
+            signers,
+            broken,
+        })
+    }
+
+    /// Why the operator's `[trust]` is unusable, if it is.
+    pub fn problem(&self) -> Option<&str> {
+        self.broken.as_deref()
+    }
+
+    /// What the signatures of plugin `name`'s component (`bytes`, at
+    /// `path`, digest `sha256`) say, or why it may not load. `require`:
+    /// the plugin's own `[plugins.NAME] require`, if any.
+    pub fn check(
+        &self,
+        name: &str,
+        path: &Path,
+        bytes: &[u8],
+        sha256: &str,
+        require: Option<crate::policy::Require>,
+    ) -> Result<Verification, String> {
+        let short = &sha256[..sha256.len().min(12)];
+        if let Some(problem) = &self.broken {
+            return Err(format!(
+                "plugin {name} (sha256 {short}) not loaded: [trust] cannot be used: {problem}"
+            ));
+        }
+        let detached = detached_signature(path)?;
+        let verification = verify(bytes, detached.as_deref(), &self.signers);
+        let require = require.unwrap_or(self.require);
+        match &verification {
+            Verification::Unverified if !self.signers.is_empty() => Err(format!(
+                "plugin {name} (sha256 {short}) refused: it carries a signature that no key in [trust.signers] verifies (it was changed after it was signed, or signed by another key); trust its signer's key in [trust.signers], or have it signed again"
+            )),
+            Verification::Unsigned | Verification::Unverified
+                if require == crate::policy::Require::Signed =>
+            {
+                Err(format!(
+                    "plugin {name} (sha256 {short}) refused: it is not signed by a key in [trust.signers], and signatures are required; sign it (gadget sign --key KEY {}) with a key the policy trusts, or set [plugins.{name}] require = \"any\"",
+                    path.display()
+                ))
+            }
+            _ => Ok(verification),
+        }
+    }
+}
+
+/// The detached signature beside `component`, if there is one.
+fn detached_signature(component: &Path) -> Result<Option<Vec<u8>>, String> {
+    use std::io::Read as _;
+    let path = PathBuf::from(format!("{}{DETACHED_SUFFIX}", component.display()));
+    let file = match std::fs::File::open(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let mut bytes = Vec::new();
+    file.take(MAX_DETACHED_SIGNATURE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if bytes.len() as u64 > MAX_DETACHED_SIGNATURE_BYTES {
+        return Err(format!(
+            "{}: over {MAX_DETACHED_SIGNATURE_BYTES} bytes, more than any signature",
+            path.display()
+        ));
+    }
+    Ok(Some(bytes))
+}
+
+impl Verification {
+    /// For people and JSON: `signed by acme`, `unsigned`, `signed, unverified`.
+    pub fn describe(&self) -> String {
+        match self {
+            Verification::Signed { by } => format!("signed by {}", by.join(", ")),
+            Verification::Unsigned => "unsigned".into(),
+            Verification::Unverified => "signed, not verified (no trusted signer's key)".into(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -92,6 +92,13 @@ pub fn describe(
         g.plugin.identity.version,
         g.plugin.artifact.source.path().display()
     ));
+    if let Some(provenance) = &g.plugin.artifact.provenance {
+        out.push_str(&format!(
+            "Provenance: {}, sha256 {}\n",
+            provenance.describe(),
+            g.plugin.artifact.sha256
+        ));
+    }
     let requested = &g.plugin.access.requested;
     let granted = &g.plugin.access.grants.grants;
     if !requested.is_empty() || !granted.is_empty() || !g.plugin.report.grant_notes.is_empty() {

@@ -3,6 +3,7 @@
 //! tool checks what the other made).
 
 use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -58,6 +59,14 @@ fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
         .with_context(|| format!("writing beside {}", path.display()))?;
     temporary
         .write_all(bytes)
+        .with_context(|| format!("writing {}", path.display()))?;
+    // A component signed in place keeps its mode (a temporary file's is
+    // 0600); a new file gets the usual 0644.
+    let mode = std::fs::metadata(path).map_or_else(
+        |_| std::fs::Permissions::from_mode(0o644),
+        |m| m.permissions(),
+    );
+    std::fs::set_permissions(temporary.path(), mode)
         .with_context(|| format!("writing {}", path.display()))?;
     temporary
         .persist(path)

@@ -72,6 +72,15 @@ fn a_signed_component_still_runs_and_its_signature_verifies() {
         dir.path(),
     );
     assert!(ok, "{said}");
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode();
+        assert_eq!(
+            mode(&plugin.join("calculator.wasm")) & 0o777,
+            mode(&shipped.join("calculator.wasm")) & 0o777,
+            "signing in place keeps the file's mode"
+        );
+    }
     let (ok, said) = gadget(
         &[
             "--plugins",
@@ -222,4 +231,124 @@ fn wasmsign2_and_gadget_check_each_others_signatures() {
         dir.path(),
     );
     assert!(!ok, "wasmsign2 accepted a changed component");
+}
+
+/// `[trust]` at load: an unsigned plugin is refused when signatures are
+/// required (unless its own `require = "any"`), a signed one loads and
+/// says who signed it, and a changed byte or another signer's key is
+/// refused even when signatures are not required; each refusal names the
+/// plugin, its digest and what would allow it.
+#[test]
+fn trust_refuses_unsigned_tampered_and_unknown_signers_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("plugins/calculator");
+    std::fs::create_dir_all(&plugin).unwrap();
+    let shipped = common::shipped_plugins().join("calculator");
+    for file in ["plugin.toml", "calculator.wasm"] {
+        std::fs::copy(shipped.join(file), plugin.join(file)).unwrap();
+    }
+    for name in ["acme", "other"] {
+        let (ok, said) = gadget(
+            &[
+                "keygen",
+                "--secret-key",
+                &format!("{name}.sec"),
+                "--public-key",
+                &format!("{name}.pub"),
+            ],
+            dir.path(),
+        );
+        assert!(ok, "{said}");
+    }
+    let policy = |require: &str, extra: &str| {
+        std::fs::write(
+            dir.path().join("policy.toml"),
+            format!("[trust]\nrequire = \"{require}\"\n[trust.signers.acme]\nkey = \"acme.pub\"\n{extra}"),
+        )
+        .unwrap();
+    };
+    let call = || {
+        gadget(
+            &[
+                "--config",
+                "policy.toml",
+                "--plugins",
+                "plugins",
+                "call",
+                "Calculator",
+                "--params",
+                r#"{"operation":"add","a":2,"b":3}"#,
+            ],
+            dir.path(),
+        )
+    };
+    let component = "plugins/calculator/calculator.wasm";
+
+    policy("signed", "");
+    let (ok, said) = call();
+    assert!(!ok, "{said}");
+    assert!(
+        said.contains("plugin calculator (sha256 ")
+            && said.contains("not signed by a key in [trust.signers]")
+            && said.contains("require = \"any\""),
+        "{said}"
+    );
+    // Its own `require = "any"` lets it load unsigned.
+    policy("signed", "[plugins.calculator]\nrequire = \"any\"\n");
+    let (ok, said) = call();
+    assert!(ok, "{said}");
+
+    // Signed by acme: loads, and says so.
+    policy("signed", "");
+    let (ok, said) = gadget(&["sign", "--key", "acme.sec", component], dir.path());
+    assert!(ok, "{said}");
+    let (ok, said) = call();
+    assert!(ok && said.contains('5'), "{said}");
+    let (ok, said) = gadget(
+        &[
+            "--config",
+            "policy.toml",
+            "--plugins",
+            "plugins",
+            "describe",
+            "Calculator",
+        ],
+        dir.path(),
+    );
+    assert!(
+        ok && said.contains("Provenance: signed by acme, sha256 "),
+        "{said}"
+    );
+
+    // One byte of code changed after signing: refused, signatures required or not.
+    let signed = std::fs::read(dir.path().join(component)).unwrap();
+    let mut tampered = signed.clone();
+    let middle = tampered.len() / 2;
+    tampered[middle] ^= 0x01;
+    std::fs::write(dir.path().join(component), &tampered).unwrap();
+    policy("any", "");
+    let (ok, said) = call();
+    assert!(
+        !ok && said.contains("no key in [trust.signers] verifies"),
+        "{said}"
+    );
+
+    // Signed by a key the policy does not trust: refused too.
+    std::fs::copy(shipped.join("calculator.wasm"), dir.path().join(component)).unwrap();
+    let (ok, said) = gadget(&["sign", "--key", "other.sec", component], dir.path());
+    assert!(ok, "{said}");
+    let (ok, said) = call();
+    assert!(
+        !ok && said.contains("no key in [trust.signers] verifies"),
+        "{said}"
+    );
+
+    // A signer whose key cannot be read refuses every plugin, naming it.
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        "[trust.signers.broken]\nkey = \"missing.pub\"\n",
+    )
+    .unwrap();
+    let (ok, said) = call();
+    assert!(!ok && said.contains("[trust] cannot be used"), "{said}");
 }

@@ -92,6 +92,9 @@ pub struct LoadOptions {
     pub compiler: Option<ExternalCompiler>,
     /// The policy file the grants come from: no grant opens its tree.
     pub policy_file: Option<PathBuf>,
+    /// Whose signatures count, and whether one is required; `None`: the
+    /// policy asks nothing of signatures.
+    pub trust: Option<Arc<crate::provenance::Trust>>,
 }
 
 impl LoadOptions {
@@ -104,6 +107,14 @@ impl LoadOptions {
             gadget_rules: policy.gadgets.clone(),
             compiler: None,
             policy_file: policy.file.clone(),
+            trust: {
+                let base = policy
+                    .file
+                    .as_deref()
+                    .and_then(Path::parent)
+                    .unwrap_or(Path::new("."));
+                crate::provenance::Trust::from_policy(policy, base).map(Arc::new)
+            },
         }
     }
 }
@@ -281,6 +292,15 @@ pub async fn load_plugin(
             actual: sha256,
         }));
     }
+    // Before anything is compiled: an untrusted component costs nothing.
+    let provenance = match &options.trust {
+        None => None,
+        Some(trust) => {
+            let require = options.plugins.get(&manifest.name).and_then(|p| p.require);
+            let checked = trust.check(&manifest.name, &component_path, &bytes, &sha256, require);
+            Some(checked.map_err(|reason| fail(LoadFailure::Untrusted(reason)))?)
+        }
+    };
 
     let (component, cache_outcome) =
         compile_cached(runtime, &manifest.name, &bytes, &sha256, options, progress)
@@ -420,6 +440,7 @@ pub async fn load_plugin(
             source,
             component_path,
             sha256,
+            provenance,
             component_bytes: size,
             cache: cache_outcome,
             load_time: started.elapsed(),

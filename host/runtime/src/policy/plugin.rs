@@ -1,0 +1,89 @@
+//! `[plugins.NAME]`: what the operator says about one plugin: its name's
+//! prefix, and each door it is granted.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::manifest::FileMode;
+
+/// `[plugins.NAME]`: what the operator says about one plugin.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PluginPolicy {
+    /// Prepended to each of its gadgets' names (to resolve a collision, or
+    /// to say where a gadget comes from).
+    pub prefix: Option<String>,
+    /// Its `exclusive` gadgets run alone in the whole run (llmist's
+    /// meaning). By default a plugin's own word holds only its own calls:
+    /// a third-party plugin cannot stall every other tool by declaring
+    /// itself exclusive.
+    #[serde(default)]
+    pub run_exclusive: bool,
+    /// Origins it may send HTTP requests to.
+    #[serde(default)]
+    pub http: Vec<String>,
+    /// Internal addresses (or ranges) its granted names may resolve to.
+    #[serde(default)]
+    pub allow_addresses: Vec<String>,
+    /// Directories it may open.
+    #[serde(default)]
+    pub files: Vec<FileGrant>,
+    /// Environment variables of its instances, by name.
+    #[serde(default)]
+    pub config: BTreeMap<String, ConfigSource>,
+    /// Completions through the host's LLM providers (the `llm` import of
+    /// gadget:plugin@0.2.0).
+    pub llm: Option<LlmPolicy>,
+    /// Load it only signed (`"signed"`) or as it comes (`"any"`), whatever
+    /// `[trust] require` says for the others.
+    pub require: Option<super::Require>,
+}
+
+/// `llm = { models = ["openai:gpt-4o-mini"], max-usd-per-call = 0.05 }`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LlmPolicy {
+    /// `provider:model` names the plugin may use; the first is its default.
+    pub models: Vec<String>,
+    /// What one call's completions may cost together, USD; absent: no cap.
+    pub max_usd_per_call: Option<f64>,
+    /// What all of the plugin's completions may cost together in one run
+    /// (one `run`/`agent`/`call`, or one load in `mcp`/`serve`), USD.
+    pub max_usd_per_run: Option<f64>,
+}
+
+/// `{ host = "./data", guest = "/data", mode = "ro" }`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileGrant {
+    /// The directory on the host (relative: to the policy file's directory).
+    pub host: PathBuf,
+    /// Where the gadget sees it; default `/` and the directory's name.
+    pub guest: Option<String>,
+    #[serde(default)]
+    pub mode: FileMode,
+    /// Bytes one call may write into it, MiB (read-write grants; default
+    /// `DEFAULT_GRANT_WRITE_BYTES`).
+    #[serde(rename = "write-quota-mib")]
+    pub write_quota_mib: Option<u64>,
+    /// Files, directories and links one call may create in it (default
+    /// `DEFAULT_GRANT_ENTRIES`).
+    #[serde(rename = "max-entries")]
+    pub max_entries: Option<u64>,
+    /// Grant it even though it is, holds or lies in the policy file's tree
+    /// or the user's configuration and credential directories
+    /// (`crate::sensitive`): only on purpose.
+    #[serde(default)]
+    pub sensitive: bool,
+}
+
+/// `{ env = "VAR" }` (a secret, read from the host's environment at load)
+/// or `{ value = "..." }` (plain configuration).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigSource {
+    pub env: Option<String>,
+    pub value: Option<String>,
+}

@@ -150,6 +150,21 @@ impl ComponentCache {
         self.write_atomically(&self.entry_path(engine, component_sha256), &bytes)
     }
 
+    /// A verification remembered under `key` (see
+    /// [`crate::provenance::Trust::check`]): the keys that verified.
+    pub fn load_verified(&self, key: &str) -> Option<Vec<u8>> {
+        let path = self.dir.join(format!("{key}.verified"));
+        if !self.trusted(&path) {
+            return None;
+        }
+        fs::read(&path).ok()
+    }
+
+    /// Remembers a verification under `key`.
+    pub fn store_verified(&self, key: &str, keys: &[u8]) -> std::io::Result<()> {
+        self.write_atomically(&self.dir.join(format!("{key}.verified")), keys)
+    }
+
     /// Writes privately, then renames into place.
     fn write_atomically(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let tmp = self

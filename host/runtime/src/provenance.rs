@@ -223,6 +223,7 @@ impl Trust {
         bytes: &[u8],
         sha256: &str,
         require: Option<crate::policy::Require>,
+        cache: Option<&crate::cache::ComponentCache>,
     ) -> Result<Verification, String> {
         let short = &sha256[..sha256.len().min(12)];
         if let Some(problem) = &self.broken {
@@ -231,7 +232,7 @@ impl Trust {
             ));
         }
         let detached = detached_signature(path)?;
-        let verification = verify(bytes, detached.as_deref(), &self.signers);
+        let verification = self.verified(bytes, sha256, detached.as_deref(), cache);
         let require = require.unwrap_or(self.require);
         match &verification {
             Verification::Unverified if !self.signers.is_empty() => Err(format!(
@@ -247,6 +248,67 @@ impl Trust {
             }
             _ => Ok(verification),
         }
+    }
+}
+
+impl Trust {
+    /// [`verify`], remembered in the component cache: a component this
+    /// host verified with these very keys (and this detached signature)
+    /// is not hashed again at the next start. The entry's name binds the
+    /// digest, every signer's key and the detached signature, and holds
+    /// the keys that verified; the cache is private to its user.
+    fn verified(
+        &self,
+        bytes: &[u8],
+        sha256: &str,
+        detached: Option<&[u8]>,
+        cache: Option<&crate::cache::ComponentCache>,
+    ) -> Verification {
+        use sha2::{Digest as _, Sha256};
+        let Some(cache) = cache else {
+            return verify(bytes, detached, &self.signers);
+        };
+        let mut keys: Vec<Vec<u8>> = self.signers.iter().map(|s| s.key.to_bytes()).collect();
+        keys.sort();
+        let mut hasher = Sha256::new();
+        hasher.update(b"gadget-host verified v1\0");
+        hasher.update(sha256.as_bytes());
+        for key in &keys {
+            hasher.update((key.len() as u64).to_le_bytes());
+            hasher.update(key);
+        }
+        hasher.update(detached.map_or(&b"-"[..], |d| d));
+        let entry = crate::cache::sha256_hex(&hasher.finalize());
+        if let Some(remembered) = cache.load_verified(&entry) {
+            let mut by: Vec<String> = self
+                .signers
+                .iter()
+                .filter(|s| {
+                    let hex = crate::cache::sha256_hex(&s.key.to_bytes());
+                    remembered
+                        .split(|b| *b == b'\n')
+                        .any(|line| line == hex.as_bytes())
+                })
+                .map(|s| s.name.clone())
+                .collect();
+            if !by.is_empty() {
+                by.sort();
+                return Verification::Signed { by };
+            }
+        }
+        let verification = verify(bytes, detached, &self.signers);
+        if let Verification::Signed { by } = &verification {
+            let lines: Vec<String> = self
+                .signers
+                .iter()
+                .filter(|s| by.contains(&s.name))
+                .map(|s| crate::cache::sha256_hex(&s.key.to_bytes()))
+                .collect();
+            if let Err(e) = cache.store_verified(&entry, lines.join("\n").as_bytes()) {
+                tracing::debug!("not remembering a verification: {e}");
+            }
+        }
+        verification
     }
 }
 

@@ -297,7 +297,14 @@ pub async fn load_plugin(
         None => None,
         Some(trust) => {
             let require = options.plugins.get(&manifest.name).and_then(|p| p.require);
-            let checked = trust.check(&manifest.name, &component_path, &bytes, &sha256, require);
+            let checked = trust.check(
+                &manifest.name,
+                &component_path,
+                &bytes,
+                &sha256,
+                require,
+                options.cache.as_ref(),
+            );
             Some(checked.map_err(|reason| fail(LoadFailure::Untrusted(reason)))?)
         }
     };

@@ -187,7 +187,7 @@ impl Trust {
             || policy
                 .plugins
                 .values()
-                .any(|p| p.require == Some(crate::policy::Require::Signed));
+                .any(|p| p.require == Some(crate::policy::Require::Signed) || p.signer.is_some());
         if trust.signers.is_empty() && !required {
             return None;
         }
@@ -199,6 +199,15 @@ impl Trust {
                 Err(e) => {
                     broken.get_or_insert(e.to_string());
                 }
+            }
+        }
+        for (plugin, settings) in &policy.plugins {
+            if let Some(signer) = &settings.signer
+                && !trust.signers.contains_key(signer)
+            {
+                broken.get_or_insert(format!(
+                    "plugins.{plugin}.signer = \"{signer}\": there is no [trust.signers.{signer}]"
+                ));
             }
         }
         Some(Trust {

@@ -45,6 +45,13 @@ pub enum GrantNote {
     /// Manifest and grant differ in mode: the directory is read-only.
     /// `by_operator` when the operator chose ro for an rw request.
     ReadOnly { guest: String, by_operator: bool },
+    /// The plugin's grants are bound to `signer`, and this component is
+    /// not signed by it (`found`): it loads with no grants.
+    Unbound {
+        plugin: String,
+        signer: String,
+        found: String,
+    },
 }
 
 /// Why a granted directory cannot be used.
@@ -90,6 +97,7 @@ impl GrantNote {
             | GrantNote::Sensitive { .. }
             | GrantNote::Twice { .. }
             | GrantNote::ReadOnly { .. } => "files",
+            GrantNote::Unbound { .. } => "signer",
         }
     }
 }
@@ -133,6 +141,14 @@ impl std::fmt::Display for GrantNote {
             GrantNote::Sensitive { plugin, host, why } => write!(
                 f,
                 "files {host} is refused: {why}; grant a narrower directory, or say sensitive = true in its [plugins.{plugin}] files entry if this is meant"
+            ),
+            GrantNote::Unbound {
+                plugin,
+                signer,
+                found,
+            } => write!(
+                f,
+                "the grants of [plugins.{plugin}] apply only to a component signed by {signer}, and this one is {found}: it loads with no grants (have it signed by {signer}, or change [plugins.{plugin}] signer)"
             ),
             GrantNote::Twice { guest } => {
                 write!(

@@ -352,3 +352,85 @@ fn trust_refuses_unsigned_tampered_and_unknown_signers_at_load() {
     let (ok, said) = call();
     assert!(!ok && said.contains("[trust] cannot be used"), "{said}");
 }
+
+/// `[plugins.web] signer = "acme"`: its grants apply while its component
+/// is signed by acme, a new build signed by acme keeps them, and an
+/// unsigned build or one signed by another key loads with no grants and
+/// says why.
+#[test]
+fn grants_bound_to_a_signer_follow_the_signer_not_the_name() {
+    let server = crate::http_grants::TestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("plugins/web");
+    std::fs::create_dir_all(&plugin).unwrap();
+    let shipped = common::shipped_plugins().join("web");
+    std::fs::copy(shipped.join("plugin.toml"), plugin.join("plugin.toml")).unwrap();
+    let original = std::fs::read(shipped.join("web.wasm")).unwrap();
+    for name in ["acme", "other"] {
+        let (ok, said) = gadget(
+            &[
+                "keygen",
+                "--secret-key",
+                &format!("{name}.sec"),
+                "--public-key",
+                &format!("{name}.pub"),
+            ],
+            dir.path(),
+        );
+        assert!(ok, "{said}");
+    }
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        format!(
+            "[trust.signers.acme]\nkey = \"acme.pub\"\n[trust.signers.other]\nkey = \"other.pub\"\n[plugins.web]\nsigner = \"acme\"\nhttp = [\"{}\"]\n",
+            server.url("").trim_end_matches('/')
+        ),
+    )
+    .unwrap();
+    let component = plugin.join("web.wasm");
+    let fetch = || {
+        gadget(
+            &[
+                "--config",
+                "policy.toml",
+                "--plugins",
+                "plugins",
+                "call",
+                "FetchUrl",
+                "--params",
+                &format!(r#"{{"url":"{}"}}"#, server.url("/hello")),
+            ],
+            dir.path(),
+        )
+    };
+    let sign = |key: &str| {
+        let (ok, said) = gadget(&["sign", "--key", key, "plugins/web/web.wasm"], dir.path());
+        assert!(ok, "{said}");
+    };
+
+    // Unsigned: loaded, with no grants, and the operator is told why.
+    std::fs::write(&component, &original).unwrap();
+    let (ok, said) = fetch();
+    assert!(!ok, "{said}");
+    assert!(
+        said.contains("apply only to a component signed by acme, and this one is unsigned"),
+        "{said}"
+    );
+    // Signed by acme: granted.
+    sign("acme.sec");
+    let (ok, said) = fetch();
+    assert!(ok && said.contains("hello from the test server"), "{said}");
+    // A new build (another digest), signed by acme: still granted.
+    let mut rebuilt = original.clone();
+    rebuilt.extend_from_slice(&[0x00, 0x06, 0x05, b'b', b'u', b'i', b'l', b'd']);
+    std::fs::write(&component, &rebuilt).unwrap();
+    sign("acme.sec");
+    let (ok, said) = fetch();
+    assert!(ok && said.contains("hello from the test server"), "{said}");
+    // The same name signed by another trusted signer: no grants.
+    std::fs::write(&component, &original).unwrap();
+    sign("other.sec");
+    let (ok, said) = fetch();
+    assert!(!ok, "{said}");
+    assert!(said.contains("this one is signed by other"), "{said}");
+}

@@ -19,6 +19,7 @@ pub use crate::cache::{CacheOutcome, ComponentCache};
 use crate::grants::CallGrants;
 pub use crate::manifest::{Manifest, Permissions};
 use crate::policy::{GadgetRules, PluginPolicy};
+use crate::provenance::Verification;
 pub use crate::registry::Registry;
 
 use crate::policy::Policy;
@@ -321,13 +322,28 @@ pub async fn load_plugin(
     let pre = runtime.prepare(&component).map_err(|e| fail(e.into()))?;
 
     let (limits, mut warnings) = options.ceilings.grant(&manifest.limits);
-    let (grants, grant_notes) = crate::resolve::resolve(
+    // Grants bound to a signer follow the signer, not the name.
+    let settings = options.plugins.get(&manifest.name);
+    let unbound = settings.and_then(|s| {
+        let signer = s.signer.as_ref()?;
+        match &provenance {
+            Some(Verification::Signed { by }) if by.contains(signer) => None,
+            found => Some(crate::resolve::GrantNote::Unbound {
+                plugin: manifest.name.clone(),
+                signer: signer.clone(),
+                found: found.as_ref().map_or("unchecked".into(), |f| f.describe()),
+            }),
+        }
+    });
+    let ungranted = unbound.as_ref().and(settings).map(|s| s.ungranted());
+    let (grants, mut grant_notes) = crate::resolve::resolve(
         &manifest.name,
         &manifest.permissions,
-        options.plugins.get(&manifest.name),
+        ungranted.as_ref().or(settings),
         options.policy_file.as_deref(),
         &|var| std::env::var(var).ok(),
     );
+    grant_notes.extend(unbound);
     let grants = Arc::new(CallGrants::new(&manifest.name, grants));
     let specs = read_specs_cached(runtime, &pre, &limits, &sha256, options)
         .await

@@ -39,6 +39,24 @@ pub struct PluginPolicy {
     /// Load it only signed (`"signed"`) or as it comes (`"any"`), whatever
     /// `[trust] require` says for the others.
     pub require: Option<super::Require>,
+    /// Its grants apply only while its component verifies as signed by
+    /// this `[trust.signers]` entry (a new digest from the same signer
+    /// keeps them; anything else loads with none).
+    pub signer: Option<String>,
+}
+
+impl PluginPolicy {
+    /// The same, without a single grant: what a component that is not
+    /// signed by the plugin's bound signer gets.
+    pub fn ungranted(&self) -> PluginPolicy {
+        PluginPolicy {
+            prefix: self.prefix.clone(),
+            run_exclusive: self.run_exclusive,
+            require: self.require,
+            signer: self.signer.clone(),
+            ..PluginPolicy::default()
+        }
+    }
 }
 
 /// `llm = { models = ["openai:gpt-4o-mini"], max-usd-per-call = 0.05 }`.

@@ -395,7 +395,8 @@ fn effect_span(telemetry: &Telemetry, parent: &Context, effect: &Effect) {
                     i64::from(*status),
                 ));
             }
-            let duration = Duration::from_secs_f64(duration_ms.max(0.0) / 1e3);
+            // The runtime measured it, but a span never panics the host.
+            let duration = Duration::try_from_secs_f64(duration_ms / 1e3).unwrap_or_default();
             (method.clone(), attributes, duration, refused, error)
         }
         Effect::Llm {

@@ -22,6 +22,18 @@ fn gadget(args: &[&str], dir: &std::path::Path) -> (bool, String) {
     )
 }
 
+/// `gadget keygen` for each name: NAME.sec and NAME.pub in `dir`.
+fn keygen(dir: &std::path::Path, names: &[&str]) {
+    for name in names {
+        let (secret, public) = (format!("{name}.sec"), format!("{name}.pub"));
+        let (ok, said) = gadget(
+            &["keygen", "--secret-key", &secret, "--public-key", &public],
+            dir,
+        );
+        assert!(ok, "{said}");
+    }
+}
+
 #[test]
 fn a_signed_component_still_runs_and_its_signature_verifies() {
     let dir = tempfile::tempdir().unwrap();
@@ -247,19 +259,7 @@ fn trust_refuses_unsigned_tampered_and_unknown_signers_at_load() {
     for file in ["plugin.toml", "calculator.wasm"] {
         std::fs::copy(shipped.join(file), plugin.join(file)).unwrap();
     }
-    for name in ["acme", "other"] {
-        let (ok, said) = gadget(
-            &[
-                "keygen",
-                "--secret-key",
-                &format!("{name}.sec"),
-                "--public-key",
-                &format!("{name}.pub"),
-            ],
-            dir.path(),
-        );
-        assert!(ok, "{said}");
-    }
+    keygen(dir.path(), &["acme", "other"]);
     let policy = |require: &str, extra: &str| {
         std::fs::write(
             dir.path().join("policy.toml"),
@@ -366,19 +366,7 @@ fn grants_bound_to_a_signer_follow_the_signer_not_the_name() {
     let shipped = common::shipped_plugins().join("web");
     std::fs::copy(shipped.join("plugin.toml"), plugin.join("plugin.toml")).unwrap();
     let original = std::fs::read(shipped.join("web.wasm")).unwrap();
-    for name in ["acme", "other"] {
-        let (ok, said) = gadget(
-            &[
-                "keygen",
-                "--secret-key",
-                &format!("{name}.sec"),
-                "--public-key",
-                &format!("{name}.pub"),
-            ],
-            dir.path(),
-        );
-        assert!(ok, "{said}");
-    }
+    keygen(dir.path(), &["acme", "other"]);
     std::fs::write(
         dir.path().join("policy.toml"),
         format!(

@@ -154,23 +154,17 @@ impl Telemetry {
 
     /// Starts `invoke_agent` for a session with `model` of `provider`.
     pub fn agent_span(&self, parent: Option<&Context>, provider: &str, model: &str) -> LlmSpan {
-        let builder = self
-            .tracer
-            .span_builder("invoke_agent")
-            .with_kind(SpanKind::Internal)
-            .with_attributes(vec![
-                KeyValue::new("gen_ai.operation.name", "invoke_agent"),
-                KeyValue::new("gen_ai.provider.name", provider.to_string()),
-                KeyValue::new("gen_ai.request.model", model.to_string()),
-            ]);
         let root = Context::new();
-        let parent = parent.unwrap_or(&root);
-        let span = builder.start_with_context(&self.tracer, parent);
-        LlmSpan {
-            cx: parent.with_span(span),
-            model: model.to_string(),
-            started: std::time::Instant::now(),
-        }
+        let name = "invoke_agent".to_string();
+        let kind = SpanKind::Internal;
+        self.llm_span(
+            parent.unwrap_or(&root),
+            name,
+            kind,
+            provider,
+            model,
+            Vec::new(),
+        )
     }
 
     /// Starts `chat {model}` for one request under `parent` (the agent's).
@@ -181,17 +175,42 @@ impl Telemetry {
         model: &str,
         max_tokens: u32,
     ) -> LlmSpan {
-        let builder = self
+        let max_tokens = KeyValue::new("gen_ai.request.max_tokens", i64::from(max_tokens));
+        let name = format!("chat {model}");
+        self.llm_span(
+            parent,
+            name,
+            SpanKind::Client,
+            provider,
+            model,
+            vec![max_tokens],
+        )
+    }
+
+    /// A GenAI span named `name` (its operation: the name's first word)
+    /// under `parent`.
+    fn llm_span(
+        &self,
+        parent: &Context,
+        name: String,
+        kind: SpanKind,
+        provider: &str,
+        model: &str,
+        more: Vec<KeyValue>,
+    ) -> LlmSpan {
+        let operation = name.split(' ').next().unwrap_or_default().to_string();
+        let mut attributes = vec![
+            KeyValue::new("gen_ai.operation.name", operation),
+            KeyValue::new("gen_ai.provider.name", provider.to_string()),
+            KeyValue::new("gen_ai.request.model", model.to_string()),
+        ];
+        attributes.extend(more);
+        let span = self
             .tracer
-            .span_builder(format!("chat {model}"))
-            .with_kind(SpanKind::Client)
-            .with_attributes(vec![
-                KeyValue::new("gen_ai.operation.name", "chat"),
-                KeyValue::new("gen_ai.provider.name", provider.to_string()),
-                KeyValue::new("gen_ai.request.model", model.to_string()),
-                KeyValue::new("gen_ai.request.max_tokens", i64::from(max_tokens)),
-            ]);
-        let span = builder.start_with_context(&self.tracer, parent);
+            .span_builder(name)
+            .with_kind(kind)
+            .with_attributes(attributes)
+            .start_with_context(&self.tracer, parent);
         LlmSpan {
             cx: parent.with_span(span),
             model: model.to_string(),

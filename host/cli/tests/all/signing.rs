@@ -34,15 +34,26 @@ fn keygen(dir: &std::path::Path, names: &[&str]) {
     }
 }
 
+/// A copy of shipped plugin `name` (manifest and component) at `dir/at`;
+/// its path and the shipped one's.
+fn copy_plugin(
+    dir: &std::path::Path,
+    at: &str,
+    name: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let plugin = dir.join(at);
+    std::fs::create_dir_all(&plugin).unwrap();
+    let shipped = common::shipped_plugins().join(name);
+    for file in ["plugin.toml".to_string(), format!("{name}.wasm")] {
+        std::fs::copy(shipped.join(&file), plugin.join(&file)).unwrap();
+    }
+    (plugin, shipped)
+}
+
 #[test]
 fn a_signed_component_still_runs_and_its_signature_verifies() {
     let dir = tempfile::tempdir().unwrap();
-    let plugin = dir.path().join("calculator");
-    std::fs::create_dir(&plugin).unwrap();
-    let shipped = common::shipped_plugins().join("calculator");
-    for file in ["plugin.toml", "calculator.wasm"] {
-        std::fs::copy(shipped.join(file), plugin.join(file)).unwrap();
-    }
+    let (plugin, shipped) = copy_plugin(dir.path(), "calculator", "calculator");
     let original = std::fs::read(plugin.join("calculator.wasm")).unwrap();
     let (ok, said) = gadget(
         &[
@@ -253,12 +264,7 @@ fn wasmsign2_and_gadget_check_each_others_signatures() {
 #[test]
 fn trust_refuses_unsigned_tampered_and_unknown_signers_at_load() {
     let dir = tempfile::tempdir().unwrap();
-    let plugin = dir.path().join("plugins/calculator");
-    std::fs::create_dir_all(&plugin).unwrap();
-    let shipped = common::shipped_plugins().join("calculator");
-    for file in ["plugin.toml", "calculator.wasm"] {
-        std::fs::copy(shipped.join(file), plugin.join(file)).unwrap();
-    }
+    let (_, shipped) = copy_plugin(dir.path(), "plugins/calculator", "calculator");
     keygen(dir.path(), &["acme", "other"]);
     let policy = |require: &str, extra: &str| {
         std::fs::write(
@@ -361,10 +367,7 @@ fn trust_refuses_unsigned_tampered_and_unknown_signers_at_load() {
 fn grants_bound_to_a_signer_follow_the_signer_not_the_name() {
     let server = crate::http_grants::TestServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let plugin = dir.path().join("plugins/web");
-    std::fs::create_dir_all(&plugin).unwrap();
-    let shipped = common::shipped_plugins().join("web");
-    std::fs::copy(shipped.join("plugin.toml"), plugin.join("plugin.toml")).unwrap();
+    let (plugin, shipped) = copy_plugin(dir.path(), "plugins/web", "web");
     let original = std::fs::read(shipped.join("web.wasm")).unwrap();
     keygen(dir.path(), &["acme", "other"]);
     std::fs::write(

@@ -448,6 +448,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_finish_reason_is_cut_to_its_bound() {
+        let long = "x".repeat(10_000);
+        let StreamItem::Finish(kept) = finish_reason(&long) else {
+            unreachable!()
+        };
+        assert!(
+            kept.len() <= MAX_FINISH_REASON_BYTES + "…".len(),
+            "{}",
+            kept.len()
+        );
+        assert_eq!(finish_reason("stop"), StreamItem::Finish("stop".into()));
+    }
+
+    #[test]
     fn any_retry_after_a_server_sends_is_a_bounded_duration() {
         let cap = Duration::from_secs(86_400);
         for (name, value, expected) in [

@@ -406,4 +406,22 @@ mod tests {
         assert_eq!(mode & 0o077, 0);
         assert!(keygen(&secret, &public).is_err());
     }
+
+    #[test]
+    fn a_detached_signature_past_its_bound_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let component = dir.path().join("c.wasm");
+        std::fs::write(&component, COMPONENT).unwrap();
+        assert_eq!(detached_signature(&component).unwrap(), None);
+        let beside = dir.path().join("c.wasm.sig");
+        std::fs::write(
+            &beside,
+            vec![0u8; MAX_DETACHED_SIGNATURE_BYTES as usize + 1],
+        )
+        .unwrap();
+        let refused = detached_signature(&component).unwrap_err();
+        assert!(refused.contains("more than any signature"), "{refused}");
+        std::fs::write(&beside, [1u8, 2, 3]).unwrap();
+        assert_eq!(detached_signature(&component).unwrap(), Some(vec![1, 2, 3]));
+    }
 }

@@ -7,24 +7,22 @@
 //! gadget, invalid parameters, bad JSON, a load error under `--strict`,
 //! usage errors).
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 
 use gadget_core::ledger::LogLevel;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
 use gadget_core::tool::{Layered, Tools};
-use gadget_runtime::Runtime;
-use gadget_runtime::loader::{self, ComponentCache, LoadOptions, LoadProgress};
 use gadget_runtime::policy::Policy;
 use gadget_runtime::registry::Registry;
 use host::Calls;
+use plugins::{CompileBars, load, load_options, plugin_dirs};
 
 /// Set (to anything) in the environment of the compiling child process
 /// (`gadget __compile`): the binary then allocates with the system's
@@ -46,7 +44,9 @@ mod host;
 mod list;
 mod mcp;
 mod new;
+mod oci;
 mod parse;
+mod plugins;
 mod prompt;
 mod run;
 mod safe;
@@ -73,9 +73,18 @@ struct Cli {
 
 #[derive(Debug, Clone, Args)]
 struct GlobalArgs {
-    /// A directory of plugins (repeatable). Default: $GADGET_PLUGINS, else the shipped `plugins/`.
-    #[arg(long = "plugins", value_name = "DIR", global = true)]
+    /// A directory of plugins, a component, or an oci://HOST[:PORT]/REPOSITORY:TAG (or @sha256:DIGEST) to pull (repeatable). Default: $GADGET_PLUGINS, else the shipped `plugins/`.
+    #[arg(long = "plugins", value_name = "DIR|oci://REF", global = true)]
     plugins: Vec<PathBuf>,
+    /// A registry (HOST[:PORT]) to speak plain HTTP to although it is not on this machine (repeatable; loopback registries always may).
+    #[arg(
+        long = "insecure-registry",
+        value_name = "HOST[:PORT]",
+        env = "GADGET_OCI_INSECURE",
+        value_delimiter = ',',
+        global = true
+    )]
+    insecure_registries: Vec<String>,
     /// Where precompiled components are cached. Default: $GADGET_CACHE_DIR, $XDG_CACHE_HOME/gadget-host or ~/.cache/gadget-host.
     #[arg(long, value_name = "DIR", global = true)]
     cache_dir: Option<PathBuf>,
@@ -223,6 +232,22 @@ enum Command {
     Check {
         /// A plugin directory (with plugin.toml) or a .wasm component.
         path: PathBuf,
+    },
+    /// Pull a plugin from an OCI registry into the cache (what `--plugins oci://...` does at start-up).
+    #[command(
+        after_help = "Examples:\n  gadget pull oci://ghcr.io/acme/web:1.0\n  gadget pull oci://127.0.0.1:5000/gadgets/web@sha256:...\n\nCredentials: GADGET_OCI_USERNAME and GADGET_OCI_PASSWORD, else the Docker config (docker login)."
+    )]
+    Pull {
+        /// oci://HOST[:PORT]/REPOSITORY:TAG or oci://HOST[:PORT]/REPOSITORY@sha256:DIGEST
+        reference: String,
+    },
+    /// Push a plugin (a directory with plugin.toml, or a component) to an OCI registry, in the layout wkg uses.
+    #[command(after_help = "Example:\n  gadget push plugins/web oci://ghcr.io/acme/web:1.0")]
+    Push {
+        /// A plugin directory or a .wasm component.
+        source: PathBuf,
+        /// oci://HOST[:PORT]/REPOSITORY:TAG
+        reference: String,
     },
     /// Make an Ed25519 key pair for signing components (the files wasmsign2 reads).
     #[command(after_help = "Example:\n  gadget keygen --secret-key acme.sec --public-key acme.pub")]
@@ -465,6 +490,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 let host = host!(Calls::Few);
                 prompt::prompt(host.tools(&policy)?, prompt_options)
             }
+            Command::Pull { reference } => oci::pull(&cli.global, reference).await,
+            Command::Push { source, reference } => oci::push(&cli.global, source, reference).await,
             Command::Keygen {
                 secret_key,
                 public_key,
@@ -589,143 +616,6 @@ async fn serving(
         })
     });
     Ok(Some((tools, gadgets, reload)))
-}
-
-fn load_options(global: &GlobalArgs, policy: &Policy) -> LoadOptions {
-    let cache = if global.no_cache {
-        None
-    } else {
-        match global
-            .cache_dir
-            .clone()
-            .or_else(ComponentCache::default_dir)
-        {
-            Some(dir) => match ComponentCache::open(&dir) {
-                Ok(cache) => Some(cache),
-                Err(e) => {
-                    tracing::warn!(
-                        "not caching compiled components: cannot use {}: {e}",
-                        dir.display()
-                    );
-                    None
-                }
-            },
-            None => None,
-        }
-    };
-    LoadOptions {
-        compiler: compile::in_child(policy.compile_memory_bytes()),
-        ..LoadOptions::from_policy(policy, cache)
-    }
-}
-
-/// The plugin directories: `--plugins`, else `$GADGET_PLUGINS` (separated
-/// by `:`), else the shipped set next to this build.
-fn plugin_dirs(global: &GlobalArgs) -> Vec<PathBuf> {
-    if !global.plugins.is_empty() {
-        return global.plugins.clone();
-    }
-    if let Some(dirs) = std::env::var_os("GADGET_PLUGINS").filter(|d| !d.is_empty()) {
-        return std::env::split_paths(&dirs).collect();
-    }
-    let shipped = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../plugins"));
-    if let Ok(shipped) = shipped.canonicalize() {
-        return vec![shipped];
-    }
-    vec![PathBuf::from("plugins")]
-}
-
-/// Loads the plugins; reports each load error. `None` under `--strict`
-/// when any failed.
-async fn load(
-    runtime: &Arc<Runtime>,
-    global: &GlobalArgs,
-    options: &LoadOptions,
-) -> Result<Option<Registry>> {
-    let dirs = plugin_dirs(global);
-    let progress = Arc::new(CompileBars::new());
-    let (registry, errors) =
-        loader::load_dirs(runtime.clone(), &dirs, options, progress.clone()).await;
-    progress.finish();
-    for error in &errors {
-        eprintln!(
-            "{}: {}",
-            if global.strict { "error" } else { "warning" },
-            safe::safe(&error.to_string())
-        );
-    }
-    // A grant given and not applied is a mistake in the policy: one line
-    // each. A request not granted is not (a shipped plugin that merely
-    // lacks a grant): `list`, `check` and a call to its gadgets say it.
-    for plugin in registry.plugins().iter().filter(|_| !global.quiet) {
-        for note in plugin.report.grant_notes.iter().filter(|n| n.is_warning()) {
-            eprintln!(
-                "warning: plugin '{}': {}",
-                plugin.identity.name,
-                safe::safe(&note.to_string())
-            );
-        }
-    }
-    if global.strict && !errors.is_empty() {
-        eprintln!(
-            "error: {} plugin(s) failed to load (--strict)",
-            errors.len()
-        );
-        return Ok(None);
-    }
-    Ok(Some(registry))
-}
-
-/// One spinner per component being compiled, only on a terminal.
-struct CompileBars {
-    multi: Option<indicatif::MultiProgress>,
-    bars: Mutex<Vec<(String, indicatif::ProgressBar)>>,
-}
-
-impl CompileBars {
-    fn new() -> CompileBars {
-        let multi = std::io::stderr()
-            .is_terminal()
-            .then(indicatif::MultiProgress::new);
-        CompileBars {
-            multi,
-            bars: Mutex::new(Vec::new()),
-        }
-    }
-
-    fn finish(&self) {
-        for (_, bar) in self
-            .bars
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain(..)
-        {
-            bar.finish_and_clear();
-        }
-    }
-}
-
-impl LoadProgress for CompileBars {
-    fn compiling(&self, plugin: &str, bytes: u64) {
-        let Some(multi) = &self.multi else { return };
-        let bar = multi.add(indicatif::ProgressBar::new_spinner());
-        bar.set_message(format!(
-            "compiling {plugin} ({}) — cached for next time",
-            human_bytes(bytes)
-        ));
-        bar.enable_steady_tick(Duration::from_millis(100));
-        self.bars
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((plugin.to_string(), bar));
-    }
-
-    fn compiled(&self, plugin: &str) {
-        let mut bars = self.bars.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(index) = bars.iter().position(|(name, _)| name == plugin) {
-            bars.remove(index).1.finish_and_clear();
-        }
-    }
 }
 
 fn print_json(value: &impl Serialize) -> Result<()> {

@@ -36,6 +36,7 @@ pub mod llm;
 pub mod loader;
 pub mod manifest;
 pub mod memory_budget;
+pub mod oci;
 pub mod origins;
 mod outcome;
 pub mod plugin;

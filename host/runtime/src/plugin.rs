@@ -23,6 +23,11 @@ pub struct LoadError {
 }
 
 impl LoadError {
+    /// A plugin named by an `oci://` reference that could not be pulled.
+    pub fn pull(reference: &str, error: crate::oci::OciError) -> LoadError {
+        LoadError::new(Path::new(reference), LoadFailure::Pull(error))
+    }
+
     pub(crate) fn new(path: &Path, reason: impl Into<LoadFailure>) -> LoadError {
         LoadError {
             path: path.to_path_buf(),
@@ -62,6 +67,9 @@ pub enum LoadFailure {
     },
     #[error("{}: {message}", component.display())]
     Compile { component: PathBuf, message: String },
+    /// Its `oci://` reference could not be pulled (nor found in the cache).
+    #[error("cannot pull it: {0}")]
+    Pull(crate::oci::OciError),
     /// Its signatures do not satisfy the operator's `[trust]`.
     #[error("{0}")]
     Untrusted(String),
@@ -139,12 +147,35 @@ pub enum PluginSource {
     Dir(PathBuf),
     /// A bare component file.
     Wasm(PathBuf),
+    /// Pulled from a registry: the `oci://` reference as given, and the
+    /// cached plugin directory or bare component it was stored as.
+    Oci { reference: String, local: PathBuf },
 }
 
 impl PluginSource {
     pub fn path(&self) -> &Path {
         match self {
             PluginSource::Dir(p) | PluginSource::Wasm(p) => p,
+            PluginSource::Oci { local, .. } => local,
+        }
+    }
+
+    /// Where it came from, as the operator named it: a path, or an
+    /// `oci://` reference.
+    pub fn origin(&self) -> String {
+        match self {
+            PluginSource::Oci { reference, .. } => reference.clone(),
+            other => other.path().display().to_string(),
+        }
+    }
+
+    /// The local form: a pulled plugin is a directory or a bare component
+    /// on this machine like any other.
+    pub fn local(&self) -> PluginSource {
+        match self {
+            PluginSource::Oci { local, .. } if local.is_dir() => PluginSource::Dir(local.clone()),
+            PluginSource::Oci { local, .. } => PluginSource::Wasm(local.clone()),
+            other => other.clone(),
         }
     }
 

@@ -262,15 +262,17 @@ pub async fn load_plugin(
     progress: &dyn LoadProgress,
 ) -> Result<(Arc<Plugin>, Vec<LoadedGadget>), LoadError> {
     let started = Instant::now();
-    let path = source.path().to_path_buf();
-    let fail = |reason: LoadFailure| LoadError::new(&path, reason);
-    let manifest = match &source {
+    // Errors name the plugin as the operator did (a path, or its oci:// reference).
+    let shown = PathBuf::from(source.origin());
+    let fail = |reason: LoadFailure| LoadError::new(&shown, reason);
+    let local = source.local();
+    let manifest = match &local {
         PluginSource::Dir(dir) => Manifest::from_dir(dir).map_err(|e| fail(e.into()))?,
-        PluginSource::Wasm(file) => bare_manifest(file).map_err(fail)?,
+        _ => bare_manifest(local.path()).map_err(fail)?,
     };
-    let (root, component_path) = match &source {
+    let (root, component_path) = match &local {
         PluginSource::Dir(dir) => (dir.clone(), dir.join(&manifest.component)),
-        PluginSource::Wasm(file) => (
+        PluginSource::Wasm(file) | PluginSource::Oci { local: file, .. } => (
             file.parent().unwrap_or(Path::new(".")).to_path_buf(),
             file.clone(),
         ),

@@ -1,0 +1,224 @@
+//! Where the plugins come from and how they load: `--plugins` directories,
+//! components and `oci://` references (pulled into the cache first), the
+//! compile cache, and one spinner per component being compiled.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Result;
+
+use gadget_runtime::Runtime;
+use gadget_runtime::loader::{
+    self, ComponentCache, LoadError, LoadOptions, LoadProgress, PluginSource,
+};
+use gadget_runtime::oci::{Fetch, OciError, OciOptions, OciRef, OciStore, Pulled};
+use gadget_runtime::policy::Policy;
+use gadget_runtime::registry::Registry;
+
+use super::{GlobalArgs, compile, human_bytes, safe};
+
+pub(super) fn load_options(global: &GlobalArgs, policy: &Policy) -> LoadOptions {
+    let cache = if global.no_cache {
+        None
+    } else {
+        match global
+            .cache_dir
+            .clone()
+            .or_else(ComponentCache::default_dir)
+        {
+            Some(dir) => match ComponentCache::open(&dir) {
+                Ok(cache) => Some(cache),
+                Err(e) => {
+                    tracing::warn!(
+                        "not caching compiled components: cannot use {}: {e}",
+                        dir.display()
+                    );
+                    None
+                }
+            },
+            None => None,
+        }
+    };
+    LoadOptions {
+        compiler: compile::in_child(policy.compile_memory_bytes()),
+        ..LoadOptions::from_policy(policy, cache)
+    }
+}
+
+/// The plugin directories: `--plugins`, else `$GADGET_PLUGINS` (separated
+/// by `:`), else the shipped set next to this build.
+pub(super) fn plugin_dirs(global: &GlobalArgs) -> Vec<PathBuf> {
+    if !global.plugins.is_empty() {
+        return global.plugins.clone();
+    }
+    if let Some(dirs) = std::env::var_os("GADGET_PLUGINS").filter(|d| !d.is_empty()) {
+        return std::env::split_paths(&dirs).collect();
+    }
+    let shipped = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../plugins"));
+    if let Ok(shipped) = shipped.canonicalize() {
+        return vec![shipped];
+    }
+    vec![PathBuf::from("plugins")]
+}
+
+/// The plugins `--plugins` names, in order: each directory's plugins and
+/// components, and each `oci://` reference pulled (or found in the cache).
+pub(super) async fn sources(global: &GlobalArgs) -> (Vec<PluginSource>, Vec<LoadError>) {
+    let mut sources = Vec::new();
+    let mut errors = Vec::new();
+    for entry in plugin_dirs(global) {
+        let text = entry.to_string_lossy().into_owned();
+        if !OciRef::is_oci(&text) {
+            let (found, failed) = loader::discover(std::slice::from_ref(&entry));
+            sources.extend(found);
+            errors.extend(failed);
+            continue;
+        }
+        match pull(global, &text).await {
+            Ok(pulled) => sources.push(PluginSource::Oci {
+                reference: text,
+                local: pulled.local,
+            }),
+            Err(e) => errors.push(LoadError::pull(&text, e)),
+        }
+    }
+    (sources, errors)
+}
+
+/// Pulls `reference` into the cache (or finds it there); a tag whose
+/// registry cannot be reached falls back to what it last named, with a
+/// warning.
+pub(super) async fn pull(global: &GlobalArgs, reference: &str) -> Result<Pulled, OciError> {
+    let parsed = OciRef::parse(reference)?;
+    let pulled = oci_store(global)?
+        .pull(&parsed, &oci_options(global))
+        .await?;
+    if let Fetch::CachedOffline { reason } = &pulled.fetch
+        && !global.quiet
+    {
+        eprintln!(
+            "warning: {}: the registry cannot be reached ({}); using {}, pulled earlier",
+            safe::safe(reference),
+            safe::safe(reason),
+            pulled.digest
+        );
+    }
+    Ok(pulled)
+}
+
+/// Pulled plugins live beside the compiled ones (`--cache-dir`).
+pub(super) fn oci_store(global: &GlobalArgs) -> Result<OciStore, OciError> {
+    let dir = global
+        .cache_dir
+        .clone()
+        .or_else(ComponentCache::default_dir)
+        .ok_or_else(|| OciError::Io {
+            path: PathBuf::from("$HOME"),
+            source: std::io::Error::other(
+                "no cache directory for pulled plugins: set --cache-dir or GADGET_CACHE_DIR",
+            ),
+        })?;
+    OciStore::open(&dir)
+}
+
+pub(super) fn oci_options(global: &GlobalArgs) -> OciOptions {
+    OciOptions {
+        insecure: global.insecure_registries.clone(),
+    }
+}
+
+/// Loads the plugins; reports each load error. `None` under `--strict`
+/// when any failed.
+pub(super) async fn load(
+    runtime: &Arc<Runtime>,
+    global: &GlobalArgs,
+    options: &LoadOptions,
+) -> Result<Option<Registry>> {
+    let (sources, mut errors) = sources(global).await;
+    let progress = Arc::new(CompileBars::new());
+    let (registry, load_errors) =
+        loader::load_sources(runtime.clone(), sources, options, progress.clone()).await;
+    errors.extend(load_errors);
+    progress.finish();
+    for error in &errors {
+        eprintln!(
+            "{}: {}",
+            if global.strict { "error" } else { "warning" },
+            safe::safe(&error.to_string())
+        );
+    }
+    // A grant given and not applied is a mistake in the policy: one line
+    // each. A request not granted is not (a shipped plugin that merely
+    // lacks a grant): `list`, `check` and a call to its gadgets say it.
+    for plugin in registry.plugins().iter().filter(|_| !global.quiet) {
+        for note in plugin.report.grant_notes.iter().filter(|n| n.is_warning()) {
+            eprintln!(
+                "warning: plugin '{}': {}",
+                plugin.identity.name,
+                safe::safe(&note.to_string())
+            );
+        }
+    }
+    if global.strict && !errors.is_empty() {
+        eprintln!(
+            "error: {} plugin(s) failed to load (--strict)",
+            errors.len()
+        );
+        return Ok(None);
+    }
+    Ok(Some(registry))
+}
+
+/// One spinner per component being compiled, only on a terminal.
+pub(super) struct CompileBars {
+    multi: Option<indicatif::MultiProgress>,
+    bars: Mutex<Vec<(String, indicatif::ProgressBar)>>,
+}
+
+impl CompileBars {
+    pub(super) fn new() -> CompileBars {
+        let multi = std::io::stderr()
+            .is_terminal()
+            .then(indicatif::MultiProgress::new);
+        CompileBars {
+            multi,
+            bars: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(super) fn finish(&self) {
+        for (_, bar) in self
+            .bars
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl LoadProgress for CompileBars {
+    fn compiling(&self, plugin: &str, bytes: u64) {
+        let Some(multi) = &self.multi else { return };
+        let bar = multi.add(indicatif::ProgressBar::new_spinner());
+        bar.set_message(format!(
+            "compiling {plugin} ({}) — cached for next time",
+            human_bytes(bytes)
+        ));
+        bar.enable_steady_tick(Duration::from_millis(100));
+        self.bars
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((plugin.to_string(), bar));
+    }
+
+    fn compiled(&self, plugin: &str) {
+        let mut bars = self.bars.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(index) = bars.iter().position(|(name, _)| name == plugin) {
+            bars.remove(index).1.finish_and_clear();
+        }
+    }
+}

@@ -75,6 +75,20 @@ if ! .tools/wasmsign2/bin/wasmsign2 --version 2>/dev/null | grep -qx "wasmsign2-
     cargo install --quiet --locked wasmsign2-cli --version 0.2.8 --root .tools/wasmsign2
 fi
 
+# The OCI tests' peers: a real registry (Debian's docker-registry, the CNCF
+# distribution registry; each test starts its own on 127.0.0.1) and wkg,
+# wasm-pkg-tools' CLI, which pushes and pulls components (pinned, built once
+# into .tools/).
+if ! dpkg -s docker-registry >/dev/null 2>&1; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq docker-registry >/dev/null
+fi
+if ! .tools/wkg/bin/wkg --version 2>/dev/null | grep -qx "wkg 0.16.1"; then
+    cargo install --quiet --locked wkg --version 0.16.1 --root .tools/wkg
+fi
+
 ./scripts/build-guests.sh
 cargo build --quiet --release -p gadget-core -p gadget-exec -p gadget-runtime -p gadget-agent -p gadget-mcp -p gadget-host
 echo "host built: target/release/gadget"

@@ -42,6 +42,7 @@ mod compile;
 mod describe;
 mod host;
 mod list;
+mod lock;
 mod mcp;
 mod new;
 mod oci;
@@ -76,6 +77,12 @@ struct GlobalArgs {
     /// A directory of plugins, a component, or an oci://HOST[:PORT]/REPOSITORY:TAG (or @sha256:DIGEST) to pull (repeatable). Default: $GADGET_PLUGINS, else the shipped `plugins/`.
     #[arg(long = "plugins", value_name = "DIR|oci://REF", global = true)]
     plugins: Vec<PathBuf>,
+    /// Refuse any plugin whose component digest or signers differ from the lock file (see `gadget lock`).
+    #[arg(long, global = true)]
+    locked: bool,
+    /// The lock file `gadget lock` writes and `--locked` checks.
+    #[arg(long, value_name = "FILE", default_value = gadget_runtime::lockfile::LOCK_FILE, env = "GADGET_LOCK_FILE", global = true)]
+    lock_file: PathBuf,
     /// A registry (HOST[:PORT]) to speak plain HTTP to although it is not on this machine (repeatable; loopback registries always may).
     #[arg(
         long = "insecure-registry",
@@ -249,6 +256,11 @@ enum Command {
         /// oci://HOST[:PORT]/REPOSITORY:TAG
         reference: String,
     },
+    /// Write the lock file: each loaded plugin's source, component digest and verified signers, for `--locked`.
+    #[command(
+        after_help = "Example:\n  gadget --config policy.toml --plugins oci://ghcr.io/acme/web:1.0 lock\n  gadget --config policy.toml --plugins oci://ghcr.io/acme/web:1.0 --locked serve"
+    )]
+    Lock,
     /// Make an Ed25519 key pair for signing components (the files wasmsign2 reads).
     #[command(after_help = "Example:\n  gadget keygen --secret-key acme.sec --public-key acme.pub")]
     Keygen {
@@ -437,7 +449,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 // Compiled into the cache now, so the first call after an
                 // edit does not pay for it (a CPython component takes ~13 s).
                 let runtime = host::runtime(&policy, Calls::Few)?;
-                build::warm_cache(&runtime, path, &load_options(&cli.global, &policy)).await;
+                build::warm_cache(&runtime, path, &load_options(&cli.global, &policy)?).await;
                 Ok(built)
             }
             Command::Run(run_options) => {
@@ -490,6 +502,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 let host = host!(Calls::Few);
                 prompt::prompt(host.tools(&policy)?, prompt_options)
             }
+            Command::Lock => {
+                let host = host!(Calls::Few);
+                lock::lock(&host.registry, &cli.global.lock_file)
+            }
             Command::Pull { reference } => oci::pull(&cli.global, reference).await,
             Command::Push { source, reference } => oci::push(&cli.global, source, reference).await,
             Command::Keygen {
@@ -504,7 +520,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             } => sign::sign(key, component, output.as_deref(), *detached),
             Command::Check { path } => {
                 let runtime = host::runtime(&policy, Calls::Few)?;
-                check::check(&runtime, path, &load_options(&cli.global, &policy)).await
+                let options = load_options(&cli.global, &policy)?;
+                check::check(&runtime, &cli.global, path, &options).await
             }
             Command::List { json } => {
                 let host = host!(Calls::Few);
@@ -595,7 +612,7 @@ async fn serving(
     let (runtime, global, options) = (
         host.runtime.clone(),
         global.clone(),
-        load_options(global, policy),
+        load_options(global, policy)?,
     );
     let reload: gadget_mcp::Reload = Arc::new(move || {
         let (runtime, global, options, agents) = (

@@ -326,7 +326,7 @@ pub struct CallRecorder {
     journal: Arc<Journal>,
     call: String,
     gadget: String,
-    origin: Option<Origin>,
+    origin: Option<std::sync::Arc<Origin>>,
     /// Records of this call besides its start and end.
     records: AtomicU64,
 }
@@ -337,7 +337,7 @@ impl CallRecorder {
             event,
             Some(&self.call),
             Some(&self.gadget),
-            self.origin.as_ref(),
+            self.origin.as_deref(),
             detail,
         );
     }
@@ -347,7 +347,7 @@ impl CallRecorder {
             event,
             Some(&self.call),
             Some(&self.gadget),
-            self.origin.as_ref(),
+            self.origin.as_deref(),
             detail,
         );
     }
@@ -360,6 +360,8 @@ impl CallRecorder {
                 params_shape: None,
                 params: Some(bounded(journal.redactor.value(params.clone()))),
                 timeout_ms: timeout.map(|t| t.as_millis() as u64),
+                source: self.origin.as_ref().map(|o| o.source.as_str()),
+                signature: self.origin.as_ref().map(|o| o.signature.as_str()),
             }
         } else {
             Started {
@@ -369,6 +371,8 @@ impl CallRecorder {
                 }),
                 params: None,
                 timeout_ms: timeout.map(|t| t.as_millis() as u64),
+                source: self.origin.as_ref().map(|o| o.source.as_str()),
+                signature: self.origin.as_ref().map(|o| o.signature.as_str()),
             }
         };
         self.append("call_started", detail);
@@ -478,6 +482,12 @@ struct Started<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     params: Option<Value>,
     timeout_ms: Option<u64>,
+    /// The tool's provenance (a plugin's: where from, whose signature);
+    /// the record's `plugin` and `digest` say which component it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signature: Option<&'a str>,
 }
 
 /// `call_finished`'s detail.

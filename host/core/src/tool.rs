@@ -74,12 +74,21 @@ impl ToolCall {
     }
 }
 
-/// A tool's plugin and the digest of its component.
+/// A tool's provenance: its plugin, the digest of its component, where it
+/// was loaded from and what its signatures say. Built once per plugin and
+/// shared by every call (the journal and the spans read it per call).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
     pub plugin: String,
     /// SHA-256 of the component, hex.
     pub digest: String,
+    /// Where it was loaded from, as the operator named it: a path, or an
+    /// `oci://` reference.
+    pub source: String,
+    /// What its signatures say: `signed by NAME`, `unsigned`, `signed, not
+    /// verified (...)`, or `not checked` when the policy asks nothing of
+    /// signatures.
+    pub signature: String,
 }
 
 /// Something the executor can run.
@@ -118,7 +127,7 @@ pub trait Tool: Send + Sync {
 
     /// Where the tool comes from, for the audit journal: its plugin and
     /// the SHA-256 of its component; `None` for a tool of the host's own.
-    fn origin(&self) -> Option<Origin> {
+    fn origin(&self) -> Option<std::sync::Arc<Origin>> {
         None
     }
 

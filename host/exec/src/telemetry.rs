@@ -137,8 +137,10 @@ impl Telemetry {
             KeyValue::new("gen_ai.tool.type", "function"),
         ];
         if let Some(origin) = tool.origin() {
-            attributes.push(KeyValue::new("gadget.plugin", origin.plugin));
-            attributes.push(KeyValue::new("gadget.digest", origin.digest));
+            attributes.push(KeyValue::new("gadget.plugin", origin.plugin.clone()));
+            attributes.push(KeyValue::new("gadget.digest", origin.digest.clone()));
+            attributes.push(KeyValue::new("gadget.source", origin.source.clone()));
+            attributes.push(KeyValue::new("gadget.signature", origin.signature.clone()));
         }
         let builder = self
             .tracer

@@ -223,8 +223,25 @@ pub fn tool_of(tool: &dyn GadgetTool) -> Tool {
     if let Some(label) = &spec.label {
         served = served.with_title(label.clone());
     }
+    // Where a plugin's tool comes from, for clients and gateways that
+    // check: its plugin, source, component digest and signature.
+    if let Some(origin) = tool.origin() {
+        let provenance = serde_json::json!({
+            "plugin": origin.plugin,
+            "source": origin.source,
+            "sha256": origin.digest,
+            "signature": origin.signature,
+        });
+        let mut meta = serde_json::Map::new();
+        meta.insert(PROVENANCE_META.to_string(), provenance);
+        served.meta = Some(meta.into());
+    }
     served.with_annotations(annotations(tool))
 }
+
+/// The `_meta` key of a tool's provenance in `tools/list` (MCP's
+/// reverse-DNS prefix rule for `_meta` keys).
+pub const PROVENANCE_META: &str = "dev.gadget-host/provenance";
 
 /// What the tool declares, with its access's word over it: reaching the
 /// network or writing a directory is neither read-only nor closed-world.

@@ -33,6 +33,12 @@ pub struct GadgetSummary<'a> {
     /// Whether models and clients are offered it: false while its plugin
     /// lacks a grant it asks for (`permission_notes` says which).
     pub available: bool,
+    /// Where its plugin was loaded from (a path or an `oci://` reference).
+    pub source: &'a str,
+    /// SHA-256 of its component, hex.
+    pub sha256: &'a str,
+    /// What its signatures say (`signed by acme`, `unsigned`, `not checked`).
+    pub signature: &'a str,
 }
 
 impl<'a> From<&'a WasmGadget> for GadgetSummary<'a> {
@@ -49,6 +55,9 @@ impl<'a> From<&'a WasmGadget> for GadgetSummary<'a> {
             granted_permissions: g.plugin.access.grants.grants.to_json(),
             permission_notes: &g.plugin.report.grant_notes,
             available: g.plugin.is_available(),
+            source: &g.plugin.origin.source,
+            sha256: &g.plugin.origin.digest,
+            signature: &g.plugin.origin.signature,
         }
     }
 }
@@ -94,6 +103,11 @@ pub struct PluginJson<'a> {
     pub version: &'a str,
     pub description: &'a str,
     pub path: &'a std::path::Path,
+    /// Where it was loaded from, as the operator named it (a path or an
+    /// `oci://` reference; `path` is then its place in the cache).
+    pub source: &'a str,
+    /// What its signatures say (`signed by acme`, `unsigned`, `not checked`).
+    pub signature: &'a str,
     pub component: &'a PathBuf,
     pub sha256: &'a str,
     /// What its signatures say (`signed by acme`, `unsigned`), when the
@@ -141,6 +155,8 @@ impl<'a> From<&'a WasmGadget> for GadgetDescription<'a> {
                 version: &g.plugin.identity.version,
                 description: &g.plugin.identity.description,
                 path: g.plugin.artifact.source.path(),
+                source: &g.plugin.origin.source,
+                signature: &g.plugin.origin.signature,
                 component: &g.plugin.artifact.component_path,
                 sha256: &g.plugin.artifact.sha256,
                 provenance: g.plugin.artifact.provenance.as_ref().map(|p| p.describe()),

@@ -76,11 +76,8 @@ impl Tool for WasmGadget {
         self.exclusive_group.clone()
     }
 
-    fn origin(&self) -> Option<gadget_core::tool::Origin> {
-        Some(gadget_core::tool::Origin {
-            plugin: self.plugin.identity.name.clone(),
-            digest: self.plugin.artifact.sha256.clone(),
-        })
+    fn origin(&self) -> Option<Arc<gadget_core::tool::Origin>> {
+        Some(self.plugin.origin.clone())
     }
 
     /// Its plugin's grants: what the manifest asks for AND the operator

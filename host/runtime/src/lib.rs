@@ -34,6 +34,7 @@ mod http;
 mod limiter;
 pub mod llm;
 pub mod loader;
+pub mod lockfile;
 pub mod manifest;
 pub mod memory_budget;
 pub mod oci;

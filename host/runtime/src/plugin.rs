@@ -70,6 +70,9 @@ pub enum LoadFailure {
     /// Its `oci://` reference could not be pulled (nor found in the cache).
     #[error("cannot pull it: {0}")]
     Pull(crate::oci::OciError),
+    /// It is not what `gadget.lock` pins (`--locked`).
+    #[error("{0}")]
+    Locked(String),
     /// Its signatures do not satisfy the operator's `[trust]`.
     #[error("{0}")]
     Untrusted(String),
@@ -199,6 +202,8 @@ impl PluginSource {
 /// what the loader has to tell the operator about it.
 pub struct Plugin {
     pub identity: Identity,
+    /// Its provenance, as the journal, the spans and MCP clients see it.
+    pub origin: Arc<gadget_core::tool::Origin>,
     pub artifact: Artifact,
     pub access: PluginAccess,
     pub report: LoadReport,

@@ -69,6 +69,11 @@ impl Registry {
         self.failed_plugins = count;
     }
 
+    /// How many plugins were found but did not load.
+    pub fn failed_plugins(&self) -> usize {
+        self.failed_plugins
+    }
+
     /// Whether a plugin of this name was loaded (even one that lost every
     /// gadget to a name collision).
     pub fn has_plugin(&self, name: &str) -> bool {

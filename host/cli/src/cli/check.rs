@@ -1,6 +1,6 @@
-//! `gadget check PATH`: load one plugin directory or component and report
-//! each check it passed (manifest, component, world, specs, schemas,
-//! examples) or the one it failed.
+//! `gadget check PATH`: load one plugin directory, component or `oci://`
+//! reference and report each check it passed (manifest, component,
+//! provenance, world, specs, schemas, examples) or the one it failed.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -9,17 +9,31 @@ use anyhow::Result;
 use serde_json::Value;
 
 use gadget_runtime::Runtime;
-use gadget_runtime::loader::{self, CacheOutcome, LoadOptions, PluginSource};
+use gadget_runtime::loader::{self, CacheOutcome, LoadError, LoadOptions, PluginSource};
+use gadget_runtime::oci::OciRef;
 
-use super::{CompileBars, EXIT_FAILED, human_bytes};
+use super::{CompileBars, EXIT_FAILED, GlobalArgs, human_bytes};
 
 pub async fn check(
     runtime: &Arc<Runtime>,
+    global: &GlobalArgs,
     path: &std::path::Path,
     options: &LoadOptions,
 ) -> Result<ExitCode> {
     println!("checking {}", path.display());
-    let source = match PluginSource::from_path(path) {
+    let text = path.to_string_lossy();
+    let found = if OciRef::is_oci(&text) {
+        super::plugins::pull(global, &text)
+            .await
+            .map(|pulled| PluginSource::Oci {
+                reference: text.to_string(),
+                local: pulled.local,
+            })
+            .map_err(|e| LoadError::pull(&text, e))
+    } else {
+        PluginSource::from_path(path)
+    };
+    let source = match found {
         Ok(source) => source,
         Err(e) => {
             println!("  ✗ {}", e.reason);
@@ -54,6 +68,16 @@ pub async fn check(
             CacheOutcome::Miss => "compiled and cached",
             CacheOutcome::Off => "compiled, not cached",
         }
+    );
+    println!(
+        "  {} provenance: {}, from {}",
+        if plugin.artifact.provenance.is_some() {
+            "✓"
+        } else {
+            "·"
+        },
+        plugin.origin.signature,
+        super::safe::safe(&plugin.origin.source),
     );
     let version = plugin.contract_version().as_str();
     println!("  ✓ world: exports gadget:plugin/gadget@{version} (gadget:plugin@{version})");

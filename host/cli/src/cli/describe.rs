@@ -90,15 +90,12 @@ pub fn describe(
         "Plugin: {} {} ({})\n",
         g.plugin.identity.name,
         g.plugin.identity.version,
-        g.plugin.artifact.source.path().display()
+        super::safe::safe(&g.plugin.origin.source)
     ));
-    if let Some(provenance) = &g.plugin.artifact.provenance {
-        out.push_str(&format!(
-            "Provenance: {}, sha256 {}\n",
-            provenance.describe(),
-            g.plugin.artifact.sha256
-        ));
-    }
+    out.push_str(&format!(
+        "Provenance: {}, sha256 {}\n",
+        g.plugin.origin.signature, g.plugin.artifact.sha256
+    ));
     let requested = &g.plugin.access.requested;
     let granted = &g.plugin.access.grants.grants;
     if !requested.is_empty() || !granted.is_empty() || !g.plugin.report.grant_notes.is_empty() {

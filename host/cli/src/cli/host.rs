@@ -47,7 +47,7 @@ pub async fn start(
     let runtime = runtime(policy, calls)?;
     let providers = agent::providers(&policy.llm, agent_options);
     runtime.set_llm_backend(agent::llm_backend(&policy.llm, providers.clone()));
-    let Some(registry) = load(&runtime, global, &load_options(global, policy)).await? else {
+    let Some(registry) = load(&runtime, global, &load_options(global, policy)?).await? else {
         return Ok(None);
     };
     if !plugin_names_match(global, policy, &registry) {

@@ -31,6 +31,46 @@ fn status(gadget: &WasmGadget) -> String {
     }
 }
 
+/// Digits of a component's SHA-256 shown in the plugin table (the full
+/// digest is in `describe` and `list --json`).
+const DIGEST_SHOWN: usize = 12;
+
+/// Each plugin's provenance under the gadgets: what it is, whose signature
+/// it carries, and where it came from.
+fn plugins_table(out: &mut impl Write, registry: &Registry) -> Result<()> {
+    let plugins = registry.plugins();
+    if plugins.is_empty() {
+        return Ok(());
+    }
+    let origins: Vec<_> = plugins.iter().map(|p| &p.origin).collect();
+    let width = |len: &dyn Fn(&gadget_core::tool::Origin) -> usize, header: &str| {
+        origins
+            .iter()
+            .map(|o| len(o))
+            .chain([header.len()])
+            .max()
+            .unwrap_or(0)
+    };
+    let plugin_width = width(&|o| o.plugin.len(), "PLUGIN");
+    let signature_width = width(&|o| o.signature.len(), "SIGNATURE");
+    writeln!(
+        out,
+        "\n{:plugin_width$}  {:signature_width$}  {:DIGEST_SHOWN$}  SOURCE",
+        "PLUGIN", "SIGNATURE", "SHA256"
+    )?;
+    for origin in origins {
+        writeln!(
+            out,
+            "{:plugin_width$}  {:signature_width$}  {:DIGEST_SHOWN$}  {}",
+            origin.plugin,
+            origin.signature,
+            origin.digest.get(..DIGEST_SHOWN).unwrap_or(&origin.digest),
+            super::safe::safe(&origin.source)
+        )?;
+    }
+    Ok(())
+}
+
 /// The gadgets, then the policy's agents (tools that are not a plugin's).
 pub fn list(registry: &Registry, tools: &dyn Tools, json: bool, quiet: bool) -> Result<ExitCode> {
     let agents: Vec<_> = tools
@@ -105,6 +145,7 @@ pub fn list(registry: &Registry, tools: &dyn Tools, json: bool, quiet: bool) -> 
             super::safe::safe(description)
         )?;
     }
+    plugins_table(&mut out, registry)?;
     if !quiet && statuses.iter().any(|s| s != STATUS_READY) {
         eprintln!(
             "note: a gadget that needs a grant is not offered to models or MCP clients until the operator grants its plugin what its manifest asks for (`gadget check` or `gadget describe NAME` says how)"

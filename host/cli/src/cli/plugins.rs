@@ -13,13 +13,16 @@ use gadget_runtime::Runtime;
 use gadget_runtime::loader::{
     self, ComponentCache, LoadError, LoadOptions, LoadProgress, PluginSource,
 };
+use gadget_runtime::lockfile::Lockfile;
 use gadget_runtime::oci::{Fetch, OciError, OciOptions, OciRef, OciStore, Pulled};
 use gadget_runtime::policy::Policy;
 use gadget_runtime::registry::Registry;
 
 use super::{GlobalArgs, compile, human_bytes, safe};
 
-pub(super) fn load_options(global: &GlobalArgs, policy: &Policy) -> LoadOptions {
+/// How to load: the policy's ceilings, grants and trust, the compile
+/// cache, and under `--locked` the lock every plugin must match.
+pub(super) fn load_options(global: &GlobalArgs, policy: &Policy) -> Result<LoadOptions> {
     let cache = if global.no_cache {
         None
     } else {
@@ -41,10 +44,17 @@ pub(super) fn load_options(global: &GlobalArgs, policy: &Policy) -> LoadOptions 
             None => None,
         }
     };
-    LoadOptions {
+    let lock = if global.locked {
+        let lock = Lockfile::read(&global.lock_file)?;
+        Some(Arc::new(lock))
+    } else {
+        None
+    };
+    Ok(LoadOptions {
         compiler: compile::in_child(policy.compile_memory_bytes()),
+        lock,
         ..LoadOptions::from_policy(policy, cache)
-    }
+    })
 }
 
 /// The plugin directories: `--plugins`, else `$GADGET_PLUGINS` (separated
@@ -159,6 +169,25 @@ pub(super) async fn load(
                 plugin.identity.name,
                 safe::safe(&note.to_string())
             );
+        }
+    }
+    // A locked plugin that is not there at all is not a difference the
+    // loader sees: said here.
+    if let Some(lock) = &options.lock {
+        for locked in &lock.plugins {
+            if registry
+                .plugins()
+                .iter()
+                .all(|p| p.identity.name != locked.name)
+                && !global.quiet
+            {
+                eprintln!(
+                    "warning: plugin '{}' is in {} but did not load (from {})",
+                    locked.name,
+                    global.lock_file.display(),
+                    safe::safe(&locked.source)
+                );
+            }
         }
     }
     if global.strict && !errors.is_empty() {

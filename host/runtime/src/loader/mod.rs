@@ -79,6 +79,10 @@ impl std::fmt::Debug for ExternalCompiler {
     }
 }
 
+/// What a plugin's signature is said to be when the policy has no
+/// `[trust]` (nothing was verified, so nothing is claimed).
+pub const NOT_CHECKED: &str = "not checked";
+
 /// How to load.
 #[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
@@ -96,6 +100,8 @@ pub struct LoadOptions {
     /// Whose signatures count, and whether one is required; `None`: the
     /// policy asks nothing of signatures.
     pub trust: Option<Arc<crate::provenance::Trust>>,
+    /// `--locked`: every plugin must be what this lock pins.
+    pub lock: Option<Arc<crate::lockfile::Lockfile>>,
 }
 
 impl LoadOptions {
@@ -116,6 +122,7 @@ impl LoadOptions {
                     .unwrap_or(Path::new("."));
                 crate::provenance::Trust::from_policy(policy, base).map(Arc::new)
             },
+            lock: None,
         }
     }
 }
@@ -312,6 +319,15 @@ pub async fn load_plugin(
         }
     };
 
+    if let Some(lock) = &options.lock {
+        let signed_by = match &provenance {
+            Some(Verification::Signed { by }) => &by[..],
+            _ => &[],
+        };
+        lock.check(&manifest.name, &sha256, signed_by)
+            .map_err(|reason| fail(LoadFailure::Locked(reason)))?;
+    }
+
     let (component, cache_outcome) =
         compile_cached(runtime, &manifest.name, &bytes, &sha256, options, progress)
             .await
@@ -454,7 +470,16 @@ pub async fn load_plugin(
             gadget.exclusive_group = Some(group.clone());
         }
     }
+    let origin = Arc::new(gadget_core::tool::Origin {
+        plugin: manifest.name.clone(),
+        digest: sha256.clone(),
+        source: source.origin(),
+        signature: provenance
+            .as_ref()
+            .map_or_else(|| NOT_CHECKED.to_string(), Verification::describe),
+    });
     let plugin = Plugin {
+        origin,
         identity: Identity {
             name: manifest.name,
             version: manifest.version,

@@ -296,6 +296,31 @@ fn is_unreachable(error: &oci_client::errors::OciDistributionError) -> bool {
     false
 }
 
+/// The registry answered with a refusal or a failure; one that wants
+/// credentials says where they come from.
+fn registry_error(
+    reference: &OciRef,
+    error: &oci_client::errors::OciDistributionError,
+) -> OciError {
+    use oci_client::errors::OciDistributionError as E;
+    let mut message = error_chain(error);
+    let wants_credentials = matches!(
+        error,
+        E::AuthenticationFailure(_) | E::UnauthorizedError { .. }
+    ) || message.contains("code: 401")
+        || message.contains("UNAUTHORIZED");
+    if wants_credentials {
+        message.push_str(&format!(
+            "; it wants credentials: set {USERNAME_VAR} and {PASSWORD_VAR}, or log in with `docker login {}`",
+            reference.registry()
+        ));
+    }
+    OciError::Registry {
+        reference: reference.to_string(),
+        message,
+    }
+}
+
 fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();

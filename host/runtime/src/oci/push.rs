@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::{
     CONFIG_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE, LAYER_MEDIA_TYPE, OciError, OciOptions, OciRef,
-    PLUGIN_MANIFEST_ANNOTATION, TITLE_ANNOTATION, credentials, error_chain,
+    PLUGIN_MANIFEST_ANNOTATION, TITLE_ANNOTATION, credentials, registry_error,
 };
 use crate::cache::sha256_hex;
 use crate::loader::MAX_COMPONENT_BYTES;
@@ -95,10 +95,7 @@ pub async fn push(
     let digest = format!("sha256:{}", sha256_hex(&body));
     let client = options.client(reference);
     let auth = credentials(reference)?;
-    let failed = |e: oci_client::errors::OciDistributionError| OciError::Registry {
-        reference: reference.to_string(),
-        message: error_chain(&e),
-    };
+    let failed = |e| registry_error(reference, &e);
     client
         .store_auth_if_needed(reference.reference.resolve_registry(), &auth)
         .await;

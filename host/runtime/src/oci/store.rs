@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::{
     CONFIG_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE, LAYER_MEDIA_TYPE, MAX_IMAGE_MANIFEST_BYTES,
     OciError, OciOptions, OciRef, PLUGIN_MANIFEST_ANNOTATION, credentials, error_chain,
-    is_sha256_digest, is_unreachable,
+    is_sha256_digest, is_unreachable, registry_error,
 };
 use crate::cache::sha256_hex;
 use crate::loader::MAX_COMPONENT_BYTES;
@@ -164,10 +164,7 @@ impl OciStore {
                         }),
                     };
                 }
-                return Err(OciError::Registry {
-                    reference: reference.to_string(),
-                    message,
-                });
+                return Err(registry_error(reference, &e));
             }
         };
         if bytes.len() > MAX_IMAGE_MANIFEST_BYTES {
@@ -314,10 +311,7 @@ impl OciStore {
         client
             .pull_blob(&reference.reference, layer, &mut sink)
             .await
-            .map_err(|e| OciError::Registry {
-                reference: reference.to_string(),
-                message: error_chain(&e),
-            })?;
+            .map_err(|e| registry_error(reference, &e))?;
         let actual = format!("sha256:{}", sha256_hex(&sink.bytes));
         if actual != layer.digest {
             return Err(OciError::DigestMismatch {

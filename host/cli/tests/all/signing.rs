@@ -167,6 +167,42 @@ fn a_signed_component_still_runs_and_its_signature_verifies() {
     );
 }
 
+/// `wasm` without its custom sections named `name` (a component's or a
+/// module's top-level sections: id, LEB128 size, payload).
+fn without_custom_section(wasm: &[u8], name: &str) -> Vec<u8> {
+    fn leb128(bytes: &[u8], at: &mut usize) -> usize {
+        let (mut value, mut shift) = (0usize, 0);
+        loop {
+            let byte = bytes[*at];
+            *at += 1;
+            value |= ((byte & 0x7f) as usize) << shift;
+            if byte & 0x80 == 0 {
+                return value;
+            }
+            shift += 7;
+        }
+    }
+    let mut out = wasm[..8].to_vec();
+    let mut at = 8;
+    while at < wasm.len() {
+        let start = at;
+        let id = wasm[at];
+        at += 1;
+        let size = leb128(wasm, &mut at);
+        let payload = at;
+        at += size;
+        if id == 0 {
+            let mut name_at = payload;
+            let len = leb128(wasm, &mut name_at);
+            if &wasm[name_at..name_at + len] == name.as_bytes() {
+                continue;
+            }
+        }
+        out.extend_from_slice(&wasm[start..at]);
+    }
+    out
+}
+
 /// wasmsign2's own CLI, installed by the setup script.
 fn wasmsign2(args: &[&str], dir: &std::path::Path) -> (bool, String) {
     let bin = common::workspace().join(".tools/wasmsign2/bin/wasmsign2");
@@ -349,6 +385,36 @@ fn trust_refuses_unsigned_tampered_and_unknown_signers_at_load() {
         "{said}"
     );
 
+    // Signed by acme, its signature section then removed: unsigned, so
+    // refused where signatures are required.
+    std::fs::copy(shipped.join("calculator.wasm"), dir.path().join(component)).unwrap();
+    let (ok, said) = gadget(&["sign", "--key", "acme.sec", component], dir.path());
+    assert!(ok, "{said}");
+    let signed = std::fs::read(dir.path().join(component)).unwrap();
+    let stripped = without_custom_section(&signed, "signature");
+    assert!(stripped.len() < signed.len());
+    std::fs::write(dir.path().join(component), &stripped).unwrap();
+    policy("signed", "");
+    let (ok, said) = call();
+    assert!(
+        !ok && said.contains("not signed by a key in [trust.signers]"),
+        "{said}"
+    );
+
+    // acme's signature intact, but the policy's key for acme swapped for
+    // another: no trusted key verifies it, refused.
+    std::fs::write(dir.path().join(component), &signed).unwrap();
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        "[trust.signers.acme]\nkey = \"other.pub\"\n",
+    )
+    .unwrap();
+    let (ok, said) = call();
+    assert!(
+        !ok && said.contains("no key in [trust.signers] verifies"),
+        "{said}"
+    );
+
     // A signer whose key cannot be read refuses every plugin, naming it.
     std::fs::write(
         dir.path().join("policy.toml"),
@@ -424,4 +490,128 @@ fn grants_bound_to_a_signer_follow_the_signer_not_the_name() {
     let (ok, said) = fetch();
     assert!(!ok, "{said}");
     assert!(said.contains("this one is signed by other"), "{said}");
+}
+
+/// `gadget lock` pins each plugin's digest and verified signers;
+/// `--locked` refuses a changed component or a changed signer, naming
+/// both; MCP clients see the provenance in `tools/list`.
+#[test]
+fn locked_refuses_a_changed_component_or_signer_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, shipped) = copy_plugin(dir.path(), "plugins/calculator", "calculator");
+    keygen(dir.path(), &["acme"]);
+    let component = "plugins/calculator/calculator.wasm";
+    let (ok, said) = gadget(&["sign", "--key", "acme.sec", component], dir.path());
+    assert!(ok, "{said}");
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        "[trust.signers.acme]\nkey = \"acme.pub\"\n",
+    )
+    .unwrap();
+    let with = |config: &str, args: &[&str]| {
+        let base = ["--config", config, "--plugins", "plugins"];
+        gadget(&[&base[..], args].concat(), dir.path())
+    };
+    let (ok, said) = with("policy.toml", &["lock"]);
+    assert!(ok && said.contains("locked calculator sha256 "), "{said}");
+    let lock = std::fs::read_to_string(dir.path().join("gadget.lock")).unwrap();
+    assert!(lock.contains("signed-by = [\"acme\"]"), "{lock}");
+    let add = [
+        "call",
+        "Calculator",
+        "--params",
+        r#"{"operation":"add","a":2,"b":3}"#,
+    ];
+    let (ok, said) = with("policy.toml", &[&["--locked"][..], &add].concat());
+    assert!(ok && said.contains('5'), "{said}");
+
+    // tools/list carries the provenance for MCP clients.
+    let listed = tools_list(
+        dir.path(),
+        &["--config", "policy.toml", "--plugins", "plugins"],
+    );
+    let meta = &listed["result"]["tools"][0]["_meta"]["dev.gadget-host/provenance"];
+    assert_eq!(meta["signature"], "signed by acme", "{listed}");
+    assert_eq!(meta["source"], "plugins/calculator", "{listed}");
+    assert_eq!(meta["sha256"].as_str().unwrap().len(), 64, "{listed}");
+
+    // The same signer, a new build (another digest): refused, both named.
+    let locked_digest = lock
+        .lines()
+        .find_map(|l| l.strip_prefix("sha256 = \""))
+        .unwrap()
+        .trim_end_matches('"')
+        .to_string();
+    std::fs::copy(shipped.join("calculator.wasm"), dir.path().join(component)).unwrap();
+    let mut rebuilt = std::fs::read(dir.path().join(component)).unwrap();
+    // A custom section: the code is the same, the bytes are not.
+    rebuilt.extend_from_slice(&[0x00, 0x06, 0x05, b'b', b'u', b'i', b'l', b'd']);
+    std::fs::write(dir.path().join(component), &rebuilt).unwrap();
+    let (ok, said) = gadget(&["sign", "--key", "acme.sec", component], dir.path());
+    assert!(ok, "{said}");
+    let (ok, said) = with("policy.toml", &[&["--locked"][..], &add].concat());
+    assert!(!ok, "{said}");
+    assert!(
+        said.contains(&format!("the lock file pins sha256 {locked_digest}"))
+            && said.contains("plugin 'calculator' is sha256 "),
+        "{said}"
+    );
+    // Accepted once locked again.
+    let (ok, said) = with("policy.toml", &["lock"]);
+    assert!(ok, "{said}");
+    let (ok, said) = with("policy.toml", &[&["--locked"][..], &add].concat());
+    assert!(ok, "{said}");
+
+    // The same bytes, no longer verified as acme's (a policy without
+    // [trust]): refused, both named.
+    std::fs::write(dir.path().join("open.toml"), "").unwrap();
+    let (ok, said) = with("open.toml", &[&["--locked"][..], &add].concat());
+    assert!(!ok, "{said}");
+    assert!(
+        said.contains("is not signed by a trusted signer, but the lock file pins signed by acme"),
+        "{said}"
+    );
+    // A plugin the lock does not know: refused, with what to do.
+    copy_plugin(dir.path(), "plugins/text", "text");
+    let (ok, said) = with("policy.toml", &[&["--locked"][..], &add].concat());
+    assert!(ok, "{said}");
+    assert!(
+        said.contains("plugin 'text'") && said.contains("not in the lock file"),
+        "{said}"
+    );
+}
+
+/// `gadget mcp`'s answer to `tools/list`, over stdio.
+fn tools_list(dir: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = Command::new(common::gadget_bin())
+        .current_dir(dir)
+        .env_remove("GADGET_CONFIG")
+        .args(args)
+        .arg("mcp")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for message in [
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let listed = loop {
+        let line = lines.next().expect("an answer").unwrap();
+        let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if message["id"] == 1 {
+            break message;
+        }
+    };
+    drop(stdin);
+    let _ = child.wait();
+    listed
 }

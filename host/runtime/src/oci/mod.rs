@@ -296,13 +296,24 @@ fn is_unreachable(error: &oci_client::errors::OciDistributionError) -> bool {
     false
 }
 
-/// The registry answered with a refusal or a failure; one that wants
-/// credentials says where they come from.
+/// The registry answered with a refusal, a failure or content that does
+/// not match its digest; a refusal that wants credentials says where they
+/// come from.
 fn registry_error(
     reference: &OciRef,
     error: &oci_client::errors::OciDistributionError,
 ) -> OciError {
     use oci_client::errors::OciDistributionError as E;
+    // Content that is not what its digest names is a lie, not a failure.
+    if let E::DigestError(oci_client::errors::DigestError::VerificationError { expected, actual }) =
+        error
+    {
+        return OciError::DigestMismatch {
+            reference: reference.to_string(),
+            expected: expected.clone(),
+            actual: actual.clone(),
+        };
+    }
     let mut message = error_chain(error);
     let wants_credentials = matches!(
         error,

@@ -53,6 +53,7 @@ mod run;
 mod safe;
 mod sign;
 mod telemetry;
+mod upstream;
 mod view;
 
 const EXIT_FAILED: u8 = 1;
@@ -604,7 +605,8 @@ async fn serving(
     // start; a reload does not change what they may call).
     let agents = agent::sub_agents(host.registry.clone(), policy, host.providers.clone())?
         .map(|agents| agents.agents());
-    let tools = served(host.registry.clone(), agents.clone());
+    let upstream = host.upstream.clone();
+    let tools = served(host.registry.clone(), agents.clone(), upstream.clone());
     if !global.quiet {
         host::warn_unmatched_rules(policy, &*tools);
     }
@@ -615,15 +617,16 @@ async fn serving(
         load_options(global, policy)?,
     );
     let reload: gadget_mcp::Reload = Arc::new(move || {
-        let (runtime, global, options, agents) = (
+        let (runtime, global, options, agents, upstream) = (
             runtime.clone(),
             global.clone(),
             options.clone(),
             agents.clone(),
+            upstream.clone(),
         );
         Box::pin(async move {
             match load(&runtime, &global, &options).await {
-                Ok(Some(registry)) => Some(served(Arc::new(registry), agents)),
+                Ok(Some(registry)) => Some(served(Arc::new(registry), agents, upstream)),
                 Ok(None) => None,
                 Err(e) => {
                     eprintln!("error: reloading the plugins: {e:#}");
@@ -652,13 +655,19 @@ fn human_bytes(bytes: u64) -> String {
     }
 }
 
-/// What the MCP servers serve: the gadgets, then the policy's agents.
-fn served(registry: Arc<Registry>, agents: Option<Arc<dyn Tools>>) -> Arc<dyn Tools> {
-    match agents {
-        Some(agents) => Arc::new(Layered {
-            first: registry,
-            then: agents,
-        }),
-        None => registry,
+/// What the MCP servers serve: the gadgets, the policy's agents, then the
+/// upstream MCP servers' tools.
+fn served(
+    registry: Arc<Registry>,
+    agents: Option<Arc<dyn Tools>>,
+    upstream: Option<Arc<gadget_mcp::upstream::UpstreamTools>>,
+) -> Arc<dyn Tools> {
+    let mut tools: Arc<dyn Tools> = registry;
+    for then in [agents, upstream.map(|u| u as Arc<dyn Tools>)]
+        .into_iter()
+        .flatten()
+    {
+        tools = Arc::new(Layered { first: tools, then });
     }
+    tools
 }

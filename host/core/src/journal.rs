@@ -224,7 +224,8 @@ impl Journal {
             call,
             gadget,
             plugin: origin.map(|o| o.plugin.as_str()),
-            digest: origin.map(|o| o.digest.as_str()),
+            // A tool with no component (an MCP server's) has no digest.
+            digest: origin.map(|o| o.digest.as_str()).filter(|d| !d.is_empty()),
             detail,
         };
         let mut text = Vec::with_capacity(512);

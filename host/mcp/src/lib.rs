@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod server;
 pub mod stdio;
 mod trace;
+pub mod upstream;
 
 pub use server::GadgetServer;
 

@@ -226,12 +226,15 @@ pub fn tool_of(tool: &dyn GadgetTool) -> Tool {
     // Where a plugin's tool comes from, for clients and gateways that
     // check: its plugin, source, component digest and signature.
     if let Some(origin) = tool.origin() {
-        let provenance = serde_json::json!({
+        let mut provenance = serde_json::json!({
             "plugin": origin.plugin,
             "source": origin.source,
-            "sha256": origin.digest,
             "signature": origin.signature,
         });
+        // A tool with no component (an upstream MCP server's) has no digest.
+        if !origin.digest.is_empty() {
+            provenance["sha256"] = origin.digest.clone().into();
+        }
         let mut meta = serde_json::Map::new();
         meta.insert(PROVENANCE_META.to_string(), provenance);
         served.meta = Some(meta.into());

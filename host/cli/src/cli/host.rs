@@ -32,6 +32,8 @@ pub struct Host {
     pub runtime: Arc<Runtime>,
     pub registry: Arc<Registry>,
     pub providers: Arc<Providers>,
+    /// The policy's upstream MCP servers' tools.
+    pub upstream: Option<Arc<gadget_mcp::upstream::UpstreamTools>>,
     /// `-q`: no warnings.
     quiet: bool,
 }
@@ -47,7 +49,13 @@ pub async fn start(
     let runtime = runtime(policy, calls)?;
     let providers = agent::providers(&policy.llm, agent_options);
     runtime.set_llm_backend(agent::llm_backend(&policy.llm, providers.clone()));
-    let Some(registry) = load(&runtime, global, &load_options(global, policy)?).await? else {
+    // The upstream MCP servers start while the plugins load.
+    let options = load_options(global, policy)?;
+    let (loaded, upstream) = tokio::join!(
+        load(&runtime, global, &options),
+        super::upstream::start(policy, global.quiet)
+    );
+    let (Some(registry), upstream) = (loaded?, upstream?) else {
         return Ok(None);
     };
     if !plugin_names_match(global, policy, &registry) {
@@ -57,6 +65,7 @@ pub async fn start(
         runtime,
         registry: Arc::new(registry),
         providers,
+        upstream,
         quiet: global.quiet,
     }))
 }
@@ -119,6 +128,15 @@ impl Host {
     /// The gadgets, then the policy's agents.
     pub fn tools(&self, policy: &Policy) -> Result<Arc<dyn Tools>> {
         let tools = agent::with_agents(self.registry.clone(), policy, self.providers.clone())?;
+        // Other MCP servers' tools after the gadgets and agents (a name
+        // already served keeps its first owner).
+        let tools: Arc<dyn Tools> = match &self.upstream {
+            Some(upstream) => Arc::new(gadget_core::tool::Layered {
+                first: tools,
+                then: upstream.clone(),
+            }),
+            None => tools,
+        };
         if !self.quiet {
             warn_unmatched_rules(policy, &*tools);
         }

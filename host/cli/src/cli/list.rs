@@ -7,7 +7,9 @@ use anyhow::Result;
 
 use serde_json::{Value, json};
 
-use gadget_core::tool::Tools;
+use std::sync::Arc;
+
+use gadget_core::tool::{Tool, Tools};
 use gadget_runtime::WasmGadget;
 use gadget_runtime::describe::GadgetSummary;
 use gadget_runtime::registry::Registry;
@@ -83,14 +85,23 @@ pub fn list(registry: &Registry, tools: &dyn Tools, json: bool, quiet: bool) -> 
             .gadgets()
             .map(|g| serde_json::to_value(GadgetSummary::from(g.as_ref())))
             .collect::<Result<_, _>>()?;
-        items.extend(agents.iter().map(|agent| {
-            json!({
-                "name": agent.name(),
-                "description": agent.spec().description,
+        items.extend(agents.iter().map(|tool| match tool.origin() {
+            // An upstream MCP server's tool.
+            Some(origin) => json!({
+                "name": tool.name(),
+                "description": tool.spec().description,
+                "plugin": origin.plugin,
+                "kind": "mcp",
+                "source": origin.source,
+                "access": tool.access(),
+            }),
+            None => json!({
+                "name": tool.name(),
+                "description": tool.spec().description,
                 "plugin": null,
                 "kind": "agent",
-                "access": agent.access(),
-            })
+                "access": tool.access(),
+            }),
         }));
         print_json(&items)?;
         return Ok(ExitCode::SUCCESS);
@@ -106,12 +117,13 @@ pub fn list(registry: &Registry, tools: &dyn Tools, json: bool, quiet: bool) -> 
     // Agents widen the columns only when there are some.
     let agent_names = agents.iter().map(|a| a.name().len()).max().unwrap_or(0);
     let name_width = width(|g| g.spec.name.len(), "NAME").max(agent_names);
-    let plugin_width =
-        width(|g| g.plugin.identity.name.len(), "PLUGIN").max(if agents.is_empty() {
-            0
-        } else {
-            AGENT_COLUMN.len()
-        });
+    // Agents say so; an upstream MCP server's tools name their server.
+    let owner = |tool: &Arc<dyn Tool>| {
+        tool.origin()
+            .map_or_else(|| AGENT_COLUMN.to_string(), |o| o.plugin.clone())
+    };
+    let plugin_width = width(|g| g.plugin.identity.name.len(), "PLUGIN")
+        .max(agents.iter().map(|a| owner(a).len()).max().unwrap_or(0));
     let statuses: Vec<String> = registry.gadgets().map(|g| status(g)).collect();
     let status_width = statuses
         .iter()
@@ -141,7 +153,7 @@ pub fn list(registry: &Registry, tools: &dyn Tools, json: bool, quiet: bool) -> 
             out,
             "{:name_width$}  {:plugin_width$}  {STATUS_READY:status_width$}  {}",
             agent.name(),
-            AGENT_COLUMN,
+            owner(agent),
             super::safe::safe(description)
         )?;
     }

@@ -51,9 +51,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use gadget_core::approval::{RuleSpec, Rules};
+pub(crate) use gadget_core::limits::HARD_MAX_TIMEOUT;
 use gadget_core::limits::{
-    HARD_MAX_MEMORY_BYTES, HARD_MAX_TIMEOUT, LimitCeilings, MAX_LOG_BYTES, MAX_RESULT_BYTES,
-    MAX_STDIO_BYTES,
+    HARD_MAX_MEMORY_BYTES, LimitCeilings, MAX_LOG_BYTES, MAX_RESULT_BYTES, MAX_STDIO_BYTES,
 };
 
 use crate::grants::{self, IpRange, OriginRule};
@@ -107,6 +107,10 @@ pub struct Policy {
     /// `[trust]`: whose signatures count, and whether one is required.
     #[serde(default)]
     pub trust: TrustPolicy,
+    /// `[mcp-servers.NAME]`: other MCP servers whose tools are served
+    /// under this policy.
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, McpServerPolicy>,
     /// The file this policy was read from (none: built in, or text).
     #[serde(skip)]
     pub file: Option<PathBuf>,
@@ -405,6 +409,7 @@ impl Policy {
             }
             check_grants(plugin, grants)?;
         }
+        mcp_server::check(&mut policy.mcp_servers, base)?;
         if let Some(file) = &mut policy.audit.file
             && file.is_relative()
         {
@@ -720,9 +725,11 @@ fn check_grants(plugin: &str, grants: &PluginPolicy) -> Result<(), String> {
 }
 
 mod audit;
+mod mcp_server;
 mod plugin;
 mod trust;
 pub use audit::{AuditPolicy, TelemetryPolicy};
+pub use mcp_server::McpServerPolicy;
 pub use plugin::{ConfigSource, FileGrant, LlmPolicy, PluginPolicy};
 pub use trust::{Require, SignerSpec, TrustPolicy};
 

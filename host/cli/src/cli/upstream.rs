@@ -1,0 +1,92 @@
+//! The policy's `[mcp-servers.NAME]`: resolved into what `gadget_mcp`
+//! starts (the program found on the host's `PATH`, the environment it is
+//! given, nothing more), and started beside the plugins.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+
+use gadget_mcp::upstream::{DEFAULT_CALL_TIMEOUT, Transport, UpstreamSpec, UpstreamTools};
+use gadget_runtime::policy::Policy;
+
+use super::safe;
+
+/// The servers the policy names, resolved; an error names the entry.
+pub fn specs(policy: &Policy) -> Result<Vec<UpstreamSpec>> {
+    let mut specs = Vec::new();
+    for (name, server) in &policy.mcp_servers {
+        let Some((program, args)) = server.command.as_ref().and_then(|c| c.split_first()) else {
+            bail!("mcp-servers.{name}: no command");
+        };
+        let program = find_program(program, server.dir.as_deref()).ok_or_else(|| {
+            anyhow::anyhow!(
+                "mcp-servers.{name}.command: '{program}' is not a file nor found on PATH"
+            )
+        })?;
+        let mut env = Vec::new();
+        for (key, source) in &server.env {
+            let value = match (&source.env, &source.value) {
+                (Some(var), _) => std::env::var(var).map_err(|_| {
+                    anyhow::anyhow!(
+                        "mcp-servers.{name}.env.{key}: the host's environment has no {var}"
+                    )
+                })?,
+                (None, Some(value)) => value.clone(),
+                (None, None) => bail!("mcp-servers.{name}.env.{key}: no env nor value"),
+            };
+            env.push((key.clone(), value));
+        }
+        specs.push(UpstreamSpec {
+            name: name.clone(),
+            prefix: server.prefix_for(name),
+            transport: Transport::Stdio {
+                program,
+                args: args.to_vec(),
+                env,
+                dir: server.dir.clone(),
+            },
+            timeout: server
+                .timeout_ms
+                .map_or(DEFAULT_CALL_TIMEOUT, Duration::from_millis),
+        });
+    }
+    Ok(specs)
+}
+
+/// A program as the shell would find it: a path (relative to `dir` when
+/// given), else the first match on the host's `PATH`.
+fn find_program(program: &str, dir: Option<&Path>) -> Option<PathBuf> {
+    if program.contains('/') {
+        let path = match dir {
+            Some(dir) => dir.join(program),
+            None => PathBuf::from(program),
+        };
+        return path.is_file().then_some(path);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|path| path.is_file())
+}
+
+/// Starts the policy's servers (all at once); `None` when it names none.
+/// A server that does not start is a warning: its tools are missing
+/// until it does (it is tried again when they are next needed).
+pub async fn start(policy: &Policy, quiet: bool) -> Result<Option<Arc<UpstreamTools>>> {
+    let specs = specs(policy)?;
+    if specs.is_empty() {
+        return Ok(None);
+    }
+    let rules = policy.gadgets.clone();
+    let tools = Arc::new(UpstreamTools::new(
+        specs,
+        Arc::new(move |name: &str| rules.check(name).is_ok()),
+    ));
+    for (_, why) in tools.start().await {
+        if !quiet {
+            eprintln!("warning: {}", safe::safe(&why));
+        }
+    }
+    Ok(Some(tools))
+}

@@ -1,0 +1,359 @@
+//! One upstream server's connection: started on first need, its tools
+//! listed (and listed again when it says they changed), restarted with
+//! backoff after it fails or dies, stopped on request. Its notifications
+//! reach the host here: progress goes to the call it belongs to, logs to
+//! the host's log, a changed tool list marks the tools stale.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+#[allow(deprecated, reason = "servers still send notifications/message")]
+use rmcp::model::LoggingMessageNotificationParam;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProgressToken,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
+
+use gadget_core::ledger::{CallEvent, CallObserver};
+use gadget_core::tool::Tool;
+
+use super::tool::UpstreamTool;
+use super::{
+    MAX_LOG_BYTES, MAX_PROGRESS_PER_CALL, MAX_RESTART_BACKOFF, MAX_TOOLS, MIN_RESTART_BACKOFF,
+    START_TIMEOUT, Transport, UpstreamSpec,
+};
+
+/// What the connection's handler shares with the calls.
+struct Shared {
+    name: String,
+    /// The running calls' observers, by the progress token of their request.
+    progress: Mutex<HashMap<ProgressToken, ProgressSink>>,
+    /// The server said its tools changed: list them again before the next use.
+    tools_changed: AtomicBool,
+}
+
+struct ProgressSink {
+    observer: Option<CallObserver>,
+    /// What the call's report lists (the first [`MAX_PROGRESS_PER_CALL`]).
+    seen: Vec<String>,
+}
+
+/// The host's side of the session: it takes notifications and answers
+/// nothing it was not asked to (no sampling, no elicitation, no roots:
+/// the capabilities it sends are empty).
+#[derive(Clone)]
+struct Handler {
+    shared: Arc<Shared>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("gadget-host", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        let mut sinks = self
+            .shared
+            .progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(sink) = sinks.get_mut(&params.progress_token)
+            && sink.seen.len() < MAX_PROGRESS_PER_CALL as usize
+        {
+            let mut text = match params.total {
+                Some(total) => format!("{}/{}", params.progress, total),
+                None => format!("{}", params.progress),
+            };
+            if let Some(message) = &params.message {
+                text.push(' ');
+                text.push_str(&bounded(message, MAX_LOG_BYTES));
+            }
+            if let Some(observer) = &sink.observer {
+                observer(&CallEvent::Progress(text.clone()));
+            }
+            sink.seen.push(text);
+        }
+        std::future::ready(())
+    }
+
+    // Logging is deprecated by SEP-2577, but servers still send it; it is
+    // the host's log of what the server said.
+    #[allow(deprecated, reason = "servers still send notifications/message")]
+    fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        let data = match &params.data {
+            serde_json::Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        tracing::info!(
+            mcp_server = %self.shared.name,
+            level = ?params.level,
+            logger = params.logger.as_deref().unwrap_or(""),
+            "{}",
+            bounded(&data, MAX_LOG_BYTES)
+        );
+        std::future::ready(())
+    }
+
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        self.shared.tools_changed.store(true, Ordering::Relaxed);
+        std::future::ready(())
+    }
+}
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+pub(super) fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// Whether the server runs, and if not, when it may be tried again.
+#[derive(Default)]
+struct State {
+    running: Option<RunningService<RoleClient, Handler>>,
+    /// Failures in a row (reset by a successful start).
+    failures: u32,
+    retry_at: Option<Instant>,
+    last_error: Option<String>,
+}
+
+/// One upstream server.
+pub struct Upstream {
+    spec: UpstreamSpec,
+    shared: Arc<Shared>,
+    state: tokio::sync::Mutex<State>,
+    tools: RwLock<Arc<Vec<Arc<UpstreamTool>>>>,
+    /// Set once the first listing was attempted: the tools are known (or
+    /// the failure is).
+    listed: AtomicBool,
+}
+
+impl Upstream {
+    pub fn new(spec: UpstreamSpec) -> Arc<Upstream> {
+        Arc::new(Upstream {
+            shared: Arc::new(Shared {
+                name: spec.name.clone(),
+                progress: Mutex::new(HashMap::new()),
+                tools_changed: AtomicBool::new(false),
+            }),
+            spec,
+            state: tokio::sync::Mutex::new(State::default()),
+            tools: RwLock::new(Arc::new(Vec::new())),
+            listed: AtomicBool::new(false),
+        })
+    }
+
+    pub fn spec(&self) -> &UpstreamSpec {
+        &self.spec
+    }
+
+    /// Its tools as last listed.
+    pub fn tools(&self) -> Arc<Vec<Arc<UpstreamTool>>> {
+        self.tools.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Starts the server if it is not running (and may be tried), and
+    /// lists its tools if they are not known or changed.
+    pub async fn ensure_started(self: &Arc<Self>) -> Result<(), String> {
+        self.peer().await.map(|_| ())
+    }
+
+    /// A live session with the server, started (or restarted) if needed.
+    pub(super) async fn peer(self: &Arc<Self>) -> Result<Peer<RoleClient>, String> {
+        let mut state = self.state.lock().await;
+        if let Some(running) = &state.running
+            && !running.is_closed()
+        {
+            let peer = running.peer().clone();
+            if self.shared.tools_changed.swap(false, Ordering::Relaxed) {
+                // Relisted under the lock: calls wait for the new tools.
+                if let Err(why) = self.list_tools(&peer).await {
+                    tracing::warn!(mcp_server = %self.spec.name, "listing its tools again: {why}");
+                }
+            }
+            return Ok(peer);
+        }
+        if state.running.take().is_some() {
+            tracing::warn!(mcp_server = %self.spec.name, "the server's session ended; starting it again");
+        }
+        if let Some(retry_at) = state.retry_at
+            && Instant::now() < retry_at
+        {
+            return Err(format!(
+                "MCP server '{}' is not running ({}); it is tried again in {} ms",
+                self.spec.name,
+                state.last_error.as_deref().unwrap_or("it failed"),
+                retry_at
+                    .saturating_duration_since(Instant::now())
+                    .as_millis()
+            ));
+        }
+        match tokio::time::timeout(START_TIMEOUT, self.start()).await {
+            Ok(Ok(running)) => {
+                let peer = running.peer().clone();
+                state.running = Some(running);
+                state.failures = 0;
+                state.retry_at = None;
+                state.last_error = None;
+                self.shared.tools_changed.store(false, Ordering::Relaxed);
+                let listed = self.list_tools(&peer).await;
+                self.listed.store(true, Ordering::Relaxed);
+                listed.map(|()| peer)
+            }
+            Ok(Err(why)) => Err(self.failed(&mut state, why)),
+            Err(_) => Err(self.failed(
+                &mut state,
+                format!(
+                    "it did not start and list its tools within {} s",
+                    START_TIMEOUT.as_secs()
+                ),
+            )),
+        }
+    }
+
+    /// Notes a failure to start; when to try again.
+    fn failed(&self, state: &mut State, why: String) -> String {
+        state.failures = state.failures.saturating_add(1);
+        let backoff = MIN_RESTART_BACKOFF
+            .saturating_mul(1 << state.failures.saturating_sub(1).min(16))
+            .min(MAX_RESTART_BACKOFF);
+        state.retry_at = Some(Instant::now() + backoff);
+        state.last_error = Some(why.clone());
+        self.listed.store(true, Ordering::Relaxed);
+        format!("MCP server '{}' did not start: {why}", self.spec.name)
+    }
+
+    async fn start(&self) -> Result<RunningService<RoleClient, Handler>, String> {
+        let handler = Handler {
+            shared: self.shared.clone(),
+        };
+        match &self.spec.transport {
+            Transport::Stdio {
+                program,
+                args,
+                env,
+                dir,
+            } => {
+                let mut command = tokio::process::Command::new(program);
+                // Killed with the session (and the host): never left behind.
+                command
+                    .args(args)
+                    .env_clear()
+                    .envs(env.iter().cloned())
+                    .kill_on_drop(true);
+                if let Some(dir) = dir {
+                    command.current_dir(dir);
+                }
+                // Its stderr is its own log, not the host's output.
+                let (transport, _stderr) = rmcp::transport::TokioChildProcess::builder(command)
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+                handler
+                    .serve(transport)
+                    .await
+                    .map_err(|e| format!("it did not complete the MCP handshake: {e}"))
+            }
+        }
+    }
+
+    async fn list_tools(self: &Arc<Self>, peer: &Peer<RoleClient>) -> Result<(), String> {
+        let listed = peer
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("tools/list failed: {e}"))?;
+        let total = listed.len();
+        let mut tools: Vec<Arc<UpstreamTool>> = Vec::new();
+        for tool in listed.into_iter().take(MAX_TOOLS) {
+            match UpstreamTool::new(self, tool) {
+                Ok(tool)
+                    if tools
+                        .iter()
+                        .any(|t| t.spec().name.eq_ignore_ascii_case(&tool.spec().name)) =>
+                {
+                    tracing::warn!(
+                        mcp_server = %self.spec.name,
+                        "tool '{}' is not served: another of its tools is served under that name",
+                        tool.spec().name
+                    );
+                }
+                Ok(tool) => tools.push(Arc::new(tool)),
+                Err(why) => tracing::warn!(mcp_server = %self.spec.name, "{why}"),
+            }
+        }
+        if total > MAX_TOOLS {
+            tracing::warn!(
+                mcp_server = %self.spec.name,
+                "the server lists {total} tools; only the first {MAX_TOOLS} are served"
+            );
+        }
+        *self.tools.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(tools);
+        Ok(())
+    }
+
+    /// Keeps the progress of the request with `token` (and forwards it to
+    /// `observer`) until [`Upstream::unwatch`].
+    pub(super) fn watch(&self, token: ProgressToken, observer: Option<CallObserver>) {
+        self.shared
+            .progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                token,
+                ProgressSink {
+                    observer,
+                    seen: Vec::new(),
+                },
+            );
+    }
+
+    /// The progress the request reported.
+    pub(super) fn unwatch(&self, token: &ProgressToken) -> Vec<String> {
+        self.shared
+            .progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(token)
+            .map(|sink| sink.seen)
+            .unwrap_or_default()
+    }
+
+    /// The session is known to be broken (a call saw its transport end):
+    /// the next use starts the server again.
+    pub(super) async fn broken(&self) {
+        let mut state = self.state.lock().await;
+        if let Some(running) = state.running.take() {
+            let _ = running.cancel().await;
+        }
+    }
+
+    /// Ends the session (a stdio server's process is killed with it).
+    pub async fn stop(&self) {
+        let mut state = self.state.lock().await;
+        if let Some(running) = state.running.take() {
+            let _ = running.cancel().await;
+        }
+    }
+}

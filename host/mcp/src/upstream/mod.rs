@@ -1,0 +1,159 @@
+//! Other MCP servers' tools as gadget-host tools: `[mcp-servers.NAME]` in
+//! the policy names a server (a program spoken to over stdio, or a
+//! Streamable HTTP endpoint), and each of its tools becomes a [`Tool`] in
+//! the one call path, so the policy's allow and deny lists, argument rules,
+//! approvals, timeouts, output limiting, the audit journal and the spans
+//! apply to it exactly as to a WebAssembly gadget.
+//!
+//! An upstream server is untrusted input like a gadget: it is started when
+//! its tools are first needed, restarted with backoff when it dies, stopped
+//! when the host exits; every answer it gives is bounded ([`MAX_TOOLS`],
+//! [`MAX_RESULT_BYTES`], rmcp's line cap), a call that outlives its deadline
+//! is cancelled upstream (`notifications/cancelled`), and what it asks of
+//! the host (sampling, elicitation) is refused: the host's client
+//! advertises neither.
+
+mod connection;
+mod tool;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gadget_core::tool::{Tool, Tools};
+
+pub use connection::Upstream;
+pub use tool::UpstreamTool;
+
+/// Most tools taken from one server: a hostile server's listing cannot
+/// flood the prompt or the registry (the rest are dropped, with a warning).
+pub const MAX_TOOLS: usize = 256;
+/// Largest result taken from one call, in bytes of text: the rest is cut
+/// with a note (the executor's output limit then applies as to any tool).
+pub const MAX_RESULT_BYTES: usize = 1 << 20;
+/// How long a server may take to start and list its tools: one that takes
+/// longer is treated as failed (and retried with backoff).
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// A call's deadline when the policy sets none.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// The first wait before a failed or dead server is started again; it
+/// doubles with each failure in a row, up to [`MAX_RESTART_BACKOFF`].
+pub const MIN_RESTART_BACKOFF: Duration = Duration::from_millis(500);
+pub const MAX_RESTART_BACKOFF: Duration = Duration::from_secs(30);
+/// Progress notifications forwarded for one call: a flood past this is
+/// dropped (the call goes on).
+pub const MAX_PROGRESS_PER_CALL: u32 = 1000;
+/// Longest upstream log message kept, in bytes.
+pub const MAX_LOG_BYTES: usize = 4 << 10;
+
+/// What an upstream tool's origin calls its server: `mcp:NAME`, where a
+/// gadget's names its plugin.
+pub const ORIGIN_PREFIX: &str = "mcp:";
+
+/// How to reach one server.
+#[derive(Debug, Clone)]
+pub enum Transport {
+    /// A program whose stdin and stdout speak MCP; it gets exactly `env`
+    /// (nothing inherited) and runs in `dir`.
+    Stdio {
+        program: PathBuf,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        dir: Option<PathBuf>,
+    },
+}
+
+/// One `[mcp-servers.NAME]`, resolved by the front end.
+#[derive(Debug, Clone)]
+pub struct UpstreamSpec {
+    pub name: String,
+    /// Prepended to each of its tools' names (`NAME_` by default), so
+    /// names never collide.
+    pub prefix: String,
+    pub transport: Transport,
+    /// A call's deadline.
+    pub timeout: Duration,
+}
+
+impl UpstreamSpec {
+    /// What the operator would recognise it by: the command or the URL.
+    pub fn source(&self) -> String {
+        match &self.transport {
+            Transport::Stdio { program, args, .. } => {
+                std::iter::once(program.display().to_string())
+                    .chain(args.iter().cloned())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            }
+        }
+    }
+}
+
+/// Every configured server's tools, as one set. Which tools are served at
+/// all is the caller's filter (the policy's `[gadgets]` rules).
+pub struct UpstreamTools {
+    servers: Vec<Arc<Upstream>>,
+    served: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+}
+
+impl UpstreamTools {
+    pub fn new(
+        specs: Vec<UpstreamSpec>,
+        served: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+    ) -> UpstreamTools {
+        UpstreamTools {
+            servers: specs.into_iter().map(Upstream::new).collect(),
+            served,
+        }
+    }
+
+    pub fn servers(&self) -> &[Arc<Upstream>] {
+        &self.servers
+    }
+
+    /// Starts every server and lists its tools, all at once; a server
+    /// that fails is reported (name, why), and tried again when its tools
+    /// are next needed.
+    pub async fn start(&self) -> Vec<(String, String)> {
+        let mut starting = tokio::task::JoinSet::new();
+        for server in &self.servers {
+            let server = server.clone();
+            starting.spawn(async move {
+                let started = server.ensure_started().await;
+                (server.spec().name.clone(), started)
+            });
+        }
+        let mut failures = Vec::new();
+        while let Some(joined) = starting.join_next().await {
+            if let Ok((name, Err(why))) = joined {
+                failures.push((name, why));
+            }
+        }
+        failures.sort();
+        failures
+    }
+
+    /// Stops every server (their processes end).
+    pub async fn stop(&self) {
+        for server in &self.servers {
+            server.stop().await;
+        }
+    }
+}
+
+impl Tools for UpstreamTools {
+    fn find(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.all()
+            .into_iter()
+            .find(|t| t.name().eq_ignore_ascii_case(name))
+    }
+
+    fn all(&self) -> Vec<Arc<dyn Tool>> {
+        self.servers
+            .iter()
+            .flat_map(|server| server.tools().iter().cloned().collect::<Vec<_>>())
+            .filter(|tool| (self.served)(tool.name()))
+            .map(|tool| tool as Arc<dyn Tool>)
+            .collect()
+    }
+}

@@ -1,0 +1,339 @@
+//! [`UpstreamTool`]: one tool of an upstream MCP server, as a [`Tool`]. A
+//! call is a `tools/call` request with a progress token; its deadline and
+//! the abort signal cancel it upstream; its result becomes the text the
+//! model reads, bounded, and an error result the error the model sees.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock,
+    ResourceContents, ServerResult,
+};
+use rmcp::service::PeerRequestOptions;
+
+use gadget_core::access::Declared;
+use gadget_core::call::{CallError, CallReport, GadgetSpec, Outcome};
+use gadget_core::limits::OwnTimeout;
+use gadget_core::params::ParamSchema;
+use gadget_core::tool::{BoxFuture, Origin, Tool, ToolCall};
+
+use super::MAX_RESULT_BYTES;
+use super::connection::{Upstream, bounded};
+
+/// Longest tool name served, in bytes (prefix included): the limit on a
+/// gadget's name (`gadget_runtime::specs::MAX_GADGET_NAME_BYTES`).
+pub const MAX_NAME_BYTES: usize = 64;
+/// Longest description taken from a server, in bytes.
+pub const MAX_DESCRIPTION_BYTES: usize = 4 << 10;
+/// Largest input schema taken from a server, in bytes of JSON.
+pub const MAX_SCHEMA_BYTES: usize = 64 << 10;
+/// How often a running call looks at its abort signal.
+const CANCEL_POLL: Duration = Duration::from_millis(20);
+
+/// One upstream tool.
+pub struct UpstreamTool {
+    server: Weak<Upstream>,
+    server_name: String,
+    /// Its name on its server (the served name has the prefix).
+    upstream_name: String,
+    spec: GadgetSpec,
+    schema: ParamSchema,
+    declared: Declared,
+    timeout: Duration,
+    origin: Arc<Origin>,
+}
+
+impl std::fmt::Debug for UpstreamTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamTool")
+            .field("server", &self.server_name)
+            .field("name", &self.spec.name)
+            .finish()
+    }
+}
+
+impl UpstreamTool {
+    /// The tool a server listed, checked: a name the host can serve, a
+    /// bounded description, a schema that compiles.
+    pub(super) fn new(
+        server: &Arc<Upstream>,
+        tool: rmcp::model::Tool,
+    ) -> Result<UpstreamTool, String> {
+        let spec_of = server.spec();
+        let shown = bounded(&tool.name, MAX_NAME_BYTES);
+        let refused = |why: &str| format!("tool '{shown}' is not served: {why}");
+        // A gadget name is a letter, then letters, digits and `_`: other
+        // characters of the server's name (`get-sum`) become `_`.
+        let mapped: String = tool
+            .name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let name = format!("{}{mapped}", spec_of.prefix);
+        if tool.name.is_empty() || !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            return Err(refused(
+                "a served name must start with a letter (set a prefix)",
+            ));
+        }
+        if name.len() > MAX_NAME_BYTES {
+            return Err(refused(&format!(
+                "its name is over {MAX_NAME_BYTES} bytes with the prefix"
+            )));
+        }
+        if gadget_core::viewer::is_reserved(&name) {
+            return Err(refused("it is the name of a tool built into the host"));
+        }
+        let schema_text = serde_json::to_string(&*tool.input_schema).unwrap_or_default();
+        if schema_text.len() > MAX_SCHEMA_BYTES {
+            return Err(refused(&format!(
+                "its input schema is over {MAX_SCHEMA_BYTES} bytes"
+            )));
+        }
+        let schema = ParamSchema::compile(&schema_text).map_err(|e| refused(&e.to_string()))?;
+        let annotations = tool.annotations.clone().unwrap_or_default();
+        let label = tool.title.clone().or(annotations.title.clone());
+        Ok(UpstreamTool {
+            server: Arc::downgrade(server),
+            server_name: spec_of.name.clone(),
+            upstream_name: tool.name.to_string(),
+            spec: GadgetSpec {
+                name,
+                label: label.map(|l| bounded(&l, MAX_NAME_BYTES * 2)),
+                description: bounded(
+                    tool.description.as_deref().unwrap_or_default(),
+                    MAX_DESCRIPTION_BYTES,
+                ),
+                parameters_schema: schema_text,
+                examples: Vec::new(),
+                timeout_ms: Some(spec_of.timeout.as_millis().min(u32::MAX as u128) as u32),
+                exclusive: false,
+                max_concurrent: None,
+            },
+            schema,
+            declared: Declared {
+                read_only: annotations.read_only_hint,
+                destructive: annotations.destructive_hint,
+                idempotent: annotations.idempotent_hint,
+                open_world: annotations.open_world_hint,
+            },
+            timeout: spec_of.timeout,
+            origin: Arc::new(Origin {
+                plugin: format!("{}{}", super::ORIGIN_PREFIX, spec_of.name),
+                digest: String::new(),
+                source: spec_of.source(),
+                signature: "unsigned".into(),
+            }),
+        })
+    }
+
+    /// The server it comes from.
+    pub fn server_name(&self) -> &str {
+        &self.server_name
+    }
+
+    async fn call(&self, call: ToolCall) -> CallReport {
+        let started = Instant::now();
+        let failed =
+            |message: String| CallReport::of(Err(CallError::Failed { message }), started.elapsed());
+        let Some(server) = self.server.upgrade() else {
+            return failed(format!("MCP server '{}' was stopped", self.server_name));
+        };
+        let peer = match server.peer().await {
+            Ok(peer) => peer,
+            Err(why) => return failed(why),
+        };
+        let arguments = match &*call.params {
+            serde_json::Value::Object(map) => Some(map.clone()),
+            serde_json::Value::Null => None,
+            _ => {
+                return CallReport::of(
+                    Err(CallError::InvalidArguments {
+                        message: "the arguments must be a JSON object".into(),
+                    }),
+                    started.elapsed(),
+                );
+            }
+        };
+        let mut params = CallToolRequestParams::new(self.upstream_name.clone());
+        params.arguments = arguments;
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let mut handle = match peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+        {
+            Ok(handle) => handle,
+            Err(e) => {
+                server.broken().await;
+                return failed(format!(
+                    "MCP server '{}' could not be sent the call: {e}",
+                    self.server_name
+                ));
+            }
+        };
+        let token = handle.progress_token.clone();
+        server.watch(token.clone(), call.observer.clone());
+        let timeout = call.timeout.unwrap_or(self.timeout);
+        let cancel = call.cancel.clone();
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        enum Ended<T> {
+            Answered(T),
+            TimedOut,
+            Cancelled,
+        }
+        let ended = loop {
+            tokio::select! {
+                answer = &mut handle.rx => break Ended::Answered(answer),
+                _ = &mut deadline => break Ended::TimedOut,
+                _ = tokio::time::sleep(CANCEL_POLL), if cancel.is_some() => {
+                    if cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+                        break Ended::Cancelled;
+                    }
+                }
+            }
+        };
+        let progress = server.unwatch(&token);
+        let result = match ended {
+            Ended::TimedOut => {
+                // The server is told, so it can stop the work.
+                let _ = handle
+                    .cancel(Some("the host's deadline for the call passed".into()))
+                    .await;
+                Err(CallError::Timeout {
+                    gadget: self.spec.name.clone(),
+                    timeout_ms: timeout.as_millis() as u64,
+                })
+            }
+            Ended::Cancelled => {
+                let _ = handle.cancel(Some("the call was cancelled".into())).await;
+                Err(CallError::Cancelled {
+                    gadget: self.spec.name.clone(),
+                })
+            }
+            Ended::Answered(Ok(Ok(ServerResult::CallToolResult(result)))) => outcome_of(result),
+            Ended::Answered(Ok(Ok(_))) => Err(CallError::Failed {
+                message: format!(
+                    "MCP server '{}' answered tools/call with something else than a tool result",
+                    self.server_name
+                ),
+            }),
+            Ended::Answered(Ok(Err(e))) => {
+                if peer.is_transport_closed() {
+                    server.broken().await;
+                }
+                Err(CallError::Failed {
+                    message: format!("MCP server '{}': {e}", self.server_name),
+                })
+            }
+            // The session ended under the call (the server died): the next
+            // call starts it again.
+            Ended::Answered(Err(_)) => {
+                server.broken().await;
+                Err(CallError::Failed {
+                    message: format!(
+                        "MCP server '{}' ended during the call; it is started again for the next one",
+                        self.server_name
+                    ),
+                })
+            }
+        };
+        let mut report = CallReport::of(result, started.elapsed());
+        report.progress = progress;
+        report
+    }
+}
+
+/// The model's view of a tool result: its text (other content named,
+/// not inlined), bounded; an error result is the error it reads.
+fn outcome_of(result: CallToolResult) -> Result<Outcome, CallError> {
+    let mut text = String::new();
+    for block in &result.content {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        match block {
+            ContentBlock::Text(content) => text.push_str(&content.text),
+            ContentBlock::Image(image) => text.push_str(&format!(
+                "[image {}, {} bytes of base64]",
+                image.mime_type,
+                image.data.len()
+            )),
+            ContentBlock::Audio(audio) => text.push_str(&format!(
+                "[audio {}, {} bytes of base64]",
+                audio.mime_type,
+                audio.data.len()
+            )),
+            ContentBlock::Resource(resource) => match &resource.resource {
+                ResourceContents::TextResourceContents { text: body, .. } => text.push_str(body),
+                other => text.push_str(&format!("[resource {}]", resource_uri(other))),
+            },
+            other => {
+                let uri = serde_json::to_value(other)
+                    .ok()
+                    .and_then(|v| v["uri"].as_str().map(str::to_string))
+                    .unwrap_or_default();
+                text.push_str(&format!("[resource link {uri}]"));
+            }
+        }
+        if text.len() > MAX_RESULT_BYTES {
+            break;
+        }
+    }
+    if result.content.is_empty()
+        && let Some(structured) = &result.structured_content
+    {
+        text = structured.to_string();
+    }
+    let text = if text.len() > MAX_RESULT_BYTES {
+        format!(
+            "{}\n[cut: the server's result is over {MAX_RESULT_BYTES} bytes]",
+            bounded(&text, MAX_RESULT_BYTES)
+        )
+    } else {
+        text
+    };
+    if result.is_error == Some(true) {
+        return Err(CallError::Failed { message: text });
+    }
+    Ok(Outcome::Result {
+        result: text,
+        details: None,
+    })
+}
+
+fn resource_uri(contents: &ResourceContents) -> String {
+    serde_json::to_value(contents)
+        .ok()
+        .and_then(|v| v["uri"].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+impl Tool for UpstreamTool {
+    fn spec(&self) -> &GadgetSpec {
+        &self.spec
+    }
+
+    fn schema(&self) -> &ParamSchema {
+        &self.schema
+    }
+
+    fn own_timeout(&self) -> OwnTimeout {
+        OwnTimeout::Declared(self.timeout)
+    }
+
+    fn declared(&self) -> Declared {
+        self.declared
+    }
+
+    /// Its server, for the journal, the spans and listings: no component,
+    /// so no digest and no signature.
+    fn origin(&self) -> Option<Arc<Origin>> {
+        Some(self.origin.clone())
+    }
+
+    fn run(&self, call: ToolCall) -> BoxFuture<'_, CallReport> {
+        Box::pin(self.call(call))
+    }
+}

@@ -1,0 +1,108 @@
+//! `[mcp-servers.NAME]`: another MCP server whose tools are served as
+//! gadgets under this policy (its allow and deny lists, rules, approvals,
+//! limits and journal).
+//!
+//! ```toml
+//! [mcp-servers.everything]
+//! command = ["node", "servers/everything/dist/index.js", "stdio"]   # stdio
+//! env = { PATH = { env = "PATH" } }     # nothing is inherited
+//! prefix = "everything_"                # the default: NAME_
+//! timeout-ms = 60000
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::ConfigSource;
+use crate::specs::check_gadget_name;
+
+/// Longest call deadline an upstream server may be given, ms: the host's
+/// hard maximum for any call.
+const MAX_TIMEOUT_MS: u64 = crate::policy::HARD_MAX_TIMEOUT.as_millis() as u64;
+
+/// One upstream server.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct McpServerPolicy {
+    /// A program and its arguments, spoken to over stdio.
+    pub command: Option<Vec<String>>,
+    /// Prepended to each of its tools' names; default `NAME_`.
+    pub prefix: Option<String>,
+    /// The environment of its process: nothing of the host's is inherited
+    /// unless named here (`{ env = "VAR" }` or `{ value = "..." }`).
+    #[serde(default)]
+    pub env: BTreeMap<String, ConfigSource>,
+    /// Its working directory (relative to the policy file); default: the
+    /// host's.
+    pub dir: Option<PathBuf>,
+    /// How long one of its calls may take, ms; default 60000.
+    pub timeout_ms: Option<u64>,
+}
+
+impl McpServerPolicy {
+    /// The prefix of its tools' names.
+    pub fn prefix_for(&self, name: &str) -> String {
+        self.prefix.clone().unwrap_or_else(|| format!("{name}_"))
+    }
+}
+
+/// Checks each `[mcp-servers.NAME]`; relative directories become relative
+/// to `base` (the policy file's directory).
+pub(super) fn check(
+    servers: &mut BTreeMap<String, McpServerPolicy>,
+    base: &Path,
+) -> Result<(), String> {
+    for (name, server) in servers.iter_mut() {
+        let at = |field: &str, e: String| format!("mcp-servers.{name}{field}: {e}");
+        check_gadget_name(name).map_err(|e| at("", e))?;
+        match &server.command {
+            None => {
+                return Err(at(
+                    "",
+                    "say how to reach it: command = [\"program\", \"arg\", ...] (stdio)".into(),
+                ));
+            }
+            Some(command) if command.is_empty() || command[0].trim().is_empty() => {
+                return Err(at(".command", "name the program to run".into()));
+            }
+            Some(_) => {}
+        }
+        let prefix = server.prefix_for(name);
+        if prefix.len() > super::MAX_PREFIX_BYTES {
+            return Err(at(
+                ".prefix",
+                format!("'{prefix}' is over {} bytes", super::MAX_PREFIX_BYTES),
+            ));
+        }
+        check_gadget_name(&prefix).map_err(|e| at(".prefix", e))?;
+        for (key, source) in &server.env {
+            if key.is_empty() || key.contains(['=', '\0']) {
+                return Err(at(".env", format!("'{key}' is not a variable name")));
+            }
+            if source.env.is_some() == source.value.is_some() {
+                return Err(at(
+                    &format!(".env.{key}"),
+                    "give one of { env = \"VAR\" } or { value = \"...\" }".into(),
+                ));
+            }
+        }
+        match server.timeout_ms {
+            Some(0) => return Err(at(".timeout-ms", "must be more than 0".into())),
+            Some(ms) if ms > MAX_TIMEOUT_MS => {
+                return Err(at(
+                    ".timeout-ms",
+                    format!("{ms} is over the host's hard maximum of {MAX_TIMEOUT_MS}"),
+                ));
+            }
+            _ => {}
+        }
+        if let Some(dir) = &mut server.dir
+            && dir.is_relative()
+        {
+            *dir = base.join(&*dir);
+        }
+    }
+    Ok(())
+}

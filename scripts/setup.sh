@@ -75,6 +75,14 @@ if ! .tools/wasmsign2/bin/wasmsign2 --version 2>/dev/null | grep -qx "wasmsign2-
     cargo install --quiet --locked wasmsign2-cli --version 0.2.8 --root .tools/wasmsign2
 fi
 
+# The upstream MCP tests' servers: the reference servers from the npm
+# registry (server-everything, server-filesystem), pinned by
+# tests/mcp/servers/package-lock.json.
+if [ ! -d tests/mcp/servers/node_modules/@modelcontextprotocol/server-everything ] \
+    || [ ! -d tests/mcp/servers/node_modules/@modelcontextprotocol/server-filesystem ]; then
+    npm install --prefix tests/mcp/servers --loglevel=error --no-audit --no-fund
+fi
+
 # The OCI tests' peers: a real registry (Debian's docker-registry, the CNCF
 # distribution registry; each test starts its own on 127.0.0.1) and wkg,
 # wasm-pkg-tools' CLI, which pushes and pulls components (pinned, built once

@@ -26,3 +26,4 @@ mod signing;
 mod stop;
 mod telemetry;
 mod transcripts;
+mod upstream;

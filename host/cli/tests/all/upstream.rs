@@ -1,0 +1,304 @@
+//! Other MCP servers' tools under gadget-host's policy, against servers no
+//! one here wrote: the reference servers from the npm registry
+//! (`server-everything`, `server-filesystem`, pinned by
+//! tests/mcp/servers/package-lock.json and installed by the setup script),
+//! and a Python server of ours that dies mid-call.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::common;
+
+fn reference_server(package: &str) -> PathBuf {
+    let path = common::workspace()
+        .join("tests/mcp/servers/node_modules/@modelcontextprotocol")
+        .join(package)
+        .join("dist/index.js");
+    assert!(path.is_file(), "{} (run scripts/setup.sh)", path.display());
+    path
+}
+
+/// A policy with `body`, and the binary run with it.
+struct Policy {
+    dir: tempfile::TempDir,
+}
+
+impl Policy {
+    fn new(body: &str) -> Policy {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("policy.toml"), body).unwrap();
+        Policy { dir }
+    }
+
+    fn everything(extra: &str) -> Policy {
+        Policy::new(&format!(
+            "[mcp-servers.everything]\ncommand = [\"node\", {:?}, \"stdio\"]\ntimeout-ms = 2000\n{extra}",
+            reference_server("server-everything")
+        ))
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn command(&self) -> Command {
+        let mut command = Command::new(common::gadget_bin());
+        command
+            .current_dir(self.path())
+            .env_remove("GADGET_CONFIG")
+            .env_remove("GADGET_PLUGINS")
+            .args(["--config", "policy.toml"]);
+        command
+    }
+
+    fn gadget(&self, args: &[&str]) -> Output {
+        self.command().args(args).output().unwrap()
+    }
+}
+
+fn said(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+/// A raw MCP session with `gadget mcp` over stdio.
+struct Session {
+    child: Child,
+    stdin: ChildStdin,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+    next_id: u64,
+}
+
+impl Session {
+    fn start(policy: &Policy) -> Session {
+        let mut child = policy
+            .command()
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut session = Session {
+            child,
+            stdin,
+            lines,
+            next_id: 0,
+        };
+        session.request(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "1"}}),
+        );
+        session.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        session
+    }
+
+    fn send(&mut self, message: Value) {
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let line = self.lines.next().expect("an answer").unwrap();
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    fn call(&mut self, name: &str, arguments: Value) -> Value {
+        self.request("tools/call", json!({"name": name, "arguments": arguments}))["result"].clone()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn an_upstream_servers_tools_are_listed_called_and_checked_like_gadgets() {
+    let policy = Policy::everything(
+        "env = { GREETING = { value = \"hello\" } }\n[gadgets]\ndeny = [\"everything_toggle_*\"]\n",
+    );
+    // Listed beside the gadgets, named with the prefix, said to be the
+    // server's; a denied one is not there.
+    let out = policy.gadget(&["list"]);
+    assert!(out.status.success(), "{}", said(&out));
+    let table = said(&out);
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("everything_get_sum "))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(row.contains("mcp:everything"), "{row}");
+    assert!(
+        !table.contains("everything_toggle_simulated_logging"),
+        "{table}"
+    );
+
+    // Called through the one call path: schema checked by the host first.
+    let out = policy.gadget(&["call", "everything_get_sum", "--params", r#"{"a":2,"b":5}"#]);
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(
+        said(&out).contains("The sum of 2 and 5 is 7."),
+        "{}",
+        said(&out)
+    );
+    let out = policy.gadget(&["call", "everything_get_sum", "--params", r#"{"a":"x"}"#]);
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(
+        said(&out).contains("is not of type \"number\""),
+        "{}",
+        said(&out)
+    );
+    let out = policy.gadget(&["call", "everything_toggle_simulated_logging"]);
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+
+    // Its environment is what the policy gives, nothing inherited.
+    let out = policy
+        .command()
+        .env("SECRET_OF_THE_HOST", "do-not-pass")
+        .args(["call", "everything_get_env"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    let env = said(&out);
+    assert!(env.contains("\"GREETING\": \"hello\""), "{env}");
+    assert!(!env.contains("SECRET_OF_THE_HOST"), "{env}");
+
+    // Progress is forwarded into the call's report.
+    let out = policy.gadget(&[
+        "call",
+        "--json",
+        "everything_trigger_long_running_operation",
+        "--params",
+        r#"{"duration":0.4,"steps":4}"#,
+    ]);
+    assert!(out.status.success(), "{}", said(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["progress"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == "1/4"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_call_past_its_deadline_is_cancelled_and_the_server_serves_the_next() {
+    let policy = Policy::everything("");
+    let mut session = Session::start(&policy);
+    let started = std::time::Instant::now();
+    let result = session.call(
+        "everything_trigger_long_running_operation",
+        json!({"duration": 20, "steps": 20}),
+    );
+    assert_eq!(result["isError"], true, "{result}");
+    let text = result["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("exceeded timeout of 2000ms"), "{result}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    // The same server (same session) answers the next call at once.
+    let result = session.call("everything_echo", json!({"message": "still here"}));
+    assert_eq!(result["content"][0]["text"], "Echo: still here", "{result}");
+    // ... and `gadget mcp` serves the upstream tools like its own, with
+    // where they come from.
+    let listed = session.request("tools/list", json!({}));
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    let echo = tools
+        .iter()
+        .find(|t| t["name"] == "everything_echo")
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(
+        echo["_meta"]["dev.gadget-host/provenance"]["plugin"], "mcp:everything",
+        "{echo}"
+    );
+    assert!(tools.iter().any(|t| t["name"] == "Calculator"), "{listed}");
+}
+
+#[test]
+fn a_server_that_dies_mid_call_fails_that_call_and_is_started_again() {
+    let python = common::workspace().join(".tools/mcp/bin/python");
+    let server = common::workspace().join("tests/mcp/crashing_server.py");
+    let policy = Policy::new(&format!(
+        "[mcp-servers.crashy]\ncommand = [{:?}, {:?}]\n",
+        python, server
+    ));
+    let mut session = Session::start(&policy);
+    let first = session.call("crashy_pid", json!({}));
+    let first_pid = first["content"][0]["text"].as_str().unwrap().to_string();
+    let crashed = session.call("crashy_crash", json!({}));
+    assert_eq!(crashed["isError"], true, "{crashed}");
+    assert!(
+        crashed["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("MCP server 'crashy' ended during the call"),
+        "{crashed}"
+    );
+    let again = session.call("crashy_pid", json!({}));
+    let again_pid = again["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        !again_pid.is_empty() && again_pid != first_pid,
+        "{first_pid} then {again}"
+    );
+}
+
+#[test]
+fn a_filesystem_server_behind_a_deny_rule_reads_but_cannot_write() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("notes.txt"), "kept").unwrap();
+    let policy = Policy::new(&format!(
+        "[gadgets]\ndeny = [\"fs_write_file\", \"fs_edit_file\", \"fs_create_directory\", \"fs_move_file\"]\n\
+         [mcp-servers.fs]\ncommand = [\"node\", {:?}, {:?}]\n",
+        reference_server("server-filesystem"),
+        root.path()
+    ));
+    let notes = root.path().join("notes.txt");
+    let out = policy.gadget(&[
+        "call",
+        "fs_read_text_file",
+        "--params",
+        &json!({"path": notes}).to_string(),
+    ]);
+    assert!(
+        out.status.success() && said(&out).contains("kept"),
+        "{}",
+        said(&out)
+    );
+    let out = policy.gadget(&[
+        "call",
+        "fs_write_file",
+        "--params",
+        &json!({"path": notes, "content": "overwritten"}).to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "kept");
+    // An upstream error (outside its allowed directories) is the call's
+    // error, not the host's.
+    let out = policy.gadget(&[
+        "call",
+        "fs_read_text_file",
+        "--params",
+        r#"{"path": "/etc/hostname"}"#,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    assert!(
+        said(&out).contains("outside allowed directories"),
+        "{}",
+        said(&out)
+    );
+}

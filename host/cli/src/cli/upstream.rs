@@ -17,6 +17,29 @@ use super::safe;
 pub fn specs(policy: &Policy) -> Result<Vec<UpstreamSpec>> {
     let mut specs = Vec::new();
     for (name, server) in &policy.mcp_servers {
+        let timeout = server
+            .timeout_ms
+            .map_or(DEFAULT_CALL_TIMEOUT, Duration::from_millis);
+        if let Some(url) = &server.url {
+            let bearer = match &server.bearer_token_env {
+                Some(var) => Some(std::env::var(var).map_err(|_| {
+                    anyhow::anyhow!(
+                        "mcp-servers.{name}.bearer-token-env: the host's environment has no {var}"
+                    )
+                })?),
+                None => None,
+            };
+            specs.push(UpstreamSpec {
+                name: name.clone(),
+                prefix: server.prefix_for(name),
+                transport: Transport::Http {
+                    url: url.clone(),
+                    bearer,
+                },
+                timeout,
+            });
+            continue;
+        }
         let Some((program, args)) = server.command.as_ref().and_then(|c| c.split_first()) else {
             bail!("mcp-servers.{name}: no command");
         };
@@ -47,9 +70,7 @@ pub fn specs(policy: &Policy) -> Result<Vec<UpstreamSpec>> {
                 env,
                 dir: server.dir.clone(),
             },
-            timeout: server
-                .timeout_ms
-                .map_or(DEFAULT_CALL_TIMEOUT, Duration::from_millis),
+            timeout,
         });
     }
     Ok(specs)

@@ -302,3 +302,137 @@ fn a_filesystem_server_behind_a_deny_rule_reads_but_cannot_write() {
         said(&out)
     );
 }
+
+/// server-everything over Streamable HTTP, on a port of its own; killed
+/// when dropped.
+struct HttpEverything {
+    child: Child,
+    port: u16,
+}
+
+impl HttpEverything {
+    fn start() -> HttpEverything {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("node")
+            .arg(reference_server("server-everything"))
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Bounded: node starts it in well under a second.
+        let started = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "server-everything did not listen on {port}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        HttpEverything { child, port }
+    }
+}
+
+impl Drop for HttpEverything {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn streamable_http_servers_are_upstreams_too_with_their_bearer_token() {
+    // server-everything over Streamable HTTP: called, its progress kept,
+    // its long call cancelled at the deadline.
+    let everything = HttpEverything::start();
+    let policy = Policy::new(&format!(
+        "[mcp-servers.remote]\nurl = \"http://127.0.0.1:{}/mcp\"\ntimeout-ms = 1500\n",
+        everything.port
+    ));
+    let out = policy.gadget(&["call", "remote_get_sum", "--params", r#"{"a":1,"b":2}"#]);
+    assert!(
+        said(&out).contains("The sum of 1 and 2 is 3."),
+        "{}",
+        said(&out)
+    );
+    let out = policy.gadget(&[
+        "call",
+        "--json",
+        "remote_trigger_long_running_operation",
+        "--params",
+        r#"{"duration":0.4,"steps":4}"#,
+    ]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["progress"].as_array().unwrap().len() >= 2,
+        "{report}"
+    );
+    let out = policy.gadget(&[
+        "call",
+        "remote_trigger_long_running_operation",
+        "--params",
+        r#"{"duration":20,"steps":20}"#,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    assert!(
+        said(&out).contains("exceeded timeout of 1500ms"),
+        "{}",
+        said(&out)
+    );
+
+    // Another gadget-host behind a bearer token (`gadget serve`): the
+    // token comes from the variable the policy names.
+    let served = crate::serve::Server::start(&[], "upstream-token");
+    let policy = Policy::new(&format!(
+        "[mcp-servers.other]\nurl = {:?}\nbearer-token-env = \"OTHER_TOKEN\"\n",
+        served.url()
+    ));
+    let add = [
+        "call",
+        "other_Calculator",
+        "--params",
+        r#"{"operation":"add","a":20,"b":22}"#,
+    ];
+    let out = policy
+        .command()
+        .env("OTHER_TOKEN", "upstream-token")
+        .args(add)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && said(&out).contains("42"),
+        "{}",
+        said(&out)
+    );
+    // The wrong token: the server refuses, its tools are missing, and the
+    // warning says which server.
+    let out = policy
+        .command()
+        .env("OTHER_TOKEN", "wrong")
+        .args(add)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(
+        said(&out).contains("MCP server 'other' did not start"),
+        "{}",
+        said(&out)
+    );
+    // No token at all: the policy's variable is named.
+    let out = policy
+        .command()
+        .env_remove("OTHER_TOKEN")
+        .args(add)
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success() && said(&out).contains("has no OTHER_TOKEN"),
+        "{}",
+        said(&out)
+    );
+}

@@ -15,6 +15,8 @@ use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProgressToken,
 };
 use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
 
 use gadget_core::ledger::{CallEvent, CallObserver};
@@ -115,6 +117,26 @@ impl ClientHandler for Handler {
         self.shared.tools_changed.store(true, Ordering::Relaxed);
         std::future::ready(())
     }
+}
+
+/// The HTTP client upstream servers are reached with: rustls with ring
+/// and the Mozilla roots (as the host's other clients), no proxy from
+/// the environment, bounded connection time.
+fn http_client() -> Result<reqwest::Client, String> {
+    let roots = rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| format!("TLS: {e}"))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    reqwest::Client::builder()
+        .use_preconfigured_tls(tls)
+        .no_proxy()
+        .connect_timeout(START_TIMEOUT)
+        .build()
+        .map_err(|e| format!("cannot make an HTTP client: {e}"))
 }
 
 /// `text` cut to at most `max` bytes, on a character boundary.
@@ -275,6 +297,18 @@ impl Upstream {
                     .serve(transport)
                     .await
                     .map_err(|e| format!("it did not complete the MCP handshake: {e}"))
+            }
+            Transport::Http { url, bearer } => {
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .control_request_timeout(START_TIMEOUT);
+                if let Some(token) = bearer {
+                    config = config.auth_header(token.clone());
+                }
+                let transport = StreamableHttpClientTransport::with_client(http_client()?, config);
+                handler
+                    .serve(transport)
+                    .await
+                    .map_err(|e| format!("{url} did not complete the MCP handshake: {e}"))
             }
         }
     }

@@ -61,6 +61,9 @@ pub enum Transport {
         env: Vec<(String, String)>,
         dir: Option<PathBuf>,
     },
+    /// A Streamable HTTP endpoint, with a bearer token when the operator
+    /// gave one.
+    Http { url: String, bearer: Option<String> },
 }
 
 /// One `[mcp-servers.NAME]`, resolved by the front end.
@@ -85,6 +88,7 @@ impl UpstreamSpec {
                     .collect::<Vec<_>>()
                     .join(" ")
             }
+            Transport::Http { url, .. } => url.clone(),
         }
     }
 }

@@ -8,6 +8,10 @@
 //! env = { PATH = { env = "PATH" } }     # nothing is inherited
 //! prefix = "everything_"                # the default: NAME_
 //! timeout-ms = 60000
+//!
+//! [mcp-servers.tickets]
+//! url = "https://mcp.example.com/mcp"   # Streamable HTTP
+//! bearer-token-env = "TICKETS_TOKEN"    # sent as Authorization: Bearer
 //! ```
 
 use std::collections::BTreeMap;
@@ -28,6 +32,10 @@ const MAX_TIMEOUT_MS: u64 = crate::policy::HARD_MAX_TIMEOUT.as_millis() as u64;
 pub struct McpServerPolicy {
     /// A program and its arguments, spoken to over stdio.
     pub command: Option<Vec<String>>,
+    /// A Streamable HTTP endpoint (`http://` or `https://`).
+    pub url: Option<String>,
+    /// The host's environment variable holding a bearer token for `url`.
+    pub bearer_token_env: Option<String>,
     /// Prepended to each of its tools' names; default `NAME_`.
     pub prefix: Option<String>,
     /// The environment of its process: nothing of the host's is inherited
@@ -57,17 +65,44 @@ pub(super) fn check(
     for (name, server) in servers.iter_mut() {
         let at = |field: &str, e: String| format!("mcp-servers.{name}{field}: {e}");
         check_gadget_name(name).map_err(|e| at("", e))?;
-        match &server.command {
-            None => {
+        match (&server.command, &server.url) {
+            (None, None) => {
                 return Err(at(
                     "",
-                    "say how to reach it: command = [\"program\", \"arg\", ...] (stdio)".into(),
+                    "say how to reach it: command = [\"program\", \"arg\", ...] (stdio) or url = \"https://...\" (Streamable HTTP)".into(),
                 ));
             }
-            Some(command) if command.is_empty() || command[0].trim().is_empty() => {
+            (Some(_), Some(_)) => {
+                return Err(at(
+                    "",
+                    "give command (stdio) or url (HTTP), not both".into(),
+                ));
+            }
+            (Some(command), None) if command.is_empty() || command[0].trim().is_empty() => {
                 return Err(at(".command", "name the program to run".into()));
             }
-            Some(_) => {}
+            (None, Some(url))
+                if !(url.starts_with("http://") || url.starts_with("https://"))
+                    || url.contains(char::is_whitespace) =>
+            {
+                return Err(at(
+                    ".url",
+                    format!("'{url}' is not an http:// or https:// URL"),
+                ));
+            }
+            _ => {}
+        }
+        if server.url.is_some() && (!server.env.is_empty() || server.dir.is_some()) {
+            return Err(at(
+                "",
+                "env and dir are for a command (stdio), not a url".into(),
+            ));
+        }
+        if server.command.is_some() && server.bearer_token_env.is_some() {
+            return Err(at(
+                ".bearer-token-env",
+                "a bearer token is for a url (HTTP); give a command its secrets in env".into(),
+            ));
         }
         let prefix = server.prefix_for(name);
         if prefix.len() > super::MAX_PREFIX_BYTES {

@@ -1,13 +1,14 @@
-"""An MCP server that dies mid-call, for the upstream tests in
-host/cli/tests/all/upstream.rs: `crash` ends the process while the call
-runs (no answer ever comes); `pid` says which process answers, so a test
-can see that the host started a new one. Run with the pinned Python SDK
-(`.tools/mcp/bin/python`, installed by scripts/setup.sh).
+"""An MCP server that dies mid-call and changes its tools, for the
+upstream tests in host/cli/tests/all/upstream.rs: `crash` ends the process
+while the call runs (no answer ever comes); `pid` says which process
+answers, so a test can see that the host started a new one; `grow` adds a
+tool and sends notifications/tools/list_changed. Run with the pinned
+Python SDK (`.tools/mcp/bin/python`, installed by scripts/setup.sh).
 """
 
 import os
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("crashing")
 
@@ -22,6 +23,19 @@ def crash() -> str:
 def pid() -> str:
     """The process id of the server that answers."""
     return str(os.getpid())
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool `grown` and tells the client its tools changed."""
+
+    def grown() -> str:
+        """A tool added while the server runs."""
+        return "grown"
+
+    server.add_tool(grown)
+    await ctx.session.send_tool_list_changed()
+    return "added"
 
 
 if __name__ == "__main__":

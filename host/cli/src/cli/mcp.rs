@@ -106,6 +106,14 @@ pub async fn mcp(
             let _ = peer.notify_tool_list_changed().await;
         })
     });
+    // An upstream MCP server's changed tools are this session's too.
+    let peer = running.peer().clone();
+    let mut upstream_changes = gadget_mcp::upstream::changes();
+    tokio::spawn(async move {
+        while upstream_changes.changed().await.is_ok() {
+            let _ = peer.notify_tool_list_changed().await;
+        }
+    });
     running.waiting().await.context("the MCP session")?;
     Ok(ExitCode::SUCCESS)
 }

@@ -63,13 +63,19 @@ fn said(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
 }
 
-/// A raw MCP session with `gadget mcp` over stdio.
+/// A raw MCP session with `gadget mcp` over stdio. Its output is read on
+/// a thread of its own, so every wait is bounded.
 struct Session {
     child: Child,
     stdin: ChildStdin,
-    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+    messages: std::sync::mpsc::Receiver<Value>,
+    /// Notifications seen while waiting for answers.
+    notifications: Vec<String>,
     next_id: u64,
 }
+
+/// Longest wait for one message from the session.
+const MESSAGE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Session {
     fn start(policy: &Policy) -> Session {
@@ -82,11 +88,24 @@ impl Session {
             .spawn()
             .unwrap();
         let stdin = child.stdin.take().unwrap();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, messages) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                if sender.send(message).is_err() {
+                    break;
+                }
+            }
+        });
         let mut session = Session {
             child,
             stdin,
-            lines,
+            messages,
+            notifications: Vec::new(),
             next_id: 0,
         };
         session.request(
@@ -103,16 +122,35 @@ impl Session {
         self.stdin.flush().unwrap();
     }
 
+    fn next(&mut self) -> Value {
+        let message = self
+            .messages
+            .recv_timeout(MESSAGE_WAIT)
+            .expect("a message from gadget mcp");
+        if let Some(method) = message["method"].as_str()
+            && message.get("id").is_none()
+        {
+            self.notifications.push(method.to_string());
+        }
+        message
+    }
+
     fn request(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
         let id = self.next_id;
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         loop {
-            let line = self.lines.next().expect("an answer").unwrap();
-            let message: Value = serde_json::from_str(&line).unwrap();
+            let message = self.next();
             if message["id"] == id {
                 return message;
             }
+        }
+    }
+
+    /// Waits (bounded) until a notification with `method` has arrived.
+    fn wait_for(&mut self, method: &str) {
+        while !self.notifications.iter().any(|m| m == method) {
+            self.next();
         }
     }
 
@@ -230,7 +268,7 @@ fn a_call_past_its_deadline_is_cancelled_and_the_server_serves_the_next() {
 }
 
 #[test]
-fn a_server_that_dies_mid_call_fails_that_call_and_is_started_again() {
+fn a_server_that_dies_mid_call_is_started_again_and_new_tools_appear() {
     let python = common::workspace().join(".tools/mcp/bin/python");
     let server = common::workspace().join("tests/mcp/crashing_server.py");
     let policy = Policy::new(&format!(
@@ -255,6 +293,33 @@ fn a_server_that_dies_mid_call_fails_that_call_and_is_started_again() {
         !again_pid.is_empty() && again_pid != first_pid,
         "{first_pid} then {again}"
     );
+
+    // A tool the server adds while it runs (notifications/tools/list_changed)
+    // is listed and callable without a restart.
+    let names = |session: &mut Session| -> Vec<String> {
+        session.request("tools/list", json!({}))["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(!names(&mut session).contains(&"crashy_grown".to_string()));
+    let grew = session.call("crashy_grow", json!({}));
+    assert_eq!(grew["content"][0]["text"], "added", "{grew}");
+    // The client is told (bounded: within moments).
+    session.wait_for("notifications/tools/list_changed");
+    // Bounded: the new list arrives within moments.
+    let started = std::time::Instant::now();
+    while !names(&mut session).contains(&"crashy_grown".to_string()) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "the new tool never appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let grown = session.call("crashy_grown", json!({}));
+    assert_eq!(grown["content"][0]["text"], "grown", "{grown}");
 }
 
 #[test]

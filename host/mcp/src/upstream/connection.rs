@@ -35,6 +35,8 @@ struct Shared {
     progress: Mutex<HashMap<ProgressToken, ProgressSink>>,
     /// The server said its tools changed: list them again before the next use.
     tools_changed: AtomicBool,
+    /// The server itself, to list its tools again when they change.
+    upstream: std::sync::OnceLock<std::sync::Weak<Upstream>>,
 }
 
 struct ProgressSink {
@@ -114,7 +116,14 @@ impl ClientHandler for Handler {
         &self,
         _context: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + Send + '_ {
+        // Listed again now (under the connection's lock, so a call waits
+        // for the new list rather than racing it).
         self.shared.tools_changed.store(true, Ordering::Relaxed);
+        if let Some(upstream) = self.shared.upstream.get().and_then(|u| u.upgrade()) {
+            tokio::spawn(async move {
+                let _ = upstream.peer().await;
+            });
+        }
         std::future::ready(())
     }
 }
@@ -174,11 +183,12 @@ pub struct Upstream {
 
 impl Upstream {
     pub fn new(spec: UpstreamSpec) -> Arc<Upstream> {
-        Arc::new(Upstream {
+        Arc::new_cyclic(|me| Upstream {
             shared: Arc::new(Shared {
                 name: spec.name.clone(),
                 progress: Mutex::new(HashMap::new()),
                 tools_changed: AtomicBool::new(false),
+                upstream: std::sync::OnceLock::from(me.clone()),
             }),
             spec,
             state: tokio::sync::Mutex::new(State::default()),
@@ -211,8 +221,13 @@ impl Upstream {
             let peer = running.peer().clone();
             if self.shared.tools_changed.swap(false, Ordering::Relaxed) {
                 // Relisted under the lock: calls wait for the new tools.
-                if let Err(why) = self.list_tools(&peer).await {
-                    tracing::warn!(mcp_server = %self.spec.name, "listing its tools again: {why}");
+                match self.list_tools(&peer).await {
+                    Ok(()) => {
+                        super::changed_sender().send_modify(|n| *n = n.wrapping_add(1));
+                    }
+                    Err(why) => {
+                        tracing::warn!(mcp_server = %self.spec.name, "listing its tools again: {why}");
+                    }
                 }
             }
             return Ok(peer);

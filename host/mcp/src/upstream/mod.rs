@@ -46,6 +46,19 @@ pub const MAX_PROGRESS_PER_CALL: u32 = 1000;
 /// Longest upstream log message kept, in bytes.
 pub const MAX_LOG_BYTES: usize = 4 << 10;
 
+/// Bumped each time an upstream server's tools were listed again after it
+/// said they changed: a front end with a session tells its client
+/// (`notifications/tools/list_changed`).
+pub fn changes() -> tokio::sync::watch::Receiver<u64> {
+    changed_sender().subscribe()
+}
+
+fn changed_sender() -> &'static tokio::sync::watch::Sender<u64> {
+    static CHANGES: std::sync::OnceLock<tokio::sync::watch::Sender<u64>> =
+        std::sync::OnceLock::new();
+    CHANGES.get_or_init(|| tokio::sync::watch::channel(0).0)
+}
+
 /// What an upstream tool's origin calls its server: `mcp:NAME`, where a
 /// gadget's names its plugin.
 pub const ORIGIN_PREFIX: &str = "mcp:";

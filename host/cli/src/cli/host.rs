@@ -48,12 +48,13 @@ pub async fn start(
 ) -> Result<Option<Host>> {
     let runtime = runtime(policy, calls)?;
     let providers = agent::providers(&policy.llm, agent_options);
-    runtime.set_llm_backend(agent::llm_backend(&policy.llm, providers.clone()));
+    let backend = agent::llm_backend(&policy.llm, providers.clone());
+    runtime.set_llm_backend(backend.clone());
     // The upstream MCP servers start while the plugins load.
     let options = load_options(global, policy)?;
     let (loaded, upstream) = tokio::join!(
         load(&runtime, global, &options),
-        super::upstream::start(policy, global.quiet)
+        super::upstream::start(policy, &backend, global.quiet)
     );
     let (Some(registry), upstream) = (loaded?, upstream?) else {
         return Ok(None);

@@ -8,15 +8,27 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 
-use gadget_mcp::upstream::{DEFAULT_CALL_TIMEOUT, Transport, UpstreamSpec, UpstreamTools};
+use gadget_core::llm::LlmBackend;
+use gadget_mcp::upstream::{
+    DEFAULT_CALL_TIMEOUT, Sampling, Transport, UpstreamSpec, UpstreamTools,
+};
 use gadget_runtime::policy::Policy;
 
 use super::safe;
 
 /// The servers the policy names, resolved; an error names the entry.
-pub fn specs(policy: &Policy) -> Result<Vec<UpstreamSpec>> {
+/// Completions a server is granted go through `backend`.
+pub fn specs(policy: &Policy, backend: &Arc<dyn LlmBackend>) -> Result<Vec<UpstreamSpec>> {
     let mut specs = Vec::new();
     for (name, server) in &policy.mcp_servers {
+        let sampling = server.llm.as_ref().map(|llm| {
+            Arc::new(Sampling::new(
+                backend.clone(),
+                llm.models[0].clone(),
+                llm.max_usd_per_call,
+                llm.max_usd_per_run,
+            ))
+        });
         let timeout = server
             .timeout_ms
             .map_or(DEFAULT_CALL_TIMEOUT, Duration::from_millis);
@@ -37,6 +49,7 @@ pub fn specs(policy: &Policy) -> Result<Vec<UpstreamSpec>> {
                     bearer,
                 },
                 timeout,
+                sampling,
             });
             continue;
         }
@@ -71,6 +84,7 @@ pub fn specs(policy: &Policy) -> Result<Vec<UpstreamSpec>> {
                 dir: server.dir.clone(),
             },
             timeout,
+            sampling,
         });
     }
     Ok(specs)
@@ -94,8 +108,12 @@ fn find_program(program: &str, dir: Option<&Path>) -> Option<PathBuf> {
 /// Starts the policy's servers (all at once); `None` when it names none.
 /// A server that does not start is a warning: its tools are missing
 /// until it does (it is tried again when they are next needed).
-pub async fn start(policy: &Policy, quiet: bool) -> Result<Option<Arc<UpstreamTools>>> {
-    let specs = specs(policy)?;
+pub async fn start(
+    policy: &Policy,
+    backend: &Arc<dyn LlmBackend>,
+    quiet: bool,
+) -> Result<Option<Arc<UpstreamTools>>> {
+    let specs = specs(policy, backend)?;
     if specs.is_empty() {
         return Ok(None);
     }

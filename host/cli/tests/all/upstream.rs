@@ -501,3 +501,65 @@ fn streamable_http_servers_are_upstreams_too_with_their_bearer_token() {
         said(&out)
     );
 }
+
+#[test]
+fn sampling_is_refused_unless_granted_and_then_kept_to_its_budget() {
+    // Not granted: the host does not offer sampling, so server-everything
+    // does not even list its sampling tool.
+    let policy = Policy::everything("");
+    let out = policy.gadget(&["-q", "list"]);
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(
+        !said(&out).contains("everything_trigger_sampling_request"),
+        "{}",
+        said(&out)
+    );
+
+    // Granted a model: answered through the host's provider.
+    let llm = crate::llm_server::LlmServer::start(vec![crate::llm_server::openai_reply(
+        &[("Paris.", 0)],
+        (20, 3),
+    )]);
+    let granted = |grant: &str| {
+        Policy::everything(&format!(
+            "llm = {{ models = [\"openai:tiny\"], {grant} }}\n[llm]\nmodel = \"openai:tiny\"\nbase-url = \"{}/v1\"\napi-key-env = \"TEST_LLM_KEY\"\n[llm.models.\"openai:tiny\"]\ninput-per-mtok = 1.0\noutput-per-mtok = 2.0\n",
+            llm.url()
+        ))
+    };
+    let sample = |policy: &Policy, max_tokens: u32| {
+        policy
+            .command()
+            .env("TEST_LLM_KEY", "sk-test")
+            .args([
+                "call",
+                "everything_trigger_sampling_request",
+                "--params",
+                &json!({"prompt": "the capital of France?", "maxTokens": max_tokens}).to_string(),
+            ])
+            .output()
+            .unwrap()
+    };
+    let policy = granted("max-usd-per-run = 0.01");
+    let out = sample(&policy, 50);
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(said(&out).contains("Paris."), "{}", said(&out));
+    let asked = llm.requests();
+    assert_eq!(asked.len(), 1);
+    assert!(
+        asked[0].body.to_string().contains("the capital of France?"),
+        "{:?}",
+        asked[0].body
+    );
+
+    // A request that could cost more than one request may: refused before
+    // anything is sent (4096 tokens out at $2 per million is over $0.0001).
+    let policy = granted("max-usd-per-call = 0.0001");
+    let out = sample(&policy, 4096);
+    assert!(!out.status.success(), "{}", said(&out));
+    assert!(
+        said(&out).contains("over the $0.0001 per request granted to MCP server 'everything'"),
+        "{}",
+        said(&out)
+    );
+    assert_eq!(llm.requests().len(), 1, "nothing more was sent");
+}

@@ -14,7 +14,9 @@ use rmcp::model::LoggingMessageNotificationParam;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProgressToken,
 };
-use rmcp::service::{NotificationContext, RunningService};
+#[allow(deprecated, reason = "servers still send sampling/createMessage")]
+use rmcp::model::{CreateMessageRequestParams, CreateMessageResult};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
@@ -35,6 +37,8 @@ struct Shared {
     progress: Mutex<HashMap<ProgressToken, ProgressSink>>,
     /// The server said its tools changed: list them again before the next use.
     tools_changed: AtomicBool,
+    /// Its sampling grant, if any.
+    sampling: Option<Arc<super::Sampling>>,
     /// The server itself, to list its tools again when they change.
     upstream: std::sync::OnceLock<std::sync::Weak<Upstream>>,
 }
@@ -53,12 +57,42 @@ struct Handler {
     shared: Arc<Shared>,
 }
 
+// Logging and sampling are deprecated by SEP-2577; servers still use both.
+#[allow(
+    deprecated,
+    reason = "servers still send notifications/message and sampling"
+)]
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        // Offered only to a server the operator granted a model.
+        if self.shared.sampling.is_some() {
+            capabilities.sampling = Some(Default::default());
+        }
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("gadget-host", env!("CARGO_PKG_VERSION")),
         )
+    }
+
+    fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<CreateMessageResult, rmcp::ErrorData>> + Send + '_ {
+        let shared = self.shared.clone();
+        async move {
+            match &shared.sampling {
+                Some(sampling) => sampling.answer(&shared.name, params).await,
+                None => Err(rmcp::ErrorData::invalid_request(
+                    format!(
+                        "sampling is not granted to MCP server '{}' (the operator grants a model with [mcp-servers.{}] llm)",
+                        shared.name, shared.name
+                    ),
+                    None,
+                )),
+            }
+        }
     }
 
     fn on_progress(
@@ -90,9 +124,7 @@ impl ClientHandler for Handler {
         std::future::ready(())
     }
 
-    // Logging is deprecated by SEP-2577, but servers still send it; it is
-    // the host's log of what the server said.
-    #[allow(deprecated, reason = "servers still send notifications/message")]
+    // What the server logs is the host's log of it.
     fn on_logging_message(
         &self,
         params: LoggingMessageNotificationParam,
@@ -188,6 +220,7 @@ impl Upstream {
                 name: spec.name.clone(),
                 progress: Mutex::new(HashMap::new()),
                 tools_changed: AtomicBool::new(false),
+                sampling: spec.sampling.clone(),
                 upstream: std::sync::OnceLock::from(me.clone()),
             }),
             spec,

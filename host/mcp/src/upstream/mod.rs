@@ -10,10 +10,12 @@
 //! when the host exits; every answer it gives is bounded ([`MAX_TOOLS`],
 //! [`MAX_RESULT_BYTES`], rmcp's line cap), a call that outlives its deadline
 //! is cancelled upstream (`notifications/cancelled`), and what it asks of
-//! the host (sampling, elicitation) is refused: the host's client
-//! advertises neither.
+//! the host is refused unless granted: sampling only within the model and
+//! budget the operator gives that server (`llm`), elicitation never (the
+//! host's client does not advertise it).
 
 mod connection;
+mod sampling;
 mod tool;
 
 use std::path::PathBuf;
@@ -23,6 +25,7 @@ use std::time::Duration;
 use gadget_core::tool::{Tool, Tools};
 
 pub use connection::Upstream;
+pub use sampling::Sampling;
 pub use tool::UpstreamTool;
 
 /// Most tools taken from one server: a hostile server's listing cannot
@@ -89,6 +92,9 @@ pub struct UpstreamSpec {
     pub transport: Transport,
     /// A call's deadline.
     pub timeout: Duration,
+    /// Its `sampling/createMessage` requests are answered within this
+    /// grant; `None`: refused (the host does not offer sampling).
+    pub sampling: Option<Arc<Sampling>>,
 }
 
 impl UpstreamSpec {

@@ -9,6 +9,8 @@
 //! prefix = "everything_"                # the default: NAME_
 //! timeout-ms = 60000
 //!
+//! llm = { models = ["openai:gpt-4o-mini"], max-usd-per-run = 0.50 }  # its sampling
+//!
 //! [mcp-servers.tickets]
 //! url = "https://mcp.example.com/mcp"   # Streamable HTTP
 //! bearer-token-env = "TICKETS_TOKEN"    # sent as Authorization: Bearer
@@ -19,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::ConfigSource;
+use super::{ConfigSource, LlmPolicy};
 use crate::specs::check_gadget_name;
 
 /// Longest call deadline an upstream server may be given, ms: the host's
@@ -47,6 +49,10 @@ pub struct McpServerPolicy {
     pub dir: Option<PathBuf>,
     /// How long one of its calls may take, ms; default 60000.
     pub timeout_ms: Option<u64>,
+    /// Its `sampling/createMessage` requests are answered with the first
+    /// of these models, within these budgets (`max-usd-per-call` per
+    /// request, `max-usd-per-run` while the host runs); absent: refused.
+    pub llm: Option<LlmPolicy>,
 }
 
 impl McpServerPolicy {
@@ -132,6 +138,28 @@ pub(super) fn check(
                 ));
             }
             _ => {}
+        }
+        if let Some(llm) = &server.llm {
+            if llm.models.is_empty() {
+                return Err(at(
+                    ".llm.models",
+                    "name the model its requests go to".into(),
+                ));
+            }
+            if let Some(model) = llm.models.iter().find(|m| !m.contains(':')) {
+                return Err(at(
+                    ".llm.models",
+                    format!("'{model}' is not \"provider:model\""),
+                ));
+            }
+            for (what, value) in [
+                ("max-usd-per-call", llm.max_usd_per_call),
+                ("max-usd-per-run", llm.max_usd_per_run),
+            ] {
+                if value.is_some_and(|v| !v.is_finite() || v < 0.0) {
+                    return Err(at(&format!(".llm.{what}"), "must be 0 or more".into()));
+                }
+            }
         }
         if let Some(dir) = &mut server.dir
             && dir.is_relative()

@@ -2,7 +2,8 @@
 upstream tests in host/cli/tests/all/upstream.rs: `crash` ends the process
 while the call runs (no answer ever comes); `pid` says which process
 answers, so a test can see that the host started a new one; `grow` adds a
-tool and sends notifications/tools/list_changed. Run with the pinned
+tool and sends notifications/tools/list_changed; `flood` sends floods of
+logs and progress. Run with the pinned
 Python SDK (`.tools/mcp/bin/python`, installed by scripts/setup.sh).
 """
 
@@ -23,6 +24,15 @@ def crash() -> str:
 def pid() -> str:
     """The process id of the server that answers."""
     return str(os.getpid())
+
+
+@server.tool()
+async def flood(count: int, ctx: Context) -> str:
+    """Sends `count` log messages and `count` progress notifications."""
+    for i in range(count):
+        await ctx.info(f"log line {i} " + "x" * 100)
+        await ctx.report_progress(i + 1, count)
+    return "flooded"
 
 
 @server.tool()

@@ -294,6 +294,33 @@ fn a_server_that_dies_mid_call_is_started_again_and_new_tools_appear() {
         "{first_pid} then {again}"
     );
 
+    // Floods of logs and progress: the call ends, its report keeps at most
+    // 1000 progress lines, and the server answers the next call.
+    let flooded = session.request(
+        "tools/call",
+        json!({"name": "crashy_flood", "arguments": {"count": 5000}}),
+    );
+    assert_eq!(
+        flooded["result"]["content"][0]["text"], "flooded",
+        "{flooded}"
+    );
+    let again = session.call("crashy_pid", json!({}));
+    assert_eq!(again["content"][0]["text"].as_str(), Some(again_pid));
+    let out = policy.gadget(&[
+        "call",
+        "--json",
+        "crashy_flood",
+        "--params",
+        r#"{"count":1500}"#,
+    ]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["progress"].as_array().unwrap().len(),
+        1000,
+        "{}",
+        said(&out)
+    );
+
     // A tool the server adds while it runs (notifications/tools/list_changed)
     // is listed and callable without a restart.
     let names = |session: &mut Session| -> Vec<String> {

@@ -26,8 +26,8 @@ use gadget_core::tool::Tool;
 
 use super::tool::UpstreamTool;
 use super::{
-    MAX_LOG_BYTES, MAX_PROGRESS_PER_CALL, MAX_RESTART_BACKOFF, MAX_TOOLS, MIN_RESTART_BACKOFF,
-    START_TIMEOUT, Transport, UpstreamSpec,
+    LOG_WINDOW, MAX_LOG_BYTES, MAX_LOGS_PER_WINDOW, MAX_PROGRESS_PER_CALL, MAX_RESTART_BACKOFF,
+    MAX_TOOLS, MIN_RESTART_BACKOFF, START_TIMEOUT, Transport, UpstreamSpec,
 };
 
 /// What the connection's handler shares with the calls.
@@ -37,10 +37,20 @@ struct Shared {
     progress: Mutex<HashMap<ProgressToken, ProgressSink>>,
     /// The server said its tools changed: list them again before the next use.
     tools_changed: AtomicBool,
+    /// The server's log lines in the current window, for the flood cap.
+    logs: Mutex<LogWindow>,
     /// Its sampling grant, if any.
     sampling: Option<Arc<super::Sampling>>,
     /// The server itself, to list its tools again when they change.
     upstream: std::sync::OnceLock<std::sync::Weak<Upstream>>,
+}
+
+/// How many log lines a server sent in the current [`LOG_WINDOW`], and
+/// how many were dropped.
+struct LogWindow {
+    started: Instant,
+    kept: u32,
+    dropped: u64,
 }
 
 struct ProgressSink {
@@ -130,6 +140,30 @@ impl ClientHandler for Handler {
         params: LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + Send + '_ {
+        // A flood of logs costs the host one counter per line past the cap.
+        {
+            let mut window = self.shared.logs.lock().unwrap_or_else(|p| p.into_inner());
+            if window.started.elapsed() >= LOG_WINDOW {
+                if window.dropped > 0 {
+                    tracing::warn!(
+                        mcp_server = %self.shared.name,
+                        "dropped {} log lines past {MAX_LOGS_PER_WINDOW} in {} s",
+                        window.dropped,
+                        LOG_WINDOW.as_secs()
+                    );
+                }
+                *window = LogWindow {
+                    started: Instant::now(),
+                    kept: 0,
+                    dropped: 0,
+                };
+            }
+            if window.kept >= MAX_LOGS_PER_WINDOW {
+                window.dropped += 1;
+                return std::future::ready(());
+            }
+            window.kept += 1;
+        }
         let data = match &params.data {
             serde_json::Value::String(text) => text.clone(),
             other => other.to_string(),
@@ -220,6 +254,11 @@ impl Upstream {
                 name: spec.name.clone(),
                 progress: Mutex::new(HashMap::new()),
                 tools_changed: AtomicBool::new(false),
+                logs: Mutex::new(LogWindow {
+                    started: Instant::now(),
+                    kept: 0,
+                    dropped: 0,
+                }),
                 sampling: spec.sampling.clone(),
                 upstream: std::sync::OnceLock::from(me.clone()),
             }),

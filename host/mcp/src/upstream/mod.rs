@@ -46,6 +46,10 @@ pub const MAX_RESTART_BACKOFF: Duration = Duration::from_secs(30);
 /// Progress notifications forwarded for one call: a flood past this is
 /// dropped (the call goes on).
 pub const MAX_PROGRESS_PER_CALL: u32 = 1000;
+/// Log lines kept from one server per [`LOG_WINDOW`]: a flood past this is
+/// counted, not written (one line says how many were dropped).
+pub const MAX_LOGS_PER_WINDOW: u32 = 100;
+pub const LOG_WINDOW: Duration = Duration::from_secs(10);
 /// Longest upstream log message kept, in bytes.
 pub const MAX_LOG_BYTES: usize = 4 << 10;
 

@@ -123,8 +123,9 @@ fn approval_lines(approval: &[String], out: &mut String) {
     }
 }
 
-/// A tool that is not a plugin's gadget (one of the policy's agents): what
-/// every tool says of itself through the `Tool` trait.
+/// A tool that is not a plugin's gadget (one of the policy's agents, or an
+/// upstream MCP server's tool): what every tool says of itself through the
+/// `Tool` trait.
 fn describe_tool(tool: &dyn Tool, json: bool, rules: &Rules) -> Result<ExitCode> {
     let approval = rules.rules_for(tool.name());
     let spec = tool.spec();
@@ -133,13 +134,17 @@ fn describe_tool(tool: &dyn Tool, json: bool, rules: &Rules) -> Result<ExitCode>
         OwnTimeout::None => None,
     };
     let access = tool.access();
+    // An upstream MCP server's tool names its server.
+    let origin = tool.origin();
     if json {
         print_json(&serde_json::json!({
             "name": spec.name,
             "label": spec.label,
             "description": spec.description,
             "parameters_schema": tool.schema().schema(),
-            "kind": "agent",
+            "kind": if origin.is_some() { "mcp" } else { "agent" },
+            "server": origin.as_ref().map(|o| &o.plugin),
+            "source": origin.as_ref().map(|o| &o.source),
             "timeout_ms": timeout_ms,
             "access": access,
             "approval": approval,
@@ -151,17 +156,25 @@ fn describe_tool(tool: &dyn Tool, json: bool, rules: &Rules) -> Result<ExitCode>
         None => out.push_str("  (none)\n"),
         Some(schema) => render_properties(schema, 1, &mut out),
     }
-    out.push_str(&format!(
-        "\nAgent: completes with {}{}\n",
-        if access.llm.is_empty() {
-            "no model".to_string()
-        } else {
-            access.llm.join(", ")
-        },
-        timeout_ms
-            .map(|ms| format!("; timeout {ms} ms"))
-            .unwrap_or_default()
-    ));
+    let timeout = timeout_ms
+        .map(|ms| format!("; timeout {ms} ms"))
+        .unwrap_or_default();
+    if let Some(origin) = &origin {
+        out.push_str(&format!(
+            "\nServer: {} ({}){timeout}\n",
+            origin.plugin, origin.source
+        ));
+    } else {
+        out.push_str(&format!(
+            "\nAgent: completes with {}{}\n",
+            if access.llm.is_empty() {
+                "no model".to_string()
+            } else {
+                access.llm.join(", ")
+            },
+            timeout
+        ));
+    }
     approval_lines(&approval, &mut out);
     std::io::stdout()
         .lock()

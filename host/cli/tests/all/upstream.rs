@@ -186,6 +186,13 @@ fn an_upstream_servers_tools_are_listed_called_and_checked_like_gadgets() {
         "{table}"
     );
 
+    let out = policy.gadget(&["describe", "everything_get_sum"]);
+    assert!(
+        said(&out).contains("Server: mcp:everything (") && said(&out).contains("timeout 2000 ms"),
+        "{}",
+        said(&out)
+    );
+
     // Called through the one call path: schema checked by the host first.
     let out = policy.gadget(&["call", "everything_get_sum", "--params", r#"{"a":2,"b":5}"#]);
     assert!(out.status.success(), "{}", said(&out));

@@ -603,8 +603,13 @@ async fn serving(
     }
     // The policy's agents are tools too (over the gadgets loaded at
     // start; a reload does not change what they may call).
-    let agents = agent::sub_agents(host.registry.clone(), policy, host.providers.clone())?
-        .map(|agents| agents.agents());
+    let agents = agent::sub_agents(
+        host.registry.clone(),
+        host.upstream.clone().map(|u| u as Arc<dyn Tools>),
+        policy,
+        host.providers.clone(),
+    )?
+    .map(|agents| agents.agents());
     let upstream = host.upstream.clone();
     let tools = served(host.registry.clone(), agents.clone(), upstream.clone());
     if !global.quiet {

@@ -57,6 +57,20 @@ pub struct ToolCall {
     /// The audit journal the call is recorded in: a tool that runs calls
     /// of its own (a sub-agent) records them there too.
     pub journal: Option<Arc<crate::journal::Journal>>,
+    /// The person who answers questions (ask-human): a tool whose own
+    /// party asks something mid-call (an upstream MCP server's
+    /// elicitation) asks them.
+    pub human: Option<Arc<dyn HumanInput>>,
+}
+
+/// A future answer of a person (or an error text for the model).
+pub type Answer<'a> = Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
+
+/// Answers a question for a person: a gadget's (ask-human), or one an
+/// upstream MCP server asks during a call (elicitation). An error is why
+/// there is no answer.
+pub trait HumanInput: Send + Sync {
+    fn ask<'a>(&'a self, call_id: &'a str, gadget: &'a str, question: &'a str) -> Answer<'a>;
 }
 
 impl ToolCall {
@@ -70,6 +84,7 @@ impl ToolCall {
             approvals: None,
             trace_parent: None,
             journal: None,
+            human: None,
         }
     }
 }

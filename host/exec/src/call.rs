@@ -225,6 +225,7 @@ async fn decide_and_run(
         approvals,
         trace_parent,
         journal,
+        human: human.clone(),
     };
     let report = if tool.is_instant() {
         run_at_once(&*tool, call)

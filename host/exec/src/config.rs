@@ -3,8 +3,6 @@
 //! question.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 
 use serde_json::Value;
 
@@ -128,12 +126,5 @@ pub trait Controller: Send + Sync {
 pub struct NoController;
 impl Controller for NoController {}
 
-/// A future answer of a person (or an error text for the model).
-pub type Answer<'a> = Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
-
-/// Answers a gadget's question (ask-human). The answer is the call's
-/// result; an error is its failure. The wait is not part of the gadget's
-/// timeout (as llmist).
-pub trait HumanInput: Send + Sync {
-    fn ask<'a>(&'a self, call_id: &'a str, gadget: &'a str, question: &'a str) -> Answer<'a>;
-}
+// Ask-human's handler is the Tool trait's (a tool may ask a person too).
+pub use gadget_core::tool::{Answer, HumanInput};

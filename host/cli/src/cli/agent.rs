@@ -323,22 +323,42 @@ pub fn llm_backend(
     ))
 }
 
-/// The tools a run serves: the loaded gadgets, plus the policy's agents
-/// (`[agents.NAME]`) as gadgets, when there are any.
+/// The tools a run serves: the loaded gadgets and the upstream MCP
+/// servers' tools, plus the policy's agents (`[agents.NAME]`) as gadgets,
+/// when there are any.
 pub fn with_agents(
     registry: Arc<Registry>,
+    upstream: Option<Arc<dyn gadget_core::tool::Tools>>,
     policy: &gadget_runtime::policy::Policy,
     providers: Arc<Providers>,
 ) -> Result<Arc<dyn gadget_core::tool::Tools>> {
-    Ok(match sub_agents(registry.clone(), policy, providers)? {
+    let base = base_tools(registry.clone(), upstream.clone());
+    Ok(match sub_agents(registry, upstream, policy, providers)? {
         Some(agents) => agents.top_level(),
-        None => registry,
+        None => base,
     })
 }
 
-/// The policy's agents over `registry`'s gadgets, when it defines any.
+/// The gadgets, then the upstream MCP servers' tools (a name a gadget has
+/// stays the gadget's).
+fn base_tools(
+    registry: Arc<Registry>,
+    upstream: Option<Arc<dyn gadget_core::tool::Tools>>,
+) -> Arc<dyn gadget_core::tool::Tools> {
+    match upstream {
+        Some(upstream) => Arc::new(gadget_core::tool::Layered {
+            first: registry,
+            then: upstream,
+        }),
+        None => registry,
+    }
+}
+
+/// The policy's agents over the gadgets and the upstream MCP servers'
+/// tools, when it defines any.
 pub fn sub_agents(
     registry: Arc<Registry>,
+    upstream: Option<Arc<dyn gadget_core::tool::Tools>>,
     policy: &gadget_runtime::policy::Policy,
     providers: Arc<Providers>,
 ) -> Result<Option<Arc<SubAgents>>> {
@@ -370,7 +390,7 @@ pub fn sub_agents(
     }
     Ok(Some(SubAgents::new(
         definitions,
-        registry,
+        base_tools(registry, upstream),
         providers,
         model_table(&policy.llm),
     )))

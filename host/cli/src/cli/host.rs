@@ -128,16 +128,12 @@ pub fn runtime(policy: &Policy, calls: Calls) -> Result<Arc<Runtime>> {
 impl Host {
     /// The gadgets, then the policy's agents.
     pub fn tools(&self, policy: &Policy) -> Result<Arc<dyn Tools>> {
-        let tools = agent::with_agents(self.registry.clone(), policy, self.providers.clone())?;
-        // Other MCP servers' tools after the gadgets and agents (a name
-        // already served keeps its first owner).
-        let tools: Arc<dyn Tools> = match &self.upstream {
-            Some(upstream) => Arc::new(gadget_core::tool::Layered {
-                first: tools,
-                then: upstream.clone(),
-            }),
-            None => tools,
-        };
+        let tools = agent::with_agents(
+            self.registry.clone(),
+            self.upstream.clone().map(|u| u as Arc<dyn Tools>),
+            policy,
+            self.providers.clone(),
+        )?;
         if !self.quiet {
             warn_unmatched_rules(policy, &*tools);
         }

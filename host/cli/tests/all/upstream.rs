@@ -597,3 +597,67 @@ fn sampling_is_refused_unless_granted_and_then_kept_to_its_budget() {
     );
     assert_eq!(llm.requests().len(), 1, "nothing more was sent");
 }
+
+#[test]
+fn an_upstream_servers_question_goes_to_the_person_who_answers_the_call() {
+    let policy = Policy::everything("");
+    std::fs::write(
+        policy.path().join("response.txt"),
+        "!!!GADGET_START:everything_trigger_elicitation_request:e1\n!!!GADGET_END\n",
+    )
+    .unwrap();
+    // The person's answer (here scripted) fills the server's form.
+    std::fs::write(
+        policy.path().join("answers.txt"),
+        "{\"name\": \"Ada\", \"integer\": 7}\n",
+    )
+    .unwrap();
+    let out = policy.gadget(&["run", "--json", "--answers", "answers.txt", "response.txt"]);
+    assert!(out.status.success(), "{}", said(&out));
+    let text = said(&out);
+    assert!(
+        text.contains("User provided the requested information")
+            && text.contains("Name: Ada")
+            && text.contains("Favorite Integer: 7"),
+        "{text}"
+    );
+    // No one to ask (no answers, no terminal): declined, and the call ends.
+    let out = policy
+        .command()
+        .args(["run", "--json", "response.txt"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        said(&out).contains("User declined to provide the requested information"),
+        "{}",
+        said(&out)
+    );
+}
+
+#[test]
+fn the_policys_agents_may_call_upstream_tools() {
+    use crate::llm_server::{LlmServer, block, openai_reply};
+    // The agent's model calls the upstream tool, then answers.
+    let call = block("everything_get_sum:s1", &[("a", "40"), ("b", "2")]);
+    let llm = LlmServer::start(vec![
+        openai_reply(&[(call.as_str(), 0)], (10, 10)),
+        openai_reply(&[("It is 42.", 0)], (10, 3)),
+    ]);
+    let policy = Policy::everything(&format!(
+        "[llm]\nmodel = \"openai:m\"\nbase-url = \"{}/v1\"\napi-key-env = \"TEST_LLM_KEY\"\n\
+         [agents.Adder]\ndescription = \"Adds with the upstream server.\"\ngadgets = [\"everything_get_*\"]\n",
+        llm.url()
+    ));
+    let out = policy
+        .command()
+        .env("TEST_LLM_KEY", "k")
+        .args(["call", "Adder", "--params", r#"{"task": "40 + 2?"}"#])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(said(&out).contains("It is 42."), "{}", said(&out));
+    // The second request carried the upstream tool's result.
+    let second = llm.requests()[1].body.to_string();
+    assert!(second.contains("The sum of 40 and 2 is 42."), "{second}");
+}

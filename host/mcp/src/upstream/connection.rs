@@ -16,6 +16,9 @@ use rmcp::model::{
 };
 #[allow(deprecated, reason = "servers still send sampling/createMessage")]
 use rmcp::model::{CreateMessageRequestParams, CreateMessageResult};
+use rmcp::model::{ElicitRequestParams, ElicitResult};
+
+use super::elicitation::Asker;
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -41,6 +44,9 @@ struct Shared {
     logs: Mutex<LogWindow>,
     /// Its sampling grant, if any.
     sampling: Option<Arc<super::Sampling>>,
+    /// Who answers for each running call (its progress token, its id and
+    /// name, the person): an elicitation goes to the newest.
+    asking: Mutex<Vec<(ProgressToken, Asker)>>,
     /// The server itself, to list its tools again when they change.
     upstream: std::sync::OnceLock<std::sync::Weak<Upstream>>,
 }
@@ -75,6 +81,10 @@ struct Handler {
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
         let mut capabilities = ClientCapabilities::default();
+        // Forms go to the person who answers the running call (declined
+        // when no one does); URLs are not offered.
+        capabilities.elicitation =
+            Some(rmcp::model::ElicitationCapability::new().with_form(Default::default()));
         // Offered only to a server the operator granted a model.
         if self.shared.sampling.is_some() {
             capabilities.sampling = Some(Default::default());
@@ -83,6 +93,22 @@ impl ClientHandler for Handler {
             capabilities,
             Implementation::new("gadget-host", env!("CARGO_PKG_VERSION")),
         )
+    }
+
+    fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<ElicitResult, rmcp::ErrorData>> + Send + '_ {
+        let asker = self
+            .shared
+            .asking
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last()
+            .map(|(_, asker)| asker.clone());
+        let server = self.shared.name.clone();
+        async move { Ok(super::elicitation::ask(&server, asker, request).await) }
     }
 
     fn create_message(
@@ -260,6 +286,7 @@ impl Upstream {
                     dropped: 0,
                 }),
                 sampling: spec.sampling.clone(),
+                asking: Mutex::new(Vec::new()),
                 upstream: std::sync::OnceLock::from(me.clone()),
             }),
             spec,
@@ -450,8 +477,23 @@ impl Upstream {
             );
     }
 
-    /// The progress the request reported.
+    /// `asker` answers the questions the server asks while the request
+    /// with `token` runs.
+    pub(super) fn asks(&self, token: ProgressToken, asker: Asker) {
+        self.shared
+            .asking
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((token, asker));
+    }
+
+    /// The progress the request reported (and it asks no more).
     pub(super) fn unwatch(&self, token: &ProgressToken) -> Vec<String> {
+        self.shared
+            .asking
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(asking, _)| asking != token);
         self.shared
             .progress
             .lock()

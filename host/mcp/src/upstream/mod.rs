@@ -11,10 +11,12 @@
 //! [`MAX_RESULT_BYTES`], rmcp's line cap), a call that outlives its deadline
 //! is cancelled upstream (`notifications/cancelled`), and what it asks of
 //! the host is refused unless granted: sampling only within the model and
-//! budget the operator gives that server (`llm`), elicitation never (the
-//! host's client does not advertise it).
+//! budget the operator gives that server (`llm`); an elicitation goes to
+//! the person who answers the running call's questions (ask-human's
+//! handler), and is declined when there is none.
 
 mod connection;
+mod elicitation;
 mod sampling;
 mod tool;
 

@@ -21,6 +21,7 @@ use gadget_core::tool::{BoxFuture, Origin, Tool, ToolCall};
 
 use super::MAX_RESULT_BYTES;
 use super::connection::{Upstream, bounded};
+use super::elicitation::Asker;
 
 /// Longest tool name served, in bytes (prefix included): the limit on a
 /// gadget's name (`gadget_runtime::specs::MAX_GADGET_NAME_BYTES`).
@@ -174,6 +175,16 @@ impl UpstreamTool {
         };
         let token = handle.progress_token.clone();
         server.watch(token.clone(), call.observer.clone());
+        if let Some(human) = &call.human {
+            server.asks(
+                token.clone(),
+                Asker {
+                    human: human.clone(),
+                    call_id: call.invocation_id.clone(),
+                    gadget: self.spec.name.clone(),
+                },
+            );
+        }
         let timeout = call.timeout.unwrap_or(self.timeout);
         let cancel = call.cancel.clone();
         let deadline = tokio::time::sleep(timeout);

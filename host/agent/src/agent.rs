@@ -635,6 +635,11 @@ impl Agent {
                         }
                     }
                     Some(Ok(StreamItem::Usage(usage))) => read.usage.merge(usage),
+                    // No tools are offered in the block format: a native
+                    // call nobody asked for runs nothing.
+                    Some(Ok(StreamItem::ToolCall(call))) => {
+                        tracing::debug!(tool = %call.name, "ignored a native tool call: no tools were offered");
+                    }
                     Some(Ok(StreamItem::Finish(reason))) => {
                         if read.finish_reasons.len() < MAX_FINISH_REASONS {
                             read.finish_reasons.push(reason);

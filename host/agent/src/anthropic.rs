@@ -118,6 +118,16 @@ impl crate::provider::Provider for Anthropic {
 pub struct Decoder {
     usage: Usage,
     stopped: bool,
+    /// Native tool calls (`tool_use` blocks), put together as their input
+    /// streams.
+    calls: crate::tool_calls::Assembler,
+}
+
+fn broken(error: crate::tool_calls::ToolCallError) -> ProviderError {
+    ProviderError::StreamBroken {
+        provider: "anthropic".into(),
+        cause: error.to_string(),
+    }
 }
 
 impl Decode for Decoder {
@@ -148,8 +158,45 @@ impl Decode for Decoder {
                 }
                 vec![Item::Stream(StreamItem::Usage(self.usage))]
             }
+            "content_block_start" => {
+                let value = parsed()?;
+                if value.pointer("/content_block/type").and_then(Value::as_str) == Some("tool_use")
+                {
+                    let index = value.get("index").and_then(Value::as_u64).unwrap_or(0);
+                    self.calls
+                        .named(
+                            index,
+                            value.pointer("/content_block/id").and_then(Value::as_str),
+                            value.pointer("/content_block/name").and_then(Value::as_str),
+                        )
+                        .map_err(broken)?;
+                }
+                Vec::new()
+            }
+            "content_block_stop" => {
+                let value = parsed()?;
+                let index = value.get("index").and_then(Value::as_u64).unwrap_or(0);
+                match self.calls.ended(index).map_err(broken)? {
+                    Some(call) => vec![Item::Stream(StreamItem::ToolCall(call))],
+                    None => Vec::new(),
+                }
+            }
             "content_block_delta" => {
                 let value = parsed()?;
+                if value.pointer("/delta/type").and_then(Value::as_str) == Some("input_json_delta")
+                {
+                    let index = value.get("index").and_then(Value::as_u64).unwrap_or(0);
+                    let fragment = value
+                        .pointer("/delta/partial_json")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    return Ok(
+                        match self.calls.arguments(index, fragment).map_err(broken)? {
+                            Some(call) => vec![Item::Stream(StreamItem::ToolCall(call))],
+                            None => Vec::new(),
+                        },
+                    );
+                }
                 match value.pointer("/delta/text").and_then(Value::as_str) {
                     Some(text)
                         if !text.is_empty()
@@ -189,7 +236,7 @@ impl Decode for Decoder {
                     message: error_message(data),
                 });
             }
-            // ping, content_block_start/stop, and event types added later.
+            // ping, and event types added later.
             _ => Vec::new(),
         })
     }

@@ -99,7 +99,8 @@ impl LlmBackend for ProviderBackend {
                 match item.map_err(|e| e.to_string())? {
                     StreamItem::Text(piece) => text.push_str(&piece),
                     StreamItem::Usage(u) => usage.merge(u),
-                    StreamItem::Finish(_) => {}
+                    // Completions offer no tools.
+                    StreamItem::Finish(_) | StreamItem::ToolCall(_) => {}
                 }
             }
             Ok(LlmAnswer {

@@ -17,6 +17,7 @@ pub mod openai;
 pub mod provider;
 pub mod sse;
 pub mod subagent;
+pub mod tool_calls;
 
 use std::time::Duration;
 

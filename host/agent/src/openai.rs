@@ -117,9 +117,35 @@ pub struct Decoder {
     /// A chunk said why the answer ended.
     finished: bool,
     done: bool,
+    /// Native tool calls, put together as their arguments stream.
+    calls: crate::tool_calls::Assembler,
 }
 
-impl Decoder {}
+impl Decoder {
+    /// One chunk's `delta.tool_calls`: the calls whose arguments it
+    /// completed.
+    fn tool_calls(&mut self, deltas: &[Value], items: &mut Vec<Item>) -> Result<(), ProviderError> {
+        for delta in deltas {
+            let index = delta.get("index").and_then(Value::as_u64).unwrap_or(0);
+            let id = delta.get("id").and_then(Value::as_str);
+            let name = delta.pointer("/function/name").and_then(Value::as_str);
+            self.calls.named(index, id, name).map_err(broken)?;
+            if let Some(fragment) = delta.pointer("/function/arguments").and_then(Value::as_str)
+                && let Some(call) = self.calls.arguments(index, fragment).map_err(broken)?
+            {
+                items.push(Item::Stream(StreamItem::ToolCall(call)));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn broken(error: crate::tool_calls::ToolCallError) -> ProviderError {
+    ProviderError::StreamBroken {
+        provider: "openai".into(),
+        cause: error.to_string(),
+    }
+}
 
 impl Decode for Decoder {
     /// The items one event's data carries (OpenAI's events have no type).
@@ -151,8 +177,18 @@ impl Decode for Decoder {
             {
                 items.push(Item::Stream(StreamItem::Text(text.to_string())));
             }
+            if let Some(deltas) = choice
+                .pointer("/delta/tool_calls")
+                .and_then(Value::as_array)
+            {
+                self.tool_calls(deltas, &mut items)?;
+            }
             if let Some(reason) = choice.get("finish_reason").filter(|r| !r.is_null()) {
                 self.finished = true;
+                // The calls not handed over yet end with the message.
+                for call in self.calls.finish().map_err(broken)? {
+                    items.push(Item::Stream(StreamItem::ToolCall(call)));
+                }
                 if let Some(reason) = reason.as_str() {
                     items.push(Item::Stream(crate::provider::finish_reason(reason)));
                 }

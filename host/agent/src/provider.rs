@@ -77,7 +77,7 @@ impl Usage {
 }
 
 /// What a response stream carries.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum StreamItem {
     /// The next piece of the answer's text.
     Text(String),
@@ -86,6 +86,9 @@ pub enum StreamItem {
     /// Why the model stopped, in the provider's words (`stop`, `length`,
     /// `end_turn`, ...), at most [`MAX_FINISH_REASON_BYTES`].
     Finish(String),
+    /// A native tool call whose arguments are complete (sent the moment
+    /// they are, not at the message's end).
+    ToolCall(crate::tool_calls::NativeCall),
 }
 
 /// The most of a finish reason kept: the providers' own are a word; a

@@ -29,7 +29,7 @@ pub const MAX_EVENT_BYTES: usize = 1 << 20;
 pub const READ_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What one event means.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Item {
     Stream(StreamItem),
     /// The provider's end marker: nothing after it is read.

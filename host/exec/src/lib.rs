@@ -221,10 +221,12 @@ impl Executor {
     }
 
     /// Runs one response: reads `chunks` until it ends (or the scheduler
-    /// says to stop reading), and returns when every call has ended.
-    pub async fn run_response(
+    /// says to stop reading), and returns when every call has ended. A
+    /// chunk is text of the block format, or a call complete already (a
+    /// provider's native tool call).
+    pub async fn run_response<I: Into<ResponseInput>>(
         &mut self,
-        mut chunks: mpsc::Receiver<String>,
+        mut chunks: mpsc::Receiver<I>,
         mut sink: impl FnMut(ExecEvent),
     ) -> ResponseSummary {
         let started = Instant::now();
@@ -267,8 +269,13 @@ impl Executor {
                 }
                 chunk = chunks.recv(), if reading => {
                     let mut parsed = Vec::new();
-                    match &chunk {
-                        Some(chunk) => parser.feed_events(chunk, |event| collect(event, &mut parsed)),
+                    let ended = chunk.is_none();
+                    match chunk.map(Into::into) {
+                        Some(ResponseInput::Text(chunk)) => {
+                            parser.feed_events(&chunk, |event| collect(event, &mut parsed));
+                        }
+                        // Complete already: scheduled as a parsed block is.
+                        Some(ResponseInput::Call(call)) => parsed.push(Parsed::Call(call)),
                         None => parser.finish_events(|event| collect(event, &mut parsed)),
                     }
                     for item in parsed {
@@ -280,7 +287,7 @@ impl Executor {
                             break;
                         }
                     }
-                    if chunk.is_none() || self.scheduler.stop_reading() {
+                    if ended || self.scheduler.stop_reading() {
                         reading = false;
                         let policy = &mut policy_for(&self.config, &*self.controller, &self.entries);
                         actions.extend(self.scheduler.end_of_stream(policy));
@@ -777,6 +784,21 @@ impl Executor {
 enum Parsed {
     Text(String),
     Call(GadgetCall),
+}
+
+/// What a response is read as: text of the block format, or a call that
+/// is complete already (a provider's native tool call, with its JSON
+/// parameters).
+#[derive(Debug, Clone)]
+pub enum ResponseInput {
+    Text(String),
+    Call(GadgetCall),
+}
+
+impl From<String> for ResponseInput {
+    fn from(text: String) -> ResponseInput {
+        ResponseInput::Text(text)
+    }
 }
 
 fn collect(event: EventRef<'_>, into: &mut Vec<Parsed>) {

@@ -352,3 +352,59 @@ async fn live_events_arrive_before_the_call_finishes_and_ids_stay_unique() {
     assert_eq!(summary.cost, 0.5);
     assert_eq!(json!(summary.session_cost), json!(0.5));
 }
+
+/// A provider's native tool call reaches the executor complete, with JSON
+/// parameters: it runs at once, before the response ends, through the same
+/// path as a block (schema, defaults, errors the model reads, history).
+#[tokio::test]
+async fn a_native_call_runs_the_moment_it_arrives() {
+    use gadget_core::parser::GadgetCall;
+    use gadget_exec::ResponseInput;
+    let mut executor = Executor::new(toolbox([echo()]), ExecConfig::default()).unwrap();
+    let (tx, rx) = mpsc::channel::<ResponseInput>(4);
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink_events = events.clone();
+    let driver = tokio::spawn(async move {
+        let summary = executor
+            .run_response(rx, move |e| sink_events.lock().unwrap().push(e))
+            .await;
+        (executor, summary)
+    });
+    let params = json!({"text": "native"}).as_object().unwrap().clone();
+    tx.send(ResponseInput::Call(GadgetCall::native(
+        "Echo", "call_1", params,
+    )))
+    .await
+    .unwrap();
+    // The stream stays open: the call must finish before it ends.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !events
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|e| matches!(e, ExecEvent::CallFinished { id, .. } if id == "call_1"))
+    {
+        assert!(tokio::time::Instant::now() < deadline, "the call never ran");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Invalid JSON parameters are the model's error, as a block's are.
+    let params = json!({"text": 5}).as_object().unwrap().clone();
+    tx.send(ResponseInput::Call(GadgetCall::native(
+        "Echo", "call_2", params,
+    )))
+    .await
+    .unwrap();
+    drop(tx);
+    let (executor, summary) = driver.await.unwrap();
+    assert_eq!((summary.succeeded, summary.failed), (1, 1));
+    let history: Vec<_> = executor.history().iter().cloned().collect();
+    let first = history.iter().find(|h| h.id == "call_1").unwrap();
+    assert_eq!(first.result, "native");
+    assert_eq!(first.parameters, json!({"text": "native", "delay_ms": 0}));
+    let second = history.iter().find(|h| h.id == "call_2").unwrap();
+    assert!(
+        second.result.contains("is not of type"),
+        "{}",
+        second.result
+    );
+}

@@ -44,6 +44,10 @@ pub struct GadgetCall {
     pub parse_error: Option<String>,
     /// Each argument's pointer and raw value, as byte ranges of `parameters_raw`, in order.
     spans: Vec<ArgumentSpan>,
+    /// Parameters given as JSON (a provider's native tool call), used as
+    /// they are instead of being built from a block's arguments;
+    /// `parameters_raw` is then their JSON text.
+    native: Option<Map<String, Value>>,
 }
 
 impl GadgetCall {
@@ -54,6 +58,7 @@ impl GadgetCall {
         self.parameters_raw = String::new();
         self.spans = Vec::new();
         self.parse_error = None;
+        self.native = None;
     }
 
     /// A call assembled by hand (tests, synthetic calls): the body is
@@ -75,7 +80,31 @@ impl GadgetCall {
             parameters_raw: parameters_raw.to_string(),
             parse_error,
             spans,
+            native: None,
         }
+    }
+
+    /// A provider's native tool call: its parameters are JSON already
+    /// (no block to parse, no coercion; the schema still validates them).
+    pub fn native(
+        name: impl Into<String>,
+        invocation_id: impl Into<String>,
+        parameters: Map<String, Value>,
+    ) -> GadgetCall {
+        GadgetCall {
+            name: name.into(),
+            invocation_id: invocation_id.into(),
+            dependencies: Vec::new(),
+            parameters_raw: Value::Object(parameters.clone()).to_string(),
+            parse_error: None,
+            spans: Vec::new(),
+            native: Some(parameters),
+        }
+    }
+
+    /// Whether it came as a native tool call.
+    pub fn is_native(&self) -> bool {
+        self.native.is_some()
     }
 
     /// Each argument's pointer and raw (uncoerced) value, in block order.
@@ -86,6 +115,9 @@ impl GadgetCall {
     /// The parameters with llmist's schema-less coercion (what its
     /// `gadget_call` event carries); `None` when there is a parse error.
     pub fn parameters(&self) -> Option<Map<String, Value>> {
+        if let Some(native) = &self.native {
+            return Some(native.clone());
+        }
         if self.parse_error.is_some() {
             return None;
         }
@@ -95,6 +127,9 @@ impl GadgetCall {
     /// The parameters coerced by the gadget's JSON Schema, as llmist's
     /// executor re-parses them; see [`coerce_with_schema`].
     pub fn parameters_with_schema(&self, schema: &Value) -> Result<Map<String, Value>, String> {
+        if let Some(native) = &self.native {
+            return Ok(native.clone());
+        }
         if let Some(error) = &self.parse_error {
             return Err(error.clone());
         }
@@ -110,6 +145,9 @@ impl GadgetCall {
         schema: &Value,
         coercions: &Coercions,
     ) -> Result<Map<String, Value>, String> {
+        if let Some(native) = &self.native {
+            return Ok(native.clone());
+        }
         if let Some(error) = &self.parse_error {
             return Err(error.clone());
         }
@@ -216,6 +254,7 @@ impl<'a> CallRef<'a> {
             parameters_raw: self.parameters_raw.to_string(),
             parse_error: self.parse_error.map(str::to_string),
             spans: self.spans.to_vec(),
+            native: None,
         }
     }
 }

@@ -20,13 +20,16 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
 use gadget_core::call::OutcomeKind;
+use gadget_core::parser::GadgetCall;
 use gadget_core::render::{self, Markers};
 use gadget_exec::telemetry::{self, LlmSpan, Telemetry, TraceContext};
-use gadget_exec::{ExecEvent, Executor, ResponseSummary};
+use gadget_exec::{ExecEvent, Executor, ResponseInput, ResponseSummary};
+
+use crate::native::ToolFormat;
 
 use crate::models::ModelInfo;
 use crate::provider::{
-    ChatMessage, ChatRequest, Provider, ProviderError, ResponseStream, Role, StreamItem, Usage,
+    ChatMessage, ChatRequest, Provider, ProviderError, ResponseStream, StreamItem, Usage,
 };
 
 /// Requests one session makes unless told otherwise (llmist's default).
@@ -134,6 +137,8 @@ pub struct AgentConfig {
     /// Prices and context window, when the model table knows the model.
     pub model_info: Option<ModelInfo>,
     pub retry: RetryPolicy,
+    /// The block format in the text, or the provider's native tools.
+    pub tool_format: crate::native::ToolFormat,
 }
 
 /// Something that happened, in order.
@@ -312,6 +317,8 @@ pub struct Agent {
     config: AgentConfig,
     markers: Markers,
     system: Vec<String>,
+    /// The tools offered natively (empty in the block format).
+    tools: Vec<crate::provider::ToolDefinition>,
     messages: Vec<ChatMessage>,
     /// Messages already reported in a request event.
     reported: usize,
@@ -335,13 +342,21 @@ impl Agent {
         if let Some(text) = &config.system {
             system.push(text.clone());
         }
-        system.push(render::prompt(&executor.gadget_docs(), &markers));
+        // Native tools are described by their definitions, not a prompt.
+        let tools = match config.tool_format {
+            ToolFormat::Block => {
+                system.push(render::prompt(&executor.gadget_docs(), &markers));
+                Vec::new()
+            }
+            ToolFormat::Native => crate::native::definitions(&executor.gadget_docs()),
+        };
         Agent {
             provider,
             executor,
             config,
             markers,
             system,
+            tools,
             messages: Vec::new(),
             reported: 0,
             observer,
@@ -433,6 +448,7 @@ impl Agent {
                 messages: self.messages.clone(),
                 max_tokens: self.config.max_tokens,
                 temperature: None,
+                tools: self.tools.clone(),
             };
             let bytes = request_bytes(&request);
             if bytes > MAX_REQUEST_BYTES {
@@ -538,18 +554,31 @@ impl Agent {
             // What the model is shown next: llmist's history of the calls
             // that ended (in completion order); a response whose calls all
             // were skipped counts as one without calls, as in llmist.
-            let history = render::history(self.executor.history(), &self.markers);
-            let had_results = !history.is_empty();
-            for message in history {
-                self.messages.push(ChatMessage {
-                    role: if message.role == "assistant" {
-                        Role::Assistant
+            // Native calls: the model's message with its calls, then one
+            // result each, in the provider's own form.
+            let had_results = if self.config.tool_format == ToolFormat::Native {
+                let had = !step.calls.is_empty();
+                if had {
+                    let calls = std::mem::take(&mut step.calls);
+                    self.messages.extend(crate::native::turn_messages(
+                        &step.text,
+                        calls,
+                        self.executor.history(),
+                    ));
+                }
+                had
+            } else {
+                let history = render::history(self.executor.history(), &self.markers);
+                let had = !history.is_empty();
+                for message in history {
+                    self.messages.push(if message.role == "assistant" {
+                        ChatMessage::assistant(message.content)
                     } else {
-                        Role::User
-                    },
-                    content: message.content,
-                });
-            }
+                        ChatMessage::user(message.content)
+                    });
+                }
+                had
+            };
             if let Some(error) = step.error {
                 outcome.stop = StopReason::Failed;
                 outcome.error = Some(error);
@@ -608,7 +637,8 @@ impl Agent {
         chat: Option<Chat>,
     ) -> Step {
         let started = std::time::Instant::now();
-        let (tx, rx) = mpsc::channel::<String>(STREAM_CHANNEL_CHUNKS);
+        let (tx, rx) = mpsc::channel::<ResponseInput>(STREAM_CHANNEL_CHUNKS);
+        let native = self.config.tool_format == ToolFormat::Native;
         let observer = self.observer.clone();
         let mut stop = self.stop.subscribe();
         let reader = tokio::spawn(async move {
@@ -628,9 +658,25 @@ impl Agent {
                             content: text.clone(),
                         });
                         read.text.push_str(&text);
+                        // Natively, text is only text: no block in it runs.
                         // The executor stopped reading (a call cap):
                         // nothing more of this response is needed.
-                        if tx.send(text).await.is_err() {
+                        if !native && tx.send(ResponseInput::Text(text)).await.is_err() {
+                            break;
+                        }
+                    }
+                    // Runs the moment its arguments are complete.
+                    Some(Ok(StreamItem::ToolCall(mut call))) if native => {
+                        if call.id.is_empty() {
+                            call.id = format!("call_{iteration}_{}", read.calls.len() + 1);
+                        }
+                        let params = match &call.arguments {
+                            Value::Object(map) => map.clone(),
+                            _ => Default::default(),
+                        };
+                        let input = GadgetCall::native(call.name.clone(), call.id.clone(), params);
+                        read.calls.push(call);
+                        if tx.send(ResponseInput::Call(input)).await.is_err() {
                             break;
                         }
                     }
@@ -694,6 +740,7 @@ impl Agent {
             .take();
         Step {
             text: read.text,
+            calls: read.calls,
             usage: read.usage,
             error: read.error,
             interrupted: read.interrupted,
@@ -708,6 +755,8 @@ impl Agent {
 #[derive(Default)]
 struct Read {
     text: String,
+    /// The native tool calls, in the order they were made.
+    calls: Vec<crate::tool_calls::NativeCall>,
     usage: Usage,
     finish_reasons: Vec<String>,
     error: Option<ProviderError>,
@@ -738,6 +787,8 @@ impl Chat {
 /// One response, streamed and executed.
 struct Step {
     text: String,
+    /// The native tool calls the model made.
+    calls: Vec<crate::tool_calls::NativeCall>,
     usage: Usage,
     error: Option<ProviderError>,
     interrupted: bool,

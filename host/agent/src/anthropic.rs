@@ -49,16 +49,39 @@ impl Anthropic {
 /// The request body: the system parts joined (the API takes one system
 /// text), the conversation as it is.
 pub fn body(request: &ChatRequest) -> Value {
-    let messages: Vec<Value> = request
-        .messages
-        .iter()
-        .map(|m| {
-            json!({
-                "role": match m.role { Role::User => "user", Role::Assistant => "assistant" },
-                "content": m.content,
-            })
-        })
-        .collect();
+    let mut messages: Vec<Value> = Vec::new();
+    for m in &request.messages {
+        if let Some(id) = &m.tool_call_id {
+            // Results of one turn's calls go together, in one user message.
+            let block = json!({"type": "tool_result", "tool_use_id": id, "content": m.content});
+            match messages.last_mut() {
+                Some(last)
+                    if last["role"] == "user" && last["content"][0]["type"] == "tool_result" =>
+                {
+                    if let Some(blocks) = last["content"].as_array_mut() {
+                        blocks.push(block);
+                    }
+                }
+                _ => messages.push(json!({"role": "user", "content": [block]})),
+            }
+            continue;
+        }
+        if !m.tool_calls.is_empty() {
+            let mut blocks = Vec::new();
+            if !m.content.is_empty() {
+                blocks.push(json!({"type": "text", "text": m.content}));
+            }
+            blocks.extend(m.tool_calls.iter().map(|call| {
+                json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments})
+            }));
+            messages.push(json!({"role": "assistant", "content": blocks}));
+            continue;
+        }
+        messages.push(json!({
+            "role": match m.role { Role::User => "user", Role::Assistant => "assistant" },
+            "content": m.content,
+        }));
+    }
     let mut body = json!({
         "model": request.model,
         "system": request.system.join("\n\n"),
@@ -68,6 +91,19 @@ pub fn body(request: &ChatRequest) -> Value {
     });
     if let Some(temperature) = request.temperature {
         body["temperature"] = json!(temperature);
+    }
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({
+                    "name": tool.name,
+                    "description": tool.description,
+                    "input_schema": tool.parameters,
+                })
+            })
+            .collect();
     }
     body
 }

@@ -81,6 +81,7 @@ impl LlmBackend for ProviderBackend {
                 messages: Vec::new(),
                 max_tokens: request.max_tokens,
                 temperature: request.temperature,
+                tools: Vec::new(),
             };
             for (role, text) in request.messages {
                 match role {

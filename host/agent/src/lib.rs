@@ -13,6 +13,7 @@ pub mod agent;
 pub mod anthropic;
 pub mod backend;
 pub mod models;
+pub mod native;
 pub mod openai;
 pub mod provider;
 pub mod sse;

@@ -54,10 +54,27 @@ pub fn body(request: &ChatRequest) -> Value {
         .map(|text| json!({"role": "system", "content": text}))
         .collect();
     messages.extend(request.messages.iter().map(|m| {
-        json!({
+        if let Some(id) = &m.tool_call_id {
+            return json!({"role": "tool", "tool_call_id": id, "content": m.content});
+        }
+        let mut message = json!({
             "role": match m.role { Role::User => "user", Role::Assistant => "assistant" },
             "content": m.content,
-        })
+        });
+        if !m.tool_calls.is_empty() {
+            message["tool_calls"] = m
+                .tool_calls
+                .iter()
+                .map(|call| {
+                    json!({
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments.to_string()},
+                    })
+                })
+                .collect();
+        }
+        message
     }));
     let mut body = json!({
         "model": request.model,
@@ -68,6 +85,19 @@ pub fn body(request: &ChatRequest) -> Value {
     });
     if let Some(temperature) = request.temperature {
         body["temperature"] = json!(temperature);
+    }
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({"type": "function", "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                }})
+            })
+            .collect();
     }
     body
 }

@@ -24,10 +24,17 @@ pub enum Role {
 
 /// One message of the conversation (the system prompt is apart: the two
 /// APIs carry it differently).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatMessage {
     pub role: Role,
     pub content: String,
+    /// An assistant message's native tool calls, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<crate::tool_calls::NativeCall>,
+    /// A tool result's call id (a user message that answers a native tool
+    /// call: OpenAI's `tool` message, Anthropic's `tool_result` block).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
 }
 
 impl ChatMessage {
@@ -35,6 +42,8 @@ impl ChatMessage {
         ChatMessage {
             role: Role::User,
             content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
         }
     }
 
@@ -42,8 +51,38 @@ impl ChatMessage {
         ChatMessage {
             role: Role::Assistant,
             content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
         }
     }
+
+    /// The model's message with the native tool calls it made.
+    pub fn assistant_calls(
+        content: impl Into<String>,
+        calls: Vec<crate::tool_calls::NativeCall>,
+    ) -> ChatMessage {
+        ChatMessage {
+            tool_calls: calls,
+            ..ChatMessage::assistant(content)
+        }
+    }
+
+    /// The result of native tool call `id`.
+    pub fn tool_result(id: impl Into<String>, content: impl Into<String>) -> ChatMessage {
+        ChatMessage {
+            tool_call_id: Some(id.into()),
+            ..ChatMessage::user(content)
+        }
+    }
+}
+
+/// A tool offered natively: its name, description and JSON Schema.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolDefinition {
+    pub name: String,
+    pub description: String,
+    /// The parameters' JSON Schema (an object schema).
+    pub parameters: serde_json::Value,
 }
 
 /// One request: the model, the system prompt's parts (llmist sends the
@@ -57,6 +96,10 @@ pub struct ChatRequest {
     pub max_tokens: u32,
     /// Sampling temperature; `None`: the provider's default.
     pub temperature: Option<f32>,
+    /// Tools offered natively (`--tool-format native`); empty: none, the
+    /// block format's instructions are in the system prompt instead.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolDefinition>,
 }
 
 /// Tokens one response used, as the provider reports them.

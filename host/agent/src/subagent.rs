@@ -207,6 +207,7 @@ impl SubAgentTool {
             system: definition.system.clone(),
             model_info: self.agents.table.lookup(provider_name, model_name),
             retry: RetryPolicy::default(),
+            tool_format: Default::default(),
         };
         // The nested loop's events, except its raw text (the parsed text
         // and the calls say the same, once), as the call's nested events.

@@ -20,7 +20,7 @@ pub const MAX_CALLS: usize = 128;
 pub const MAX_ID_BYTES: usize = 256;
 
 /// One complete tool call.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct NativeCall {
     /// The provider's id for it (results are sent back under it).
     pub id: String,

@@ -15,6 +15,7 @@ use serde_json::json;
 use gadget_agent::agent::{DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_TOKENS};
 use gadget_agent::anthropic::{self, Anthropic};
 use gadget_agent::backend::{ProviderBackend, Providers};
+use gadget_agent::native::ToolFormat;
 use gadget_agent::openai::{self, OpenAi};
 use gadget_agent::subagent::{
     DEFAULT_SUBAGENT_ITERATIONS, DEFAULT_SUBAGENT_TIMEOUT, SubAgentDefinition, SubAgents,
@@ -32,6 +33,13 @@ use super::view::View;
 use super::{EXIT_BAD_INPUT, EXIT_FAILED};
 
 /// Options of `gadget agent`.
+/// `--tool-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ToolFormatArg {
+    Block,
+    Native,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct AgentOptions {
     /// The task, or `-` to read it from stdin.
@@ -46,6 +54,9 @@ pub struct AgentOptions {
     /// The environment variable holding the API key. Default: [llm] api-key-env, else OPENAI_API_KEY or ANTHROPIC_API_KEY.
     #[arg(long, value_name = "VAR")]
     api_key_env: Option<String>,
+    /// How the model calls gadgets: `block` (the llmist block format in its text) or `native` (the provider's own tool calls: OpenAI tool_calls, Anthropic tool_use). Either way each call starts the moment it is complete.
+    #[arg(long, value_name = "FORMAT", default_value = "block")]
+    tool_format: ToolFormatArg,
     /// Requests at most; the loop stops after this many responses.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_ITERATIONS)]
     max_iterations: usize,
@@ -191,6 +202,10 @@ pub async fn agent(
         retry: RetryPolicy {
             max_retries: options.max_retries,
             ..RetryPolicy::default()
+        },
+        tool_format: match options.tool_format {
+            ToolFormatArg::Block => ToolFormat::Block,
+            ToolFormatArg::Native => ToolFormat::Native,
         },
     };
     let mut agent = Agent::new(provider, executor, markers, config, observer);

@@ -24,7 +24,7 @@ fn add(id: &str, a: u32, b: u32) -> String {
 }
 
 /// Runs `gadget agent` with the shipped plugins against `server`.
-fn agent(server: &LlmServer, policy: Option<&str>, args: &[&str]) -> Output {
+pub(crate) fn agent(server: &LlmServer, policy: Option<&str>, args: &[&str]) -> Output {
     let home = tempfile::tempdir().unwrap();
     let mut command = Command::new(common::gadget_bin());
     command
@@ -50,21 +50,21 @@ fn agent(server: &LlmServer, policy: Option<&str>, args: &[&str]) -> Output {
     command.output().expect("run gadget agent")
 }
 
-fn events(out: &Output) -> Vec<Value> {
+pub(crate) fn events(out: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect()
 }
 
-fn summary(events: &[Value]) -> &Value {
+pub(crate) fn summary(events: &[Value]) -> &Value {
     events
         .iter()
         .find(|e| e["type"] == "agent_summary")
         .expect("an agent_summary event")
 }
 
-fn stderr(out: &Output) -> String {
+pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 

@@ -18,6 +18,7 @@ mod llm_server;
 mod loading;
 mod mcp;
 mod mistakes;
+mod native;
 mod oci;
 mod parser;
 mod serve;

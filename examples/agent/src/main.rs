@@ -123,6 +123,7 @@ async fn main() -> Result<()> {
         system: Some("Use the gadgets for arithmetic.".into()),
         model_info,
         retry: RetryPolicy::default(),
+        tool_format: Default::default(),
     };
     let mut agent = Agent::new(provider, executor, Markers::default(), config, observer);
     let outcome = agent.run("What is 15 + 23?").await;

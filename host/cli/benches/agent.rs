@@ -121,6 +121,7 @@ fn config() -> AgentConfig {
         system: None,
         model_info: None,
         retry: RetryPolicy::default(),
+        tool_format: Default::default(),
     }
 }
 

@@ -11,6 +11,13 @@
 //!    events.
 //! 2. Block to call: the server sends a block's last bytes, then pauses;
 //!    the time from that write to the call starting in the executor.
+//! 3. The same for a native tool call (`--tool-format native`): the event
+//!    that closes its arguments JSON, then a pause; the time from that
+//!    write to the call starting.
+//! 4. A whole native iteration whose call (Sleep 200 ms) is complete
+//!    300 ms before the message ends, beside what waiting for the
+//!    message's end would take (the stream's time plus the call's, both
+//!    measured in the same run).
 //!
 //! Run: `cargo bench -p gadget-host --bench agent` (needs the guests built).
 
@@ -20,6 +27,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use gadget_host::agent::native::ToolFormat;
 use gadget_host::agent::openai::OpenAi;
 use gadget_host::agent::{Agent, AgentConfig, AgentEvent, RetryPolicy};
 use gadget_host::executor::{ExecConfig, ExecEvent, Executor};
@@ -263,8 +271,124 @@ async fn main() {
     }
     println!("2. block's last byte written -> call started ({LATENCY_SAMPLES} samples)");
     println!(
-        "   median {:.0} µs, max {:.0} µs",
+        "   median {:.0} µs, max {:.0} µs\n",
         median(latencies.clone()),
         latencies.iter().cloned().fold(0.0, f64::max)
+    );
+
+    // 3. From the event that closes a native call's arguments to its start.
+    let call = |id: &str, name: &str, arguments: &str| {
+        let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": arguments}}]}}]});
+        format!("data: {chunk}\n\n")
+    };
+    let end = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+    let written = Arc::new(Mutex::new(Vec::new()));
+    let closing = call("n1", "Calculator", r#"{"operation":"add","a":1,"b":2}"#);
+    let port = serve(
+        move |_| {
+            vec![
+                (Duration::ZERO, closing.clone()),
+                (Duration::from_millis(50), end.to_string()),
+            ]
+        },
+        written.clone(),
+    );
+    let base = format!("http://127.0.0.1:{port}/v1");
+    let mut native_latencies = Vec::new();
+    for _ in 0..LATENCY_SAMPLES {
+        written.lock().unwrap().clear();
+        let started_at: Arc<Mutex<Option<Instant>>> = Arc::default();
+        let seen = started_at.clone();
+        let observer = Arc::new(move |event: &AgentEvent| {
+            if let AgentEvent::Exec(ExecEvent::CallStarted { .. }) = event {
+                seen.lock().unwrap().get_or_insert(Instant::now());
+            }
+        });
+        let executor = Executor::new(registry.clone(), ExecConfig::default()).unwrap();
+        let provider = Arc::new(OpenAi::new(&base, Some("k".into())));
+        let mut config = config();
+        config.max_iterations = 1;
+        config.tool_format = ToolFormat::Native;
+        let mut agent = Agent::new(provider, executor, Markers::default(), config, observer);
+        agent.run("latency").await;
+        let sent = written
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(i, _)| *i == 0)
+            .map(|(_, at)| *at)
+            .unwrap();
+        let started = started_at.lock().unwrap().expect("the call started");
+        native_latencies.push(started.duration_since(sent).as_secs_f64() * 1e6);
+    }
+    println!("3. native call's closing event written -> call started ({LATENCY_SAMPLES} samples)");
+    println!(
+        "   median {:.0} µs, max {:.0} µs   (block format, same run: median {:.0} µs)\n",
+        median(native_latencies.clone()),
+        native_latencies.iter().cloned().fold(0.0, f64::max),
+        median(latencies)
+    );
+
+    // 4. A whole iteration: Sleep 200 ms, complete 300 ms before the end.
+    const SLEEP_MS: u64 = 200;
+    const STILL_WRITING_MS: u64 = 300;
+    let sleep = call("s1", "Sleep", &format!(r#"{{"ms":{SLEEP_MS}}}"#));
+    let port = serve(
+        move |_| {
+            vec![
+                (Duration::ZERO, sleep.clone()),
+                (Duration::from_millis(STILL_WRITING_MS), end.to_string()),
+            ]
+        },
+        Arc::default(),
+    );
+    let base = format!("http://127.0.0.1:{port}/v1");
+    let mut iterations = Vec::new();
+    let mut waited = Vec::new();
+    for _ in 0..5 {
+        let durations: Arc<Mutex<Vec<f64>>> = Arc::default();
+        let seen = durations.clone();
+        let observer = Arc::new(move |event: &AgentEvent| {
+            if let AgentEvent::Exec(ExecEvent::CallFinished { duration_ms, .. }) = event {
+                seen.lock().unwrap().push(*duration_ms);
+            }
+        });
+        let executor = Executor::new(registry.clone(), ExecConfig::default()).unwrap();
+        let provider = Arc::new(OpenAi::new(&base, Some("k".into())));
+        let mut config = config();
+        config.max_iterations = 1;
+        config.tool_format = ToolFormat::Native;
+        let mut agent = Agent::new(provider, executor, Markers::default(), config, observer);
+        let started = Instant::now();
+        let outcome = agent.run("sleep").await;
+        iterations.push(started.elapsed().as_secs_f64() * 1e3);
+        assert_eq!(outcome.iterations.len(), 1);
+        // Waiting for the message's end: the stream, then the call.
+        let call_ms = durations
+            .lock()
+            .unwrap()
+            .first()
+            .copied()
+            .expect("the call ran");
+        let stream_started = Instant::now();
+        let body = reqwest::Client::new()
+            .post(format!("{base}/chat/completions"))
+            .body(r#"{"model":"bench","messages":[]}"#)
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert!(!body.is_empty());
+        waited.push(stream_started.elapsed().as_secs_f64() * 1e3 + call_ms);
+    }
+    println!(
+        "4. a native iteration, Sleep {SLEEP_MS} ms complete {STILL_WRITING_MS} ms before the message ends (5 runs)"
+    );
+    println!("   calls start mid-stream   {:>7.1} ms", median(iterations));
+    println!(
+        "   waiting for the end      {:>7.1} ms   (the stream, then the call; same run)",
+        median(waited)
     );
 }

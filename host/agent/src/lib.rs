@@ -16,6 +16,7 @@ pub mod models;
 pub mod native;
 pub mod openai;
 pub mod provider;
+mod retry;
 pub mod sse;
 pub mod subagent;
 pub mod tool_calls;

@@ -41,6 +41,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 mod abort;
+mod input;
 /// The audit journal (in `gadget-core`, so that calls can carry it).
 pub use gadget_core::journal as audit;
 mod builtins;
@@ -58,6 +59,8 @@ pub use config::{
     AfterExecution, Answer, BeforeExecution, CallView, Controller, ExecConfig, HumanInput,
     NO_HUMAN_INPUT, NoController,
 };
+pub use input::ResponseInput;
+use input::{Parsed, collect};
 use outcome::{Announced, ended_of};
 use runners::Runners;
 use state::{Ended, Entry, Finished, Live, policy_for};
@@ -66,7 +69,7 @@ use gadget_core::approval::{Admission, Approvals};
 use gadget_core::call::{FailureKind, OutcomeKind};
 use gadget_core::chunked::ChunkedVec;
 use gadget_core::ledger::CallEvent;
-use gadget_core::parser::{self, ConfigError, EventRef, GadgetCall, ParserBuilder};
+use gadget_core::parser::{self, ConfigError, GadgetCall, ParserBuilder};
 use gadget_core::render::{self, GadgetDoc, HistoryEntry};
 use gadget_core::schedule::{self, Action, CallIx, CallSpec, Scheduler};
 use gadget_core::tool::{Tool, Toolbox, Tools};
@@ -777,34 +780,5 @@ impl Executor {
                 )
             })?;
         Ok((tool, params))
-    }
-}
-
-/// The parser's events, owned, for the executor to handle after the feed.
-enum Parsed {
-    Text(String),
-    Call(GadgetCall),
-}
-
-/// What a response is read as: text of the block format, or a call that
-/// is complete already (a provider's native tool call, with its JSON
-/// parameters).
-#[derive(Debug, Clone)]
-pub enum ResponseInput {
-    Text(String),
-    Call(GadgetCall),
-}
-
-impl From<String> for ResponseInput {
-    fn from(text: String) -> ResponseInput {
-        ResponseInput::Text(text)
-    }
-}
-
-fn collect(event: EventRef<'_>, into: &mut Vec<Parsed>) {
-    match event {
-        EventRef::Text(text) => into.push(Parsed::Text(text.to_string())),
-        EventRef::Call(call) => into.push(Parsed::Call(call.to_owned())),
-        EventRef::ArgumentDelta(_) => {}
     }
 }

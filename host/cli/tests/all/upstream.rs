@@ -327,6 +327,16 @@ fn a_server_that_dies_mid_call_is_started_again_and_new_tools_appear() {
         "{}",
         said(&out)
     );
+    // Its log lines are the call's, up to the server's cap per 10 s.
+    let logs = report["logs"].as_array().unwrap();
+    assert_eq!(logs.len(), 100, "{report}");
+    assert!(
+        logs[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("log line 0 "),
+        "{report}"
+    );
 
     // A tool the server adds while it runs (notifications/tools/list_changed)
     // is listed and callable without a restart.
@@ -660,4 +670,68 @@ fn the_policys_agents_may_call_upstream_tools() {
     // The second request carried the upstream tool's result.
     let second = llm.requests()[1].body.to_string();
     assert!(second.contains("The sum of 40 and 2 is 42."), "{second}");
+}
+
+#[test]
+fn argument_rules_approvals_and_the_journal_hold_for_upstream_tools() {
+    let policy = Policy::everything(
+        "[gadgets]\napprove = [\"everything_get_sum\"]\n\
+         [[rules]]\ngadget = \"everything_echo\"\nparam = \"/message\"\nmatches = \"*secret*\"\naction = \"deny\"\nreason = \"No secrets upstream\"\n",
+    );
+    // A deny rule on an argument: refused before the server hears of it.
+    let out = policy.gadget(&[
+        "--audit",
+        "journal.jsonl",
+        "call",
+        "everything_echo",
+        "--params",
+        r#"{"message": "my secret"}"#,
+    ]);
+    assert!(!out.status.success());
+    assert!(said(&out).contains("No secrets upstream"), "{}", said(&out));
+    // Allowed, and journalled with the server it went to.
+    let out = policy.gadget(&[
+        "--audit",
+        "journal.jsonl",
+        "call",
+        "everything_echo",
+        "--params",
+        r#"{"message": "hello"}"#,
+    ]);
+    assert!(out.status.success(), "{}", said(&out));
+    let journal = std::fs::read_to_string(policy.path().join("journal.jsonl")).unwrap();
+    let started: Vec<Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["event"] == "call_started")
+        .collect();
+    let last = started.last().unwrap_or_else(|| panic!("{journal}"));
+    assert_eq!(last["gadget"], "everything_echo", "{last}");
+    assert_eq!(last["plugin"], "mcp:everything", "{last}");
+    assert!(last.get("digest").is_none(), "{last}");
+    assert!(
+        last["detail"]["source"]
+            .as_str()
+            .unwrap()
+            .contains("server-everything"),
+        "{last}"
+    );
+    // A tool that needs approval, with no one to approve: not run.
+    let out = policy
+        .command()
+        .args([
+            "call",
+            "everything_get_sum",
+            "--params",
+            r#"{"a": 1, "b": 2}"#,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", said(&out));
+    assert!(
+        said(&out).contains("needs a person's approval"),
+        "{}",
+        said(&out)
+    );
 }

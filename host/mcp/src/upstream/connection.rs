@@ -9,14 +9,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
-#[allow(deprecated, reason = "servers still send notifications/message")]
-use rmcp::model::LoggingMessageNotificationParam;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProgressToken,
 };
 #[allow(deprecated, reason = "servers still send sampling/createMessage")]
 use rmcp::model::{CreateMessageRequestParams, CreateMessageResult};
 use rmcp::model::{ElicitRequestParams, ElicitResult};
+#[allow(deprecated, reason = "servers still send notifications/message")]
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 
 use super::elicitation::Asker;
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
@@ -24,13 +24,13 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
 
-use gadget_core::ledger::{CallEvent, CallObserver};
+use gadget_core::ledger::{CallEvent, CallObserver, LogEntry, LogLevel, LogSource};
 use gadget_core::tool::Tool;
 
 use super::tool::UpstreamTool;
 use super::{
-    LOG_WINDOW, MAX_LOG_BYTES, MAX_LOGS_PER_WINDOW, MAX_PROGRESS_PER_CALL, MAX_RESTART_BACKOFF,
-    MAX_TOOLS, MIN_RESTART_BACKOFF, START_TIMEOUT, Transport, UpstreamSpec,
+    LOG_WINDOW, MAX_LOG_BYTES, MAX_LOGS_PER_CALL, MAX_LOGS_PER_WINDOW, MAX_PROGRESS_PER_CALL,
+    MAX_RESTART_BACKOFF, MAX_TOOLS, MIN_RESTART_BACKOFF, START_TIMEOUT, Transport, UpstreamSpec,
 };
 
 /// What the connection's handler shares with the calls.
@@ -63,6 +63,11 @@ struct ProgressSink {
     observer: Option<CallObserver>,
     /// What the call's report lists (the first [`MAX_PROGRESS_PER_CALL`]).
     seen: Vec<String>,
+    /// The server's log lines while the call ran (the first
+    /// [`MAX_LOGS_PER_CALL`]).
+    logs: Vec<LogEntry>,
+    /// When the call was sent: a log line goes to the newest call.
+    started: Instant,
 }
 
 /// The host's side of the session: it takes notifications and answers
@@ -194,13 +199,43 @@ impl ClientHandler for Handler {
             serde_json::Value::String(text) => text.clone(),
             other => other.to_string(),
         };
+        let message = bounded(&data, MAX_LOG_BYTES);
         tracing::info!(
             mcp_server = %self.shared.name,
             level = ?params.level,
             logger = params.logger.as_deref().unwrap_or(""),
-            "{}",
-            bounded(&data, MAX_LOG_BYTES)
+            "{message}"
         );
+        // The server's session has no call to tie a line to: it goes to the
+        // call sent last, as that call's log (shown live, kept in its report).
+        let mut sinks = self
+            .shared
+            .progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(sink) = sinks.values_mut().max_by_key(|sink| sink.started)
+            && sink.logs.len() < MAX_LOGS_PER_CALL
+        {
+            let entry = LogEntry {
+                level: match params.level {
+                    LoggingLevel::Debug => LogLevel::Debug,
+                    LoggingLevel::Info | LoggingLevel::Notice => LogLevel::Info,
+                    LoggingLevel::Warning => LogLevel::Warn,
+                    _ => LogLevel::Error,
+                },
+                message,
+                fields: params.logger.as_ref().map_or(
+                    serde_json::Value::Null,
+                    |l| serde_json::json!({"logger": l}),
+                ),
+                source: LogSource::Gadget,
+                at_ms: sink.started.elapsed().as_millis() as u64,
+            };
+            if let Some(observer) = &sink.observer {
+                observer(&CallEvent::Log(entry.clone()));
+            }
+            sink.logs.push(entry);
+        }
         std::future::ready(())
     }
 
@@ -473,6 +508,8 @@ impl Upstream {
                 ProgressSink {
                     observer,
                     seen: Vec::new(),
+                    logs: Vec::new(),
+                    started: Instant::now(),
                 },
             );
     }
@@ -487,8 +524,9 @@ impl Upstream {
             .push((token, asker));
     }
 
-    /// The progress the request reported (and it asks no more).
-    pub(super) fn unwatch(&self, token: &ProgressToken) -> Vec<String> {
+    /// The progress and the log lines the request got (and it asks no
+    /// more).
+    pub(super) fn unwatch(&self, token: &ProgressToken) -> (Vec<String>, Vec<LogEntry>) {
         self.shared
             .asking
             .lock()
@@ -499,7 +537,7 @@ impl Upstream {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(token)
-            .map(|sink| sink.seen)
+            .map(|sink| (sink.seen, sink.logs))
             .unwrap_or_default()
     }
 

@@ -52,6 +52,9 @@ pub const MAX_PROGRESS_PER_CALL: u32 = 1000;
 /// counted, not written (one line says how many were dropped).
 pub const MAX_LOGS_PER_WINDOW: u32 = 100;
 pub const LOG_WINDOW: Duration = Duration::from_secs(10);
+/// Log lines one call keeps in its report (those of its server while it
+/// ran, past the window's cap).
+pub const MAX_LOGS_PER_CALL: usize = 200;
 /// Longest upstream log message kept, in bytes.
 pub const MAX_LOG_BYTES: usize = 4 << 10;
 

@@ -205,7 +205,7 @@ impl UpstreamTool {
                 }
             }
         };
-        let progress = server.unwatch(&token);
+        let (progress, logs) = server.unwatch(&token);
         let result = match ended {
             Ended::TimedOut => {
                 // The server is told, so it can stop the work.
@@ -252,6 +252,7 @@ impl UpstreamTool {
         };
         let mut report = CallReport::of(result, started.elapsed());
         report.progress = progress;
+        report.logs = logs;
         report
     }
 }

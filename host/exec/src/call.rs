@@ -47,6 +47,9 @@ pub struct CallOptions {
     /// Answers the tool's question; without one, the question is the
     /// call's outcome for the caller to handle.
     pub human: Option<Arc<dyn HumanInput>>,
+    /// Answers what a tool asks a person while it runs (an upstream MCP
+    /// server's elicitation); `None`: `human`, if any.
+    pub ask: Option<Arc<dyn HumanInput>>,
     /// The operator's approval rules and who approves; `None`: no rules.
     pub approvals: Option<Arc<Approvals>>,
     /// The audit journal the call is recorded in, if any.
@@ -209,6 +212,7 @@ async fn decide_and_run(
         cancel,
         observer,
         human,
+        ask,
         approvals,
         journal,
         trace: _,
@@ -225,7 +229,7 @@ async fn decide_and_run(
         approvals,
         trace_parent,
         journal,
-        human: human.clone(),
+        human: ask.or_else(|| human.clone()),
     };
     let report = if tool.is_instant() {
         run_at_once(&*tool, call)

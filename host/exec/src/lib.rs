@@ -709,6 +709,7 @@ impl Executor {
                 let _ = observer_tx.send((ix, Live::Call(event.clone())));
             })),
             human,
+            ask: None,
             approvals: self.approvals.clone(),
             journal: self.journal.clone(),
             trace: self.trace.clone(),

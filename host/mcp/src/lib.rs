@@ -7,6 +7,7 @@
 //! calls, bearer-token authentication and graceful shutdown.
 
 pub mod approval;
+mod ask;
 pub mod http;
 mod logs;
 pub mod metrics;

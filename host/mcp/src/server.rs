@@ -36,11 +36,10 @@ use std::time::Instant;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
-    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, Implementation,
-    InitializeResult, InputRequest, InputRequests, InputRequiredResult, ListToolsResult,
-    LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-    ProgressNotificationParam, ProtocolVersion, ServerCapabilities, SetLevelRequestParams, Tool,
-    ToolAnnotations,
+    ElicitResult, Implementation, InitializeResult, InputRequest, InputRequests,
+    InputRequiredResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, SetLevelRequestParams,
+    Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -51,6 +50,9 @@ use gadget_core::ledger::CallEvent;
 use gadget_core::tool::{Tool as GadgetTool, Tools};
 
 use crate::approval::{APPROVAL_KEY, ApprovalKey, ClientAsk, McpApprover};
+use crate::ask::{
+    ClientPerson, answer_result, can_elicit, elicitation, elicits_mid_call, is_modern,
+};
 use crate::logs::{level_rank, mcp_level, operator_log};
 use crate::metrics::{CallOutcome, Metrics};
 use gadget_core::approval::{ApprovalEvent, Approvals, Rules};
@@ -284,13 +286,8 @@ struct AskState {
 impl GadgetServer {
     /// How this request's client can be asked to approve a call.
     fn client_ask(&self, context: &RequestContext<RoleServer>) -> ClientAsk {
-        let can_elicit = context
-            .client_capabilities()
-            .and_then(|c| c.elicitation)
-            .is_some_and(|e| e.form.is_some() || e.url.is_none());
-        let modern = context
-            .protocol_version()
-            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let can_elicit = can_elicit(context);
+        let modern = is_modern(context);
         if !can_elicit {
             ClientAsk::Cannot("this client cannot ask a person (no elicitation capability)")
         } else if modern {
@@ -313,13 +310,8 @@ impl GadgetServer {
         question: &str,
         context: &RequestContext<RoleServer>,
     ) -> Asked {
-        let can_elicit = context
-            .client_capabilities()
-            .and_then(|c| c.elicitation)
-            .is_some_and(|e| e.form.is_some() || e.url.is_none());
-        let modern = context
-            .protocol_version()
-            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let can_elicit = can_elicit(context);
+        let modern = is_modern(context);
         let cannot = |why: &str| {
             Asked::Answered(CallToolResult::error(vec![ContentBlock::text(format!(
                 "Gadget '{gadget}' needs a person to answer: {question}\n({why}: answer it in your next message to the model.)"
@@ -406,46 +398,6 @@ impl GadgetServer {
         };
         self.metrics.answered(&served, outcome, started.elapsed());
         result
-    }
-}
-
-/// The form that asks a person a gadget's question: one required text.
-fn elicitation(gadget: &str, question: &str) -> ElicitRequestParams {
-    let question = gadget_core::ledger::truncate(question.to_string(), MAX_QUESTION_BYTES);
-    let schema = ElicitationSchema::builder()
-        .required_string_property(ANSWER_FIELD, |s| s.title("Answer"))
-        .build_unchecked();
-    ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message: format!("{gadget} asks: {question}"),
-        requested_schema: schema,
-    }
-}
-
-/// A person's reply as the call's result: their answer (a text field, or
-/// whatever JSON they sent), or an error when they declined.
-fn answer_result(gadget: &str, result: ElicitResult) -> CallToolResult {
-    match result.action {
-        ElicitationAction::Accept => {
-            let answer = match result.content {
-                Some(Value::Object(mut fields)) => match fields.remove(ANSWER_FIELD) {
-                    Some(Value::String(text)) => text,
-                    Some(other) => other.to_string(),
-                    None => Value::Object(fields).to_string(),
-                },
-                Some(Value::String(text)) => text,
-                Some(other) => other.to_string(),
-                None => String::new(),
-            };
-            CallToolResult::success(vec![ContentBlock::text(answer)])
-        }
-        ElicitationAction::Decline => CallToolResult::error(vec![ContentBlock::text(format!(
-            "The person declined to answer gadget '{gadget}''s question."
-        ))]),
-        // Cancel, and whatever a later protocol adds.
-        _ => CallToolResult::error(vec![ContentBlock::text(format!(
-            "The person dismissed gadget '{gadget}''s question without answering."
-        ))]),
     }
 }
 
@@ -639,12 +591,20 @@ impl ServerHandler for GadgetServer {
         // the request (the client went away) drops the call and stops it.
         // A question is answered here, the MCP way (elicitation or an
         // input-required round trip), not by a handler in the path.
+        // What a tool asks mid-call (an upstream server's elicitation) goes
+        // to this client's person, when it can be asked while a call runs.
+        let ask = (self.server_requests && elicits_mid_call(&context)).then(|| {
+            Arc::new(ClientPerson {
+                peer: context.peer.clone(),
+            }) as Arc<dyn gadget_exec::HumanInput>
+        });
         let options = gadget_exec::call::CallOptions {
             invocation_id: id,
             timeout: None,
             cancel: Some(cancel),
             observer: Some(observer),
             human: None,
+            ask,
             approvals,
             journal: self.journal.clone(),
             trace: crate::trace::parent_of(&context),
@@ -697,6 +657,7 @@ impl ServerHandler for GadgetServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rmcp::model::ElicitRequestParams;
 
     fn server() -> GadgetServer {
         GadgetServer::new(

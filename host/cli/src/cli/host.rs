@@ -50,13 +50,9 @@ pub async fn start(
     let providers = agent::providers(&policy.llm, agent_options);
     let backend = agent::llm_backend(&policy.llm, providers.clone());
     runtime.set_llm_backend(backend.clone());
-    // The upstream MCP servers start while the plugins load.
-    let options = load_options(global, policy)?;
-    let (loaded, upstream) = tokio::join!(
-        load(&runtime, global, &options),
-        super::upstream::start(policy, &backend, global.quiet)
-    );
-    let (Some(registry), upstream) = (loaded?, upstream?) else {
+    // The upstream MCP servers start when their tools are first needed.
+    let upstream = super::upstream::upstream(policy, &backend)?;
+    let Some(registry) = load(&runtime, global, &load_options(global, policy)?).await? else {
         return Ok(None);
     };
     if !plugin_names_match(global, policy, &registry) {
@@ -147,6 +143,11 @@ pub fn warn_unmatched_rules(policy: &Policy, tools: &dyn Tools) {
     let Ok(rules) = policy.approval_rules() else {
         return; // checked when the policy was read
     };
+    // No rules, nothing to match: the names (which would start every
+    // upstream MCP server to list its tools) are not needed.
+    if rules.is_empty() {
+        return;
+    }
     for what in rules.unmatched(&tools.names()) {
         eprintln!("warning: {what} names no gadget that is served, so it has no effect");
     }

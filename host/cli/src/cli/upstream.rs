@@ -1,6 +1,6 @@
 //! The policy's `[mcp-servers.NAME]`: resolved into what `gadget_mcp`
 //! starts (the program found on the host's `PATH`, the environment it is
-//! given, nothing more), and started beside the plugins.
+//! given, nothing more); each starts when its tools are first needed.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,8 +13,6 @@ use gadget_mcp::upstream::{
     DEFAULT_CALL_TIMEOUT, Sampling, Transport, UpstreamSpec, UpstreamTools,
 };
 use gadget_runtime::policy::Policy;
-
-use super::safe;
 
 /// The servers the policy names, resolved; an error names the entry.
 /// Completions a server is granted go through `backend`.
@@ -105,27 +103,19 @@ fn find_program(program: &str, dir: Option<&Path>) -> Option<PathBuf> {
         .find(|path| path.is_file())
 }
 
-/// Starts the policy's servers (all at once); `None` when it names none.
-/// A server that does not start is a warning: its tools are missing
-/// until it does (it is tried again when they are next needed).
-pub async fn start(
+/// The policy's servers, ready to start when their tools are first
+/// needed; `None` when it names none.
+pub fn upstream(
     policy: &Policy,
     backend: &Arc<dyn LlmBackend>,
-    quiet: bool,
 ) -> Result<Option<Arc<UpstreamTools>>> {
     let specs = specs(policy, backend)?;
     if specs.is_empty() {
         return Ok(None);
     }
     let rules = policy.gadgets.clone();
-    let tools = Arc::new(UpstreamTools::new(
+    Ok(Some(Arc::new(UpstreamTools::new(
         specs,
         Arc::new(move |name: &str| rules.check(name).is_ok()),
-    ));
-    for (_, why) in tools.start().await {
-        if !quiet {
-            eprintln!("warning: {}", safe::safe(&why));
-        }
-    }
-    Ok(Some(tools))
+    ))))
 }

@@ -72,6 +72,11 @@ struct Session {
     /// Notifications seen while waiting for answers.
     notifications: Vec<String>,
     next_id: u64,
+    /// The person's answer to any `elicitation/create` (the session says
+    /// it can elicit when there is one).
+    answer: Option<String>,
+    /// The questions it was asked.
+    asked: Vec<String>,
 }
 
 /// Longest wait for one message from the session.
@@ -79,6 +84,11 @@ const MESSAGE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Session {
     fn start(policy: &Policy) -> Session {
+        Session::start_answering(policy, None)
+    }
+
+    /// A session whose client answers elicitations with `answer`.
+    fn start_answering(policy: &Policy, answer: Option<&str>) -> Session {
         let mut child = policy
             .command()
             .arg("mcp")
@@ -107,10 +117,17 @@ impl Session {
             messages,
             notifications: Vec::new(),
             next_id: 0,
+            answer: answer.map(str::to_string),
+            asked: Vec::new(),
+        };
+        let capabilities = if answer.is_some() {
+            json!({"elicitation": {"form": {}}})
+        } else {
+            json!({})
         };
         session.request(
             "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+            json!({"protocolVersion": "2025-11-25", "capabilities": capabilities,
                    "clientInfo": {"name": "raw", "version": "1"}}),
         );
         session.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
@@ -131,6 +148,20 @@ impl Session {
             && message.get("id").is_none()
         {
             self.notifications.push(method.to_string());
+        }
+        // The server asks the person: answered as the test says.
+        if message["method"] == "elicitation/create"
+            && let Some(answer) = self.answer.clone()
+        {
+            self.asked.push(
+                message["params"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+            let id = message["id"].clone();
+            self.send(json!({"jsonrpc": "2.0", "id": id,
+                "result": {"action": "accept", "content": {"answer": answer}}}));
         }
         message
     }
@@ -631,6 +662,17 @@ fn an_upstream_servers_question_goes_to_the_person_who_answers_the_call() {
             && text.contains("Favorite Integer: 7"),
         "{text}"
     );
+    // Under `gadget mcp`, the client's person is asked (elicitation).
+    let mut session = Session::start_answering(&policy, Some(r#"{"name": "Grace"}"#));
+    let result = session.call("everything_trigger_elicitation_request", json!({}));
+    let text = result.to_string();
+    assert!(text.contains("Name: Grace"), "{text}");
+    assert!(
+        session.asked.iter().any(|q| q.contains("everything asks:")),
+        "{:?}",
+        session.asked
+    );
+    drop(session);
     // No one to ask (no answers, no terminal): declined, and the call ends.
     let out = policy
         .command()
@@ -734,4 +776,38 @@ fn argument_rules_approvals_and_the_journal_hold_for_upstream_tools() {
         "{}",
         said(&out)
     );
+}
+
+#[test]
+fn a_server_starts_only_when_its_tools_are_needed() {
+    // The server's command leaves a mark in the working directory when it
+    // starts.
+    let policy = Policy::new(&format!(
+        "[mcp-servers.everything]\ncommand = [\"sh\", \"-c\", \"touch started && exec node \\\"$0\\\" stdio\", {:?}]\nenv = {{ PATH = {{ env = \"PATH\" }} }}\n",
+        reference_server("server-everything")
+    ));
+    let mark = policy.path().join("started");
+    // A command that calls only a gadget never starts it.
+    let out = policy.gadget(&[
+        "call",
+        "Calculator",
+        "--params",
+        r#"{"operation": "add", "a": 1, "b": 1}"#,
+    ]);
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(!mark.exists(), "the server started for a gadget's call");
+    // A name with its prefix starts it.
+    let out = policy.gadget(&[
+        "call",
+        "everything_echo",
+        "--params",
+        r#"{"message": "hi"}"#,
+    ]);
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(mark.exists());
+    // So does a listing.
+    std::fs::remove_file(&mark).unwrap();
+    let out = policy.gadget(&["list"]);
+    assert!(said(&out).contains("everything_echo"), "{}", said(&out));
+    assert!(mark.exists());
 }

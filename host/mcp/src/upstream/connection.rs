@@ -335,6 +335,11 @@ impl Upstream {
         &self.spec
     }
 
+    /// Whether it was ever started (its tools, or its failure, are known).
+    pub fn listed(&self) -> bool {
+        self.listed.load(Ordering::Relaxed)
+    }
+
     /// Its tools as last listed.
     pub fn tools(&self) -> Arc<Vec<Arc<UpstreamTool>>> {
         self.tools.read().unwrap_or_else(|p| p.into_inner()).clone()

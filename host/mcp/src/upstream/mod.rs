@@ -6,8 +6,9 @@
 //! apply to it exactly as to a WebAssembly gadget.
 //!
 //! An upstream server is untrusted input like a gadget: it is started when
-//! its tools are first needed, restarted with backoff when it dies, stopped
-//! when the host exits; every answer it gives is bounded ([`MAX_TOOLS`],
+//! its tools are first needed (a listing, or a call of a name with its
+//! prefix; a command that calls only gadgets never starts it), restarted
+//! with backoff when it dies, stopped when the host exits; every answer it gives is bounded ([`MAX_TOOLS`],
 //! [`MAX_RESULT_BYTES`], rmcp's line cap), a call that outlives its deadline
 //! is cancelled upstream (`notifications/cancelled`), and what it asks of
 //! the host is refused unless granted: sampling only within the model and
@@ -143,26 +144,34 @@ impl UpstreamTools {
         &self.servers
     }
 
-    /// Starts every server and lists its tools, all at once; a server
-    /// that fails is reported (name, why), and tried again when its tools
-    /// are next needed.
-    pub async fn start(&self) -> Vec<(String, String)> {
-        let mut starting = tokio::task::JoinSet::new();
-        for server in &self.servers {
-            let server = server.clone();
-            starting.spawn(async move {
-                let started = server.ensure_started().await;
-                (server.spec().name.clone(), started)
-            });
+    /// Starts the servers in `which` that were never started (all at
+    /// once) and lists their tools: what a lookup needs first. It waits
+    /// here, on the runtime's other threads; without a multi-threaded
+    /// runtime nothing can start, and the tools are missing (a warning
+    /// says so). A server that fails is a warning, and is tried again
+    /// when its tools are next needed.
+    fn start_unlisted(&self, which: &[&Arc<Upstream>]) {
+        let unlisted: Vec<Arc<Upstream>> = which
+            .iter()
+            .filter(|server| !server.listed())
+            .map(|server| Arc::clone(server))
+            .collect();
+        if unlisted.is_empty() {
+            return;
         }
-        let mut failures = Vec::new();
-        while let Some(joined) = starting.join_next().await {
-            if let Ok((name, Err(why))) = joined {
-                failures.push((name, why));
-            }
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+            tracing::warn!(
+                "upstream MCP servers need a multi-threaded Tokio runtime to start; their tools are not served"
+            );
+            return;
         }
-        failures.sort();
-        failures
+        let failures = tokio::task::block_in_place(|| handle.block_on(start_all(unlisted)));
+        for (_, why) in failures {
+            tracing::warn!("{why}");
+        }
     }
 
     /// Stops every server (their processes end).
@@ -173,14 +182,47 @@ impl UpstreamTools {
     }
 }
 
+/// Starts `servers` and lists their tools, all at once: each failure as
+/// (server, why).
+async fn start_all(servers: Vec<Arc<Upstream>>) -> Vec<(String, String)> {
+    let mut starting = tokio::task::JoinSet::new();
+    for server in servers {
+        starting.spawn(async move {
+            let started = server.ensure_started().await;
+            (server.spec().name.clone(), started)
+        });
+    }
+    let mut failures = Vec::new();
+    while let Some(joined) = starting.join_next().await {
+        if let Ok((name, Err(why))) = joined {
+            failures.push((name, why));
+        }
+    }
+    failures.sort();
+    failures
+}
+
+/// Servers start when their tools are first needed: a name with a
+/// server's prefix starts that server only; a listing starts them all.
 impl Tools for UpstreamTools {
     fn find(&self, name: &str) -> Option<Arc<dyn Tool>> {
-        self.all()
-            .into_iter()
-            .find(|t| t.name().eq_ignore_ascii_case(name))
+        let lower = name.to_lowercase();
+        let owners: Vec<&Arc<Upstream>> = self
+            .servers
+            .iter()
+            .filter(|server| lower.starts_with(&server.spec().prefix.to_lowercase()))
+            .collect();
+        self.start_unlisted(&owners);
+        owners
+            .iter()
+            .flat_map(|server| server.tools().iter().cloned().collect::<Vec<_>>())
+            .filter(|tool| (self.served)(tool.name()))
+            .find(|tool| tool.name().eq_ignore_ascii_case(name))
+            .map(|tool| tool as Arc<dyn Tool>)
     }
 
     fn all(&self) -> Vec<Arc<dyn Tool>> {
+        self.start_unlisted(&self.servers.iter().collect::<Vec<_>>());
         self.servers
             .iter()
             .flat_map(|server| server.tools().iter().cloned().collect::<Vec<_>>())

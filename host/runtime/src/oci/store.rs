@@ -62,6 +62,11 @@ struct Entry {
 
 const ENTRY_FILE: &str = "entry.json";
 
+/// What a layer's declared size reserves up front, in bytes (the rest as
+/// bytes arrive): a hostile manifest declaring 256 MiB costs nothing until
+/// it sends them.
+const INITIAL_LAYER_CAPACITY: usize = 1 << 20;
+
 /// Pulled artifacts, by manifest digest: `DIR/sha256/HEX/`, and what each
 /// tag last named: `DIR/tags/HASH`.
 #[derive(Debug, Clone)]
@@ -304,9 +309,12 @@ impl OciStore {
         client: &Client,
         layer: &OciDescriptor,
     ) -> Result<Vec<u8>, OciError> {
+        let declared = layer.size.max(0) as usize;
         let mut sink = BoundedSink {
-            bytes: Vec::with_capacity(layer.size.max(0) as usize),
-            limit: layer.size.max(0) as usize,
+            // A registry's word is not memory: the buffer grows with what
+            // actually arrives.
+            bytes: Vec::with_capacity(declared.min(INITIAL_LAYER_CAPACITY)),
+            limit: declared,
         };
         client
             .pull_blob(&reference.reference, layer, &mut sink)

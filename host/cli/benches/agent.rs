@@ -138,6 +138,44 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
+/// From the server writing its first event (a call complete in it) to the
+/// call starting in the agent's executor, µs, [`LATENCY_SAMPLES`] times.
+async fn call_latencies(
+    registry: &Arc<Registry>,
+    base: &str,
+    written: &Arc<Mutex<Vec<(usize, Instant)>>>,
+    tool_format: ToolFormat,
+) -> Vec<f64> {
+    let mut latencies = Vec::new();
+    for _ in 0..LATENCY_SAMPLES {
+        written.lock().unwrap().clear();
+        let started_at: Arc<Mutex<Option<Instant>>> = Arc::default();
+        let seen = started_at.clone();
+        let observer = Arc::new(move |event: &AgentEvent| {
+            if let AgentEvent::Exec(ExecEvent::CallStarted { .. }) = event {
+                seen.lock().unwrap().get_or_insert(Instant::now());
+            }
+        });
+        let executor = Executor::new(registry.clone(), ExecConfig::default()).unwrap();
+        let provider = Arc::new(OpenAi::new(base, Some("k".into())));
+        let mut config = config();
+        config.max_iterations = 1;
+        config.tool_format = tool_format;
+        let mut agent = Agent::new(provider, executor, Markers::default(), config, observer);
+        agent.run("latency").await;
+        let sent = written
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(i, _)| *i == 0)
+            .map(|(_, at)| *at)
+            .unwrap();
+        let started = started_at.lock().unwrap().expect("the call started");
+        latencies.push(started.duration_since(sent).as_secs_f64() * 1e6);
+    }
+    latencies
+}
+
 #[tokio::main]
 async fn main() {
     let registry = registry().await;
@@ -243,32 +281,7 @@ async fn main() {
         written.clone(),
     );
     let base = format!("http://127.0.0.1:{port}/v1");
-    let mut latencies = Vec::new();
-    for _ in 0..LATENCY_SAMPLES {
-        written.lock().unwrap().clear();
-        let started_at: Arc<Mutex<Option<Instant>>> = Arc::default();
-        let seen = started_at.clone();
-        let observer = Arc::new(move |event: &AgentEvent| {
-            if let AgentEvent::Exec(ExecEvent::CallStarted { .. }) = event {
-                seen.lock().unwrap().get_or_insert(Instant::now());
-            }
-        });
-        let executor = Executor::new(registry.clone(), ExecConfig::default()).unwrap();
-        let provider = Arc::new(OpenAi::new(&base, Some("k".into())));
-        let mut config = config();
-        config.max_iterations = 1;
-        let mut agent = Agent::new(provider, executor, Markers::default(), config, observer);
-        agent.run("latency").await;
-        let sent = written
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|(i, _)| *i == 0)
-            .map(|(_, at)| *at)
-            .unwrap();
-        let started = started_at.lock().unwrap().expect("the call started");
-        latencies.push(started.duration_since(sent).as_secs_f64() * 1e6);
-    }
+    let latencies = call_latencies(&registry, &base, &written, ToolFormat::Block).await;
     println!("2. block's last byte written -> call started ({LATENCY_SAMPLES} samples)");
     println!(
         "   median {:.0} µs, max {:.0} µs\n",
@@ -294,33 +307,7 @@ async fn main() {
         written.clone(),
     );
     let base = format!("http://127.0.0.1:{port}/v1");
-    let mut native_latencies = Vec::new();
-    for _ in 0..LATENCY_SAMPLES {
-        written.lock().unwrap().clear();
-        let started_at: Arc<Mutex<Option<Instant>>> = Arc::default();
-        let seen = started_at.clone();
-        let observer = Arc::new(move |event: &AgentEvent| {
-            if let AgentEvent::Exec(ExecEvent::CallStarted { .. }) = event {
-                seen.lock().unwrap().get_or_insert(Instant::now());
-            }
-        });
-        let executor = Executor::new(registry.clone(), ExecConfig::default()).unwrap();
-        let provider = Arc::new(OpenAi::new(&base, Some("k".into())));
-        let mut config = config();
-        config.max_iterations = 1;
-        config.tool_format = ToolFormat::Native;
-        let mut agent = Agent::new(provider, executor, Markers::default(), config, observer);
-        agent.run("latency").await;
-        let sent = written
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|(i, _)| *i == 0)
-            .map(|(_, at)| *at)
-            .unwrap();
-        let started = started_at.lock().unwrap().expect("the call started");
-        native_latencies.push(started.duration_since(sent).as_secs_f64() * 1e6);
-    }
+    let native_latencies = call_latencies(&registry, &base, &written, ToolFormat::Native).await;
     println!("3. native call's closing event written -> call started ({LATENCY_SAMPLES} samples)");
     println!(
         "   median {:.0} µs, max {:.0} µs   (block format, same run: median {:.0} µs)\n",

@@ -24,7 +24,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
 
-use gadget_core::ledger::{CallEvent, CallObserver, LogEntry, LogLevel, LogSource};
+use gadget_core::ledger::{CallEvent, CallObserver, LogEntry, LogLevel, LogSource, truncate};
 use gadget_core::tool::Tool;
 
 use super::tool::UpstreamTool;
@@ -155,7 +155,7 @@ impl ClientHandler for Handler {
             };
             if let Some(message) = &params.message {
                 text.push(' ');
-                text.push_str(&bounded(message, MAX_LOG_BYTES));
+                text.push_str(&truncate(message.clone(), MAX_LOG_BYTES));
             }
             if let Some(observer) = &sink.observer {
                 observer(&CallEvent::Progress(text.clone()));
@@ -199,7 +199,7 @@ impl ClientHandler for Handler {
             serde_json::Value::String(text) => text.clone(),
             other => other.to_string(),
         };
-        let message = bounded(&data, MAX_LOG_BYTES);
+        let message = truncate(data, MAX_LOG_BYTES);
         tracing::info!(
             mcp_server = %self.shared.name,
             level = ?params.level,
@@ -273,18 +273,6 @@ fn http_client() -> Result<reqwest::Client, String> {
         .connect_timeout(START_TIMEOUT)
         .build()
         .map_err(|e| format!("cannot make an HTTP client: {e}"))
-}
-
-/// `text` cut to at most `max` bytes, on a character boundary.
-pub(super) fn bounded(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 /// Whether the server runs, and if not, when it may be tried again.

@@ -9,9 +9,8 @@ use std::sync::Arc;
 use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use serde_json::Value;
 
+use gadget_core::ledger::truncate;
 use gadget_core::tool::HumanInput;
-
-use super::connection::bounded;
 
 /// Longest question shown to a person, in bytes.
 pub const MAX_QUESTION_BYTES: usize = 4 << 10;
@@ -54,7 +53,7 @@ pub(super) async fn ask(
     let question = format!(
         "{} asks: {} (answer a JSON object with {}, or the text for {})",
         server,
-        bounded(&message, MAX_QUESTION_BYTES),
+        truncate(message.to_string(), MAX_QUESTION_BYTES),
         fields.join(", "),
         text_field(&schema).unwrap_or("the answer")
     );

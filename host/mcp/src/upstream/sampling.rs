@@ -16,9 +16,8 @@ use rmcp::model::{
     SamplingMessageContentBlock,
 };
 
+use gadget_core::ledger::truncate;
 use gadget_core::llm::{LlmBackend, LlmRequest, LlmRole};
-
-use super::connection::bounded;
 
 /// Most tokens one sampling request may ask for.
 pub const MAX_SAMPLING_TOKENS: u32 = 4096;
@@ -146,7 +145,10 @@ impl Sampling {
             Ok(answer) => answer,
             Err(message) => {
                 *spent -= worst;
-                return Err(McpError::internal_error(bounded(&message, 4096), None));
+                return Err(McpError::internal_error(
+                    truncate(message.to_string(), 4096),
+                    None,
+                ));
             }
         };
         // Charged as reported, up to what the request could use.

@@ -15,12 +15,13 @@ use rmcp::service::PeerRequestOptions;
 
 use gadget_core::access::Declared;
 use gadget_core::call::{CallError, CallReport, GadgetSpec, Outcome};
+use gadget_core::ledger::truncate;
 use gadget_core::limits::OwnTimeout;
 use gadget_core::params::ParamSchema;
 use gadget_core::tool::{BoxFuture, Origin, Tool, ToolCall};
 
 use super::MAX_RESULT_BYTES;
-use super::connection::{Upstream, bounded};
+use super::connection::Upstream;
 use super::elicitation::Asker;
 
 /// Longest tool name served, in bytes (prefix included): the limit on a
@@ -63,7 +64,7 @@ impl UpstreamTool {
         tool: rmcp::model::Tool,
     ) -> Result<UpstreamTool, String> {
         let spec_of = server.spec();
-        let shown = bounded(&tool.name, MAX_NAME_BYTES);
+        let shown = truncate(tool.name.to_string(), MAX_NAME_BYTES);
         let refused = |why: &str| format!("tool '{shown}' is not served: {why}");
         // A gadget name is a letter, then letters, digits and `_`: other
         // characters of the server's name (`get-sum`) become `_`.
@@ -101,9 +102,9 @@ impl UpstreamTool {
             upstream_name: tool.name.to_string(),
             spec: GadgetSpec {
                 name,
-                label: label.map(|l| bounded(&l, MAX_NAME_BYTES * 2)),
-                description: bounded(
-                    tool.description.as_deref().unwrap_or_default(),
+                label: label.map(|l| truncate(l, MAX_NAME_BYTES * 2)),
+                description: truncate(
+                    tool.description.as_deref().unwrap_or_default().to_string(),
                     MAX_DESCRIPTION_BYTES,
                 ),
                 parameters_schema: schema_text,
@@ -298,14 +299,7 @@ fn outcome_of(result: CallToolResult) -> Result<Outcome, CallError> {
     {
         text = structured.to_string();
     }
-    let text = if text.len() > MAX_RESULT_BYTES {
-        format!(
-            "{}\n[cut: the server's result is over {MAX_RESULT_BYTES} bytes]",
-            bounded(&text, MAX_RESULT_BYTES)
-        )
-    } else {
-        text
-    };
+    let text = truncate(text, MAX_RESULT_BYTES);
     if result.is_error == Some(true) {
         return Err(CallError::Failed { message: text });
     }

@@ -3,7 +3,7 @@ upstream tests in host/cli/tests/all/upstream.rs: `crash` ends the process
 while the call runs (no answer ever comes); `pid` says which process
 answers, so a test can see that the host started a new one; `grow` adds a
 tool and sends notifications/tools/list_changed; `flood` sends floods of
-logs and progress. Run with the pinned
+logs and progress; `big` answers 2 MiB; `swarm` adds 300 tools. Run with the pinned
 Python SDK (`.tools/mcp/bin/python`, installed by scripts/setup.sh).
 """
 
@@ -33,6 +33,26 @@ async def flood(count: int, ctx: Context) -> str:
         await ctx.info(f"log line {i} " + "x" * 100)
         await ctx.report_progress(i + 1, count)
     return "flooded"
+
+
+@server.tool()
+def big() -> str:
+    """Returns 2 MiB of text."""
+    return "x" * (2 << 20)
+
+
+@server.tool()
+async def swarm(ctx: Context) -> str:
+    """Adds 300 tools and tells the client its tools changed."""
+
+    def extra() -> str:
+        """One of many."""
+        return "extra"
+
+    for i in range(300):
+        server.add_tool(extra, name=f"extra_{i:03}")
+    await ctx.session.send_tool_list_changed()
+    return "swarmed"
 
 
 @server.tool()

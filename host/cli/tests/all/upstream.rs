@@ -811,3 +811,36 @@ fn a_server_starts_only_when_its_tools_are_needed() {
     assert!(said(&out).contains("everything_echo"), "{}", said(&out));
     assert!(mark.exists());
 }
+
+#[test]
+fn a_servers_huge_result_and_tool_flood_are_cut_to_the_host_bounds() {
+    let python = common::workspace().join(".tools/mcp/bin/python");
+    let server = common::workspace().join("tests/mcp/crashing_server.py");
+    let policy = Policy::new(&format!(
+        "[mcp-servers.crashy]\ncommand = [{:?}, {:?}]\n",
+        python, server
+    ));
+    let mut session = Session::start(&policy);
+    // 2 MiB of text: at most 1 MiB (MAX_RESULT_BYTES) reaches the client,
+    // saying it was cut.
+    let result = session.call("crashy_big", json!({}));
+    let text = result["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.len() < (1 << 20) + 100, "{} bytes", text.len());
+    assert!(
+        text.contains("[truncated"),
+        "{}",
+        &text[text.len().saturating_sub(80)..]
+    );
+    // 300 more tools: the server's list is served up to 256 (MAX_TOOLS).
+    let swarmed = session.call("crashy_swarm", json!({}));
+    assert_eq!(swarmed["content"][0]["text"], "swarmed", "{swarmed}");
+    session.wait_for("notifications/tools/list_changed");
+    let listed = session.request("tools/list", json!({}));
+    let served = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"].as_str().unwrap().starts_with("crashy_"))
+        .count();
+    assert_eq!(served, 256, "{listed}");
+}

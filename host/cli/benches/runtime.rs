@@ -530,6 +530,7 @@ async fn deadlines(component: &Path) {
                 observer: None,
                 grants: None,
                 trace_parent: None,
+                request_denials: None,
             };
             let start = Instant::now();
             let report = gadget.invoke_request(request).await;

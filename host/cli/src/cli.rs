@@ -331,6 +331,8 @@ pub fn main() -> ExitCode {
     // A blocking read (stdin, after Ctrl-C stopped a run reading it) cannot
     // be cancelled: exiting waits for the runtime's threads only this long.
     runtime.shutdown_timeout(SHUTDOWN_WAIT);
+    // Upstream MCP servers (and whatever they started) end with the host.
+    gadget_mcp::upstream::end_every_server();
     match result {
         Ok(Ok(code)) => code,
         Ok(Err(error)) => {
@@ -407,6 +409,25 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     for pattern in &cli.global.approve_gadgets {
         policy.approve_gadget(pattern);
     }
+    // A command that does not stop gracefully on SIGTERM still ends its
+    // upstream servers' process groups before it goes (no destructor runs
+    // when a signal ends a process).
+    #[cfg(unix)]
+    if !policy.mcp_servers.is_empty()
+        && !matches!(
+            cli.command,
+            Command::Serve(_) | Command::Run(_) | Command::Agent(_)
+        )
+        && let Ok(mut terminate) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    {
+        tokio::spawn(async move {
+            if terminate.recv().await.is_some() {
+                gadget_mcp::upstream::end_every_server();
+                std::process::exit(128 + 15);
+            }
+        });
+    }
     // Compiled once (the policy file's were checked when it was read).
     let rules = Arc::new(policy.approval_rules().map_err(anyhow::Error::msg)?);
     // Opened only by the commands that run calls.
@@ -443,7 +464,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     let done: Result<ExitCode> = async {
         match &cli.command {
             Command::Parse(options) => parse::parse(options),
-            Command::Audit(command) => audit::audit(command),
+            Command::Audit(command) => audit::audit(command, &policy),
             Command::New { name, lang, dir } => new::new(name, *lang, dir.as_deref()),
             Command::Build { path } => {
                 let built = build::build(path)?;

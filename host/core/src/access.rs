@@ -22,6 +22,10 @@ pub struct Access {
     pub config: Vec<String>,
     /// Models it may complete with, `provider:model`.
     pub llm: Vec<String>,
+    /// It runs outside the sandbox, bounded by no grant (another MCP
+    /// server's tool): what it is, for a person deciding.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outside: Option<String>,
 }
 
 /// One directory a tool may open.

@@ -9,9 +9,17 @@
 //! terminal, a decisions file, an MCP client). Nothing a model writes
 //! reaches the rules: they come from the operator's files and flags only.
 //!
-//! Argument rules match the *text* of a parameter, as the model wrote it:
-//! a rule on a path is not a file boundary (the grants are), it is the
-//! operator's "ask me first" or "never this".
+//! Argument rules match a parameter by its meaning as well as its text: a
+//! parameter that is a URL or a path (the rule's `kind`, or the schema's
+//! `format`: `uri`, `path`) is compared as written *and* in its normal form
+//! ([`normal_url`]: scheme and host case-folded, the default port dropped,
+//! dot segments removed, unreserved escapes decoded; [`normal_path`]:
+//! lexically cleaned), and the rule matches when either does, so `HTTP://`,
+//! `%61dmin`, `//` and `x/../` spell nothing a rule misses. A deny rule on
+//! a URL also holds for every HTTP request the call then makes
+//! ([`Rules::request_denials`]). A rule on a path is still not a file
+//! boundary (the grants are): it is the operator's "ask me first" or
+//! "never this".
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
@@ -35,10 +43,19 @@ pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
 /// unanswered call is a leak, not a decision.
 pub const MAX_APPROVAL_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
-/// Parameters shown to a person deciding, in bytes of escaped JSON: what
-/// fits a terminal screen or a dialog; longer ones are cut with a note
-/// (the decision is bound to the whole parameters all the same).
+/// Parameters' values shown to a person deciding, in bytes of escaped
+/// JSON, shared among the keys: what fits a terminal screen or a dialog.
+/// Every key is shown; a value longer than its share is cut on its own,
+/// with a marker and its size (the decision is bound to the whole
+/// parameters all the same).
 pub const MAX_SHOWN_PARAMS_BYTES: usize = 4096;
+
+/// The least of a value shown, however many keys share the budget, bytes.
+pub const MIN_SHOWN_VALUE_BYTES: usize = 96;
+
+/// Key names shown, in bytes: every key of any honest call; a flood of
+/// keys is cut after this with a count.
+pub const MAX_SHOWN_KEYS_BYTES: usize = 16 << 10;
 
 /// Longest regex a rule may have, in bytes of compiled program: the
 /// `regex` crate matches in linear time whatever the input, and this keeps
@@ -73,6 +90,139 @@ pub struct RuleSpec {
     pub action: RuleAction,
     /// What the model (on a deny) or the person (on an approve) reads.
     pub reason: Option<String>,
+    /// What the parameter is, when the schema's `format` does not say:
+    /// its normal form is matched too.
+    pub kind: Option<ValueKind>,
+}
+
+/// What a parameter's text means, for matching its normal form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ValueKind {
+    Url,
+    Path,
+}
+
+impl ValueKind {
+    /// What a JSON Schema `format` says a string is.
+    pub(crate) fn of_format(format: &str) -> Option<ValueKind> {
+        match format {
+            "uri" | "url" | "iri" | "uri-reference" | "iri-reference" => Some(ValueKind::Url),
+            "path" | "file-path" => Some(ValueKind::Path),
+            _ => None,
+        }
+    }
+
+    /// The other spellings of `text` a rule must see: its normal form
+    /// (and a URL's without the lone `/` path the normal form adds), when
+    /// they differ from it.
+    fn normal_forms(self, text: &str) -> Vec<String> {
+        let mut forms = Vec::new();
+        match self {
+            ValueKind::Url => {
+                if let Some(normal) = normal_url(text) {
+                    if let Some(bare) = normal.strip_suffix('/')
+                        && bare.matches('/').count() == 2
+                    {
+                        forms.push(bare.to_string());
+                    }
+                    forms.push(normal);
+                }
+            }
+            ValueKind::Path => forms.push(normal_path(text)),
+        }
+        forms.retain(|form| form != text);
+        forms
+    }
+}
+
+/// The normal form of a URL: parsed (scheme and host case-folded, the
+/// default port dropped, dot segments removed, `%2e` included), with the
+/// escapes of unreserved characters (`%61` for `a`) decoded; `None` when
+/// it is not an absolute URL.
+pub fn normal_url(text: &str) -> Option<String> {
+    let mut current = decode_unreserved(text.trim());
+    // Decoding can uncover what parsing normalises (`%2e%2e` segments), and
+    // parsing can escape again: a few rounds reach the fixed point.
+    for _ in 0..3 {
+        let parsed = url::Url::parse(&current).ok()?;
+        let next = decode_unreserved(parsed.as_str());
+        if next == current {
+            break;
+        }
+        current = next;
+    }
+    Some(current)
+}
+
+/// `%XX` escapes of unreserved characters (RFC 3986: letters, digits,
+/// `-._~`) decoded; every other escape kept.
+fn decode_unreserved(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(hex) = text.get(i + 1..i + 3)
+            && let Ok(byte) = u8::from_str_radix(hex, 16)
+            && (byte.is_ascii_alphanumeric() || b"-._~".contains(&byte))
+        {
+            out.push(byte);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    // Only ASCII bytes replaced ASCII escapes: still UTF-8.
+    String::from_utf8(out).unwrap_or_else(|_| text.to_string())
+}
+
+/// A path lexically cleaned: repeated `/` and `.` segments removed, `..`
+/// taking the segment before it (never above the root); `.` for nothing.
+pub fn normal_path(text: &str) -> String {
+    let rooted = text.starts_with('/');
+    let mut segments: Vec<&str> = Vec::new();
+    for segment in text.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => match segments.last() {
+                Some(&last) if last != ".." => {
+                    segments.pop();
+                }
+                _ if rooted => {}
+                _ => segments.push(".."),
+            },
+            other => segments.push(other),
+        }
+    }
+    let joined = segments.join("/");
+    match (rooted, joined.is_empty()) {
+        (true, _) => format!("/{joined}"),
+        (false, true) => ".".into(),
+        (false, false) => joined,
+    }
+}
+
+/// The `format` the schema gives the value at `pointer`, as a kind (an
+/// array's items' when the pointer ends at the array).
+fn kind_in_schema(schema: &Value, pointer: &str) -> Option<ValueKind> {
+    let mut at = schema;
+    for token in pointer.split('/').skip(1) {
+        let token: std::borrow::Cow<'_, str> = if token.contains('~') {
+            token.replace("~1", "/").replace("~0", "~").into()
+        } else {
+            token.into()
+        };
+        at = match at.get("properties").and_then(|p| p.get(token.as_ref())) {
+            Some(next) => next,
+            None => at.get("items")?,
+        };
+    }
+    let format = at
+        .get("format")
+        .or_else(|| at.get("items").and_then(|i| i.get("format")))?;
+    ValueKind::of_format(format.as_str()?)
 }
 
 /// A rule, compiled.
@@ -104,8 +254,12 @@ pub enum Admission {
     Run,
     /// A deny rule matched: the call is refused with this reason.
     Deny { reason: String },
-    /// It waits for a person; why, in the operator's words.
-    Ask { reasons: Vec<String> },
+    /// It waits for a person; why, in the operator's words, and the
+    /// parameters (JSON pointers) the matched rules look at, to show first.
+    Ask {
+        reasons: Vec<String>,
+        named: Vec<String>,
+    },
 }
 
 impl Rules {
@@ -259,11 +413,12 @@ impl Rules {
     /// else any approve pattern or matching approve rule makes it wait.
     /// Which patterns and rules name a gadget is worked out once per name
     /// (the hot path of a gadget no rule names is one map lookup).
-    pub fn check(&self, gadget: &str, params: &Value) -> Admission {
+    pub fn check(&self, gadget: &str, params: &Value, schema: Option<&Value>) -> Admission {
         let applicable = self.applicable(gadget);
         let mut reasons = applicable.approve.clone();
+        let mut named = Vec::new();
         for rule in applicable.rules.iter().map(|&i| &self.rules[i]) {
-            if !rule.matches(params) {
+            if !rule.matches(params, schema) {
                 continue;
             }
             match rule.spec.action {
@@ -272,14 +427,41 @@ impl Rules {
                         reason: rule.described(),
                     };
                 }
-                RuleAction::Approve => reasons.push(rule.described()),
+                RuleAction::Approve => {
+                    reasons.push(rule.described());
+                    named.push(rule.spec.param.clone());
+                }
             }
         }
         if reasons.is_empty() {
             Admission::Run
         } else {
-            Admission::Ask { reasons }
+            Admission::Ask { reasons, named }
         }
+    }
+
+    /// The deny rules on a URL parameter of `gadget` (whose parameters'
+    /// schema is `schema`): they hold for every HTTP request its calls make
+    /// too, each redirect hop a request of its own. `None` when there are none.
+    pub fn request_denials(
+        self: &Arc<Self>,
+        gadget: &str,
+        schema: Option<&Value>,
+    ) -> Option<RequestDenials> {
+        let rules: Vec<usize> = self
+            .applicable(gadget)
+            .rules
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let rule = &self.rules[i];
+                rule.spec.action == RuleAction::Deny && rule.kind(schema) == Some(ValueKind::Url)
+            })
+            .collect();
+        (!rules.is_empty()).then(|| RequestDenials {
+            rules: self.clone(),
+            deny: rules,
+        })
     }
 
     /// The approve patterns (as reasons) and rules that name `gadget`.
@@ -324,18 +506,69 @@ struct Applicable {
 /// host serves.
 const MAX_CACHED_GADGETS: usize = 4096;
 
+/// The deny rules a call's HTTP requests are held to (see
+/// [`Rules::request_denials`]).
+#[derive(Debug, Clone)]
+pub struct RequestDenials {
+    rules: Arc<Rules>,
+    deny: Vec<usize>,
+}
+
+impl RequestDenials {
+    /// The first deny rule the request's URL matches (as sent and in its
+    /// normal form), as its reason.
+    pub fn refusal(&self, url: &str) -> Option<String> {
+        self.deny
+            .iter()
+            .map(|&i| &self.rules.rules[i])
+            .find(|rule| rule.matches_value(url, Some(ValueKind::Url)))
+            .map(Rule::described)
+    }
+}
+
 impl Rule {
+    /// What the rule's parameter is: as the rule says, else as the
+    /// schema's `format` says.
+    fn kind(&self, schema: Option<&Value>) -> Option<ValueKind> {
+        self.spec
+            .kind
+            .or_else(|| kind_in_schema(schema?, &self.spec.param))
+    }
+
     /// Whether the parameter the rule points at has a matching value. An
     /// array matches when any element does (a rule on `/urls` sees each
-    /// URL); a parameter that is absent matches nothing.
-    fn matches(&self, params: &Value) -> bool {
+    /// URL); a parameter that is absent matches nothing. What the value is
+    /// (a URL, a path) is worked out only when its text does not match:
+    /// the usual call, matched by no rule, pays for no normal form.
+    fn matches(&self, params: &Value, schema: Option<&Value>) -> bool {
         let Some(value) = params.pointer(&self.spec.param) else {
             return false;
         };
+        let mut kind = None;
+        let mut test = |text: &str| {
+            self.matches_text(text) || {
+                let kind = *kind.get_or_insert_with(|| self.kind(schema));
+                kind.is_some_and(|kind| {
+                    kind.normal_forms(text)
+                        .iter()
+                        .any(|form| self.matches_text(form))
+                })
+            }
+        };
         match value {
-            Value::Array(items) => items.iter().any(|item| self.matches_text(&text_of(item))),
-            other => self.matches_text(&text_of(other)),
+            Value::Array(items) => items.iter().any(|item| test(&text_of(item))),
+            other => test(&text_of(other)),
         }
+    }
+
+    /// The text as written, or any normal form of it, matches.
+    fn matches_value(&self, text: &str, kind: Option<ValueKind>) -> bool {
+        self.matches_text(text)
+            || kind.is_some_and(|kind| {
+                kind.normal_forms(text)
+                    .iter()
+                    .any(|form| self.matches_text(form))
+            })
     }
 
     fn matches_text(&self, text: &str) -> bool {
@@ -450,19 +683,88 @@ pub struct ApprovalRequest {
     pub access: Access,
     /// Why it waits, in the operator's words.
     pub reasons: Vec<String>,
+    /// What the tool's author says of its effects (shown as its claims
+    /// for a tool outside the sandbox).
+    pub declared: crate::access::Declared,
+    /// The parameters (JSON pointers) the matched rules look at: shown
+    /// first, so no long value before them hides them.
+    pub named: Vec<String>,
 }
 
 impl ApprovalRequest {
-    /// The parameters as a person reads them: compact JSON, control
-    /// characters escaped, at most [`MAX_SHOWN_PARAMS_BYTES`].
+    /// The parameters as a person reads them, as compact JSON: every key,
+    /// those the rules name first, then the rest in the caller's order;
+    /// control characters escaped; a long value cut on its own with a
+    /// marker and its size (`… [cut: 1048576 bytes in all]`).
     pub fn shown_params(&self) -> String {
-        shown(&self.params.to_string(), MAX_SHOWN_PARAMS_BYTES)
+        let Value::Object(map) = &*self.params else {
+            return shown_value(&self.params.to_string(), MAX_SHOWN_PARAMS_BYTES);
+        };
+        let mut keys: Vec<&String> = Vec::with_capacity(map.len());
+        for pointer in &self.named {
+            let top = pointer.split('/').nth(1).unwrap_or_default();
+            let top = top.replace("~1", "/").replace("~0", "~");
+            if let Some((key, _)) = map.get_key_value(&top)
+                && !keys.contains(&key)
+            {
+                keys.push(key);
+            }
+        }
+        let named: Vec<&String> = keys.clone();
+        keys.extend(map.keys().filter(|k| !named.contains(k)));
+        let share = (MAX_SHOWN_PARAMS_BYTES / keys.len().max(1)).max(MIN_SHOWN_VALUE_BYTES);
+        let mut out = String::from("{");
+        let mut key_bytes = 0;
+        for (i, key) in keys.iter().enumerate() {
+            if key_bytes > MAX_SHOWN_KEYS_BYTES {
+                out.push_str(&format!(" … [{} more keys]", keys.len() - i));
+                break;
+            }
+            key_bytes += key.len();
+            if i > 0 {
+                out.push(',');
+            }
+            let name = Value::String((*key).clone()).to_string();
+            out.push_str(&shown(&name, MIN_SHOWN_VALUE_BYTES));
+            out.push(':');
+            out.push_str(&shown_value(&map[key.as_str()].to_string(), share));
+        }
+        out.push('}');
+        out
     }
 
     /// What the call may touch, one line (`nothing` when it may touch
-    /// nothing outside itself).
+    /// nothing outside itself; a tool outside the sandbox said as such,
+    /// with its author's annotations as claims).
     pub fn shown_access(&self) -> String {
         let access = &self.access;
+        if let Some(what) = &access.outside {
+            let d = &self.declared;
+            let claims: Vec<&str> = [
+                d.read_only
+                    .map(|r| if r { "read-only" } else { "not read-only" }),
+                d.destructive
+                    .map(|r| if r { "destructive" } else { "not destructive" }),
+                d.idempotent
+                    .map(|r| if r { "idempotent" } else { "not idempotent" }),
+                d.open_world
+                    .map(|r| if r { "open-world" } else { "closed-world" }),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            let claims = if claims.is_empty() {
+                "it claims nothing of its effects".to_string()
+            } else {
+                format!("its server claims (unchecked): {}", claims.join(", "))
+            };
+            return shown(
+                &format!(
+                    "{what}: a process outside the sandbox, bounded by no grant of this host; {claims}"
+                ),
+                MAX_SHOWN_PARAMS_BYTES,
+            );
+        }
         let mut parts = Vec::new();
         for file in &access.files {
             parts.push(format!(
@@ -490,6 +792,23 @@ impl ApprovalRequest {
             shown(&parts.join("; "), MAX_SHOWN_PARAMS_BYTES)
         }
     }
+}
+
+/// One value for a person's eyes, cut at `max` bytes with a marker and
+/// its whole size.
+fn shown_value(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return shown(text, usize::MAX);
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!(
+        "{} … [cut: {} bytes in all]",
+        shown(&text[..cut], usize::MAX),
+        text.len()
+    )
 }
 
 /// `text` for a person's eyes: control characters (escape sequences,
@@ -654,6 +973,7 @@ mod tests {
             regex: regex.map(str::to_string),
             action,
             reason: Some("the reason".into()),
+            kind: None,
         }
     }
 
@@ -674,23 +994,27 @@ mod tests {
             None,
         )
         .unwrap();
-        let denied = rules.check("FetchUrl", &json!({"url": "http://example.com"}));
+        let denied = rules.check("FetchUrl", &json!({"url": "http://example.com"}), None);
         assert!(
             matches!(&denied, Admission::Deny { reason } if reason.starts_with("the reason (rule 1")),
             "{denied:?}"
         );
-        let asked = rules.check("FetchUrl", &json!({"url": "https://intranet.example"}));
-        let Admission::Ask { reasons } = asked else {
+        let asked = rules.check(
+            "FetchUrl",
+            &json!({"url": "https://intranet.example"}),
+            None,
+        );
+        let Admission::Ask { reasons, .. } = asked else {
             panic!("{asked:?}")
         };
         assert_eq!(reasons.len(), 2, "{reasons:?}");
         assert_eq!(reasons[0], "[gadgets] approve = \"Fetch*\"");
         // Only the approve pattern applies to other URLs.
         assert!(
-            matches!(rules.check("FetchUrl", &json!({"url": "https://x"})), Admission::Ask { reasons } if reasons.len() == 1)
+            matches!(rules.check("FetchUrl", &json!({"url": "https://x"}), None), Admission::Ask { reasons, .. } if reasons.len() == 1)
         );
         assert_eq!(
-            rules.check("Calculator", &json!({"url": "http://x"})),
+            rules.check("Calculator", &json!({"url": "http://x"}), None),
             Admission::Run
         );
     }
@@ -714,24 +1038,24 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(
-            rules.check("WriteFile", &json!({"path": "/out/secret.txt"})),
+            rules.check("WriteFile", &json!({"path": "/out/secret.txt"}), None),
             Admission::Ask { .. }
         ));
         assert_eq!(
-            rules.check("WriteFile", &json!({"path": "/out/SECRET.txt"})),
+            rules.check("WriteFile", &json!({"path": "/out/SECRET.txt"}), None),
             Admission::Run
         );
         assert_eq!(
-            rules.check("WriteFile", &json!({"other": "/out/secret"})),
+            rules.check("WriteFile", &json!({"other": "/out/secret"}), None),
             Admission::Run
         );
         assert!(matches!(
-            rules.check("Batch", &json!({"paths": ["a.txt", "b.key"]})),
+            rules.check("Batch", &json!({"paths": ["a.txt", "b.key"]}), None),
             Admission::Deny { .. }
         ));
         // Non-string values match by their JSON text.
         assert!(matches!(
-            rules.check("Calc", &json!({"a": 42})),
+            rules.check("Calc", &json!({"a": 42}), None),
             Admission::Ask { .. }
         ));
         assert_eq!(rules.rules_for("writefile").len(), 1);
@@ -764,6 +1088,157 @@ mod tests {
             long.len() < 140 && long.ends_with("(9900 more bytes)"),
             "{long}"
         );
+    }
+
+    /// The docs' own rules, passed by other spellings of the same URL or
+    /// path: each is caught by its normal form.
+    #[test]
+    fn rules_on_urls_and_paths_match_what_a_value_means_not_how_it_is_spelled() {
+        let mut url_rule = rule("FetchUrl", "/url", Some("http://*"), None, RuleAction::Deny);
+        url_rule.kind = Some(ValueKind::Url);
+        let admin = rule(
+            "FetchUrl",
+            "/url",
+            Some("https://intranet.example/admin*"),
+            None,
+            RuleAction::Deny,
+        );
+        let write = rule(
+            "WriteFile",
+            "/path",
+            None,
+            Some("^/out/(secrets|keys)/"),
+            RuleAction::Approve,
+        );
+        let rules = Rules::new(Vec::new(), vec![url_rule, admin, write], None).unwrap();
+        // The URL kind said by the rule (first), or by the schema's format.
+        let schema = json!({"type": "object", "properties": {
+            "url": {"type": "string", "format": "uri"},
+            "path": {"type": "string", "format": "path"},
+        }});
+        let denied = |url: &str| {
+            matches!(
+                rules.check("FetchUrl", &json!({ "url": url }), Some(&schema)),
+                Admission::Deny { .. }
+            )
+        };
+        for spelled in [
+            "http://example.com",
+            "HTTP://example.com",
+            "Http://example.com/x",
+            " http://example.com",
+            "https://INTRANET.example/admin/users",
+            "https://intranet.example:443/admin",
+            "https://intranet.example/%61dmin/users",
+            "https://intranet.example/x/../admin",
+            "https://intranet.example/./admin",
+            "https://intranet.example/x/%2e%2e/admin",
+        ] {
+            assert!(denied(spelled), "{spelled} passed a deny rule");
+        }
+        for fine in ["https://example.com", "https://intranet.example/public"] {
+            assert!(!denied(fine), "{fine}");
+        }
+        // Without the schema's format, a rule with no kind compares text.
+        assert_eq!(
+            rules.check(
+                "FetchUrl",
+                &json!({"url": "https://intranet.example/%61dmin"}),
+                None
+            ),
+            Admission::Run
+        );
+        let asked = |path: &str| {
+            matches!(
+                rules.check("WriteFile", &json!({ "path": path }), Some(&schema)),
+                Admission::Ask { .. }
+            )
+        };
+        for spelled in [
+            "/out/secrets/a",
+            "//out/secrets/a",
+            "/out//secrets/a",
+            "/./out/secrets/a",
+            "/out/x/../secrets/a",
+            "/../out/keys/k",
+        ] {
+            assert!(asked(spelled), "{spelled} passed an approve rule");
+        }
+        assert!(!asked("/out/public/a"));
+        assert_eq!(normal_path("a/./b//../c/"), "a/c");
+        assert_eq!(normal_path("../a"), "../a");
+        assert_eq!(normal_path(""), ".");
+    }
+
+    #[test]
+    fn a_deny_rule_on_a_url_holds_for_each_request_the_call_makes() {
+        let mut pages = rule(
+            "FetchUrl",
+            "/url",
+            Some("http://127.0.0.1:*/page*"),
+            None,
+            RuleAction::Deny,
+        );
+        pages.kind = Some(ValueKind::Url);
+        let approve = rule("FetchUrl", "/url", Some("*"), None, RuleAction::Approve);
+        let rules = Arc::new(Rules::new(Vec::new(), vec![pages, approve], None).unwrap());
+        let denials = rules
+            .request_denials("FetchUrl", None)
+            .expect("a URL deny rule");
+        assert!(denials.refusal("http://127.0.0.1:8080/page").is_some());
+        assert!(
+            denials
+                .refusal("HTTP://127.0.0.1:8080/%70age?x=1")
+                .is_some()
+        );
+        assert!(denials.refusal("http://127.0.0.1:8080/moved").is_none());
+        // Other gadgets, and approve rules, hold nothing at the door.
+        assert!(rules.request_denials("Calculator", None).is_none());
+    }
+
+    #[test]
+    fn every_key_is_shown_and_long_values_are_cut_one_by_one() {
+        let request = |params: Value, named: Vec<String>| ApprovalRequest {
+            call_id: "c".into(),
+            gadget: "FetchUrl".into(),
+            params: Arc::new(params),
+            access: Access::default(),
+            reasons: Vec::new(),
+            declared: Default::default(),
+            named,
+        };
+        // A long first value no longer hides the destination.
+        let shown = request(
+            json!({"body": "x".repeat(100_000), "url": "https://evil.example/"}),
+            vec!["/url".into()],
+        )
+        .shown_params();
+        assert!(
+            shown.starts_with(r#"{"url":"https://evil.example/","body":"xxx"#),
+            "{shown}"
+        );
+        assert!(shown.contains("[cut: 100002 bytes in all]"), "{shown}");
+        assert!(
+            shown.len() < MAX_SHOWN_PARAMS_BYTES + 200,
+            "{}",
+            shown.len()
+        );
+        // Without a rule naming one: the caller's order, every key.
+        let many: serde_json::Map<String, Value> = (0..50)
+            .map(|i| (format!("k{i}"), json!("y".repeat(1000))))
+            .collect();
+        let shown = request(Value::Object(many), Vec::new()).shown_params();
+        for i in 0..50 {
+            assert!(shown.contains(&format!("\"k{i}\":")), "k{i}: {shown}");
+        }
+        // A tool outside the sandbox is said to be one, its claims as claims.
+        let mut upstream = request(json!({}), Vec::new());
+        upstream.access.outside = Some("a tool of the MCP server 'fs' (npx fs)".into());
+        upstream.declared.read_only = Some(true);
+        let access = upstream.shown_access();
+        assert!(access.contains("outside the sandbox"), "{access}");
+        assert!(access.contains("claims (unchecked): read-only"), "{access}");
+        assert!(!access.contains("nothing outside itself"), "{access}");
     }
 
     #[test]

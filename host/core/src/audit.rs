@@ -8,9 +8,15 @@
 //! shape ([`shape`]: keys, types, sizes) unless the operator asks for
 //! values, and secret values never reach a record (the writer redacts).
 //!
-//! What the chain cannot show: a journal cut after its last line, or a
-//! last line rewritten, leaves no later line to disagree. Ship the journal
-//! off the machine (or anchor its last hash elsewhere) when that matters.
+//! What the plain chain proves: that no line was changed, removed or
+//! reordered by someone who did not then rehash every later line. Anyone
+//! who can write the file can do that (or forge a journal whole), so a
+//! journal may be keyed (`[audit] key-env`): each line then carries `mac`,
+//! an HMAC-SHA256 with the operator's secret over the line without it
+//! ([`line_mac`]), and only a holder of the key can write a line that
+//! verifies. What no chain can show: a journal cut after its last line.
+//! Ship the journal off the machine (or anchor its last hash elsewhere)
+//! when that matters.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -54,6 +60,33 @@ pub struct Record {
     pub detail: Value,
     /// SHA-256 (hex) of the previous line's bytes, [`GENESIS`] for the first.
     pub prev: String,
+    /// In a keyed journal: HMAC-SHA256 (hex) with the operator's key of
+    /// this line without its `mac` (always the last field).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub mac: Option<String>,
+}
+
+/// How a keyed line ends: `","mac":"` 64 hex digits `"}`.
+const MAC_SUFFIX_BYTES: usize = r#"","mac":""#.len() + 64 + r#""}"#.len();
+
+/// The HMAC-SHA256 (hex) with `key` of a line's bytes without its `mac`
+/// (`{"seq":..,"prev":".."}`); `None` only if HMAC refused the key (it
+/// takes any size), and then no line is written or verified with it.
+pub fn line_mac(key: &[u8], unsigned: &[&[u8]]) -> Option<String> {
+    use hmac::{Hmac, Mac};
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).ok()?;
+    for piece in unsigned {
+        mac.update(piece);
+    }
+    Some(hex(&mac.finalize().into_bytes()))
+}
+
+/// A keyed line's MAC and the bytes it covers (the line without it).
+fn split_mac(line: &str) -> Option<(&str, &str)> {
+    let cut = line.len().checked_sub(MAC_SUFFIX_BYTES)?;
+    let suffix = line.get(cut..)?;
+    let mac = suffix.strip_prefix(r#"","mac":""#)?.strip_suffix(r#""}"#)?;
+    Some((&line[..cut], mac))
 }
 
 /// SHA-256 of one line (without its newline), hex: the next line's `prev`.
@@ -84,8 +117,10 @@ pub struct Broken {
 
 /// Checks a whole journal: every line a record, numbered one after
 /// another, each carrying the hash of the line before. `Ok` is the number
-/// of records.
-pub fn verify(text: &str) -> Result<usize, Broken> {
+/// of records. A keyed journal needs its key: without one it is refused
+/// (its lines are not checked for what only the key can show); with one,
+/// every line must carry a MAC the key verifies.
+pub fn verify(text: &str, key: Option<&[u8]>) -> Result<usize, Broken> {
     let mut previous: Option<(String, u64)> = None;
     let mut count = 0;
     for (i, line) in text.lines().enumerate() {
@@ -93,6 +128,30 @@ pub fn verify(text: &str) -> Result<usize, Broken> {
         let broken = |why: String| Broken { line: number, why };
         let record: Record = serde_json::from_str(line)
             .map_err(|e| broken(format!("not a journal record ({e})")))?;
+        match (key, &record.mac) {
+            (None, Some(_)) => {
+                return Err(broken(
+                    "the journal is keyed: verify it with its key (--key-env VAR, or the policy's [audit] key-env)".into(),
+                ));
+            }
+            (Some(_), None) => {
+                return Err(broken(format!(
+                    "record {} carries no MAC: it was not written with the key (a keyed journal has one on every line)",
+                    record.seq
+                )));
+            }
+            (Some(key), Some(_)) => {
+                let (unsigned, mac) = split_mac(line)
+                    .ok_or_else(|| broken("its MAC is not the line's last field".into()))?;
+                if line_mac(key, &[unsigned.as_bytes(), b"\"}"]).as_deref() != Some(mac) {
+                    return Err(broken(format!(
+                        "record {} was not written with this key (changed, forged, or another key)",
+                        record.seq
+                    )));
+                }
+            }
+            (None, None) => {}
+        }
         match &previous {
             None => {
                 if record.seq != 1 {
@@ -216,6 +275,7 @@ mod tests {
                     digest: None,
                     detail: json!({"usd": seq}),
                     prev: prev.clone(),
+                    mac: None,
                 };
                 let line = serde_json::to_string(&record).unwrap();
                 prev = line_hash(&line);
@@ -224,27 +284,31 @@ mod tests {
             .collect()
     }
 
+    fn verify_plain(text: &str) -> Result<usize, Broken> {
+        verify(text, None)
+    }
+
     #[test]
     fn the_chain_names_the_first_changed_removed_or_reordered_line() {
         let lines = journal(5);
-        assert_eq!(verify(&lines.join("\n")), Ok(5));
+        assert_eq!(verify_plain(&lines.join("\n")), Ok(5));
         let mut changed = lines.clone();
         changed[2] = changed[2].replace("\"usd\":3", "\"usd\":0");
-        let err = verify(&changed.join("\n")).unwrap_err();
+        let err = verify_plain(&changed.join("\n")).unwrap_err();
         assert_eq!(err.line, 3, "{err}");
         assert!(err.why.contains("record 3 was changed"), "{err}");
         let mut removed = lines.clone();
         removed.remove(1);
-        let err = verify(&removed.join("\n")).unwrap_err();
+        let err = verify_plain(&removed.join("\n")).unwrap_err();
         assert_eq!(err.line, 2, "{err}");
         assert!(err.why.contains("1 record(s) were removed"), "{err}");
         let mut reordered = lines.clone();
         reordered.swap(3, 4);
-        let err = verify(&reordered.join("\n")).unwrap_err();
+        let err = verify_plain(&reordered.join("\n")).unwrap_err();
         assert_eq!(err.line, 4, "{err}");
         let mut garbage = lines;
         garbage[1] = "{}".into();
-        assert_eq!(verify(&garbage.join("\n")).unwrap_err().line, 2);
+        assert_eq!(verify_plain(&garbage.join("\n")).unwrap_err().line, 2);
     }
 
     #[test]

@@ -54,6 +54,19 @@ pub struct JournalOptions {
     pub record_params: bool,
     /// The granted secret values, never written.
     pub secrets: Vec<String>,
+    /// The operator's secret for a keyed journal (`[audit] key-env`): each
+    /// line then carries its HMAC (`crate::audit::line_mac`).
+    pub key: Option<JournalKey>,
+}
+
+/// A keyed journal's secret; never shown.
+#[derive(Clone, Default)]
+pub struct JournalKey(pub Vec<u8>);
+
+impl std::fmt::Debug for JournalKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JournalKey([redacted])")
+    }
 }
 
 /// Why a journal cannot be written.
@@ -68,6 +81,18 @@ pub enum JournalError {
         "audit journal {path}: its last line is not a journal record, so the chain cannot go on (verify it with `gadget audit verify`, then start a new file)"
     )]
     NotAJournal { path: PathBuf },
+    #[error(
+        "audit journal {path}: another process is writing it (two writers would fork its chain); give each process its own journal file"
+    )]
+    Busy { path: PathBuf },
+    #[error(
+        "audit journal {path}: its records are {found}, and this run would write them {wanted}; one file holds one kind of chain: start a new file (or set [audit] key-env as it was)"
+    )]
+    ChainKind {
+        path: PathBuf,
+        found: &'static str,
+        wanted: &'static str,
+    },
 }
 
 /// An append-only, hash-chained journal file.
@@ -135,6 +160,18 @@ impl Journal {
             .append(true)
             .open(path)
             .map_err(io)?;
+        // One writer at a time: a second process appending would fork the
+        // chain. The lock lasts as long as the file is open.
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(JournalError::Busy {
+                    path: path.to_path_buf(),
+                });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
+        }
+        let kind = |keyed: bool| if keyed { "keyed (HMAC)" } else { "not keyed" };
         let (seq, prev) = match last_line(&mut file).map_err(io)? {
             None => (0, GENESIS.to_string()),
             Some(line) => {
@@ -142,6 +179,13 @@ impl Journal {
                     serde_json::from_str(&line).map_err(|_| JournalError::NotAJournal {
                         path: path.to_path_buf(),
                     })?;
+                if record.mac.is_some() != options.key.is_some() {
+                    return Err(JournalError::ChainKind {
+                        path: path.to_path_buf(),
+                        found: kind(record.mac.is_some()),
+                        wanted: kind(options.key.is_some()),
+                    });
+                }
                 (record.seq, line_hash(&line))
             }
         };
@@ -244,13 +288,29 @@ impl Journal {
         let seq = state.seq + 1;
         let head = format!("{{\"seq\":{seq},");
         // The line is written and hashed in pieces, never assembled.
-        let pieces: [&[u8]; 5] = [
+        let mut pieces: [&[u8]; 5] = [
             head.as_bytes(),
             inner,
             b",\"prev\":\"",
             state.prev.as_bytes(),
             b"\"}",
         ];
+        // A keyed line: its MAC over the line without it, as the last field.
+        let mac = match &self.options.key {
+            None => None,
+            Some(key) => match crate::audit::line_mac(&key.0, &pieces) {
+                Some(mac) => Some(format!("\",\"mac\":\"{mac}\"}}")),
+                None => {
+                    state
+                        .failed
+                        .get_or_insert("the journal's key cannot sign a line".into());
+                    return;
+                }
+            },
+        };
+        if let Some(mac) = &mac {
+            pieces[4] = mac.as_bytes();
+        }
         let mut hasher = Sha256::new();
         for piece in pieces {
             hasher.update(piece);

@@ -51,6 +51,9 @@ pub struct ParamSchema {
     /// in defaults (a walk of schema and parameters on every call) is
     /// skipped.
     has_defaults: bool,
+    /// Whether some value is declared a URL or a path (`format`): only
+    /// then do argument rules need the schema to see what a value is.
+    value_formats: bool,
 }
 
 impl fmt::Debug for ParamSchema {
@@ -58,6 +61,25 @@ impl fmt::Debug for ParamSchema {
         f.debug_struct("ParamSchema")
             .field("schema", &self.schema)
             .finish()
+    }
+}
+
+/// Whether `schema` declares a URL or a path anywhere (within the nesting
+/// a schema may have).
+fn has_value_format(schema: &Value, depth: usize) -> bool {
+    if depth > 64 {
+        return false;
+    }
+    match schema {
+        Value::Object(map) => map.iter().any(|(key, value)| {
+            (key == "format"
+                && value
+                    .as_str()
+                    .is_some_and(|f| crate::approval::ValueKind::of_format(f).is_some()))
+                || has_value_format(value, depth + 1)
+        }),
+        Value::Array(items) => items.iter().any(|v| has_value_format(v, depth + 1)),
+        _ => false,
     }
 }
 
@@ -110,6 +132,7 @@ impl ParamSchema {
                 validator: None,
                 coercions: Default::default(),
                 has_defaults: false,
+                value_formats: false,
             });
         }
         if text.len() > MAX_SCHEMA_BYTES {
@@ -136,6 +159,7 @@ impl ParamSchema {
         Ok(ParamSchema {
             coercions: crate::parser::Coercions::of(&schema),
             has_defaults: has_default(&schema),
+            value_formats: has_value_format(&schema, 0),
             schema: Some(schema),
             validator: Some(validator),
         })
@@ -154,6 +178,13 @@ impl ParamSchema {
     /// The schema, if the gadget takes parameters.
     pub fn schema(&self) -> Option<&Value> {
         self.schema.as_ref()
+    }
+
+    /// The schema, when it declares some value a URL or a path: what the
+    /// argument rules read it for ([`crate::approval::Rules::check`]). A
+    /// schema that declares none costs the rules nothing per call.
+    pub fn schema_for_rules(&self) -> Option<&Value> {
+        self.schema.as_ref().filter(|_| self.value_formats)
     }
 
     /// Fills in defaults, then validates. Returns the parameters the gadget

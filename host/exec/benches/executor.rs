@@ -120,6 +120,7 @@ fn approvals(patterns: usize, every: bool) -> Arc<Approvals> {
             regex: Some(format!("^secret-{i}-[0-9]+$")),
             action: RuleAction::Deny,
             reason: None,
+            kind: None,
         })
         .collect();
     let rules = Rules::new(approve, rules, None).unwrap();

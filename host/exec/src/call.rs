@@ -80,7 +80,9 @@ const APPROVAL_CANCEL_POLL: Duration = Duration::from_millis(20);
 pub fn admission(tool: &dyn Tool, params: &Value, approvals: Option<&Approvals>) -> Admission {
     match approvals {
         Some(approvals) if !approvals.rules.is_empty() => {
-            approvals.rules.check(tool.name(), params)
+            approvals
+                .rules
+                .check(tool.name(), params, tool.schema().schema_for_rules())
         }
         _ => Admission::Run,
     }
@@ -195,13 +197,13 @@ async fn decide_and_run(
         }
         // Boxed: the wait is rare, and its state would make every call's
         // future larger.
-        Admission::Ask { reasons } => {
-            match Box::pin(approve(&tool, &params, &options, reasons)).await {
+        Admission::Ask { reasons, named } => {
+            match Box::pin(approve(&tool, &params, &options, reasons, named)).await {
                 Ok(()) => {}
                 Err(Unapproved::Denied(why)) => return not_run(&*tool, why, None),
                 Err(Unapproved::Deferred(request)) => {
                     let why = "it waits for a person's approval".to_string();
-                    return not_run(&*tool, why, Some(request));
+                    return not_run(&*tool, why, Some(*request));
                 }
             }
         }
@@ -252,7 +254,7 @@ async fn decide_and_run(
 /// Why a call that needed approval does not run now.
 enum Unapproved {
     Denied(String),
-    Deferred(ApprovalRequest),
+    Deferred(Box<ApprovalRequest>),
 }
 
 /// Waits for the approver's verdict on a call: bounded by the rules'
@@ -263,6 +265,7 @@ async fn approve(
     params: &Arc<Value>,
     options: &CallOptions,
     reasons: Vec<String>,
+    named: Vec<String>,
 ) -> Result<(), Unapproved> {
     let Some(approvals) = &options.approvals else {
         return Ok(());
@@ -285,6 +288,8 @@ async fn approve(
         params: params.clone(),
         access: tool.access(),
         reasons,
+        declared: tool.declared(),
+        named,
     };
     tell(
         &options.observer,
@@ -349,7 +354,7 @@ async fn approve(
             );
             Err(Unapproved::Denied(why))
         }
-        Verdict::Deferred => Err(Unapproved::Deferred(request)),
+        Verdict::Deferred => Err(Unapproved::Deferred(Box::new(request))),
     }
 }
 

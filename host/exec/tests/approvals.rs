@@ -212,6 +212,7 @@ async fn rules_on_arguments_refuse_or_ask_and_leave_the_rest_alone() {
         regex: None,
         action,
         reason: Some(reason.into()),
+        kind: None,
     };
     let rules = Rules::new(
         Vec::new(),

@@ -25,7 +25,11 @@ fn flooder(n: usize) -> Arc<dyn Tool> {
 
 fn records(path: &std::path::Path) -> Vec<Record> {
     let text = std::fs::read_to_string(path).unwrap();
-    assert_eq!(verify(&text), Ok(text.lines().count()), "the chain holds");
+    assert_eq!(
+        verify(&text, None),
+        Ok(text.lines().count()),
+        "the chain holds"
+    );
     text.lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
@@ -95,6 +99,7 @@ async fn parameters_are_a_shape_unless_asked_and_secrets_never_reach_the_file() 
                     session: "test".into(),
                     record_params,
                     secrets: vec!["hunter2-secret".into()],
+                    key: None,
                 },
             )
             .unwrap(),
@@ -183,4 +188,44 @@ async fn a_journal_that_cannot_be_written_lets_no_call_run_unrecorded() {
         "{}",
         error.message
     );
+}
+
+#[tokio::test]
+async fn a_journal_has_one_writer_and_keeps_one_kind_of_chain() {
+    use gadget_exec::audit::{JournalError, JournalKey};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let keyed = || JournalOptions {
+        key: Some(JournalKey(b"secret".to_vec())),
+        ..JournalOptions::default()
+    };
+    let first = Arc::new(Journal::open(&path, keyed()).unwrap());
+    // A second writer would fork the chain: refused while the first lives.
+    let second = Journal::open(&path, keyed()).expect_err("a second writer");
+    assert!(matches!(second, JournalError::Busy { .. }), "{second}");
+    let mut executor = Executor::new(toolbox([echo()]), ExecConfig::default())
+        .unwrap()
+        .with_journal(first.clone());
+    let _ = run(&mut executor, &block("Echo", "e", "", &[("text", "x")])).await;
+    drop(executor);
+    drop(first);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(verify(&text, Some(b"secret")), Ok(2));
+    assert!(verify(&text, Some(b"other")).is_err());
+    assert!(verify(&text, None).is_err());
+    // A forged whole, unkeyed, with a valid plain chain: refused by the key.
+    let unkeyed: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let mut record: Record = serde_json::from_str(l).unwrap();
+            record.mac = None;
+            serde_json::to_string(&record).unwrap()
+        })
+        .collect();
+    assert!(verify(&unkeyed.join("\n"), Some(b"secret")).is_err());
+    // Going on unkeyed would mix two kinds of chain in one file.
+    let mixed = Journal::open(&path, JournalOptions::default()).expect_err("refused");
+    assert!(matches!(mixed, JournalError::ChainKind { .. }), "{mixed}");
+    // Keyed again, it goes on, and the whole file still verifies.
+    drop(Journal::open(&path, keyed()).unwrap());
 }

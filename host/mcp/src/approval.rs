@@ -337,6 +337,8 @@ mod tests {
             params: Arc::new(params),
             access: Default::default(),
             reasons: vec!["[gadgets] approve = \"WriteFile\"".into()],
+            declared: Default::default(),
+            named: Vec::new(),
         }
     }
 

@@ -196,6 +196,8 @@ pub async fn serve(
     if !options.listen.ip().is_loopback() && options.auth_token.is_none() {
         return Err(ServeError::Unauthenticated(options.listen));
     }
+    // Before the address is bound (and told): a SIGHUP from then on reloads.
+    let hangups = crate::Hangups::listen();
     let metrics = Arc::new(Metrics::new());
     let calls_cancelled = CancellationToken::new();
     let server = GadgetServer::new(tools, metrics.clone())
@@ -205,7 +207,7 @@ pub async fn serve(
     // Stateless clients list the tools again when they want them: a reload
     // needs no notification here.
     if let Some(reload) = reload {
-        crate::reload_on_sighup(server.clone(), reload, || Box::pin(async {}));
+        crate::reload_on_sighup(server.clone(), reload, || Box::pin(async {}), hangups);
     }
     let shared_server = server.clone();
     let mut allowed_hosts = vec![

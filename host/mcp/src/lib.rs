@@ -30,6 +30,24 @@ pub type Reload = Arc<
         + Sync,
 >;
 
+/// The SIGHUPs sent to this process from the moment it is made: taken
+/// before the tools are served, so that one sent the moment they are (an
+/// operator's reload right after start) is neither lost nor, before any
+/// handler, the default action that ends the process.
+pub struct Hangups(#[cfg(unix)] Option<tokio::signal::unix::Signal>);
+
+impl Hangups {
+    /// Starts listening (within a tokio runtime).
+    pub fn listen() -> Hangups {
+        #[cfg(unix)]
+        {
+            Hangups(tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok())
+        }
+        #[cfg(not(unix))]
+        Hangups()
+    }
+}
+
 /// Reloads on every SIGHUP, serves the new tools, and tells `changed`
 /// (a client to notify). Runs until the process ends.
 pub fn reload_on_sighup(
@@ -38,12 +56,11 @@ pub fn reload_on_sighup(
     changed: impl Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
     + Send
     + 'static,
+    hangups: Hangups,
 ) {
     #[cfg(unix)]
     tokio::spawn(async move {
-        let Ok(mut hangups) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        else {
+        let Some(mut hangups) = hangups.0 else {
             return;
         };
         while hangups.recv().await.is_some() {
@@ -66,5 +83,5 @@ pub fn reload_on_sighup(
         }
     });
     #[cfg(not(unix))]
-    let _ = (server, reload, changed);
+    let _ = (server, reload, changed, hangups);
 }

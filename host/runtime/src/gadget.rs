@@ -49,6 +49,7 @@ impl WasmGadget {
             observer,
             grants: Some(self.plugin.access.grants.clone()),
             trace_parent: None,
+            request_denials: None,
         };
         self.invoke_request(request).await
     }
@@ -100,6 +101,7 @@ impl Tool for WasmGadget {
                 .as_ref()
                 .map(|llm| llm.models.clone())
                 .unwrap_or_default(),
+            outside: None,
         }
     }
 
@@ -127,6 +129,10 @@ impl Tool for WasmGadget {
             observer: call.observer,
             grants: Some(self.plugin.access.grants.clone()),
             trace_parent: call.trace_parent,
+            request_denials: call.approvals.as_ref().and_then(|a| {
+                a.rules
+                    .request_denials(&self.spec.name, self.schema.schema_for_rules())
+            }),
         };
         Box::pin(async move {
             let mut report = self.invoke_request(request).await;

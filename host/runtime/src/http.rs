@@ -74,6 +74,9 @@ pub(crate) struct HttpHooks {
     pub(crate) observer: Option<CallObserver>,
     /// The caller's span (W3C `traceparent`), sent on every request.
     pub(crate) trace_parent: Option<Arc<str>>,
+    /// The operator's deny rules on the gadget's URL parameters: each
+    /// request (a redirect the gadget follows is one) is held to them too.
+    pub(crate) denials: Option<gadget_core::approval::RequestDenials>,
 }
 
 /// One request as the observer is told it: filled in as it goes, told
@@ -173,6 +176,15 @@ impl HttpHooks {
             ));
         };
         let plugin = &grants.plugin;
+        if let Some(reason) = self
+            .denials
+            .as_ref()
+            .and_then(|d| d.refusal(&uri.to_string()))
+        {
+            return Err(format!(
+                "{plugin}: refused a request to {uri}: the operator's deny rule holds for the call's requests too: {reason}"
+            ));
+        }
         let rules = &grants.grants.http;
         let rule = rules
             .check_origin(plugin, https, &host, port)

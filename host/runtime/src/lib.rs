@@ -200,6 +200,9 @@ pub struct CallRequest {
     /// The W3C `traceparent` put on the call's outgoing HTTP requests (the
     /// caller's span, when tracing is on).
     pub trace_parent: Option<Arc<str>>,
+    /// The operator's deny rules on the gadget's URL parameters, which
+    /// hold for every request the call makes too.
+    pub request_denials: Option<gadget_core::approval::RequestDenials>,
 }
 
 /// How the engine is built.
@@ -499,6 +502,7 @@ impl Runtime {
         let mut store = match store {
             Ok(mut store) => {
                 store.data_mut().http.trace_parent = request.trace_parent.clone();
+                store.data_mut().http.denials = request.request_denials.clone();
                 store
             }
             Err(reason) => {
@@ -743,6 +747,7 @@ impl Runtime {
                 notes,
                 observer,
                 trace_parent: None,
+                denials: None,
             },
             _activity: activity,
         };

@@ -1,22 +1,28 @@
 //! `gadget.lock`: what `gadget lock` pinned of each plugin (its source, its
-//! component's digest, who signed it), and the check `--locked` makes at
-//! load, before anything is compiled.
+//! component's and its manifest's digests, its image manifest's digest when
+//! it came from a registry, who signed it), and the check `--locked` makes
+//! at load, before anything is compiled.
 //!
 //! ```toml
 //! # Written by `gadget lock`; `--locked` refuses any plugin that differs.
-//! version = 1
+//! version = 2
 //!
 //! [[plugin]]
 //! name = "web"
 //! source = "oci://ghcr.io/acme/web:1.0"
-//! sha256 = "…64 hex digits…"
+//! sha256 = "…64 hex digits…"            # the component
+//! manifest-sha256 = "…64 hex digits…"   # its plugin.toml (absent: a bare component)
+//! oci-digest = "sha256:…"               # the image manifest (registry plugins)
 //! signed-by = ["acme"]      # the verified signers; [] when none
 //! ```
 //!
-//! The source is recorded for the reader; the digest and the signers are
+//! The source is recorded for the reader; the digests and the signers are
 //! what is enforced, so a plugin directory may move and a registry may be
-//! mirrored without breaking the lock, but not one byte of a component may
-//! change, nor who signed it.
+//! mirrored without breaking the lock, but not one byte of a component or
+//! of the manifest that asks for its permissions may change, nor who
+//! signed it. (Version 1 pinned the component alone: a swapped
+//! `plugin.toml` widened what it asked for under the lock; it is refused,
+//! to be written again.)
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -26,7 +32,7 @@ use serde::{Deserialize, Serialize};
 /// The lock file's name when none is given.
 pub const LOCK_FILE: &str = "gadget.lock";
 /// The format this build reads and writes.
-pub const LOCK_VERSION: u32 = 1;
+pub const LOCK_VERSION: u32 = 2;
 /// Largest lock file read, in bytes: a plugin's entry is about 200 bytes,
 /// so this holds thousands; it bounds what a bad file makes the host parse.
 pub const MAX_LOCK_BYTES: u64 = 1 << 20;
@@ -63,10 +69,32 @@ pub struct LockedPlugin {
     pub source: String,
     /// SHA-256 of the component, hex.
     pub sha256: String,
+    /// SHA-256 of its `plugin.toml` as read, hex; `None` for a bare
+    /// component (which asks for nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_sha256: Option<String>,
+    /// The image manifest's digest (`sha256:...`) of a plugin pulled from
+    /// a registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci_digest: Option<String>,
     /// The trusted signers whose signatures verified; empty when none did
     /// (unsigned, or no `[trust]` to verify them with).
     #[serde(default)]
     pub signed_by: Vec<String>,
+}
+
+/// What a plugin is, as the loader found it, for [`Lockfile::check`].
+#[derive(Debug, Clone, Copy)]
+pub struct LockSubject<'a> {
+    pub name: &'a str,
+    /// The component's SHA-256, hex.
+    pub sha256: &'a str,
+    /// Its `plugin.toml`'s SHA-256, hex (`None`: a bare component).
+    pub manifest_sha256: Option<&'a str>,
+    /// The image manifest's digest, when it came from a registry.
+    pub oci_digest: Option<&'a str>,
+    /// The trusted signers whose signatures verified.
+    pub signed_by: &'a [String],
 }
 
 impl Lockfile {
@@ -102,9 +130,26 @@ impl Lockfile {
             if !names.insert(plugin.name.as_str()) {
                 return Err(format!("plugin '{}' is locked twice", plugin.name));
             }
-            if plugin.sha256.len() != 64 || !plugin.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            let hex64 = |d: &str| d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit());
+            if !hex64(&plugin.sha256) {
                 return Err(format!(
                     "plugin '{}': sha256 must be 64 hex digits",
+                    plugin.name
+                ));
+            }
+            if plugin.manifest_sha256.as_deref().is_some_and(|d| !hex64(d)) {
+                return Err(format!(
+                    "plugin '{}': manifest-sha256 must be 64 hex digits",
+                    plugin.name
+                ));
+            }
+            if plugin
+                .oci_digest
+                .as_deref()
+                .is_some_and(|d| !d.strip_prefix("sha256:").is_some_and(hex64))
+            {
+                return Err(format!(
+                    "plugin '{}': oci-digest must be sha256: and 64 hex digits",
                     plugin.name
                 ));
             }
@@ -118,14 +163,20 @@ impl Lockfile {
         sorted.plugins.sort_by(|a, b| a.name.cmp(&b.name));
         let body = toml::to_string(&sorted).unwrap_or_default();
         format!(
-            "# Written by `gadget lock`; `gadget --locked` refuses any plugin whose\n# component digest or signers differ. Write it again to accept a change.\n{body}"
+            "# Written by `gadget lock`; `gadget --locked` refuses any plugin whose\n# component, manifest or image digest or signers differ. Write it again to accept a change.\n{body}"
         )
     }
 
-    /// `--locked`: the plugin `name`, whose component has `sha256` and
-    /// verified as signed by `signed_by`, is exactly what was locked; else
-    /// why not, naming both sides.
-    pub fn check(&self, name: &str, sha256: &str, signed_by: &[String]) -> Result<(), String> {
+    /// `--locked`: the plugin is exactly what was locked (component,
+    /// manifest, image manifest when both came from a registry, signers);
+    /// else why not, naming both sides.
+    pub fn check(&self, found: &LockSubject<'_>) -> Result<(), String> {
+        let LockSubject {
+            name,
+            sha256,
+            signed_by,
+            ..
+        } = *found;
         let Some(locked) = self.plugins.iter().find(|p| p.name == name) else {
             return Err(format!(
                 "plugin '{name}' (sha256 {sha256}) is not in the lock file (--locked); run `gadget lock` to add it"
@@ -135,6 +186,28 @@ impl Lockfile {
             return Err(format!(
                 "plugin '{name}' is sha256 {sha256}, but the lock file pins sha256 {} (from {}) (--locked); run `gadget lock` if the new component is meant",
                 locked.sha256, locked.source
+            ));
+        }
+        let none = "none (a bare component)";
+        if !locked
+            .manifest_sha256
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .eq(&found.manifest_sha256.map(str::to_ascii_lowercase))
+        {
+            return Err(format!(
+                "plugin '{name}': its plugin.toml is sha256 {}, but the lock file pins {} (from {}) (--locked): what it asks for may have changed; run `gadget lock` if the new manifest is meant",
+                found.manifest_sha256.unwrap_or(none),
+                locked.manifest_sha256.as_deref().unwrap_or(none),
+                locked.source
+            ));
+        }
+        if let (Some(pinned), Some(actual)) = (&locked.oci_digest, found.oci_digest)
+            && !pinned.eq_ignore_ascii_case(actual)
+        {
+            return Err(format!(
+                "plugin '{name}' was pulled as image manifest {actual}, but the lock file pins {pinned} (from {}) (--locked); run `gadget lock` if the new image is meant",
+                locked.source
             ));
         }
         let set = |names: &[String]| names.iter().cloned().collect::<BTreeSet<_>>();
@@ -167,6 +240,8 @@ mod tests {
                 name: "web".into(),
                 source: "oci://127.0.0.1:5000/web:1".into(),
                 sha256: "a".repeat(64),
+                manifest_sha256: Some("d".repeat(64)),
+                oci_digest: Some(format!("sha256:{}", "e".repeat(64))),
                 signed_by: vec!["acme".into()],
             }],
         }
@@ -177,33 +252,71 @@ mod tests {
         let lock = lock();
         assert_eq!(Lockfile::parse(&lock.to_toml()).unwrap(), lock);
         let acme = ["acme".to_string()];
-        assert!(lock.check("web", &"a".repeat(64), &acme).is_ok());
-        let digest = lock.check("web", &"b".repeat(64), &acme).unwrap_err();
+        let (a, b, d, f) = (
+            "a".repeat(64),
+            "b".repeat(64),
+            "d".repeat(64),
+            "f".repeat(64),
+        );
+        let oci = format!("sha256:{}", "e".repeat(64));
+        let moved = format!("sha256:{f}");
+        let web = |sha256: &str, manifest: Option<&str>, image: Option<&str>, by: &[String]| {
+            lock.check(&LockSubject {
+                name: "web",
+                sha256,
+                manifest_sha256: manifest,
+                oci_digest: image,
+                signed_by: by,
+            })
+        };
+        assert!(web(&a, Some(&d), Some(&oci), &acme).is_ok());
+        // Moved to a directory (or mirrored): the source is not enforced.
+        assert!(web(&a, Some(&d), None, &acme).is_ok());
+        // A swapped plugin.toml, or none at all.
+        let manifest = web(&a, Some(&f), Some(&oci), &acme).unwrap_err();
+        assert!(
+            manifest.contains("plugin.toml") && manifest.contains(&f) && manifest.contains(&d),
+            "{manifest}"
+        );
+        let bare = web(&a, None, Some(&oci), &acme).unwrap_err();
+        assert!(bare.contains("a bare component"), "{bare}");
+        // A tag moved to another image manifest of the same component.
+        let image = web(&a, Some(&d), Some(&moved), &acme).unwrap_err();
+        assert!(image.contains(&moved) && image.contains(&oci), "{image}");
+        let check = |sha256: &str, by: &[String]| web(sha256, Some(&d), Some(&oci), by);
+        let digest = check(&b, &acme).unwrap_err();
         assert!(
             digest.contains(&"b".repeat(64)) && digest.contains(&"a".repeat(64)),
             "{digest}"
         );
-        let signer = lock.check("web", &"a".repeat(64), &[]).unwrap_err();
+        let signer = check(&a, &[]).unwrap_err();
         assert!(
             signer.contains("is not signed by a trusted signer")
                 && signer.contains("pins signed by acme"),
             "{signer}"
         );
-        let other = lock
-            .check("web", &"a".repeat(64), &["evil".to_string()])
-            .unwrap_err();
+        let other = check(&a, &["evil".to_string()]).unwrap_err();
         assert!(other.contains("signed by evil"), "{other}");
-        let missing = lock.check("text", &"c".repeat(64), &[]).unwrap_err();
+        let missing = lock
+            .check(&LockSubject {
+                name: "text",
+                sha256: &a,
+                manifest_sha256: None,
+                oci_digest: None,
+                signed_by: &[],
+            })
+            .unwrap_err();
         assert!(missing.contains("not in the lock file"), "{missing}");
     }
 
     #[test]
     fn a_bad_lock_file_says_what_is_wrong() {
         for (text, says) in [
-            ("version = 2\n", "version 2"),
-            ("version = 1\nsurprise = true\n", "unknown field"),
+            ("version = 3\n", "version 3"),
+            ("version = 1\n", "version 1"),
+            ("version = 2\nsurprise = true\n", "unknown field"),
             (
-                "version = 1\n[[plugin]]\nname = \"a\"\nsource = \"x\"\nsha256 = \"xyz\"\n",
+                "version = 2\n[[plugin]]\nname = \"a\"\nsource = \"x\"\nsha256 = \"xyz\"\n",
                 "64 hex digits",
             ),
         ] {

@@ -211,6 +211,12 @@ pub enum ManifestError {
 impl Manifest {
     /// Reads and checks `dir/plugin.toml`.
     pub fn from_dir(dir: &Path) -> Result<Manifest, ManifestError> {
+        Manifest::from_dir_with_digest(dir).map(|(manifest, _)| manifest)
+    }
+
+    /// Reads and checks `dir/plugin.toml`; with the SHA-256 (hex) of the
+    /// very bytes parsed, which the lock pins.
+    pub fn from_dir_with_digest(dir: &Path) -> Result<(Manifest, String), ManifestError> {
         let path = dir.join(MANIFEST_FILE);
         let read_error = |source| ManifestError::Read {
             path: path.clone(),
@@ -229,12 +235,13 @@ impl Manifest {
                 message,
             },
         )?;
+        let digest = crate::cache::sha256_hex(&bytes);
         let text = String::from_utf8(bytes).map_err(|_| ManifestError::Invalid {
             path: path.clone(),
             field: "file",
             message: "is not UTF-8 text".into(),
         })?;
-        Manifest::parse(&text, &path)
+        Ok((Manifest::parse(&text, &path)?, digest))
     }
 
     /// Parses and checks a manifest's text; `path` is for messages.

@@ -67,6 +67,17 @@ pub enum LoadFailure {
     },
     #[error("{}: {message}", component.display())]
     Compile { component: PathBuf, message: String },
+    /// A pulled plugin's component file is not the one its image manifest
+    /// names (the store was written to by something else).
+    #[error(
+        "the component of {reference} is sha256 {actual}, but its image manifest ({digest}) names sha256 {expected}; refusing it (remove the cache entry and pull it again)"
+    )]
+    NotWhatWasPulled {
+        reference: String,
+        digest: String,
+        expected: String,
+        actual: String,
+    },
     /// Its `oci://` reference could not be pulled (nor found in the cache).
     #[error("cannot pull it: {0}")]
     Pull(crate::oci::OciError),
@@ -98,6 +109,17 @@ pub enum LoadFailure {
     GadgetRefused(RefusedGadget),
     #[error("a plugin named '{plugin}' is already loaded from {}", other.display())]
     PluginNameTaken { plugin: String, other: PathBuf },
+    /// Two plugins serve one gadget name and the other has the stronger
+    /// claim: it serves the name.
+    #[error(
+        "gadget '{gadget}' of plugin '{plugin}' is not served: plugin '{winner}' serves the name, and it is {winner_standing}, which plugin '{plugin}' is not (give one a prefix with [plugins.{plugin}] prefix = \"...\" to serve both)"
+    )]
+    NameHeld {
+        gadget: String,
+        plugin: String,
+        winner: String,
+        winner_standing: &'static str,
+    },
     /// Two plugins serve one gadget name: neither does.
     #[error("{}", contested(gadget, first.as_deref(), plugin, claimants))]
     NameContested {
@@ -150,9 +172,17 @@ pub enum PluginSource {
     Dir(PathBuf),
     /// A bare component file.
     Wasm(PathBuf),
-    /// Pulled from a registry: the `oci://` reference as given, and the
-    /// cached plugin directory or bare component it was stored as.
-    Oci { reference: String, local: PathBuf },
+    /// Pulled from a registry: the `oci://` reference as given, the
+    /// cached plugin directory or bare component it was stored as, the
+    /// image manifest's digest (`sha256:...`), and the component's digest
+    /// that manifest names (hex): the loader refuses a component file that
+    /// is not it.
+    Oci {
+        reference: String,
+        local: PathBuf,
+        digest: String,
+        component_sha256: String,
+    },
 }
 
 impl PluginSource {
@@ -169,6 +199,14 @@ impl PluginSource {
         match self {
             PluginSource::Oci { reference, .. } => reference.clone(),
             other => other.path().display().to_string(),
+        }
+    }
+
+    /// The image manifest's digest of a plugin pulled from a registry.
+    pub fn oci_digest(&self) -> Option<&str> {
+        match self {
+            PluginSource::Oci { digest, .. } => Some(digest),
+            _ => None,
         }
     }
 
@@ -207,9 +245,35 @@ pub struct Plugin {
     pub artifact: Artifact,
     pub access: PluginAccess,
     pub report: LoadReport,
+    /// Its claim to a gadget name another plugin serves too (see
+    /// [`Standing`]).
+    pub standing: Standing,
     pub(crate) pre: PluginPre,
     /// The runtime whose engine compiled `pre`: calls must use it.
     pub(crate) runtime: Arc<Runtime>,
+}
+
+/// How strong a plugin's claim to a gadget name is, when two plugins
+/// serve one: the stronger serves it, and between equals neither does (a
+/// plugin that merely sorts first, or arrives last, takes nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Standing {
+    /// Neither signed by a trusted signer nor named by the policy.
+    Unvouched,
+    /// Named by the policy (`[plugins.NAME]`), its grants applied.
+    Named,
+    /// Signed by a signer the policy trusts.
+    Signed,
+}
+
+impl Standing {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Standing::Unvouched => "neither signed by a trusted signer nor named by the policy",
+            Standing::Named => "named by the policy",
+            Standing::Signed => "signed by a trusted signer",
+        }
+    }
 }
 
 /// Who a plugin is: its manifest's name, version and description, and the
@@ -230,6 +294,8 @@ pub struct Artifact {
     pub source: PluginSource,
     pub component_path: PathBuf,
     pub sha256: String,
+    /// Its `plugin.toml`'s SHA-256 as read (`None`: a bare component).
+    pub manifest_sha256: Option<String>,
     /// What its signatures say, when the policy has a `[trust]`.
     pub provenance: Option<crate::provenance::Verification>,
     pub component_bytes: u64,

@@ -265,21 +265,10 @@ impl Trust {
         detached: Option<&[u8]>,
         cache: Option<&crate::cache::ComponentCache>,
     ) -> Verification {
-        use sha2::{Digest as _, Sha256};
         let Some(cache) = cache else {
             return verify(bytes, detached, &self.signers);
         };
-        let mut keys: Vec<Vec<u8>> = self.signers.iter().map(|s| s.key.to_bytes()).collect();
-        keys.sort();
-        let mut hasher = Sha256::new();
-        hasher.update(b"gadget-host verified v1\0");
-        hasher.update(sha256.as_bytes());
-        for key in &keys {
-            hasher.update((key.len() as u64).to_le_bytes());
-            hasher.update(key);
-        }
-        hasher.update(detached.map_or(&b"-"[..], |d| d));
-        let entry = crate::cache::sha256_hex(&hasher.finalize());
+        let entry = self.entry_name(sha256, detached);
         if let Some(remembered) = cache.load_verified(&entry) {
             let mut by: Vec<String> = self
                 .signers
@@ -310,6 +299,26 @@ impl Trust {
             }
         }
         verification
+    }
+}
+
+impl Trust {
+    /// The name a verification of this component (its digest, detached
+    /// signature and these signers' keys) is remembered under. Anyone can
+    /// work it out: what makes a record count is the cache's seal.
+    fn entry_name(&self, sha256: &str, detached: Option<&[u8]>) -> String {
+        use sha2::{Digest as _, Sha256};
+        let mut keys: Vec<Vec<u8>> = self.signers.iter().map(|s| s.key.to_bytes()).collect();
+        keys.sort();
+        let mut hasher = Sha256::new();
+        hasher.update(b"gadget-host verified v1\0");
+        hasher.update(sha256.as_bytes());
+        for key in &keys {
+            hasher.update((key.len() as u64).to_le_bytes());
+            hasher.update(key);
+        }
+        hasher.update(detached.map_or(&b"-"[..], |d| d));
+        crate::cache::sha256_hex(&hasher.finalize())
     }
 }
 
@@ -405,6 +414,55 @@ mod tests {
         let mode = std::fs::metadata(&secret).unwrap().permissions().mode();
         assert_eq!(mode & 0o077, 0);
         assert!(keygen(&secret, &public).is_err());
+    }
+
+    /// The attack of a gadget that can write the cache: the record of a
+    /// signed component's verification, copied (or written) under an
+    /// unsigned component's entry name, must not make it "signed".
+    #[test]
+    fn a_remembered_verification_cannot_be_planted_for_another_component() {
+        let dir = tempfile::tempdir().unwrap();
+        let unsigned_path = dir.path().join("c.wasm");
+        let mut unsigned = COMPONENT.to_vec();
+        unsigned.extend_from_slice(&[0x00, 0x05, 0x01, b'x', b'a', b'b', b'c']);
+        std::fs::write(&unsigned_path, &unsigned).unwrap();
+        let (secret, public) = (dir.path().join("k.sec"), dir.path().join("k.pub"));
+        keygen(&secret, &public).unwrap();
+        let (signed, _) = sign(&unsigned_path, &secret).unwrap();
+        let signed_path = dir.path().join("signed.wasm");
+        std::fs::write(&signed_path, &signed).unwrap();
+        let trust = Trust {
+            require: crate::policy::Require::Any,
+            signers: vec![Signer::new("acme", "k.pub", dir.path()).unwrap()],
+            broken: None,
+        };
+        let cache = crate::cache::ComponentCache::open(&dir.path().join("cache")).unwrap();
+        let check = |path: &Path, bytes: &[u8]| {
+            let sha = crate::cache::sha256_hex(bytes);
+            trust
+                .check("p", path, bytes, &sha, None, Some(&cache))
+                .unwrap()
+        };
+        let acme = Verification::Signed {
+            by: vec!["acme".into()],
+        };
+        assert_eq!(check(&signed_path, &signed), acme);
+        // Remembered: the second check reads the record.
+        assert_eq!(check(&signed_path, &signed), acme);
+        let record = |bytes: &[u8]| {
+            cache.dir().join(format!(
+                "{}.verified",
+                trust.entry_name(&crate::cache::sha256_hex(bytes), None)
+            ))
+        };
+        assert!(record(&signed).is_file());
+        // Copied to the unsigned component's name.
+        std::fs::copy(record(&signed), record(&unsigned)).unwrap();
+        assert_eq!(check(&unsigned_path, &unsigned), Verification::Unsigned);
+        // Written whole, as the record's plain contents would be.
+        let key_hash = crate::cache::sha256_hex(&trust.signers[0].key.to_bytes());
+        std::fs::write(record(&unsigned), key_hash.as_bytes()).unwrap();
+        assert_eq!(check(&unsigned_path, &unsigned), Verification::Unsigned);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use gadget_core::render;
 use gadget_core::tool::{Tool, Tools};
 
 use crate::gadget::WasmGadget;
-use crate::plugin::{LoadError, LoadFailure, LoadedGadget, Plugin};
+use crate::plugin::{LoadError, LoadFailure, LoadedGadget, Plugin, Standing};
 use crate::policy::DenyRule;
 use crate::{CallObserver, CallReport};
 
@@ -50,8 +50,9 @@ pub struct Registry {
     /// Gadgets the operator's rules do not serve, and names more than one
     /// plugin claims, by lower-cased name: the served name and the rule.
     denied: BTreeMap<String, (String, DenyRule)>,
-    /// Names more than one plugin claims, by lower-cased name: the plugins.
-    contested: BTreeMap<String, Vec<String>>,
+    /// Names more than one plugin claims, by lower-cased name: the plugins,
+    /// and the standing they share (a stronger claim takes the name).
+    contested: BTreeMap<String, (Vec<String>, Standing)>,
     /// Every plugin name added, with where it came from (also of plugins
     /// that lost all their gadgets to collisions).
     plugin_names: BTreeMap<String, std::path::PathBuf>,
@@ -197,24 +198,78 @@ impl Registry {
         } in gadgets
         {
             let key = spec.name.to_lowercase();
-            let first = match self.gadgets.remove(&key) {
-                Some(first) => Some(first.plugin.clone()),
-                None if self.contested.contains_key(&key) => None,
+            let gadget = WasmGadget {
+                spec,
+                component_name,
+                schema,
+                plugin: plugin.clone(),
+                limits,
+                own_timeout,
+                exclusive_group,
+            };
+            // A stronger claim (signed by a trusted signer, or named by the
+            // policy) takes the name from weaker ones; equals share it, so
+            // neither serves it.
+            let held = self.gadgets.get(&key).map(|g| g.plugin.clone());
+            let contested = self.contested.get(&key).map(|(_, standing)| *standing);
+            let strongest = held.as_ref().map(|p| p.standing).or(contested);
+            match strongest {
                 None => {
-                    let gadget = WasmGadget {
-                        spec,
-                        component_name,
-                        schema,
-                        plugin: plugin.clone(),
-                        limits,
-                        own_timeout,
-                        exclusive_group,
-                    };
                     self.gadgets.insert(key, Arc::new(gadget));
                     continue;
                 }
-            };
-            let claimants = self.contested.entry(key.clone()).or_default();
+                Some(other) if plugin.standing > other => {
+                    if let Some(held) = held {
+                        errors.push(held_error(&gadget.spec.name, &held, &plugin));
+                        took_from_earlier = true;
+                    }
+                    if let Some((claimants, _)) = self.contested.remove(&key) {
+                        for claimant in claimants {
+                            errors.push(LoadError::new(
+                                plugin.artifact.source.path(),
+                                LoadFailure::NameHeld {
+                                    gadget: gadget.spec.name.clone(),
+                                    plugin: claimant,
+                                    winner: plugin.identity.name.clone(),
+                                    winner_standing: plugin.standing.describe(),
+                                },
+                            ));
+                        }
+                        self.denied.remove(&key);
+                    }
+                    self.gadgets.insert(key, Arc::new(gadget));
+                    continue;
+                }
+                Some(other) if plugin.standing < other => {
+                    match &held {
+                        Some(held) => errors.push(held_error(&gadget.spec.name, &plugin, held)),
+                        // A contested name stays contested among its equals.
+                        None => errors.push(LoadError::new(
+                            plugin.artifact.source.path(),
+                            LoadFailure::GadgetRefused(crate::plugin::RefusedGadget {
+                                gadget: gadget.spec.name.clone(),
+                                reason: format!(
+                                    "plugins {} claim the name, each {}, which plugin '{}' is not",
+                                    self.contested
+                                        .get(&key)
+                                        .map(|(c, _)| c.join(", "))
+                                        .unwrap_or_default(),
+                                    other.describe(),
+                                    plugin.identity.name
+                                ),
+                            }),
+                        )),
+                    }
+                    continue;
+                }
+                Some(_) => {}
+            }
+            let spec = gadget.spec;
+            let first = self.gadgets.remove(&key).map(|g| g.plugin.clone());
+            let (claimants, _) = self
+                .contested
+                .entry(key.clone())
+                .or_insert_with(|| (Vec::new(), plugin.standing));
             if let Some(first) = &first {
                 claimants.push(first.identity.name.clone());
                 took_from_earlier = true;
@@ -253,6 +308,19 @@ impl Registry {
         }
         errors
     }
+}
+
+/// The gadget `name` of `loser` is not served: `winner` has the stronger claim.
+fn held_error(name: &str, loser: &Plugin, winner: &Plugin) -> LoadError {
+    LoadError::new(
+        loser.artifact.source.path(),
+        LoadFailure::NameHeld {
+            gadget: name.to_string(),
+            plugin: loser.identity.name.clone(),
+            winner: winner.identity.name.clone(),
+            winner_standing: winner.standing.describe(),
+        },
+    )
 }
 
 impl Tools for Registry {

@@ -14,6 +14,7 @@ use crate::grants::{
 use crate::dirs::{OpenedDir, WriteQuota};
 use crate::manifest::{FileMode, Permissions};
 use crate::policy::{ConfigSource, PluginPolicy};
+use crate::sensitive::{HostState, HostStateKind};
 
 /// A request not met or a grant not (fully) applied, for the operator.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,8 +41,21 @@ pub enum GrantNote {
         host: String,
         why: String,
     },
+    /// A granted directory that is, holds or lies in the host's own state
+    /// (cache, journal, lock file, keys, the policy for writing): refused
+    /// whatever the grant says.
+    HostState { host: String, why: String },
     /// Two grants for one guest path: the first applies.
     Twice { guest: String },
+    /// The plugin came from a registry and `[plugins.NAME]` does not name
+    /// that source (`source`) nor a signer: its grants stay with the
+    /// source they were written for.
+    SourceUnbound {
+        plugin: String,
+        source: String,
+        /// The source the entry names, if it names one.
+        wanted: Option<String>,
+    },
     /// Manifest and grant differ in mode: the directory is read-only.
     /// `by_operator` when the operator chose ro for an rw request.
     ReadOnly { guest: String, by_operator: bool },
@@ -95,9 +109,11 @@ impl GrantNote {
             GrantNote::NotAsked { grant, .. } => grant.as_str(),
             GrantNote::DirUnusable { .. }
             | GrantNote::Sensitive { .. }
+            | GrantNote::HostState { .. }
             | GrantNote::Twice { .. }
             | GrantNote::ReadOnly { .. } => "files",
             GrantNote::Unbound { .. } => "signer",
+            GrantNote::SourceUnbound { .. } => "source",
         }
     }
 }
@@ -142,6 +158,23 @@ impl std::fmt::Display for GrantNote {
                 f,
                 "files {host} is refused: {why}; grant a narrower directory, or say sensitive = true in its [plugins.{plugin}] files entry if this is meant"
             ),
+            GrantNote::HostState { host, why } => write!(f, "files {host} is refused: {why}"),
+            GrantNote::SourceUnbound {
+                plugin,
+                source,
+                wanted: Some(wanted),
+            } => write!(
+                f,
+                "the grants of [plugins.{plugin}] are for {wanted}, and this plugin comes from {source}: it loads with no grants (change [plugins.{plugin}] source if this source is meant)"
+            ),
+            GrantNote::SourceUnbound {
+                plugin,
+                source,
+                wanted: None,
+            } => write!(
+                f,
+                "the grants of [plugins.{plugin}] are not applied to {source}: a plugin from a registry gets a name's grants only when [plugins.{plugin}] names its source (source = \"{source}\") or a signer it must be signed by; it loads with no grants"
+            ),
             GrantNote::Unbound {
                 plugin,
                 signer,
@@ -174,6 +207,17 @@ impl std::fmt::Display for GrantNote {
     }
 }
 
+/// What a file grant may not open: the policy file's tree (unless the
+/// grant says `sensitive = true`, and then only to read it) and the host's
+/// own state (never).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Protected<'a> {
+    /// The policy file the grants come from.
+    pub policy_file: Option<&'a Path>,
+    /// The cache, the journal, the lock file, the signers' keys.
+    pub host_state: &'a [HostState],
+}
+
 /// What the manifest asks for AND the operator grants, and a note for each
 /// request not met and each grant not applied. `env` reads the host's
 /// environment (for `env = "VAR"` values).
@@ -181,7 +225,7 @@ pub fn resolve(
     plugin: &str,
     requested: &Permissions,
     policy: Option<&PluginPolicy>,
-    policy_file: Option<&Path>,
+    protected: &Protected<'_>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> (Grants, Vec<GrantNote>) {
     let empty = PluginPolicy::default();
@@ -196,7 +240,7 @@ pub fn resolve(
         plugin,
         requested,
         policy,
-        policy_file,
+        protected,
         env,
         &mut grants,
         &mut notes,
@@ -344,11 +388,15 @@ fn files(
     plugin: &str,
     requested: &Permissions,
     policy: &PluginPolicy,
-    policy_file: Option<&Path>,
+    protected: &Protected<'_>,
     env: &dyn Fn(&str) -> Option<String>,
     grants: &mut Grants,
     notes: &mut Vec<GrantNote>,
 ) {
+    let Protected {
+        policy_file,
+        host_state,
+    } = *protected;
     let mut files_met = vec![false; requested.files.len()];
     for grant in &policy.files {
         let guest = grant
@@ -388,6 +436,23 @@ fn files(
                 continue;
             }
         };
+        let wanted = requested.files[index].mode();
+        let mode = wanted.min(grant.mode);
+        // The host's own state first, whatever the grant says: the policy
+        // file only for a grant that could write it (reading it is the
+        // `sensitive` choice below).
+        let policy_state = policy_file
+            .filter(|_| mode == FileMode::ReadWrite)
+            .map(|p| HostState::new(HostStateKind::PolicyFile, p));
+        if let Some(why) =
+            crate::sensitive::host_state_reason(&host, host_state.iter().chain(&policy_state))
+        {
+            notes.push(GrantNote::HostState {
+                host: host.display().to_string(),
+                why,
+            });
+            continue;
+        }
         if !grant.sensitive
             && let Some(why) = crate::sensitive::sensitive_reason(&host, policy_file, env)
         {
@@ -398,8 +463,6 @@ fn files(
             });
             continue;
         }
-        let wanted = requested.files[index].mode();
-        let mode = wanted.min(grant.mode);
         if grant.mode == FileMode::ReadWrite && wanted == FileMode::ReadOnly {
             notes.push(GrantNote::ReadOnly {
                 guest: guest.clone(),

@@ -5,6 +5,12 @@
 //! one of them, lies inside one or contains one is refused unless the
 //! grant says `sensitive = true`: a sample policy copied somewhere else,
 //! or a `host = ".."` that resolves higher than meant, then fails closed.
+//!
+//! And the host's own state ([`HostState`]: the compile cache and OCI
+//! store, the audit journal, the lock file, the signers' keys, and the
+//! policy file for writing): a grant that is, holds or lies in one of them
+//! is refused whatever it says, since a gadget that could write there
+//! could forge what the host trusts (a signature, a lock, a history).
 
 use std::path::{Path, PathBuf};
 
@@ -30,6 +36,115 @@ pub const SENSITIVE_HOME_ENTRIES: &[&str] = &[
     ".terraform.d",
     ".vault-token",
 ];
+
+/// What a piece of the host's own state is, and how the operator moves it
+/// out of a grant's way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostStateKind {
+    /// The compile cache (and the OCI store inside it).
+    Cache,
+    /// The audit journal.
+    Journal,
+    /// The lock file `--locked` checks (or `gadget lock` writes).
+    LockFile,
+    /// A `[trust.signers]` key file.
+    TrustKey,
+    /// The policy file, for a grant that could write it.
+    PolicyFile,
+}
+
+impl HostStateKind {
+    /// What it is, for a refusal.
+    pub fn what(self) -> &'static str {
+        match self {
+            HostStateKind::Cache => "the component cache",
+            HostStateKind::Journal => "the audit journal",
+            HostStateKind::LockFile => "the lock file",
+            HostStateKind::TrustKey => "a [trust.signers] key",
+            HostStateKind::PolicyFile => "the policy file",
+        }
+    }
+
+    /// How to move it elsewhere, for a refusal.
+    pub fn how_to_move(self) -> &'static str {
+        match self {
+            HostStateKind::Cache => "--cache-dir DIR or GADGET_CACHE_DIR",
+            HostStateKind::Journal => "[audit] file = \"...\" or --audit FILE",
+            HostStateKind::LockFile => "--lock-file FILE or GADGET_LOCK_FILE",
+            HostStateKind::TrustKey => "[trust.signers.NAME] key = \"...\"",
+            HostStateKind::PolicyFile => "--config FILE, or mode = \"ro\" with sensitive = true",
+        }
+    }
+}
+
+/// One piece of the host's own state, at a path (a directory or a file;
+/// it need not exist yet).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostState {
+    pub kind: HostStateKind,
+    pub path: PathBuf,
+}
+
+impl HostState {
+    pub fn new(kind: HostStateKind, path: impl Into<PathBuf>) -> HostState {
+        HostState {
+            kind,
+            path: path.into(),
+        }
+    }
+
+    /// The path as a grant is compared (canonical): the nearest existing
+    /// ancestor resolved, the rest appended (a journal not yet written is
+    /// still where it will be).
+    fn canonical(&self) -> PathBuf {
+        let absolute = if self.path.is_absolute() {
+            self.path.clone()
+        } else {
+            std::env::current_dir().unwrap_or_default().join(&self.path)
+        };
+        let mut rest = Vec::new();
+        let mut at = absolute.as_path();
+        loop {
+            if let Ok(found) = at.canonicalize() {
+                return rest.iter().rev().fold(found, |p, c| p.join(c));
+            }
+            match (at.parent(), at.file_name()) {
+                (Some(parent), Some(name)) => {
+                    rest.push(name.to_os_string());
+                    at = parent;
+                }
+                _ => return absolute,
+            }
+        }
+    }
+}
+
+/// Why granting `dir` (canonical) would put the host's own state in a
+/// gadget's reach, or `None`: which state, where, and how to move it.
+pub fn host_state_reason<'a>(
+    dir: &Path,
+    state: impl IntoIterator<Item = &'a HostState>,
+) -> Option<String> {
+    for place in state {
+        let canonical = place.canonical();
+        for path in [&canonical, &place.path] {
+            let relation = if path.starts_with(dir) {
+                "contains"
+            } else if dir.starts_with(path) {
+                "lies inside"
+            } else {
+                continue;
+            };
+            return Some(format!(
+                "it {relation} {} ({}), which no grant may reach: a gadget that can write there forges what the host trusts; grant another directory, or move it with {}",
+                place.kind.what(),
+                canonical.display(),
+                place.kind.how_to_move()
+            ));
+        }
+    }
+    None
+}
 
 /// Why granting `dir` (canonical) would expose something it should not,
 /// or `None`. `policy_file` is the policy the grant comes from; `env`

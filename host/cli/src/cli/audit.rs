@@ -11,7 +11,7 @@ use std::sync::Arc;
 use anyhow::{Context as _, Result};
 
 use gadget_core::audit::{Record, verify};
-use gadget_exec::audit::{Journal, JournalOptions};
+use gadget_exec::audit::{Journal, JournalKey, JournalOptions};
 use gadget_runtime::policy::Policy;
 
 use super::{EXIT_FAILED, safe::safe};
@@ -20,7 +20,12 @@ use super::{EXIT_FAILED, safe::safe};
 #[derive(Debug, clap::Subcommand)]
 pub enum AuditCommand {
     /// Check a journal's hash chain; name the first line that was changed, removed or reordered.
-    Verify { file: PathBuf },
+    Verify {
+        file: PathBuf,
+        /// The variable holding a keyed journal's key (default: the policy's [audit] key-env).
+        #[arg(long, value_name = "VAR")]
+        key_env: Option<String>,
+    },
     /// Print a journal's records for people.
     Show {
         file: PathBuf,
@@ -52,8 +57,23 @@ pub fn open(flag: Option<&Path>, policy: &Policy) -> Result<Option<Arc<Journal>>
         session,
         record_params: policy.audit.record_params,
         secrets: policy.secret_values(),
+        key: journal_key(policy.audit.key_env.as_deref())?,
     };
     Ok(Some(Arc::new(Journal::open(path, options)?)))
+}
+
+/// A keyed journal's key, from the variable the policy (or the flag)
+/// names; an unset or empty one is an error, never a journal left unkeyed.
+fn journal_key(var: Option<&str>) -> Result<Option<JournalKey>> {
+    let Some(var) = var else {
+        return Ok(None);
+    };
+    match std::env::var(var) {
+        Ok(key) if !key.is_empty() => Ok(Some(JournalKey(key.into_bytes()))),
+        _ => anyhow::bail!(
+            "[audit] key-env = \"{var}\": ${var} is not set (or empty); set it to the journal's key, or remove key-env for an unkeyed journal"
+        ),
+    }
 }
 
 /// Writes out what the journal still holds; an error when any record
@@ -72,13 +92,22 @@ pub fn close(journal: Option<Arc<Journal>>) -> Result<()> {
     }
 }
 
-pub fn audit(command: &AuditCommand) -> Result<ExitCode> {
+pub fn audit(command: &AuditCommand, policy: &Policy) -> Result<ExitCode> {
     match command {
-        AuditCommand::Verify { file } => {
+        AuditCommand::Verify { file, key_env } => {
             let text = read(file)?;
-            match verify(&text) {
+            let key = journal_key(key_env.as_deref().or(policy.audit.key_env.as_deref()))?;
+            match verify(&text, key.as_ref().map(|k| &k.0[..])) {
                 Ok(records) => {
-                    println!("{}: {records} records, the chain holds", file.display());
+                    let keyed = if key.is_some() {
+                        ", every line carries the key's MAC"
+                    } else {
+                        ""
+                    };
+                    println!(
+                        "{}: {records} records, the chain holds{keyed}",
+                        file.display()
+                    );
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(broken) => {

@@ -28,6 +28,8 @@ pub async fn check(
             .map(|pulled| PluginSource::Oci {
                 reference: text.to_string(),
                 local: pulled.local,
+                digest: pulled.digest,
+                component_sha256: pulled.component_sha256,
             })
             .map_err(|e| LoadError::pull(&text, e))
     } else {

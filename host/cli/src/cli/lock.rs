@@ -28,6 +28,8 @@ pub fn lock(registry: &Registry, path: &Path) -> Result<ExitCode> {
             name: plugin.identity.name.clone(),
             source: plugin.origin.source.clone(),
             sha256: plugin.artifact.sha256.clone(),
+            manifest_sha256: plugin.artifact.manifest_sha256.clone(),
+            oci_digest: plugin.artifact.source.oci_digest().map(str::to_string),
             signed_by: match &plugin.artifact.provenance {
                 Some(Verification::Signed { by }) => by.clone(),
                 _ => Vec::new(),

@@ -65,6 +65,7 @@ pub async fn mcp(
     journal: Option<Arc<gadget_exec::audit::Journal>>,
 ) -> Result<ExitCode> {
     use rmcp::ServiceExt as _;
+    let hangups = gadget_mcp::Hangups::listen();
     let key = match gadget_mcp::approval::ApprovalKey::from_env() {
         Ok(key) => key,
         Err(e) => {
@@ -100,12 +101,17 @@ pub async fn mcp(
     // On SIGHUP the plugins are loaded again and the client is told the
     // tool list changed.
     let peer = running.peer().clone();
-    gadget_mcp::reload_on_sighup(server, reload, move || {
-        let peer = peer.clone();
-        Box::pin(async move {
-            let _ = peer.notify_tool_list_changed().await;
-        })
-    });
+    gadget_mcp::reload_on_sighup(
+        server,
+        reload,
+        move || {
+            let peer = peer.clone();
+            Box::pin(async move {
+                let _ = peer.notify_tool_list_changed().await;
+            })
+        },
+        hangups,
+    );
     // An upstream MCP server's changed tools are this session's too.
     let peer = running.peer().clone();
     let mut upstream_changes = gadget_mcp::upstream::changes();

@@ -17,6 +17,7 @@ use gadget_runtime::lockfile::Lockfile;
 use gadget_runtime::oci::{Fetch, OciError, OciOptions, OciRef, OciStore, Pulled};
 use gadget_runtime::policy::Policy;
 use gadget_runtime::registry::Registry;
+use gadget_runtime::sensitive::{HostState, HostStateKind};
 
 use super::{GlobalArgs, compile, human_bytes, safe};
 
@@ -50,11 +51,28 @@ pub(super) fn load_options(global: &GlobalArgs, policy: &Policy) -> Result<LoadO
     } else {
         None
     };
-    Ok(LoadOptions {
+    let mut options = LoadOptions {
         compiler: compile::in_child(policy.compile_memory_bytes()),
         lock,
         ..LoadOptions::from_policy(policy, cache)
-    })
+    };
+    // What the flags name of the host's own state: no grant may reach it.
+    // (The OCI store lives in the cache directory even without `--no-cache`'s cache.)
+    let state = &mut options.host_state;
+    if let Some(dir) = global
+        .cache_dir
+        .clone()
+        .or_else(ComponentCache::default_dir)
+    {
+        state.push(HostState::new(HostStateKind::Cache, dir));
+    }
+    if let Some(journal) = &global.audit {
+        state.push(HostState::new(HostStateKind::Journal, journal));
+    }
+    if global.locked {
+        state.push(HostState::new(HostStateKind::LockFile, &global.lock_file));
+    }
+    Ok(options)
 }
 
 /// The plugin directories: `--plugins`, else `$GADGET_PLUGINS` (separated
@@ -90,6 +108,8 @@ pub(super) async fn sources(global: &GlobalArgs) -> (Vec<PluginSource>, Vec<Load
             Ok(pulled) => sources.push(PluginSource::Oci {
                 reference: text,
                 local: pulled.local,
+                digest: pulled.digest,
+                component_sha256: pulled.component_sha256,
             }),
             Err(e) => errors.push(LoadError::pull(&text, e)),
         }

@@ -23,6 +23,13 @@ use gadget_runtime::policy::TelemetryPolicy;
 /// the background thread, and at exit the run waits at most this long.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The longest the exit waits for the last export, traces and metrics
+/// together (they are flushed side by side): a collector that is up
+/// answers in milliseconds, and this keeps the whole exit well under the
+/// 10 s the docs promise. One that does not answer by then loses what was
+/// still buffered.
+const EXIT_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The most of a collector's reply read (it is only checked for status):
 /// a hostile or broken collector cannot make the host hold more.
 const MAX_REPLY_BYTES: u64 = 64 << 10;
@@ -154,23 +161,44 @@ impl Telemetry {
     /// Exports what is still buffered and stops the background threads;
     /// an export that fails is a warning (the run itself went as it went).
     pub async fn shutdown(self) {
-        let done = tokio::task::spawn_blocking(move || {
+        let traces = self.tracer.map(|tracer| {
+            tokio::task::spawn_blocking(move || {
+                tracer
+                    .shutdown_with_timeout(EXIT_FLUSH_TIMEOUT)
+                    .map_err(|e| format!("traces: {e}"))
+            })
+        });
+        let metrics = self.meter.map(|meter| {
+            tokio::task::spawn_blocking(move || {
+                meter
+                    .shutdown_with_timeout(EXIT_FLUSH_TIMEOUT)
+                    .map_err(|e| format!("metrics: {e}"))
+            })
+        });
+        let both = async {
             let mut problems = Vec::new();
-            if let Some(tracer) = self.tracer
-                && let Err(e) = tracer.shutdown_with_timeout(EXPORT_TIMEOUT)
-            {
-                problems.push(format!("traces: {e}"));
-            }
-            if let Some(meter) = self.meter
-                && let Err(e) = meter.shutdown_with_timeout(EXPORT_TIMEOUT)
-            {
-                problems.push(format!("metrics: {e}"));
+            for task in [traces, metrics].into_iter().flatten() {
+                match task.await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(problem)) => problems.push(problem),
+                    Err(e) => problems.push(e.to_string()),
+                }
             }
             problems
-        })
-        .await;
-        for problem in done.unwrap_or_default() {
-            tracing::warn!("telemetry export at exit failed: {problem}");
+        };
+        // One bound for both: a collector that never answers holds the
+        // exit this long and no longer (the threads are left to the end
+        // of the process).
+        match tokio::time::timeout(EXIT_FLUSH_TIMEOUT, both).await {
+            Ok(problems) => {
+                for problem in problems {
+                    tracing::warn!("telemetry export at exit failed: {problem}");
+                }
+            }
+            Err(_) => tracing::warn!(
+                "telemetry export at exit: the collector did not answer within {} s; what was buffered is lost",
+                EXIT_FLUSH_TIMEOUT.as_secs()
+            ),
         }
     }
 }

@@ -30,6 +30,7 @@ async fn run_with(
         observer: None,
         grants: None,
         trace_parent: None,
+        request_denials: None,
     };
     gadget.invoke_request(request).await
 }
@@ -162,6 +163,7 @@ async fn external_cancellation_raises_the_abort_signal() {
         observer: None,
         grants: None,
         trace_parent: None,
+        request_denials: None,
     };
     let started = Instant::now();
     let call = gadget.invoke_request(request);

@@ -448,20 +448,25 @@ async fn specs_are_read_once_and_then_come_from_the_cache() {
     let (registry, errors) = load(options.clone()).await;
     assert!(errors.is_empty(), "{errors:?}");
     let description = registry.get("Echo").unwrap().spec.description.clone();
-    // Rewrite the remembered specs: if the next load shows the change, it
-    // did not run the component's `specs` again.
     let entry = std::fs::read_dir(cache_dir.path())
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| p.to_string_lossy().contains(".specs-"))
         .expect("a specs entry beside the compiled code");
-    let text = std::fs::read_to_string(&entry).unwrap();
-    std::fs::write(&entry, text.replace(&description, "Remembered.")).unwrap();
+    // Remembered: the next load reads the entry and writes nothing (a
+    // specs read again would be stored again, as a new file).
+    use std::os::unix::fs::MetadataExt as _;
+    let inode = std::fs::metadata(&entry).unwrap().ino();
+    let (registry, _) = load(options.clone()).await;
+    assert_eq!(registry.get("Echo").unwrap().spec.description, description);
+    assert_eq!(std::fs::metadata(&entry).unwrap().ino(), inode);
+    // Rewritten by anything but the host: not believed, read again from
+    // the component (and stored anew).
+    let text = String::from_utf8_lossy(&std::fs::read(&entry).unwrap()).into_owned();
+    assert!(text.contains(&description));
+    std::fs::write(&entry, text.replace(&description, "Forged.")).unwrap();
     let (registry, _) = load(options).await;
-    assert_eq!(
-        registry.get("Echo").unwrap().spec.description,
-        "Remembered."
-    );
+    assert_eq!(registry.get("Echo").unwrap().spec.description, description);
 }
 
 #[test]

@@ -128,7 +128,7 @@ impl TestServer {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
-    fn hits(&self) -> Vec<String> {
+    pub(crate) fn hits(&self) -> Vec<String> {
         self.hits.lock().unwrap().clone()
     }
 
@@ -384,6 +384,7 @@ async fn the_abort_signal_stops_a_request_in_flight() {
             observer: None,
             grants: Some(gadget.plugin.access.grants.clone()),
             trace_parent: None,
+            request_denials: None,
         })
         .await;
     let took = started.elapsed();

@@ -63,6 +63,7 @@ async fn stops_on_the_deadline_signal(registry: &Registry, timeout_ms: u64) {
         observer: None,
         grants: None,
         trace_parent: None,
+        request_denials: None,
     };
     let report = gadget.invoke_request(request).await;
     assert_eq!(

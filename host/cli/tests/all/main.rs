@@ -10,6 +10,7 @@ mod common;
 mod containment;
 mod executor;
 mod first_hour;
+mod gates;
 mod hostile;
 mod http_grants;
 mod languages;

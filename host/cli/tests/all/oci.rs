@@ -148,6 +148,7 @@ impl Home {
             .env_remove("GADGET_PLUGINS")
             .env_remove("GADGET_OCI_USERNAME")
             .env_remove("GADGET_OCI_PASSWORD")
+            .env_remove("GADGET_OCI_REGISTRY")
             .env("GADGET_CACHE_DIR", self.cache())
             .env("DOCKER_CONFIG", self.docker())
             .args(args);
@@ -389,11 +390,37 @@ fn registry_credentials_come_from_the_environment_or_the_docker_config() {
         "{}",
         said(&out)
     );
-    // The environment.
+    // The environment, without saying which registry it is for: refused,
+    // not sent to whichever registry is named.
     let out = push(&[
         ("GADGET_OCI_USERNAME", USER),
         ("GADGET_OCI_PASSWORD", PASSWORD),
     ]);
+    assert!(!out.status.success());
+    assert!(said(&out).contains("GADGET_OCI_REGISTRY"), "{}", said(&out));
+    // For another registry: not sent here (anonymous, refused).
+    let out = push(&[
+        ("GADGET_OCI_USERNAME", USER),
+        ("GADGET_OCI_PASSWORD", PASSWORD),
+        ("GADGET_OCI_REGISTRY", "registry.example:5000"),
+    ]);
+    assert!(!out.status.success(), "{}", said(&out));
+    // For this one.
+    let out = push(&[
+        ("GADGET_OCI_USERNAME", USER),
+        ("GADGET_OCI_PASSWORD", PASSWORD),
+        ("GADGET_OCI_REGISTRY", &registry.host()),
+    ]);
+    assert!(out.status.success(), "{}", said(&out));
+    // A pull with them, through the host's own manifest fetch.
+    let out = home.gadget_with(
+        &["pull", &reference],
+        &[
+            ("GADGET_OCI_USERNAME", USER),
+            ("GADGET_OCI_PASSWORD", PASSWORD),
+            ("GADGET_OCI_REGISTRY", &registry.host()),
+        ],
+    );
     assert!(out.status.success(), "{}", said(&out));
     // The Docker config (`docker login` writes `auths`).
     let auth = base64_encode(format!("{USER}:{PASSWORD}").as_bytes());

@@ -502,3 +502,45 @@ fn an_unsupported_otlp_protocol_is_refused_with_what_to_set() {
         "{said}"
     );
 }
+
+/// A collector that accepts connections and never answers: the command
+/// still exits within the 10 s the docs promise (it waited ~15 s before).
+#[test]
+fn a_collector_that_never_answers_holds_the_exit_less_than_ten_seconds() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    // Accepts and holds every connection, reading nothing, for the test's
+    // length (bounded: the thread ends with the process).
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().take(64) {
+            held.push(stream);
+        }
+    });
+    let started = std::time::Instant::now();
+    let out = Command::new(common::gadget_bin())
+        .arg("--plugins")
+        .arg(common::shipped_plugins())
+        .env_remove("GADGET_CONFIG")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env_remove("OTEL_SDK_DISABLED")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .args([
+            "call",
+            "Calculator",
+            "--params",
+            r#"{"operation":"add","a":1,"b":2}"#,
+        ])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "the exit waited {took:?} for a collector that never answers"
+    );
+}

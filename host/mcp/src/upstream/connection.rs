@@ -30,7 +30,8 @@ use gadget_core::tool::Tool;
 use super::tool::UpstreamTool;
 use super::{
     LOG_WINDOW, MAX_LOG_BYTES, MAX_LOGS_PER_CALL, MAX_LOGS_PER_WINDOW, MAX_PROGRESS_PER_CALL,
-    MAX_RESTART_BACKOFF, MAX_TOOLS, MIN_RESTART_BACKOFF, START_TIMEOUT, Transport, UpstreamSpec,
+    MAX_RESTART_BACKOFF, MAX_TOOLS, MIN_RESTART_BACKOFF, REQUEST_TIMEOUT, START_TIMEOUT, Transport,
+    UpstreamSpec,
 };
 
 /// What the connection's handler shares with the calls.
@@ -279,6 +280,8 @@ fn http_client() -> Result<reqwest::Client, String> {
 #[derive(Default)]
 struct State {
     running: Option<RunningService<RoleClient, Handler>>,
+    /// A stdio server's process group: ended whole with the session.
+    group: Option<ProcessGroup>,
     /// Failures in a row (reset by a successful start).
     failures: u32,
     retry_at: Option<Instant>,
@@ -374,10 +377,12 @@ impl Upstream {
                     .as_millis()
             ));
         }
+        state.group = None;
         match tokio::time::timeout(START_TIMEOUT, self.start()).await {
-            Ok(Ok(running)) => {
+            Ok(Ok((running, group))) => {
                 let peer = running.peer().clone();
                 state.running = Some(running);
+                state.group = group;
                 state.failures = 0;
                 state.retry_at = None;
                 state.last_error = None;
@@ -409,7 +414,9 @@ impl Upstream {
         format!("MCP server '{}' did not start: {why}", self.spec.name)
     }
 
-    async fn start(&self) -> Result<RunningService<RoleClient, Handler>, String> {
+    async fn start(
+        &self,
+    ) -> Result<(RunningService<RoleClient, Handler>, Option<ProcessGroup>), String> {
         let handler = Handler {
             shared: self.shared.clone(),
         };
@@ -427,6 +434,10 @@ impl Upstream {
                     .env_clear()
                     .envs(env.iter().cloned())
                     .kill_on_drop(true);
+                // In a process group of its own, so that what it starts
+                // (npx starts node) is ended with it, not left behind.
+                #[cfg(unix)]
+                command.process_group(0);
                 if let Some(dir) = dir {
                     command.current_dir(dir);
                 }
@@ -435,10 +446,12 @@ impl Upstream {
                     .stderr(std::process::Stdio::null())
                     .spawn()
                     .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
-                handler
+                let group = transport.id().map(ProcessGroup::new);
+                let running = handler
                     .serve(transport)
                     .await
-                    .map_err(|e| format!("it did not complete the MCP handshake: {e}"))
+                    .map_err(|e| format!("it did not complete the MCP handshake: {e}"))?;
+                Ok((running, group))
             }
             Transport::Http { url, bearer } => {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
@@ -447,19 +460,28 @@ impl Upstream {
                     config = config.auth_header(token.clone());
                 }
                 let transport = StreamableHttpClientTransport::with_client(http_client()?, config);
-                handler
+                let running = handler
                     .serve(transport)
                     .await
-                    .map_err(|e| format!("{url} did not complete the MCP handshake: {e}"))
+                    .map_err(|e| format!("{url} did not complete the MCP handshake: {e}"))?;
+                Ok((running, None))
             }
         }
     }
 
     async fn list_tools(self: &Arc<Self>, peer: &Peer<RoleClient>) -> Result<(), String> {
-        let listed = peer
-            .list_all_tools()
-            .await
-            .map_err(|e| format!("tools/list failed: {e}"))?;
+        // Bounded like every request to it: a server that never answers
+        // its listing must not hang `gadget list` (or anything else).
+        let bound = self.spec.timeout.min(REQUEST_TIMEOUT);
+        let listed = match tokio::time::timeout(bound, peer.list_all_tools()).await {
+            Ok(listed) => listed.map_err(|e| format!("tools/list failed: {e}"))?,
+            Err(_) => {
+                return Err(format!(
+                    "tools/list got no answer within {} ms",
+                    bound.as_millis()
+                ));
+            }
+        };
         let total = listed.len();
         let mut tools: Vec<Arc<UpstreamTool>> = Vec::new();
         for tool in listed.into_iter().take(MAX_TOOLS) {
@@ -537,17 +559,69 @@ impl Upstream {
     /// The session is known to be broken (a call saw its transport end):
     /// the next use starts the server again.
     pub(super) async fn broken(&self) {
-        let mut state = self.state.lock().await;
-        if let Some(running) = state.running.take() {
-            let _ = running.cancel().await;
-        }
+        self.stop().await;
     }
 
-    /// Ends the session (a stdio server's process is killed with it).
+    /// Ends the session (a stdio server's process group is ended with it).
     pub async fn stop(&self) {
         let mut state = self.state.lock().await;
         if let Some(running) = state.running.take() {
-            let _ = running.cancel().await;
+            // Bounded: a session that does not close is dropped anyway.
+            let _ = tokio::time::timeout(REQUEST_TIMEOUT, running.cancel()).await;
         }
+        state.group = None;
+    }
+}
+
+/// A stdio server's process group (its leader's pid): while it lives, it
+/// is listed for [`end_every_server`]; dropped, the whole group is killed.
+pub(super) struct ProcessGroup(u32);
+
+/// The process groups of the stdio servers running now.
+fn live_groups() -> &'static Mutex<Vec<u32>> {
+    static GROUPS: std::sync::OnceLock<Mutex<Vec<u32>>> = std::sync::OnceLock::new();
+    GROUPS.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+impl ProcessGroup {
+    fn new(pid: u32) -> ProcessGroup {
+        live_groups()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(pid);
+        ProcessGroup(pid)
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        live_groups()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|&pid| pid != self.0);
+        kill_group(self.0);
+    }
+}
+
+fn kill_group(pid: u32) {
+    #[cfg(unix)]
+    if let Ok(pid) = i32::try_from(pid)
+        && pid > 1
+    {
+        // SAFETY: killpg has no memory preconditions; a group that is gone
+        // already is an error it returns, not a fault.
+        unsafe {
+            libc::killpg(pid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Kills every stdio server's process group this process started (and
+/// what they started): for a front end that ends on a signal, where no
+/// destructor runs.
+pub fn end_every_server() {
+    let groups = std::mem::take(&mut *live_groups().lock().unwrap_or_else(|p| p.into_inner()));
+    for pid in groups {
+        kill_group(pid);
     }
 }

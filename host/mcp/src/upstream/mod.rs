@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use gadget_core::tool::{Tool, Tools};
 
-pub use connection::Upstream;
+pub use connection::{Upstream, end_every_server};
 pub use sampling::Sampling;
 pub use tool::UpstreamTool;
 
@@ -40,6 +40,10 @@ pub const MAX_RESULT_BYTES: usize = 1 << 20;
 /// How long a server may take to start and list its tools: one that takes
 /// longer is treated as failed (and retried with backoff).
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long any other request to a server may wait for its answer (a
+/// listing, a session's end): a server that never answers is a failure,
+/// not a hang. A call's own bound is its deadline.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// A call's deadline when the policy sets none.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// The first wait before a failed or dead server is started again; it

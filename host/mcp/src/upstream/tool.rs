@@ -333,6 +333,18 @@ impl Tool for UpstreamTool {
         self.declared
     }
 
+    /// Not the sandbox's: a process (or a service) the policy does not
+    /// bound beyond its calls, and a person deciding is told so.
+    fn access(&self) -> gadget_core::access::Access {
+        gadget_core::access::Access {
+            outside: Some(format!(
+                "a tool of the MCP server '{}' ({})",
+                self.server_name, self.origin.source
+            )),
+            ..Default::default()
+        }
+    }
+
     /// Its server, for the journal, the spans and listings: no component,
     /// so no digest and no signature.
     fn origin(&self) -> Option<Arc<Origin>> {

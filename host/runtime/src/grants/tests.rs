@@ -119,7 +119,7 @@ config = { API_KEY = { env = "TEST_KEY" }, UNITS = { value = "metric" }, OTHER =
 "#,
     );
     let env = |var: &str| (var == "TEST_KEY").then(|| "s3cret-value".to_string());
-    let (grants, notes) = resolve("p", &requested, Some(&granted), None, &env);
+    let (grants, notes) = resolve("p", &requested, Some(&granted), &Default::default(), &env);
     let origins: Vec<&str> = grants
         .http
         .origins
@@ -184,7 +184,13 @@ fn directories_take_the_narrower_mode() {
         ],
         ..PluginPolicy::default()
     };
-    let (grants, notes) = resolve("p", &requested, Some(&granted), None, &no_env);
+    let (grants, notes) = resolve(
+        "p",
+        &requested,
+        Some(&granted),
+        &Default::default(),
+        &no_env,
+    );
     assert_eq!(grants.files.len(), 1);
     assert_eq!(grants.files[0].guest, "/data");
     assert_eq!(grants.files[0].mode, FileMode::ReadOnly);
@@ -212,7 +218,7 @@ fn nothing_is_granted_without_a_policy() {
         config: vec!["KEY".into()],
         files: vec![FileRequest::Path("*".into())],
     };
-    let (grants, notes) = resolve("p", &requested, None, None, &no_env);
+    let (grants, notes) = resolve("p", &requested, None, &Default::default(), &no_env);
     assert!(grants.is_empty());
     assert_eq!(notes.len(), 3, "{notes:?}");
 }

@@ -21,6 +21,7 @@ pub use crate::manifest::{Manifest, Permissions};
 use crate::policy::{GadgetRules, PluginPolicy};
 use crate::provenance::Verification;
 pub use crate::registry::Registry;
+use crate::sensitive::{HostState, HostStateKind};
 
 use crate::policy::Policy;
 use crate::{GadgetSpec, PluginPre, Runtime, RuntimeError, cache, manifest};
@@ -31,7 +32,7 @@ mod tests;
 
 pub use crate::plugin::{
     Artifact, Identity, LoadError, LoadFailure, LoadReport, LoadedGadget, Plugin, PluginAccess,
-    PluginSource, RefusedGadget,
+    PluginSource, RefusedGadget, Standing,
 };
 pub use crate::plugin_files::read_plugin_file;
 
@@ -102,11 +103,16 @@ pub struct LoadOptions {
     pub trust: Option<Arc<crate::provenance::Trust>>,
     /// `--locked`: every plugin must be what this lock pins.
     pub lock: Option<Arc<crate::lockfile::Lockfile>>,
+    /// The host's own state (cache, journal, lock file, keys): no file
+    /// grant may reach it. [`LoadOptions::from_policy`] fills in what the
+    /// policy names; the front end adds what its flags name.
+    pub host_state: Vec<HostState>,
 }
 
 impl LoadOptions {
     /// What the operator's policy says about loading.
     pub fn from_policy(policy: &Policy, cache: Option<ComponentCache>) -> LoadOptions {
+        let cache_dir = cache.as_ref().map(|c| c.dir().to_path_buf());
         LoadOptions {
             cache,
             ceilings: policy.ceilings(),
@@ -123,7 +129,38 @@ impl LoadOptions {
                 crate::provenance::Trust::from_policy(policy, base).map(Arc::new)
             },
             lock: None,
+            host_state: LoadOptions::policy_state(policy, cache_dir),
         }
+    }
+
+    /// The host state the policy names: its signers' key files and its
+    /// journal, and the cache directory in use.
+    fn policy_state(policy: &Policy, cache_dir: Option<PathBuf>) -> Vec<HostState> {
+        let base = policy
+            .file
+            .as_deref()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("."));
+        let mut state: Vec<HostState> = cache_dir
+            .into_iter()
+            .map(|dir| HostState::new(HostStateKind::Cache, dir))
+            .collect();
+        state.extend(
+            policy
+                .trust
+                .signers
+                .values()
+                .filter(|s| !s.key.trim().starts_with("-----BEGIN"))
+                .map(|s| HostState::new(HostStateKind::TrustKey, base.join(s.key.trim()))),
+        );
+        state.extend(
+            policy
+                .audit
+                .file
+                .iter()
+                .map(|f| HostState::new(HostStateKind::Journal, f)),
+        );
+        state
     }
 }
 
@@ -252,7 +289,9 @@ pub async fn load_sources(
             .filter(|e| {
                 !matches!(
                     e.reason,
-                    LoadFailure::GadgetRefused(_) | LoadFailure::NameContested { .. }
+                    LoadFailure::GadgetRefused(_)
+                        | LoadFailure::NameContested { .. }
+                        | LoadFailure::NameHeld { .. }
                 )
             })
             .count(),
@@ -273,9 +312,13 @@ pub async fn load_plugin(
     let shown = PathBuf::from(source.origin());
     let fail = |reason: LoadFailure| LoadError::new(&shown, reason);
     let local = source.local();
-    let manifest = match &local {
-        PluginSource::Dir(dir) => Manifest::from_dir(dir).map_err(|e| fail(e.into()))?,
-        _ => bare_manifest(local.path()).map_err(fail)?,
+    let (manifest, manifest_sha256) = match &local {
+        PluginSource::Dir(dir) => {
+            let (manifest, digest) =
+                Manifest::from_dir_with_digest(dir).map_err(|e| fail(e.into()))?;
+            (manifest, Some(digest))
+        }
+        _ => (bare_manifest(local.path()).map_err(fail)?, None),
     };
     let (root, component_path) = match &local {
         PluginSource::Dir(dir) => (dir.clone(), dir.join(&manifest.component)),
@@ -293,6 +336,21 @@ pub async fn load_plugin(
         })?;
     let size = bytes.len() as u64;
     let sha256 = cache::sha256_hex(&bytes);
+    if let PluginSource::Oci {
+        reference,
+        digest,
+        component_sha256,
+        ..
+    } = &source
+        && !component_sha256.eq_ignore_ascii_case(&sha256)
+    {
+        return Err(fail(LoadFailure::NotWhatWasPulled {
+            reference: reference.clone(),
+            digest: digest.clone(),
+            expected: component_sha256.clone(),
+            actual: sha256,
+        }));
+    }
     if let Some(pinned) = &manifest.sha256
         && !pinned.eq_ignore_ascii_case(&sha256)
     {
@@ -324,8 +382,14 @@ pub async fn load_plugin(
             Some(Verification::Signed { by }) => &by[..],
             _ => &[],
         };
-        lock.check(&manifest.name, &sha256, signed_by)
-            .map_err(|reason| fail(LoadFailure::Locked(reason)))?;
+        lock.check(&crate::lockfile::LockSubject {
+            name: &manifest.name,
+            sha256: &sha256,
+            manifest_sha256: manifest_sha256.as_deref(),
+            oci_digest: source.oci_digest(),
+            signed_by,
+        })
+        .map_err(|reason| fail(LoadFailure::Locked(reason)))?;
     }
 
     let (component, cache_outcome) =
@@ -353,15 +417,46 @@ pub async fn load_plugin(
             }),
         }
     });
-    let ungranted = unbound.as_ref().and(settings).map(|s| s.ungranted());
+    // Grants are for a source as much as for a name: a registry plugin's
+    // only when the entry names its source or a signer, and an entry that
+    // names a source only for a plugin from it.
+    let elsewhere = settings.and_then(|s| {
+        let from_named_source = match &source {
+            PluginSource::Oci { reference, .. } => {
+                s.names_source(reference) || (s.source.is_none() && s.signer.is_some())
+            }
+            _ => s.source.is_none(),
+        };
+        (!from_named_source && s.grants_anything()).then(|| {
+            crate::resolve::GrantNote::SourceUnbound {
+                plugin: manifest.name.clone(),
+                source: source.origin(),
+                wanted: s.source.clone(),
+            }
+        })
+    });
+    let ungranted = unbound
+        .as_ref()
+        .or(elsewhere.as_ref())
+        .and(settings)
+        .map(|s| s.ungranted());
     let (grants, mut grant_notes) = crate::resolve::resolve(
         &manifest.name,
         &manifest.permissions,
         ungranted.as_ref().or(settings),
-        options.policy_file.as_deref(),
+        &crate::resolve::Protected {
+            policy_file: options.policy_file.as_deref(),
+            host_state: &options.host_state,
+        },
         &|var| std::env::var(var).ok(),
     );
+    let standing = match (&provenance, &ungranted, settings) {
+        (Some(Verification::Signed { by }), _, _) if !by.is_empty() => Standing::Signed,
+        (_, None, Some(_)) => Standing::Named,
+        _ => Standing::Unvouched,
+    };
     grant_notes.extend(unbound);
+    grant_notes.extend(elsewhere);
     let grants = Arc::new(CallGrants::new(&manifest.name, grants));
     let specs = read_specs_cached(runtime, &pre, &limits, &sha256, options)
         .await
@@ -490,6 +585,7 @@ pub async fn load_plugin(
             source,
             component_path,
             sha256,
+            manifest_sha256,
             provenance,
             component_bytes: size,
             cache: cache_outcome,
@@ -507,6 +603,7 @@ pub async fn load_plugin(
             denied,
             refused,
         },
+        standing,
         pre,
         runtime: runtime.clone(),
     };

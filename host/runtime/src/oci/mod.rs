@@ -28,6 +28,7 @@ use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
+mod fetch;
 mod push;
 mod store;
 
@@ -60,6 +61,9 @@ pub const REGISTRY_READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// Variables that give registry credentials, before the Docker config.
 pub const USERNAME_VAR: &str = "GADGET_OCI_USERNAME";
 pub const PASSWORD_VAR: &str = "GADGET_OCI_PASSWORD";
+/// The registry (`HOST[:PORT]`) the variables' credentials are for: they
+/// are sent to it and to no other.
+pub const REGISTRY_VAR: &str = "GADGET_OCI_REGISTRY";
 
 /// Why a pull or a push did not happen. The messages do not repeat the
 /// reference (each variant carries it): the caller names it once.
@@ -321,9 +325,14 @@ pub struct OciOptions {
 }
 
 impl OciOptions {
+    /// Whether `reference`'s registry is spoken to in plain HTTP.
+    fn plain_http(&self, reference: &OciRef) -> bool {
+        reference.is_loopback() || self.insecure.iter().any(|r| r == reference.registry())
+    }
+
     fn client(&self, reference: &OciRef) -> Client {
         let registry = reference.registry().to_string();
-        let plain = reference.is_loopback() || self.insecure.contains(&registry);
+        let plain = self.plain_http(reference);
         Client::new(ClientConfig {
             protocol: if plain {
                 ClientProtocol::HttpsExcept(vec![registry])
@@ -340,18 +349,35 @@ impl OciOptions {
 }
 
 /// Credentials for `reference`'s registry: `GADGET_OCI_USERNAME` and
-/// `GADGET_OCI_PASSWORD`, else the Docker config (`$DOCKER_CONFIG` or
-/// `~/.docker/config.json`, credential helpers included), else anonymous.
+/// `GADGET_OCI_PASSWORD` when `GADGET_OCI_REGISTRY` names this registry,
+/// else the Docker config (`$DOCKER_CONFIG` or `~/.docker/config.json`,
+/// credential helpers included, each entry for its own registry), else
+/// anonymous. Credentials are for one registry: the variables without the
+/// registry they are for are an error, not a password sent everywhere.
 fn credentials(reference: &OciRef) -> Result<RegistryAuth, OciError> {
     let username = std::env::var(USERNAME_VAR).ok().filter(|v| !v.is_empty());
     let password = std::env::var(PASSWORD_VAR).ok();
-    match (username, password) {
-        (Some(user), Some(password)) => return Ok(RegistryAuth::Basic(user, password)),
-        (Some(_), None) => {
-            return Err(OciError::Credentials {
-                reference: reference.to_string(),
-                reason: format!("{USERNAME_VAR} is set but {PASSWORD_VAR} is not"),
-            });
+    let scoped = std::env::var(REGISTRY_VAR).ok().filter(|v| !v.is_empty());
+    let error = |reason: String| OciError::Credentials {
+        reference: reference.to_string(),
+        reason,
+    };
+    match (username, password, scoped) {
+        (Some(_), None, _) => {
+            return Err(error(format!(
+                "{USERNAME_VAR} is set but {PASSWORD_VAR} is not"
+            )));
+        }
+        (Some(_), Some(_), None) => {
+            return Err(error(format!(
+                "{USERNAME_VAR} and {PASSWORD_VAR} are set, but {REGISTRY_VAR} does not say which registry they are for; set {REGISTRY_VAR}={} to send them there (and nowhere else)",
+                reference.registry()
+            )));
+        }
+        (Some(user), Some(password), Some(registry))
+            if registry.trim().trim_start_matches(SCHEME) == reference.registry() =>
+        {
+            return Ok(RegistryAuth::Basic(user, password));
         }
         _ => {}
     }
@@ -373,27 +399,6 @@ fn credentials(reference: &OciRef) -> Result<RegistryAuth, OciError> {
             Ok(RegistryAuth::Anonymous)
         }
     }
-}
-
-/// The registry could not be reached at all (as opposed to refusing).
-fn is_unreachable(error: &oci_client::errors::OciDistributionError) -> bool {
-    // The request error is a transparent variant: its own `source()`
-    // skips it, so it is matched before the chain is walked.
-    if let oci_client::errors::OciDistributionError::RequestError(e) = error
-        && (e.is_connect() || e.is_timeout())
-    {
-        return true;
-    }
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(e) = source {
-        if let Some(e) = e.downcast_ref::<reqwest::Error>()
-            && (e.is_connect() || e.is_timeout())
-        {
-            return true;
-        }
-        source = e.source();
-    }
-    false
 }
 
 /// The registry answered with a refusal, a failure or content that does
@@ -422,7 +427,8 @@ fn registry_error(
         || message.contains("UNAUTHORIZED");
     if wants_credentials {
         message.push_str(&format!(
-            "; it wants credentials: set {USERNAME_VAR} and {PASSWORD_VAR}, or log in with `docker login {}`",
+            "; it wants credentials: set {USERNAME_VAR} and {PASSWORD_VAR} (with {REGISTRY_VAR}={}), or log in with `docker login {}`",
+            reference.registry(),
             reference.registry()
         ));
     }

@@ -11,9 +11,8 @@ use oci_client::manifest::{OciDescriptor, OciImageManifest};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    CONFIG_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE, LAYER_MEDIA_TYPE, MAX_IMAGE_MANIFEST_BYTES,
-    OciError, OciOptions, OciRef, PLUGIN_MANIFEST_ANNOTATION, credentials, error_chain,
-    is_sha256_digest, is_unreachable, registry_error,
+    CONFIG_MEDIA_TYPE, LAYER_MEDIA_TYPE, MAX_IMAGE_MANIFEST_BYTES, OciError, OciOptions, OciRef,
+    PLUGIN_MANIFEST_ANNOTATION, credentials, is_sha256_digest, registry_error,
 };
 use crate::cache::sha256_hex;
 use crate::loader::MAX_COMPONENT_BYTES;
@@ -61,6 +60,9 @@ struct Entry {
 }
 
 const ENTRY_FILE: &str = "entry.json";
+/// The image manifest as the registry sent it, kept in the entry so that
+/// every use checks the entry against the digest it is filed under.
+const IMAGE_MANIFEST_FILE: &str = "manifest.json";
 
 /// What a layer's declared size reserves up front, in bytes (the rest as
 /// bytes arrive): a hostile manifest declaring 256 MiB costs nothing until
@@ -113,20 +115,56 @@ impl OciStore {
         self.entry(reference, &digest, Fetch::Cached)
     }
 
+    /// The entry filed under `digest`, checked against it: the image
+    /// manifest kept in it must hash to `digest`, the `plugin.toml` must be
+    /// the one it carries, and the component's digest is the one its layer
+    /// names (the loader refuses a component file that is not). Nothing the
+    /// entry says of itself is taken on its word: a file written into the
+    /// store by anything else is a miss, and is pulled again.
     fn entry(&self, reference: &OciRef, digest: &str, fetch: Fetch) -> Option<Pulled> {
         let dir = self.entry_dir(digest);
-        let text = std::fs::read(dir.join(ENTRY_FILE)).ok()?;
+        let text = read_bounded(&dir.join(ENTRY_FILE), MAX_IMAGE_MANIFEST_BYTES as u64)?;
         let entry: Entry = serde_json::from_slice(&text).ok()?;
         if entry.digest != digest || !is_plain_file_name(&entry.local) {
             return None;
         }
+        let manifest_bytes = read_bounded(
+            &dir.join(IMAGE_MANIFEST_FILE),
+            MAX_IMAGE_MANIFEST_BYTES as u64,
+        )?;
+        if format!("sha256:{}", sha256_hex(&manifest_bytes)) != digest {
+            tracing::warn!(entry = %dir.display(), "a cached OCI entry does not match its digest: pulling it again");
+            return None;
+        }
+        let manifest: OciImageManifest = serde_json::from_slice(&manifest_bytes).ok()?;
+        let layer = match &manifest.layers[..] {
+            [layer] if layer.media_type == LAYER_MEDIA_TYPE => layer,
+            _ => return None,
+        };
+        let component_sha256 = layer.digest.strip_prefix("sha256:")?.to_string();
+        let carried = manifest
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(PLUGIN_MANIFEST_ANNOTATION));
+        let local = dir.join(&entry.local);
+        match carried {
+            Some(text) => {
+                let kept = read_bounded(&local.join(MANIFEST_FILE), MAX_MANIFEST_BYTES)?;
+                if kept != text.as_bytes() {
+                    tracing::warn!(entry = %dir.display(), "a cached OCI entry's plugin.toml is not the one its manifest carries: pulling it again");
+                    return None;
+                }
+            }
+            None if local.is_dir() => return None,
+            None => {}
+        }
         Some(Pulled {
             reference: reference.to_string(),
             digest: entry.digest,
-            local: dir.join(&entry.local),
-            component_sha256: entry.component_sha256,
+            local,
+            component_sha256,
             component_bytes: entry.component_bytes,
-            with_manifest: entry.with_manifest,
+            with_manifest: carried.is_some(),
             fetch,
         })
     }
@@ -143,43 +181,23 @@ impl OciStore {
         }
         let client = options.client(reference);
         let auth = credentials(reference)?;
-        let raw = client
-            .pull_manifest_raw(
-                &reference.reference,
-                &auth,
-                &[
-                    IMAGE_MANIFEST_MEDIA_TYPE,
-                    "application/vnd.docker.distribution.manifest.v2+json",
-                ],
-            )
-            .await;
-        let (bytes, _) = match raw {
-            Ok(raw) => raw,
-            Err(e) => {
-                let message = error_chain(&e);
-                if is_unreachable(&e) {
-                    return match self.cached(reference) {
-                        Some(pulled) => Ok(Pulled {
-                            fetch: Fetch::CachedOffline { reason: message },
-                            ..pulled
-                        }),
-                        None => Err(OciError::Unreachable {
-                            reference: reference.to_string(),
-                            message,
-                        }),
-                    };
-                }
-                return Err(registry_error(reference, &e));
+        let fetched = match super::fetch::manifest(reference, options, &auth).await {
+            Ok(fetched) => fetched,
+            Err(super::fetch::FetchFailure::Unreachable(message)) => {
+                return match self.cached(reference) {
+                    Some(pulled) => Ok(Pulled {
+                        fetch: Fetch::CachedOffline { reason: message },
+                        ..pulled
+                    }),
+                    None => Err(OciError::Unreachable {
+                        reference: reference.to_string(),
+                        message,
+                    }),
+                };
             }
+            Err(super::fetch::FetchFailure::Refused(e)) => return Err(e),
         };
-        if bytes.len() > MAX_IMAGE_MANIFEST_BYTES {
-            return Err(OciError::TooLarge {
-                reference: reference.to_string(),
-                what: "image manifest",
-                bytes: bytes.len() as u64,
-                limit: MAX_IMAGE_MANIFEST_BYTES as u64,
-            });
-        }
+        let bytes = fetched.bytes;
         // The digest is computed here, not taken from a header.
         let digest = format!("sha256:{}", sha256_hex(&bytes));
         if let Some(expected) = reference.digest()
@@ -194,6 +212,16 @@ impl OciStore {
         let pulled = match self.entry(reference, &digest, Fetch::Cached) {
             Some(pulled) => pulled,
             None => {
+                // The blob pull authenticates with what the manifest's fetch
+                // found may be sent (never the credentials to another host).
+                client
+                    .auth(
+                        &reference.reference,
+                        &fetched.auth,
+                        oci_client::RegistryOperation::Pull,
+                    )
+                    .await
+                    .map_err(|e| registry_error(reference, &e))?;
                 self.download(reference, &client, &digest, &bytes).await?;
                 self.entry(reference, &digest, Fetch::Downloaded)
                     .ok_or_else(|| OciError::Io {
@@ -289,8 +317,13 @@ impl OciStore {
             source: std::io::Error::other(e),
         })?;
         std::fs::write(staging.join(ENTRY_FILE), json).map_err(io(&staging))?;
+        std::fs::write(staging.join(IMAGE_MANIFEST_FILE), manifest_bytes).map_err(io(&staging))?;
         // Content-addressed: if another process got there first, its entry
-        // holds the same bytes.
+        // holds the same bytes. An entry there that fails its check (made
+        // by an older build, or written by something else) is replaced.
+        if self.entry(reference, digest, Fetch::Cached).is_none() {
+            let _ = std::fs::remove_dir_all(&final_dir);
+        }
         if std::fs::rename(&staging, &final_dir).is_err() {
             let _ = std::fs::remove_dir_all(&staging);
             if !final_dir.join(ENTRY_FILE).is_file() {
@@ -353,6 +386,18 @@ fn checked_plugin_manifest(reference: &OciRef, text: &str) -> Result<Manifest, O
     Ok(manifest)
 }
 
+/// A regular file's bytes, if it is one and no larger than `limit`.
+fn read_bounded(path: &Path, limit: u64) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes).ok()?;
+    (bytes.len() as u64 <= limit).then_some(bytes)
+}
+
 fn is_plain_file_name(name: &str) -> bool {
     let mut components = Path::new(name).components();
     matches!(
@@ -407,6 +452,72 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), OciError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An entry as `download` writes it, for `component` and `toml`.
+    fn entry_on_disk(store: &OciStore, component: &[u8], toml: &str) -> String {
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": super::super::IMAGE_MANIFEST_MEDIA_TYPE,
+            "config": {"mediaType": CONFIG_MEDIA_TYPE, "digest": format!("sha256:{}", sha256_hex(b"{}")), "size": 2},
+            "layers": [{"mediaType": LAYER_MEDIA_TYPE, "digest": format!("sha256:{}", sha256_hex(component)), "size": component.len()}],
+            "annotations": {PLUGIN_MANIFEST_ANNOTATION: toml},
+        });
+        let bytes = serde_json::to_vec(&manifest).unwrap();
+        let digest = format!("sha256:{}", sha256_hex(&bytes));
+        let dir = store.entry_dir(&digest);
+        std::fs::create_dir_all(dir.join("plugin")).unwrap();
+        std::fs::write(dir.join("plugin").join(MANIFEST_FILE), toml).unwrap();
+        std::fs::write(dir.join("plugin/web.wasm"), component).unwrap();
+        std::fs::write(dir.join(IMAGE_MANIFEST_FILE), &bytes).unwrap();
+        let entry = Entry {
+            digest: digest.clone(),
+            local: "plugin".into(),
+            // What the entry says of itself is not what is believed.
+            component_sha256: "0".repeat(64),
+            component_bytes: component.len() as u64,
+            with_manifest: true,
+        };
+        std::fs::write(dir.join(ENTRY_FILE), serde_json::to_vec(&entry).unwrap()).unwrap();
+        digest
+    }
+
+    #[test]
+    fn a_cached_entry_is_checked_against_its_digest_each_time_it_is_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = OciStore::open(dir.path()).unwrap();
+        let component = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
+        let toml =
+            "name = \"web\"\nversion = \"0.1.0\"\ndescription = \"d\"\ncomponent = \"web.wasm\"\n";
+        let digest = entry_on_disk(&store, &component, toml);
+        let r = OciRef::parse(&format!("oci://127.0.0.1:5000/web@{digest}")).unwrap();
+        let pulled = store
+            .entry(&r, &digest, Fetch::Cached)
+            .expect("an intact entry");
+        // The component's digest is the one the image manifest names.
+        assert_eq!(pulled.component_sha256, sha256_hex(&component));
+        // A plugin.toml that asks for more than the one the digest pins.
+        let plugin_toml = store.entry_dir(&digest).join("plugin").join(MANIFEST_FILE);
+        std::fs::write(
+            &plugin_toml,
+            format!("{toml}[permissions]\nfiles = [\"/data:rw\"]\n"),
+        )
+        .unwrap();
+        assert!(store.entry(&r, &digest, Fetch::Cached).is_none());
+        std::fs::write(&plugin_toml, toml).unwrap();
+        assert!(store.entry(&r, &digest, Fetch::Cached).is_some());
+        // A manifest rewritten to name another component.
+        let kept = store.entry_dir(&digest).join(IMAGE_MANIFEST_FILE);
+        let text = std::fs::read_to_string(&kept).unwrap();
+        std::fs::write(
+            &kept,
+            text.replace(&sha256_hex(&component), &"f".repeat(64)),
+        )
+        .unwrap();
+        assert!(store.entry(&r, &digest, Fetch::Cached).is_none());
+        // No manifest at all (an entry of an older build, or planted).
+        std::fs::remove_file(&kept).unwrap();
+        assert!(store.entry(&r, &digest, Fetch::Cached).is_none());
+    }
 
     #[test]
     fn a_pulled_manifest_must_name_a_plain_file_beside_it() {

@@ -19,6 +19,10 @@ pub struct AuditPolicy {
     /// Record parameter values (secrets redacted), not only their shape.
     #[serde(default)]
     pub record_params: bool,
+    /// The environment variable holding the journal's key: each line then
+    /// carries an HMAC-SHA256 with it, so only a holder of the key can
+    /// write (or rewrite) a line that `gadget audit verify` accepts.
+    pub key_env: Option<String>,
 }
 
 /// `[telemetry]`: OTLP export (HTTP/protobuf). The standard `OTEL_*`

@@ -667,6 +667,11 @@ impl Policy {
 
 /// Checks one plugin's grants as written.
 fn check_grants(plugin: &str, grants: &PluginPolicy) -> Result<(), String> {
+    if let Some(source) = &grants.source {
+        crate::oci::OciRef::parse(source).map_err(|e| {
+            format!("plugins.{plugin}.source: '{source}' is not an oci:// reference: {e}")
+        })?;
+    }
     for origin in &grants.http {
         OriginRule::parse(origin).map_err(|e| format!("plugins.{plugin}.http: {e}"))?;
     }

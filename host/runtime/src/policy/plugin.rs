@@ -43,9 +43,40 @@ pub struct PluginPolicy {
     /// this `[trust.signers]` entry (a new digest from the same signer
     /// keeps them; anything else loads with none).
     pub signer: Option<String>,
+    /// The registry its grants are for (`oci://REGISTRY/REPOSITORY`, with
+    /// a tag or digest to name just that): a plugin pulled from a
+    /// registry gets this entry's grants only when it names its source (or
+    /// a `signer`), and a plugin from anywhere else never does. A name
+    /// claimed inside an artifact never earns another source's grants.
+    pub source: Option<String>,
 }
 
 impl PluginPolicy {
+    /// Whether it grants anything at all.
+    pub fn grants_anything(&self) -> bool {
+        !self.http.is_empty()
+            || !self.files.is_empty()
+            || !self.config.is_empty()
+            || self.llm.is_some()
+    }
+
+    /// Whether `reference` (an `oci://` reference as given) is the source
+    /// this entry names: the same, or the same repository when the entry
+    /// names no tag or digest.
+    pub fn names_source(&self, reference: &str) -> bool {
+        let Some(wanted) = &self.source else {
+            return false;
+        };
+        let strip = |r: &str| r.trim().trim_start_matches("oci://").to_string();
+        let (wanted, reference) = (strip(wanted), strip(reference));
+        reference == wanted
+            || reference
+                .strip_prefix(&wanted)
+                .is_some_and(|rest| rest.starts_with(':') || rest.starts_with('@'))
+                // A tag's colon, not a port's: the repository is all there.
+                && !reference[wanted.len()..].contains('/')
+    }
+
     /// The same, without a single grant: what a component that is not
     /// signed by the plugin's bound signer gets.
     pub fn ungranted(&self) -> PluginPolicy {
@@ -54,6 +85,7 @@ impl PluginPolicy {
             run_exclusive: self.run_exclusive,
             require: self.require,
             signer: self.signer.clone(),
+            source: self.source.clone(),
             ..PluginPolicy::default()
         }
     }

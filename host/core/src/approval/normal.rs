@@ -2,8 +2,12 @@
 //! `format` or the rule's `kind` says, and the normal forms its text is
 //! matched in besides its spelling.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use super::Rules;
 
 /// What a parameter's text means, for matching its normal form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,6 +139,26 @@ pub(super) fn kind_in_schema(schema: &Value, pointer: &str) -> Option<ValueKind>
     ValueKind::of_format(format.as_str()?)
 }
 
+/// The deny rules a call's HTTP requests are held to (see
+/// [`Rules::request_denials`]).
+#[derive(Debug, Clone)]
+pub struct RequestDenials {
+    pub(super) rules: Arc<Rules>,
+    pub(super) deny: Vec<usize>,
+}
+
+impl RequestDenials {
+    /// The first deny rule the request's URL matches (as sent and in its
+    /// normal form), as its reason.
+    pub fn refusal(&self, url: &str) -> Option<String> {
+        self.deny
+            .iter()
+            .map(|&i| &self.rules.rules[i])
+            .find(|rule| rule.matches_value(url, Some(ValueKind::Url)))
+            .map(super::Rule::described)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::rule;
@@ -219,5 +243,31 @@ mod tests {
         assert_eq!(normal_path("a/./b//../c/"), "a/c");
         assert_eq!(normal_path("../a"), "../a");
         assert_eq!(normal_path(""), ".");
+    }
+
+    #[test]
+    fn a_deny_rule_on_a_url_holds_for_each_request_the_call_makes() {
+        let mut pages = rule(
+            "FetchUrl",
+            "/url",
+            Some("http://127.0.0.1:*/page*"),
+            None,
+            RuleAction::Deny,
+        );
+        pages.kind = Some(ValueKind::Url);
+        let approve = rule("FetchUrl", "/url", Some("*"), None, RuleAction::Approve);
+        let rules = Arc::new(Rules::new(Vec::new(), vec![pages, approve], None).unwrap());
+        let denials = rules
+            .request_denials("FetchUrl", None)
+            .expect("a URL deny rule");
+        assert!(denials.refusal("http://127.0.0.1:8080/page").is_some());
+        assert!(
+            denials
+                .refusal("HTTP://127.0.0.1:8080/%70age?x=1")
+                .is_some()
+        );
+        assert!(denials.refusal("http://127.0.0.1:8080/moved").is_none());
+        // Other gadgets, and approve rules, hold nothing at the door.
+        assert!(rules.request_denials("Calculator", None).is_none());
     }
 }

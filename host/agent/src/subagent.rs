@@ -8,7 +8,6 @@
 //! [`MAX_AGENT_DEPTH`].
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use gadget_core::call::{CallError, CallReport, GadgetSpec, Outcome};
@@ -16,6 +15,7 @@ use gadget_core::ledger::{CallEvent, Nested};
 use gadget_core::limits::OwnTimeout;
 use gadget_core::params::ParamSchema;
 use gadget_core::render::Markers;
+use gadget_core::scope::CallScope;
 use gadget_core::tool::{BoxFuture, Tool, ToolCall, Toolbox, Tools, glob_matches};
 use gadget_exec::{ExecConfig, Executor};
 
@@ -35,9 +35,6 @@ pub const DEFAULT_SUBAGENT_ITERATIONS: usize = 5;
 /// How long one sub-agent call may take unless its definition says: a
 /// few LLM round trips and their gadgets.
 pub const DEFAULT_SUBAGENT_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// How often a running sub-agent looks at its call's abort signal.
-const CANCEL_POLL: Duration = Duration::from_millis(20);
 
 /// One agent definition.
 #[derive(Debug, Clone)]
@@ -190,14 +187,15 @@ impl SubAgentTool {
             Err(e) => return failed(format!("agent '{name}': {e}")),
         };
         // Its calls are checked against the same rules and asked of the
-        // same person as the session's own.
-        if let Some(approvals) = &call.approvals {
-            executor = executor.with_approvals(approvals.clone());
-        }
-        // The inner calls are the operator's to audit as much as any.
-        if let Some(journal) = &call.journal {
-            executor = executor.with_journal(journal.clone());
-        }
+        // same person as the session's own, and recorded in the same
+        // journal (the inner calls are the operator's to audit as much as
+        // any). Its spans hang under its own session's (below).
+        executor = executor.with_scope(Arc::new(CallScope {
+            approvals: call.scope.approvals.clone(),
+            recorder: call.scope.recorder.clone(),
+            trace: None,
+            human: None,
+        }));
         let (provider_name, model_name) = definition.model.split_once(':').unwrap_or_default();
         let config = AgentConfig {
             model,
@@ -223,38 +221,29 @@ impl SubAgentTool {
         let mut agent = Agent::new(provider, executor, Markers::default(), config, forward);
         // The inner session's spans belong to the call's trace.
         agent.set_trace_parent(
-            call.trace_parent
-                .as_deref()
-                .and_then(|parent| gadget_exec::telemetry::context_from(parent, None)),
+            call.scope
+                .trace
+                .as_ref()
+                .and_then(|parent| gadget_exec::telemetry::context_from(&parent.traceparent, None)),
         );
         let stop = agent.stop_handle();
-        let timeout = call.timeout.unwrap_or(definition.timeout);
-        let cancel = call.cancel.clone();
-        let (done_tx, mut done_rx) = tokio::sync::watch::channel(false);
+        let timeout = call.deadline.unwrap_or(definition.timeout);
         // The call's deadline and abort signal stop the nested loop (its
-        // stream, its running calls, its next request).
-        let watcher = tokio::spawn(async move {
-            let deadline = tokio::time::sleep(timeout);
-            tokio::pin!(deadline);
-            loop {
-                tokio::select! {
-                    _ = &mut deadline => {
-                        stop.stop();
-                        return true;
-                    }
-                    _ = tokio::time::sleep(CANCEL_POLL) => {
-                        if cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
-                            stop.stop();
-                            return false;
-                        }
-                    }
-                    _ = done_rx.changed() => return false,
-                }
+        // stream, its running calls, its next request), which then ends.
+        let run = agent.run(&task);
+        tokio::pin!(run);
+        let stopped = tokio::select! {
+            outcome = &mut run => Ok(outcome),
+            _ = tokio::time::sleep(timeout) => Err(true),
+            _ = gadget_core::signal::raised(call.signal.as_ref()) => Err(false),
+        };
+        let (outcome, timed_out) = match stopped {
+            Ok(outcome) => (outcome, false),
+            Err(timed_out) => {
+                stop.stop();
+                (run.await, timed_out)
             }
-        });
-        let outcome = agent.run(&task).await;
-        let _ = done_tx.send(true);
-        let timed_out = watcher.await.unwrap_or(false);
+        };
         let result = match outcome.stop {
             StopReason::Answered | StopReason::Finished => Ok(Outcome::Result {
                 result: outcome.answer.clone().unwrap_or_default(),

@@ -526,7 +526,7 @@ async fn deadlines(component: &Path) {
                 invocation_id: "d".into(),
                 params: "{}".into(),
                 limits: limits.clone(),
-                cancel: None,
+                signal: None,
                 observer: None,
                 grants: None,
                 trace_parent: None,

@@ -583,8 +583,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                     id,
                     *json,
                     gadget_exec::call::CallOptions {
-                        approvals: approval.approvals(&rules, &approve::Tty::default())?,
-                        journal: journal.clone(),
+                        scope: Arc::new(gadget_core::scope::CallScope {
+                            approvals: approval.approvals(&rules, &approve::Tty::default())?,
+                            recorder: journal.as_ref().map(|journal| journal.recorder()),
+                            ..Default::default()
+                        }),
                         ..Default::default()
                     },
                 )

@@ -21,6 +21,8 @@
 //! access    what a tool may touch, and the effects it declares
 //! approval  the operator's approval and argument rules, and who decides
 //! audit     the audit journal: its records, their hash chain, verification
+//! scope     what surrounds a session's calls: approvals, recorder, trace, person
+//! signal    the abort signal: read at once, or awaited
 //! fuzz      a small mutational fuzzer for the doors' fuzz targets
 //! ```
 //!
@@ -60,7 +62,6 @@ pub mod chunked;
 pub mod effect;
 pub mod events;
 pub mod fuzz;
-pub mod journal;
 pub mod ledger;
 pub mod limits;
 pub mod llm;
@@ -70,5 +71,7 @@ pub mod redact;
 pub mod render;
 pub mod schedule;
 pub mod schema;
+pub mod scope;
+pub mod signal;
 pub mod tool;
 pub mod viewer;

@@ -16,7 +16,6 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -25,9 +24,12 @@ use crate::access::{Access, Declared};
 use crate::call::{CallReport, GadgetSpec};
 use crate::ledger::CallObserver;
 use crate::limits::OwnTimeout;
-use crate::params::ParamSchema;
+use crate::params::{ParamSchema, ValidationFailure};
 use crate::render::{ExampleDoc, GadgetDoc};
 use crate::schedule::GadgetHints;
+use crate::scope::CallScope;
+pub use crate::scope::{Answer, HumanInput, Origin};
+use crate::signal::AbortSignal;
 
 /// A boxed future, so the trait stays object-safe without an async runtime.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -35,75 +37,36 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// One call for a tool to run.
 #[derive(Clone)]
 pub struct ToolCall {
-    pub invocation_id: String,
+    /// The call's id (the model's, or one the front end gave it).
+    pub id: String,
     /// The parameters, already validated against the tool's schema (with
     /// its defaults filled in). Shared with the executor's record of the
     /// call and its `CallStarted` event rather than copied for each.
     pub params: Arc<Value>,
     /// The deadline, resolved by [`crate::limits::Timeouts`]; `None` for a
     /// tool that declared none (it runs in the host and returns at once).
-    pub timeout: Option<Duration>,
+    pub deadline: Option<Duration>,
     /// The abort signal from outside: raising it cancels the call.
-    pub cancel: Option<Arc<AtomicBool>>,
+    pub signal: Option<AbortSignal>,
     /// Sees the call's logs, progress, updates and costs as they happen.
     pub observer: Option<CallObserver>,
-    /// The session's approval rules and approver: a tool that calls tools
-    /// (a sub-agent) checks its own calls against them.
-    pub approvals: Option<Arc<crate::approval::Approvals>>,
-    /// The call's span as a W3C `traceparent` when tracing is on: sent on
-    /// the gadget's outgoing HTTP requests, and the parent of a sub-agent's
-    /// own calls.
-    pub trace_parent: Option<Arc<str>>,
-    /// The audit journal the call is recorded in: a tool that runs calls
-    /// of its own (a sub-agent) records them there too.
-    pub journal: Option<Arc<crate::journal::Journal>>,
-    /// The person who answers questions (ask-human): a tool whose own
-    /// party asks something mid-call (an upstream MCP server's
-    /// elicitation) asks them.
-    pub human: Option<Arc<dyn HumanInput>>,
-}
-
-/// A future answer of a person (or an error text for the model).
-pub type Answer<'a> = Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
-
-/// Answers a question for a person: a gadget's (ask-human), or one an
-/// upstream MCP server asks during a call (elicitation). An error is why
-/// there is no answer.
-pub trait HumanInput: Send + Sync {
-    fn ask<'a>(&'a self, call_id: &'a str, gadget: &'a str, question: &'a str) -> Answer<'a>;
+    /// What surrounds the call: approvals, the recorder, the trace, the
+    /// person to ask. A tool that runs calls of its own (a sub-agent)
+    /// runs them in it.
+    pub scope: Arc<CallScope>,
 }
 
 impl ToolCall {
-    pub fn new(invocation_id: impl Into<String>, params: Value) -> ToolCall {
+    pub fn new(id: impl Into<String>, params: Value) -> ToolCall {
         ToolCall {
-            invocation_id: invocation_id.into(),
+            id: id.into(),
             params: Arc::new(params),
-            timeout: None,
-            cancel: None,
+            deadline: None,
+            signal: None,
             observer: None,
-            approvals: None,
-            trace_parent: None,
-            journal: None,
-            human: None,
+            scope: CallScope::none(),
         }
     }
-}
-
-/// A tool's provenance: its plugin, the digest of its component, where it
-/// was loaded from and what its signatures say. Built once per plugin and
-/// shared by every call (the journal and the spans read it per call).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Origin {
-    pub plugin: String,
-    /// SHA-256 of the component, hex.
-    pub digest: String,
-    /// Where it was loaded from, as the operator named it: a path, or an
-    /// `oci://` reference.
-    pub source: String,
-    /// What its signatures say: `signed by NAME`, `unsigned`, `signed, not
-    /// verified (...)`, or `not checked` when the policy asks nothing of
-    /// signatures.
-    pub signature: String,
 }
 
 /// Something the executor can run.
@@ -179,6 +142,13 @@ pub trait Tool: Send + Sync {
     fn doc(&self) -> GadgetDoc {
         doc_of(self.spec(), self.schema())
     }
+}
+
+/// The one validator of a call's parameters, whoever asks (the executor,
+/// MCP, `gadget call`, the registry): `params` checked against `tool`'s
+/// compiled schema, its defaults filled in.
+pub fn prepare(tool: &dyn Tool, params: Value) -> Result<Value, ValidationFailure> {
+    tool.schema().validate(tool.name(), params)
 }
 
 /// The prompt's view of a spec and its compiled schema.

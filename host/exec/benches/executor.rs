@@ -279,9 +279,10 @@ async fn main() {
             }),
             Duration::from_micros(20),
         );
+        let journal_recorder = journal.recorder();
         let started = Instant::now();
         for i in 0..CALLS {
-            let recorder = journal.call(&format!("c{i}"), &*tool);
+            let recorder = journal_recorder.call(&format!("c{i}"), tool.name(), tool.origin());
             recorder.started(&params, None);
             recorder.finished(&report, false);
         }

@@ -2,16 +2,18 @@
 
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+
+use gadget_core::signal::AbortSignal;
 
 /// Stops the response running now (Ctrl-C, SIGTERM, a server's
 /// shutdown): the executor reads no more of it, skips every call not
 /// started yet, and raises the abort signal of the running ones.
 #[derive(Clone, Default)]
 pub struct AbortHandle {
-    current: Arc<Mutex<Arc<AtomicBool>>>,
-    /// Wakes the executor's loop, so calls not started are skipped at once
-    /// rather than when the next chunk or call end comes.
+    current: Arc<Mutex<AbortSignal>>,
+    /// Wakes the executor's loop for an abort from outside (stop-on-error
+    /// raises the calls' signal too, but is no interruption of the
+    /// response).
     wake: Arc<tokio::sync::Notify>,
 }
 
@@ -19,7 +21,7 @@ impl AbortHandle {
     /// Stops the running response: its calls not started are skipped, its
     /// running calls get the abort signal.
     pub fn abort(&self) {
-        self.current().store(true, Ordering::Relaxed);
+        self.current().raise();
         self.wake.notify_one();
     }
 
@@ -29,7 +31,7 @@ impl AbortHandle {
         self.wake.clone()
     }
 
-    pub(crate) fn current(&self) -> Arc<AtomicBool> {
+    pub(crate) fn current(&self) -> AbortSignal {
         self.current
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -37,8 +39,8 @@ impl AbortHandle {
     }
 
     /// A fresh signal for a new response.
-    pub(crate) fn renew(&self) -> Arc<AtomicBool> {
-        let fresh = Arc::new(AtomicBool::new(false));
+    pub(crate) fn renew(&self) -> AbortSignal {
+        let fresh = AbortSignal::new();
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = fresh.clone();
         fresh
     }

@@ -1,62 +1,60 @@
 //! The one way a call of any tool runs, whoever asked for it: the executor
 //! for each call of a response (`gadget run`, `gadget agent`), and `gadget
 //! call`, `gadget mcp` and `gadget serve` for one call each. What every
-//! call must pass is here, once: its parameters are validated against the
-//! tool's schema (defaults filled in), it runs with its deadline, abort
-//! signal and observer, a panic in a tool is that call's `crashed` failure
-//! (never a lost answer), and a question it asks goes to the person-facing
+//! call must pass is here, once: [`prepare`] validates its parameters
+//! against the tool's schema (defaults filled in), and [`run`] runs it with
+//! its deadline, abort signal and observer inside the ordered list of
+//! layers its scope asks for ([`crate::layers`]: the span, the journal,
+//! the approval), a panic in a tool is that call's `crashed` failure (never
+//! a lost answer), and a question it asks goes to the person-facing
 //! handler when its caller has one.
 //!
-//! Before it runs, the operator's approval rules are checked on the
-//! validated parameters: a deny rule refuses it; an approve rule makes it
-//! wait for the caller's approver (at most the rules' timeout, ended by the
-//! abort signal). Only then does the tool run, so its deadline starts when
-//! it is approved.
+//! The approval layer checks the operator's rules on the validated
+//! parameters: a deny rule refuses the call; an approve rule makes it wait
+//! for the scope's approver (at most the rules' timeout, ended by the abort
+//! signal). Only then does the tool run, so its deadline starts when it is
+//! approved.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt as _;
 use serde_json::Value;
 
-use gadget_core::approval::{
-    Admission, ApprovalEvent, ApprovalRequest, Approvals, Decider, Verdict,
-};
+use gadget_core::approval::{Admission, ApprovalRequest, Approvals};
 use gadget_core::call::{CallError, CallReport, Outcome};
+use gadget_core::events::Failure;
 use gadget_core::ledger::CallObserver;
-use gadget_core::params::ValidationFailure;
+use gadget_core::scope::CallScope;
+use gadget_core::signal::AbortSignal;
 use gadget_core::tool::{Tool, ToolCall};
 
+pub use gadget_core::tool::prepare;
+
 use crate::HumanInput;
+use crate::layers::{Admit, Layers};
 
 /// What only the caller of one call knows.
 #[derive(Clone, Default)]
 pub struct CallOptions {
-    pub invocation_id: String,
+    pub id: String,
     /// The deadline, resolved by the caller's [`crate::Timeouts`]; `None`:
     /// the tool's own.
-    pub timeout: Option<Duration>,
+    pub deadline: Option<Duration>,
     /// The abort signal from outside.
-    pub cancel: Option<Arc<AtomicBool>>,
+    pub signal: Option<AbortSignal>,
     /// Sees the call's logs, progress, updates and costs as they happen.
     pub observer: Option<CallObserver>,
-    /// Answers the tool's question; without one, the question is the
-    /// call's outcome for the caller to handle.
-    pub human: Option<Arc<dyn HumanInput>>,
-    /// Answers what a tool asks a person while it runs (an upstream MCP
-    /// server's elicitation); `None`: `human`, if any.
-    pub ask: Option<Arc<dyn HumanInput>>,
-    /// The operator's approval rules and who approves; `None`: no rules.
-    pub approvals: Option<Arc<Approvals>>,
-    /// The audit journal the call is recorded in, if any.
-    pub journal: Option<Arc<crate::audit::Journal>>,
-    /// The span the call's `execute_tool` span is a child of (an agent's,
-    /// an MCP client's); `None`: a new trace. Read only when tracing is on.
-    pub trace: Option<crate::telemetry::TraceContext>,
+    /// What surrounds the call: approvals, the recorder, the trace, who
+    /// answers what a tool asks while it runs.
+    pub scope: Arc<CallScope>,
+    /// Answers the tool's question (an ask-human outcome), and what it
+    /// asks while it runs when the scope names nobody; without one, the
+    /// question is the call's outcome for the caller to handle.
+    pub answers: Option<Arc<dyn HumanInput>>,
 }
 
 /// How one call ended.
@@ -72,9 +70,6 @@ pub struct Finished {
     pub deferred: Option<ApprovalRequest>,
 }
 
-/// How often a call waiting for approval looks at its abort signal.
-const APPROVAL_CANCEL_POLL: Duration = Duration::from_millis(20);
-
 /// What the operator's rules say of a call of `tool` with validated
 /// `params` (the executor asks ahead, to know whether the call will wait).
 pub fn admission(tool: &dyn Tool, params: &Value, approvals: Option<&Approvals>) -> Admission {
@@ -88,159 +83,91 @@ pub fn admission(tool: &dyn Tool, params: &Value, approvals: Option<&Approvals>)
     }
 }
 
-/// The tool's parameters, validated against its schema with its defaults
-/// filled in.
-pub fn validate(tool: &dyn Tool, params: Value) -> Result<Value, ValidationFailure> {
-    tool.schema().validate(tool.name(), params)
+/// A call refused before it reached a tool (no such gadget, a gadget the
+/// operator denies, parameters that do not fit): every layer of `scope`
+/// that keeps refusals is told. `name` is as the caller wrote it.
+pub fn refused(scope: &CallScope, id: &str, name: &str, failure: &Failure) {
+    Layers::refused(scope, id, name, failure);
 }
 
 /// Runs one call of `tool` with validated `params`.
 pub async fn run(tool: Arc<dyn Tool>, params: Arc<Value>, options: CallOptions) -> Finished {
-    let admission = admission(&*tool, &params, options.approvals.as_deref());
+    let admission = admission(&*tool, &params, options.scope.approvals.as_deref());
     run_admitted(tool, params, options, admission).await
 }
 
-/// Runs one call whose [`admission`] is known.
+/// Runs one call whose [`admission`] is known, inside its scope's layers.
 pub async fn run_admitted(
-    tool: Arc<dyn Tool>,
-    params: Arc<Value>,
-    mut options: CallOptions,
-    admission: Admission,
-) -> Finished {
-    let Some(telemetry) = crate::telemetry::active() else {
-        return journaled(tool, params, options, admission, None).await;
-    };
-    let span = telemetry.tool_span(options.trace.as_ref(), &*tool, &options.invocation_id);
-    options.observer = Some(span.observe(options.observer.take()));
-    let trace_parent = crate::telemetry::trace_parent_of(span.context()).map(Arc::from);
-    let name = tool.name().to_string();
-    // Boxed: a traced call's state stays out of every untraced call's
-    // future.
-    let finished = Box::pin(journaled(tool, params, options, admission, trace_parent)).await;
-    span.finish(telemetry, &name, &finished.report);
-    finished
-}
-
-/// The call, recorded in the audit journal when there is one.
-async fn journaled(
-    tool: Arc<dyn Tool>,
-    params: Arc<Value>,
-    mut options: CallOptions,
-    admission: Admission,
-    trace_parent: Option<Arc<str>>,
-) -> Finished {
-    let Some(journal) = &options.journal else {
-        return decide_and_run(tool, params, options, admission, None, trace_parent).await;
-    };
-    // A journal that cannot be written is no licence to run unrecorded.
-    if let Some(why) = journal.failure() {
-        let reason = format!(
-            "the audit journal {} cannot be written ({why}), and no call runs unrecorded",
-            journal.path().display()
-        );
-        return not_run(&*tool, reason, None);
-    }
-    let recorder = Arc::new(journal.call(&options.invocation_id, &*tool));
-    options.observer = Some(recorded(recorder.clone(), options.observer.take()));
-    let instant = tool.is_instant();
-    let finished = decide_and_run(
-        tool,
-        params,
-        options,
-        admission,
-        Some(&recorder),
-        trace_parent,
-    )
-    .await;
-    recorder.finished(&finished.report, instant);
-    finished
-}
-
-/// The call's observer, with the journal shown each event first.
-fn recorded(
-    recorder: Arc<crate::audit::CallRecorder>,
-    observer: Option<gadget_core::ledger::CallObserver>,
-) -> gadget_core::ledger::CallObserver {
-    Arc::new(move |event: &gadget_core::ledger::CallEvent| {
-        recorder.event(event);
-        if let Some(observer) = &observer {
-            observer(event);
-        }
-    })
-}
-
-/// The rules' decision, then (when the call may run) the call.
-async fn decide_and_run(
     tool: Arc<dyn Tool>,
     params: Arc<Value>,
     options: CallOptions,
     admission: Admission,
-    recorder: Option<&crate::audit::CallRecorder>,
-    trace_parent: Option<Arc<str>>,
 ) -> Finished {
-    match admission {
-        Admission::Run => {}
-        Admission::Deny { reason } => {
-            tell(
-                &options.observer,
-                ApprovalEvent::Decided {
-                    approved: false,
-                    by: Decider::Rule,
-                    reason: Some(reason.clone()),
-                },
-            );
-            return not_run(
-                &*tool,
-                format!("the operator's rules refuse it: {reason}"),
-                None,
-            );
-        }
-        // Boxed: the wait is rare, and its state would make every call's
-        // future larger.
-        Admission::Ask { reasons, named } => {
-            match Box::pin(approve(&tool, &params, &options, reasons, named)).await {
-                Ok(()) => {}
-                Err(Unapproved::Denied(why)) => return not_run(&*tool, why, None),
-                Err(Unapproved::Deferred(request)) => {
-                    let why = "it waits for a person's approval".to_string();
-                    return not_run(&*tool, why, Some(*request));
-                }
-            }
+    if Layers::passive(&options.scope, &admission) {
+        return Box::pin(run_inside(&*tool, params, options, &Layers::none())).await;
+    }
+    let layers = Layers::open(&*tool, &options.scope, &options.id, admission);
+    // Boxed: a layered call's state stays out of every plain call's
+    // future.
+    let finished = Box::pin(run_inside(&*tool, params, options, &layers)).await;
+    layers.finished(&finished.report, tool.is_instant());
+    finished
+}
+
+/// The layers' admission, then (when the call may run) the call.
+async fn run_inside(
+    tool: &dyn Tool,
+    params: Arc<Value>,
+    options: CallOptions,
+    layers: &Layers,
+) -> Finished {
+    let CallOptions {
+        id,
+        deadline,
+        signal,
+        observer,
+        scope,
+        answers,
+    } = options;
+    let observer = layers.observe(observer);
+    match layers
+        .admit(tool, &id, &params, signal.as_ref(), &observer)
+        .await
+    {
+        Admit::Run => {}
+        Admit::Refused(why) => return not_run(tool, why, None),
+        Admit::Deferred(request) => {
+            let why = "it waits for a person's approval".to_string();
+            return not_run(tool, why, Some(*request));
         }
     }
-    let CallOptions {
-        invocation_id,
-        timeout,
-        cancel,
-        observer,
-        human,
-        ask,
-        approvals,
-        journal,
-        trace: _,
-    } = options;
-    if let Some(recorder) = recorder {
-        recorder.started(&params, timeout);
+    layers.started(&params, deadline);
+    let mut scope = layers.scope(scope);
+    if scope.human.is_none()
+        && let Some(answers) = &answers
+    {
+        let mut with_person = (*scope).clone();
+        with_person.human = Some(answers.clone());
+        scope = Arc::new(with_person);
     }
     let call = ToolCall {
-        invocation_id: invocation_id.clone(),
+        id,
         params,
-        timeout,
-        cancel,
+        deadline,
+        signal,
         observer,
-        approvals,
-        trace_parent,
-        journal,
-        human: ask.or_else(|| human.clone()),
+        scope,
     };
+    // The id outlives the call only when a question may need it.
+    let id = answers.as_ref().map(|_| call.id.clone());
     let report = if tool.is_instant() {
-        run_at_once(&*tool, call)
+        run_at_once(tool, call)
     } else {
-        contained(&*tool, tool.run(call)).await
+        contained(tool, tool.run(call)).await
     };
-    let answer = match (&report.outcome, &human) {
-        (Ok(Outcome::AskHuman { question }), Some(human)) => {
-            Some(human.ask(&invocation_id, tool.name(), question).await)
+    let answer = match (&report.outcome, &answers, &id) {
+        (Ok(Outcome::AskHuman { question }), Some(human), Some(id)) => {
+            Some(human.ask(id, tool.name(), question).await)
         }
         _ => None,
     };
@@ -248,128 +175,6 @@ async fn decide_and_run(
         report,
         answer,
         deferred: None,
-    }
-}
-
-/// Why a call that needed approval does not run now.
-enum Unapproved {
-    Denied(String),
-    Deferred(Box<ApprovalRequest>),
-}
-
-/// Waits for the approver's verdict on a call: bounded by the rules'
-/// timeout and the call's abort signal; every step is told to the
-/// observer.
-async fn approve(
-    tool: &Arc<dyn Tool>,
-    params: &Arc<Value>,
-    options: &CallOptions,
-    reasons: Vec<String>,
-    named: Vec<String>,
-) -> Result<(), Unapproved> {
-    let Some(approvals) = &options.approvals else {
-        return Ok(());
-    };
-    let name = tool.name();
-    if approvals.approved_for_session(name) {
-        tell(
-            &options.observer,
-            ApprovalEvent::Decided {
-                approved: true,
-                by: Decider::Session,
-                reason: None,
-            },
-        );
-        return Ok(());
-    }
-    let request = ApprovalRequest {
-        call_id: options.invocation_id.clone(),
-        gadget: name.to_string(),
-        params: params.clone(),
-        access: tool.access(),
-        reasons,
-        declared: tool.declared(),
-        named,
-    };
-    tell(
-        &options.observer,
-        ApprovalEvent::Requested {
-            reasons: request.reasons.clone(),
-            access: request.access.clone(),
-        },
-    );
-    let timeout = approvals.rules.timeout();
-    let stopped = async {
-        loop {
-            if options
-                .cancel
-                .as_ref()
-                .is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
-            {
-                return;
-            }
-            tokio::time::sleep(APPROVAL_CANCEL_POLL).await;
-        }
-    };
-    let verdict = {
-        let decide = approvals.approver.decide(&request);
-        tokio::select! {
-            verdict = decide => verdict,
-            _ = tokio::time::sleep(timeout) => Verdict::Denied {
-                by: Decider::Timeout,
-                why: format!(
-                    "nobody approved it within {} (the policy's [gadgets] approval-timeout-ms)",
-                    human_duration(timeout)
-                ),
-            },
-            _ = stopped => Verdict::Denied {
-                by: Decider::Stopped,
-                why: "the call was stopped while it waited for approval".into(),
-            },
-        }
-    };
-    match verdict {
-        Verdict::Approved { by, for_session } => {
-            if for_session {
-                approvals.approve_for_session(name);
-            }
-            tell(
-                &options.observer,
-                ApprovalEvent::Decided {
-                    approved: true,
-                    by,
-                    reason: None,
-                },
-            );
-            Ok(())
-        }
-        Verdict::Denied { by, why } => {
-            tell(
-                &options.observer,
-                ApprovalEvent::Decided {
-                    approved: false,
-                    by,
-                    reason: Some(why.clone()),
-                },
-            );
-            Err(Unapproved::Denied(why))
-        }
-        Verdict::Deferred => Err(Unapproved::Deferred(Box::new(request))),
-    }
-}
-
-fn human_duration(duration: Duration) -> String {
-    let ms = duration.as_millis();
-    if ms.is_multiple_of(1000) {
-        format!("{} s", ms / 1000)
-    } else {
-        format!("{ms} ms")
-    }
-}
-
-fn tell(observer: &Option<gadget_core::ledger::CallObserver>, event: ApprovalEvent) {
-    if let Some(observer) = observer {
-        observer(&gadget_core::ledger::CallEvent::Approval(event));
     }
 }
 

@@ -32,7 +32,6 @@
 //! model is shown of the last response.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -41,12 +40,13 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 mod abort;
-mod input;
 /// The audit journal (in `gadget-core`, so that calls can carry it).
-pub use gadget_core::journal as audit;
+pub mod audit;
 mod builtins;
 pub mod call;
 mod config;
+mod input;
+mod layers;
 mod live;
 mod outcome;
 mod runners;
@@ -72,6 +72,8 @@ use gadget_core::ledger::CallEvent;
 use gadget_core::parser::{self, ConfigError, GadgetCall, ParserBuilder};
 use gadget_core::render::{self, GadgetDoc, HistoryEntry};
 use gadget_core::schedule::{self, Action, CallIx, CallSpec, Scheduler};
+use gadget_core::scope::CallScope;
+use gadget_core::signal::AbortSignal;
 use gadget_core::tool::{Tool, Toolbox, Tools};
 use gadget_core::viewer::OutputLimiter;
 
@@ -86,11 +88,9 @@ pub struct Executor {
     builtins: Toolbox,
     config: ExecConfig,
     controller: Arc<dyn Controller>,
-    human: Option<Arc<dyn HumanInput>>,
-    approvals: Option<Arc<Approvals>>,
-    journal: Option<Arc<audit::Journal>>,
-    /// The span calls' spans are children of, when tracing is on.
-    trace: Option<telemetry::TraceContext>,
+    /// What surrounds every call of the session: approvals, the journal,
+    /// the trace, the person who answers.
+    scope: Arc<CallScope>,
     scheduler: Scheduler,
     session: parser::Session,
     entries: ChunkedVec<Entry>,
@@ -115,7 +115,7 @@ struct Response {
     running: Runners,
     live_tx: mpsc::UnboundedSender<(CallIx, Live)>,
     live_rx: mpsc::UnboundedReceiver<(CallIx, Live)>,
-    abort: Arc<AtomicBool>,
+    abort: AbortSignal,
     summary: ResponseSummary,
 }
 
@@ -139,10 +139,7 @@ impl Executor {
             tools,
             config,
             controller: Arc::new(NoController),
-            human: None,
-            approvals: None,
-            journal: None,
-            trace: None,
+            scope: CallScope::none(),
             session: parser::Session::default(),
             entries: ChunkedVec::new(),
             history: ChunkedVec::new(),
@@ -166,28 +163,40 @@ impl Executor {
     /// Answers ask-human outcomes; without one they fail with llmist's
     /// "not available" text.
     pub fn with_human_input(mut self, human: Arc<dyn HumanInput>) -> Executor {
-        self.human = Some(human);
+        Arc::make_mut(&mut self.scope).human = Some(human);
         self
     }
 
     /// Checks each call against the operator's approval rules, and asks
     /// `approvals`' approver when a call must wait (only that call waits).
     pub fn with_approvals(mut self, approvals: Arc<Approvals>) -> Executor {
-        self.approvals = Some(approvals);
+        Arc::make_mut(&mut self.scope).approvals = Some(approvals);
         self
     }
 
     /// Records every call that reaches a tool, and what it did, in the
     /// audit journal.
     pub fn with_journal(mut self, journal: Arc<audit::Journal>) -> Executor {
-        self.journal = Some(journal);
+        Arc::make_mut(&mut self.scope).recorder = Some(journal.recorder());
+        self
+    }
+
+    /// Runs every call in `scope` (a sub-agent's: its parent call's).
+    pub fn with_scope(mut self, scope: Arc<CallScope>) -> Executor {
+        self.scope = scope;
         self
     }
 
     /// Makes the spans of the next responses' calls children of `parent`
     /// (an agent's session); `None`: each call starts its own trace.
     pub fn set_trace_parent(&mut self, parent: Option<telemetry::TraceContext>) {
-        self.trace = parent;
+        let trace = parent
+            .as_ref()
+            .and_then(telemetry::trace_parent_of)
+            .map(gadget_core::scope::TraceParent::new);
+        if self.scope.trace != trace {
+            Arc::make_mut(&mut self.scope).trace = trace;
+        }
     }
 
     /// Raises the abort signal in the calls that are running (for Ctrl-C).
@@ -264,7 +273,7 @@ impl Executor {
                 }
                 // Stopped from outside: no more reading, nothing more starts.
                 _ = stop.notified(), if !interrupted && (reading || !turn.running.is_empty()) => {
-                    if turn.abort.load(std::sync::atomic::Ordering::Relaxed) {
+                    if turn.abort.is_raised() {
                         interrupted = true;
                         reading = false;
                         actions.extend(self.scheduler.interrupt());
@@ -510,7 +519,7 @@ impl Executor {
         if self.scheduler.stop_reading() {
             // Stop-on-error: calls already running get the abort signal
             // too, not only those not yet started.
-            self.abort.current().store(true, Ordering::Relaxed);
+            self.abort.current().raise();
         }
         actions
     }
@@ -656,14 +665,9 @@ impl Executor {
             Ok(prepared) => prepared,
             Err(failure) => {
                 // Refused at the door (unknown or denied gadget, unusable
-                // parameters): the journal keeps that it was tried.
-                if let Some(journal) = &self.journal {
-                    let call = &self.entries[ix].call;
-                    journal.refused(&call.invocation_id, &call.name, &failure);
-                }
-                if let Some(telemetry) = telemetry::active() {
-                    telemetry.refused("call");
-                }
+                // parameters): the layers keep that it was tried.
+                let call = &self.entries[ix].call;
+                call::refused(&self.scope, &call.invocation_id, &call.name, &failure);
                 return at_once(Err(failure));
             }
         };
@@ -682,7 +686,7 @@ impl Executor {
         // A call that waits for approval starts when it is approved (its
         // `CallStarted` comes then, from its live events); one a rule
         // refuses never starts.
-        let admission = call::admission(&*tool, &params, self.approvals.as_deref());
+        let admission = call::admission(&*tool, &params, self.scope.approvals.as_deref());
         if admission == Admission::Run {
             sink(ExecEvent::CallStarted {
                 id: entry.call.invocation_id.clone(),
@@ -694,34 +698,32 @@ impl Executor {
         let observer_tx = turn.live_tx.clone();
         // Who answers a question, if the gadget asks one; the live view is
         // told before the person is asked.
-        let human = self.human.clone().map(|human| -> Arc<dyn HumanInput> {
-            Arc::new(Announced {
-                human,
-                live: turn.live_tx.clone(),
-                ix,
-            })
-        });
+        let answers = self
+            .scope
+            .human
+            .clone()
+            .map(|human| -> Arc<dyn HumanInput> {
+                Arc::new(Announced {
+                    human,
+                    live: turn.live_tx.clone(),
+                    ix,
+                })
+            });
+        let passive = layers::Layers::passive(&self.scope, &admission);
         let options = call::CallOptions {
-            invocation_id: entry.call.invocation_id.clone(),
-            timeout,
-            cancel: Some(turn.abort.clone()),
+            id: entry.call.invocation_id.clone(),
+            deadline: timeout,
+            signal: Some(turn.abort.clone()),
             observer: Some(Arc::new(move |event: &CallEvent| {
                 let _ = observer_tx.send((ix, Live::Call(event.clone())));
             })),
-            human,
-            ask: None,
-            approvals: self.approvals.clone(),
-            journal: self.journal.clone(),
-            trace: self.trace.clone(),
+            scope: self.scope.clone(),
+            answers,
         };
-        // A tool computed in the host answers in place: no task, no wait.
-        // Only a question for a person still needs the task (the answer is
-        // awaited).
-        if tool.is_instant()
-            && admission == Admission::Run
-            && self.journal.is_none()
-            && telemetry::active().is_none()
-        {
+        // A tool computed in the host answers in place: no task, no wait,
+        // when no layer has anything to do around it. Only a question for
+        // a person still needs the task (the answer is awaited).
+        if tool.is_instant() && passive {
             let mut finished = Box::pin(call::run_admitted(tool, params, options, admission));
             if let Poll::Ready(finished) = finished
                 .as_mut()
@@ -772,14 +774,12 @@ impl Executor {
         let params = schema
             .parameters_of(call)
             .map_err(|error| parse_failure(&error.to_string()))?;
-        let params = schema
-            .validate(tool.name(), Value::Object(params))
-            .map_err(|failure| {
-                Failure::new(
-                    FailureKind::InvalidParameters,
-                    render::validation_error(&failure.to_string(), &usage(), &self.config.markers),
-                )
-            })?;
+        let params = call::prepare(&*tool, Value::Object(params)).map_err(|failure| {
+            Failure::new(
+                FailureKind::InvalidParameters,
+                render::validation_error(&failure.to_string(), &usage(), &self.config.markers),
+            )
+        })?;
         Ok((tool, params))
     }
 }

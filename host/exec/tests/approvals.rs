@@ -60,7 +60,7 @@ fn timed(started: Runs) -> Arc<dyn Tool> {
         started
             .lock()
             .unwrap()
-            .push((tokio::time::Instant::now(), call.timeout));
+            .push((tokio::time::Instant::now(), call.deadline));
         Box::pin(async move { report(result("guarded ran"), 0.0) })
     })
 }

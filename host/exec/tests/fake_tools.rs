@@ -145,7 +145,7 @@ async fn timeouts_are_resolved_once_and_given_to_the_tool() {
         own_timeout: OwnTimeout::Declared(Duration::from_millis(500)),
         instant: false,
         behaviour: Box::new(move |call: ToolCall| {
-            seen_by_tool.lock().unwrap().push(call.timeout);
+            seen_by_tool.lock().unwrap().push(call.deadline);
             Box::pin(async { report(result("ok"), 0.0) })
         }),
     });

@@ -362,7 +362,7 @@ async fn the_one_call_path_contains_panics_and_asks_the_handler() {
         })
     };
     let options = CallOptions {
-        human: Some(Arc::new(Answers)),
+        answers: Some(Arc::new(Answers)),
         ..CallOptions::default()
     };
     let answered = call::run(asker(), Arc::new(json!({})), options).await;

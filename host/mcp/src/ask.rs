@@ -10,7 +10,17 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use serde_json::Value;
 
-use crate::server::{ANSWER_FIELD, MAX_QUESTION_BYTES};
+/// The key of the one input request an ask-human outcome makes, and of
+/// the answer the client sends back.
+pub const ASK_HUMAN_KEY: &str = "ask_human";
+
+/// The field of the elicitation form that holds the person's answer.
+pub const ANSWER_FIELD: &str = "answer";
+
+/// Longest question put in an elicitation, in bytes: what a person reads
+/// in a dialog; the gadget's whole question stays in the error text of a
+/// client that cannot ask.
+pub const MAX_QUESTION_BYTES: usize = 16 << 10;
 
 /// The form that asks a person a gadget's question: one required text.
 pub(crate) fn elicitation(gadget: &str, question: &str) -> ElicitRequestParams {

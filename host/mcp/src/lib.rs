@@ -8,6 +8,7 @@
 
 pub mod approval;
 mod ask;
+mod call;
 pub mod http;
 mod logs;
 pub mod metrics;

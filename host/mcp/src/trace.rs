@@ -7,15 +7,21 @@
 use rmcp::RoleServer;
 use rmcp::service::RequestContext;
 
-use gadget_exec::telemetry::{self, TraceContext};
+use gadget_core::scope::TraceParent;
+use gadget_exec::telemetry;
 
-/// The parent of this request's `execute_tool` span, if its client named one.
-pub(crate) fn parent_of(context: &RequestContext<RoleServer>) -> Option<TraceContext> {
+/// The parent of this request's `execute_tool` span, if its client named
+/// one (read by the span layer: a malformed one starts a new trace).
+pub(crate) fn parent_of(context: &RequestContext<RoleServer>) -> Option<TraceParent> {
     telemetry::active()?;
+    let trace = |parent: &str, state: Option<&str>| TraceParent {
+        traceparent: parent.into(),
+        tracestate: state.map(Into::into),
+    };
     if let Some(parent) = context.meta.get_traceparent() {
-        return telemetry::context_from(parent, context.meta.get_tracestate());
+        return Some(trace(parent, context.meta.get_tracestate()));
     }
     let parts = context.extensions.get::<http::request::Parts>()?;
     let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
-    telemetry::context_from(header("traceparent")?, header("tracestate"))
+    Some(trace(header("traceparent")?, header("tracestate")))
 }

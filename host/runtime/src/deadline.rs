@@ -2,8 +2,7 @@
 //! grace period after it, and the abort signal (raised at the deadline or
 //! from outside), as the epoch callback and the host imports read them.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use gadget_core::signal::AbortSignal;
 use std::time::Instant;
 
 use wasmtime::UpdateDeadline;
@@ -25,7 +24,7 @@ pub(crate) struct CallTime {
     /// The abort signal the gadget reads through `cancelled`.
     pub(crate) aborted: bool,
     /// Cancellation from outside (the run); raises the abort signal.
-    pub(crate) cancel: Option<Arc<AtomicBool>>,
+    pub(crate) signal: Option<AbortSignal>,
     /// The epoch callback trapped the call at the hard deadline.
     pub(crate) timed_out: bool,
 }
@@ -41,9 +40,7 @@ impl CallTime {
     }
 
     pub(crate) fn externally_cancelled(&self) -> bool {
-        self.cancel
-            .as_ref()
-            .is_some_and(|c| c.load(Ordering::Relaxed))
+        self.signal.as_ref().is_some_and(AbortSignal::is_raised)
     }
 
     /// The deadline has passed, on either clock.

@@ -45,7 +45,7 @@ impl WasmGadget {
             invocation_id: invocation_id.to_string(),
             params,
             limits: self.limits.clone(),
-            cancel: None,
+            signal: None,
             observer,
             grants: Some(self.plugin.access.grants.clone()),
             trace_parent: None,
@@ -119,17 +119,17 @@ impl Tool for WasmGadget {
         let request = CallRequest {
             gadget: self.spec.name.clone(),
             component_name: Some(self.component_name.clone()),
-            invocation_id: call.invocation_id,
+            invocation_id: call.id,
             params: call.params.to_string(),
             limits: Limits {
-                timeout: call.timeout.unwrap_or(self.limits.timeout),
+                timeout: call.deadline.unwrap_or(self.limits.timeout),
                 ..self.limits.clone()
             },
-            cancel: call.cancel,
+            signal: call.signal,
             observer: call.observer,
             grants: Some(self.plugin.access.grants.clone()),
-            trace_parent: call.trace_parent,
-            request_denials: call.approvals.as_ref().and_then(|a| {
+            trace_parent: call.scope.trace.as_ref().map(|t| t.traceparent.clone()),
+            request_denials: call.scope.approvals.as_ref().and_then(|a| {
                 a.rules
                     .request_denials(&self.spec.name, self.schema.schema_for_rules())
             }),

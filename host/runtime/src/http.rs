@@ -24,10 +24,10 @@
 //! each way, duration) when its response body ends or is dropped: the
 //! audit journal and `--json` see it.
 
+use gadget_core::signal::AbortSignal;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -59,15 +59,12 @@ pub const MAX_HTTP_REQUEST_BYTES: usize = 8 << 20;
 /// most deadlines.
 pub const HTTP_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How often a waiting request looks at the call's cancel flag.
-const CANCEL_POLL: Duration = Duration::from_millis(20);
-
 /// The hooks wasmtime-wasi-http calls for one call's requests.
 pub(crate) struct HttpHooks {
     pub(crate) grants: Option<Arc<CallGrants>>,
     pub(crate) requests: u32,
     pub(crate) deadline: Instant,
-    pub(crate) cancel: Option<Arc<AtomicBool>>,
+    pub(crate) signal: Option<AbortSignal>,
     /// Refusals and failures to note on the call (drained into its log).
     pub(crate) notes: Arc<Mutex<Vec<String>>>,
     /// Told each request as an effect.
@@ -231,7 +228,7 @@ impl WasiHttpHooks for HttpHooks {
             request.headers_mut().insert("traceparent", value);
         }
         let deadline = self.deadline;
-        let cancel = self.cancel.clone();
+        let signal = self.signal.clone();
         let notes = self.notes.clone();
         Box::new(async move {
             let note = |message: String| {
@@ -244,7 +241,7 @@ impl WasiHttpHooks for HttpHooks {
             // end is what the gadget sees, and the call must not end (and
             // its notes be collected) before the reason is written down.
             let (parts, mut body) = request.into_parts();
-            let sent = send(client, parts, &mut body, deadline, cancel, exchange).await;
+            let sent = send(client, parts, &mut body, deadline, signal, exchange).await;
             if let Err((_, message)) = &sent {
                 note(message.clone());
             }
@@ -261,7 +258,7 @@ async fn send(
     parts: http::request::Parts,
     body: &mut WasiBody,
     deadline: Instant,
-    cancel: Option<Arc<AtomicBool>>,
+    signal: Option<AbortSignal>,
     mut exchange: Exchange,
 ) -> Result<
     (
@@ -275,7 +272,7 @@ async fn send(
         exchange.error = Some(why.clone());
         (error, format!("HTTP {target}: {why}"))
     };
-    let body = match bounded(collect(body), deadline, cancel.clone()).await {
+    let body = match bounded(collect(body), deadline, signal.clone()).await {
         Ok(Ok(body)) => body,
         Ok(Err((e, why))) | Err((e, why)) => return Err(fail(e, why)),
     };
@@ -287,7 +284,7 @@ async fn send(
     headers.remove(http::header::HOST);
     *outgoing.headers_mut() = headers;
     *outgoing.body_mut() = Some(body.into());
-    let response = bounded(client.execute(outgoing), deadline, cancel.clone())
+    let response = bounded(client.execute(outgoing), deadline, signal.clone())
         .await
         .map_err(|(e, why)| fail(e, why))?
         .map_err(|error| {
@@ -302,7 +299,7 @@ async fn send(
     }
     exchange.bytes_out = bytes_out;
     exchange.status = Some(response.status().as_u16());
-    let body = capped_body(response, deadline, cancel, exchange);
+    let body = capped_body(response, deadline, signal, exchange);
     let response = builder.body(body).map_err(|e| {
         (
             HttpError::InternalError(Some(e.to_string())),
@@ -338,18 +335,9 @@ async fn collect(body: &mut WasiBody) -> Result<Bytes, (HttpError, String)> {
 async fn bounded<T>(
     work: impl Future<Output = T>,
     deadline: Instant,
-    cancel: Option<Arc<AtomicBool>>,
+    signal: Option<AbortSignal>,
 ) -> Result<T, (HttpError, String)> {
-    let cancelled = async {
-        match cancel {
-            Some(flag) => {
-                while !flag.load(Ordering::Relaxed) {
-                    tokio::time::sleep(CANCEL_POLL).await;
-                }
-            }
-            None => std::future::pending().await,
-        }
-    };
+    let cancelled = gadget_core::signal::raised(signal.as_ref());
     tokio::select! {
         done = work => Ok(done),
         _ = tokio::time::sleep_until(deadline.into()) => Err((
@@ -368,18 +356,18 @@ async fn bounded<T>(
 fn capped_body(
     response: reqwest::Response,
     deadline: Instant,
-    cancel: Option<Arc<AtomicBool>>,
+    signal: Option<AbortSignal>,
     exchange: Exchange,
 ) -> WasiBody {
     // The exchange rides along and is told when the body ends or is dropped.
     let state = (response, exchange, false);
     let stream = futures_util::stream::unfold(state, move |(mut response, mut exchange, done)| {
-        let cancel = cancel.clone();
+        let signal = signal.clone();
         async move {
             if done {
                 return None;
             }
-            let next = bounded(response.chunk(), deadline, cancel).await;
+            let next = bounded(response.chunk(), deadline, signal).await;
             let item = match next {
                 Err((error, why)) => {
                     exchange.error = Some(why);

@@ -53,7 +53,6 @@ mod specs;
 mod stdio;
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
@@ -76,6 +75,7 @@ pub use memory_budget::{
 use bindings::v0_1_0::gadget::plugin::types as wit;
 use gadget_core::ledger::{self, Ledger};
 use gadget_core::limits::MAX_ERROR_MESSAGE_BYTES;
+use gadget_core::signal::AbortSignal;
 use limiter::{CallLimiter, MemoryBudget};
 use outcome::{Failure, Instantiation, Trapped, accept_outcome, classify_trap};
 pub use pool::pooling_config;
@@ -192,7 +192,7 @@ pub struct CallRequest {
     pub limits: Limits,
     /// Raising it cancels the call: the abort signal goes up at once and
     /// the grace period starts.
-    pub cancel: Option<Arc<AtomicBool>>,
+    pub signal: Option<AbortSignal>,
     pub observer: Option<CallObserver>,
     /// What the call may use (files, HTTP, config) and the secrets to
     /// redact; `None`: nothing.
@@ -495,7 +495,7 @@ impl Runtime {
             &request.gadget,
             &request.invocation_id,
             limits,
-            request.cancel.clone(),
+            request.signal.clone(),
             request.observer.clone(),
             request.grants.as_ref(),
         );
@@ -649,7 +649,7 @@ impl Runtime {
         gadget: &str,
         invocation_id: &str,
         limits: &Limits,
-        cancel: Option<Arc<AtomicBool>>,
+        signal: Option<AbortSignal>,
         observer: Option<CallObserver>,
         grants: Option<&Arc<grants::CallGrants>>,
     ) -> Result<Store<CallState>, String> {
@@ -722,7 +722,7 @@ impl Runtime {
                 hard_deadline_epoch: now + timeout_ticks + grace_ticks,
                 grace_ticks,
                 aborted: false,
-                cancel: cancel.clone(),
+                signal: signal.clone(),
                 timed_out: false,
             },
             llm: grants
@@ -743,7 +743,7 @@ impl Runtime {
                 grants: grants.cloned(),
                 requests: 0,
                 deadline,
-                cancel,
+                signal,
                 notes,
                 observer,
                 trace_parent: None,

@@ -9,8 +9,8 @@
 //! usage the provider reports, never more than the request could use, to
 //! the call's ledger, where it stays even if the call later fails.
 
+use gadget_core::signal::AbortSignal;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use gadget_core::llm::{LlmAnswer, LlmBackend, LlmPrice, LlmRequest, LlmRole};
@@ -27,9 +27,6 @@ pub const DEFAULT_LLM_MAX_TOKENS: u32 = 1024;
 /// The largest token cap a gadget may ask for: a completion is a step of a
 /// gadget, not a book.
 pub const MAX_LLM_MAX_TOKENS: u32 = 32_768;
-
-/// How often a completion in flight looks at the abort signal.
-const CANCEL_POLL: Duration = Duration::from_millis(20);
 
 /// Why a completion did not happen (the WIT `llm-error`).
 #[derive(Debug, Clone, PartialEq)]
@@ -72,7 +69,7 @@ pub(crate) async fn complete(
     access: Option<&LlmAccess>,
     ask: LlmAsk,
     time_left: Duration,
-    cancel: Option<Arc<AtomicBool>>,
+    signal: Option<AbortSignal>,
 ) -> Result<LlmDone, LlmFailure> {
     let LlmAsk {
         model,
@@ -148,14 +145,7 @@ pub(crate) async fn complete(
         temperature,
     };
     let sent = backend.complete(request);
-    let cancelled = async {
-        loop {
-            tokio::time::sleep(CANCEL_POLL).await;
-            if cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
-                break;
-            }
-        }
-    };
+    let cancelled = gadget_core::signal::raised(signal.as_ref());
     // A deadline or cancel drops the reservation unsettled: what the
     // provider charged for a request cut off mid-flight is unknown, so its
     // worst case stays spent for the run.
@@ -228,7 +218,7 @@ impl bindings::v0_2_0::gadget::plugin::llm::Host for CallState {
                 temperature: request.temperature,
             },
             time_left,
-            self.time.cancel.clone(),
+            self.time.signal.clone(),
         )
         .await;
         let at = self.elapsed_ms();

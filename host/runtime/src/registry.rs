@@ -136,9 +136,7 @@ impl Registry {
         params: Value,
     ) -> Result<(Arc<WasmGadget>, Value), CallRejected> {
         let gadget = self.get(name).ok_or_else(|| self.rejection(name))?;
-        let params = gadget
-            .schema
-            .validate(&gadget.spec.name, params)
+        let params = gadget_core::tool::prepare(&**gadget, params)
             .map_err(CallRejected::InvalidParameters)?;
         Ok((gadget.clone(), params))
     }

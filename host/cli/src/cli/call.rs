@@ -64,7 +64,7 @@ pub async fn call(
     mut options: gadget_exec::call::CallOptions,
 ) -> Result<ExitCode> {
     let prepared = match tools.find(name) {
-        Some(tool) => match gadget_exec::call::validate(&*tool, params) {
+        Some(tool) => match gadget_exec::call::prepare(&*tool, params) {
             Ok(params) => Ok((tool, params)),
             Err(failure) => Err(CallRejected::InvalidParameters(failure)),
         },
@@ -96,7 +96,7 @@ pub async fn call(
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
-    options.invocation_id = id.to_string();
+    options.id = id.to_string();
     let gadget = tool.name().to_string();
     let report = gadget_exec::call::run(tool, Arc::new(params), options)
         .await

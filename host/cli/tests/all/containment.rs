@@ -2,7 +2,6 @@
 //! call on the same runtime is served normally.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use gadget_host::limits::Limits;
@@ -26,7 +25,7 @@ async fn run_with(
         invocation_id: "t1".into(),
         params: params.to_string(),
         limits,
-        cancel: None,
+        signal: None,
         observer: None,
         grants: None,
         trace_parent: None,
@@ -149,7 +148,7 @@ async fn external_cancellation_raises_the_abort_signal() {
     let runtime = common::runtime(EpochMode::Ticker);
     let registry = common::misbehave(&runtime).await;
     let (gadget, _) = registry.prepare("LoopUntilCancelled", json!({})).unwrap();
-    let cancel = Arc::new(AtomicBool::new(false));
+    let cancel = gadget_core::signal::AbortSignal::new();
     let request = CallRequest {
         gadget: gadget.spec.name.clone(),
         component_name: None,
@@ -159,7 +158,7 @@ async fn external_cancellation_raises_the_abort_signal() {
             timeout: Duration::from_secs(60),
             ..gadget.limits.clone()
         },
-        cancel: Some(cancel.clone()),
+        signal: Some(cancel.clone()),
         observer: None,
         grants: None,
         trace_parent: None,
@@ -169,7 +168,7 @@ async fn external_cancellation_raises_the_abort_signal() {
     let call = gadget.invoke_request(request);
     let canceller = async {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+        cancel.raise();
     };
     let (report, ()) = tokio::join!(call, canceller);
     assert!(

@@ -346,7 +346,6 @@ fn the_web_plugin_reads_a_granted_page_as_text_and_nothing_else() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_abort_signal_stops_a_request_in_flight() {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
 
     use gadget_host::loader::{LoadOptions, NoProgress, load_dirs};
     use gadget_host::runtime::policy::Policy;
@@ -366,11 +365,11 @@ async fn the_abort_signal_stops_a_request_in_flight() {
     .await;
     assert!(errors.is_empty(), "{errors:?}");
     let gadget = registry.get("Fetch").unwrap().clone();
-    let cancel = Arc::new(AtomicBool::new(false));
+    let cancel = gadget_core::signal::AbortSignal::new();
     let raise = cancel.clone();
     tokio::spawn(async move {
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-        raise.store(true, Ordering::Relaxed);
+        raise.raise();
     });
     let started = std::time::Instant::now();
     let report = gadget
@@ -380,7 +379,7 @@ async fn the_abort_signal_stops_a_request_in_flight() {
             invocation_id: "f1".into(),
             params: format!(r#"{{"url": "{}", "times": 1}}"#, server.url("/slow")),
             limits: gadget.limits.clone(),
-            cancel: Some(cancel),
+            signal: Some(cancel),
             observer: None,
             grants: Some(gadget.plugin.access.grants.clone()),
             trace_parent: None,

@@ -59,7 +59,7 @@ async fn stops_on_the_deadline_signal(registry: &Registry, timeout_ms: u64) {
             timeout: Duration::from_millis(timeout_ms),
             ..gadget.limits.clone()
         },
-        cancel: None,
+        signal: None,
         observer: None,
         grants: None,
         trace_parent: None,

@@ -3,7 +3,6 @@
 //! the abort signal cancel it upstream; its result becomes the text the
 //! model reads, bounded, and an error result the error the model sees.
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -31,9 +30,6 @@ pub const MAX_NAME_BYTES: usize = 64;
 pub const MAX_DESCRIPTION_BYTES: usize = 4 << 10;
 /// Largest input schema taken from a server, in bytes of JSON.
 pub const MAX_SCHEMA_BYTES: usize = 64 << 10;
-/// How often a running call looks at its abort signal.
-const CANCEL_POLL: Duration = Duration::from_millis(20);
-
 /// One upstream tool.
 pub struct UpstreamTool {
     server: Weak<Upstream>,
@@ -176,35 +172,26 @@ impl UpstreamTool {
         };
         let token = handle.progress_token.clone();
         server.watch(token.clone(), call.observer.clone());
-        if let Some(human) = &call.human {
+        if let Some(human) = &call.scope.human {
             server.asks(
                 token.clone(),
                 Asker {
                     human: human.clone(),
-                    call_id: call.invocation_id.clone(),
+                    call_id: call.id.clone(),
                     gadget: self.spec.name.clone(),
                 },
             );
         }
-        let timeout = call.timeout.unwrap_or(self.timeout);
-        let cancel = call.cancel.clone();
-        let deadline = tokio::time::sleep(timeout);
-        tokio::pin!(deadline);
+        let timeout = call.deadline.unwrap_or(self.timeout);
         enum Ended<T> {
             Answered(T),
             TimedOut,
             Cancelled,
         }
-        let ended = loop {
-            tokio::select! {
-                answer = &mut handle.rx => break Ended::Answered(answer),
-                _ = &mut deadline => break Ended::TimedOut,
-                _ = tokio::time::sleep(CANCEL_POLL), if cancel.is_some() => {
-                    if cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
-                        break Ended::Cancelled;
-                    }
-                }
-            }
+        let ended = tokio::select! {
+            answer = &mut handle.rx => Ended::Answered(answer),
+            _ = tokio::time::sleep(timeout) => Ended::TimedOut,
+            _ = gadget_core::signal::raised(call.signal.as_ref()) => Ended::Cancelled,
         };
         let (progress, logs) = server.unwatch(&token);
         let result = match ended {

@@ -2,9 +2,10 @@
 //! reaches a tool (its start with the parameters' shape, its end with the
 //! outcome, duration and cost) and what the call reports on the way (cost
 //! reports, approvals, and each door it uses), appended to a file as the
-//! hash-chained lines of [`crate::audit`]. It is here, beside the
-//! records, so that a call carries it to the tools that run calls of their
-//! own (a sub-agent's calls are journaled like any other).
+//! hash-chained lines of [`gadget_core::audit`]. It is the file-backed
+//! [`Recorder`] of a call's scope, so a call carries it to the tools that
+//! run calls of their own (a sub-agent's calls are journaled like any
+//! other); the pure crate opens no file.
 //!
 //! Bounded: past [`MAX_RECORDS_PER_CALL`] records of one call, the rest
 //! are counted into one `records_dropped` record at its end. Secret values
@@ -28,14 +29,15 @@ use serde_json::{Value, json};
 
 use sha2::{Digest as _, Sha256};
 
-use crate::audit::{
+use gadget_core::audit::{
     GENESIS, MAX_RECORD_STRING_BYTES, MAX_RECORDS_PER_CALL, Record, bounded, hex, line_hash,
     rfc3339,
 };
-use crate::call::{CallReport, Outcome};
-use crate::ledger::CallEvent;
-use crate::redact::Redactor;
-use crate::tool::{Origin, Tool};
+use gadget_core::call::{CallReport, Outcome};
+use gadget_core::events::Failure;
+use gadget_core::ledger::{CallEvent, truncate};
+use gadget_core::redact::Redactor;
+use gadget_core::scope::{CallRecord, Origin, Recorder};
 
 /// Longest name or id of a refused call kept in its record, in bytes:
 /// whoever wrote it may have written anything.
@@ -55,7 +57,7 @@ pub struct JournalOptions {
     /// The granted secret values, never written.
     pub secrets: Vec<String>,
     /// The operator's secret for a keyed journal (`[audit] key-env`): each
-    /// line then carries its HMAC (`crate::audit::line_mac`).
+    /// line then carries its HMAC (`gadget_core::audit::line_mac`).
     pub key: Option<JournalKey>,
 }
 
@@ -298,7 +300,7 @@ impl Journal {
         // A keyed line: its MAC over the line without it, as the last field.
         let mac = match &self.options.key {
             None => None,
-            Some(key) => match crate::audit::line_mac(&key.0, &pieces) {
+            Some(key) => match gadget_core::audit::line_mac(&key.0, &pieces) {
                 Some(mac) => Some(format!("\",\"mac\":\"{mac}\"}}")),
                 None => {
                     state
@@ -357,10 +359,10 @@ impl Journal {
     /// A call refused before it reached a tool (no such gadget, a gadget
     /// the operator denies, parameters that do not fit): `name` as the
     /// caller wrote it, never its parameters.
-    pub fn refused(&self, call: &str, name: &str, failure: &crate::events::Failure) {
+    pub fn refused(&self, call: &str, name: &str, failure: &Failure) {
         // The name is the caller's: a model or a client may write anything.
-        let name = crate::ledger::truncate(name.to_string(), MAX_REFUSED_NAME_BYTES);
-        let call = crate::ledger::truncate(call.to_string(), MAX_REFUSED_NAME_BYTES);
+        let name = truncate(name.to_string(), MAX_REFUSED_NAME_BYTES);
+        let call = truncate(call.to_string(), MAX_REFUSED_NAME_BYTES);
         self.record(
             "call_refused",
             Some(&call),
@@ -370,20 +372,41 @@ impl Journal {
         );
     }
 
-    /// What records one call of `tool`.
-    pub fn call(self: &Arc<Self>, call: &str, tool: &dyn Tool) -> CallRecorder {
-        CallRecorder {
-            journal: self.clone(),
+    /// This journal as the recorder of a call scope.
+    pub fn recorder(self: &Arc<Self>) -> Arc<dyn Recorder> {
+        Arc::new(JournalRecorder(self.clone()))
+    }
+}
+
+/// A journal as a [`Recorder`]: every call it records keeps it open.
+struct JournalRecorder(Arc<Journal>);
+
+impl Recorder for JournalRecorder {
+    fn failure(&self) -> Option<String> {
+        let why = self.0.failure()?;
+        Some(format!(
+            "the audit journal {} cannot be written ({why}), and no call runs unrecorded",
+            self.0.path().display()
+        ))
+    }
+
+    fn refused(&self, call: &str, name: &str, failure: &Failure) {
+        self.0.refused(call, name, failure);
+    }
+
+    fn call(&self, call: &str, gadget: &str, origin: Option<Arc<Origin>>) -> Arc<dyn CallRecord> {
+        Arc::new(CallRecorder {
+            journal: self.0.clone(),
             call: call.to_string(),
-            gadget: tool.name().to_string(),
-            origin: tool.origin(),
+            gadget: gadget.to_string(),
+            origin,
             records: AtomicU64::new(0),
-        }
+        })
     }
 }
 
 /// Records one call: its start, what it reports (capped), its end.
-pub struct CallRecorder {
+struct CallRecorder {
     journal: Arc<Journal>,
     call: String,
     gadget: String,
@@ -412,9 +435,11 @@ impl CallRecorder {
             detail,
         );
     }
+}
 
+impl CallRecord for CallRecorder {
     /// The call is about to run with `params`.
-    pub fn started(&self, params: &Value, timeout: Option<Duration>) {
+    fn started(&self, params: &Value, timeout: Option<Duration>) {
         let journal = &self.journal;
         let detail = if journal.options.record_params {
             Started {
@@ -441,13 +466,13 @@ impl CallRecorder {
 
     /// What a running call reported that the journal keeps: costs,
     /// approvals, and the doors it used (counted against the cap).
-    pub fn event(&self, event: &CallEvent) {
+    fn event(&self, event: &CallEvent) {
         let (name, detail) = match event {
             CallEvent::Cost(usd) => ("cost", json!({ "usd": usd })),
             CallEvent::Approval(approval) => ("approval", json!(approval)),
             // A count of what the runtime left out is itself the summary
             // (one per door per call): never dropped.
-            CallEvent::Effect(effect @ crate::effect::Effect::Omitted { .. }) => {
+            CallEvent::Effect(effect @ gadget_core::effect::Effect::Omitted { .. }) => {
                 return self.record(effect.door(), json!(effect));
             }
             CallEvent::Effect(effect) => (effect.door(), json!(effect)),
@@ -461,7 +486,7 @@ impl CallRecorder {
 
     /// The call ended (ran, or was refused before it ran); `instant`:
     /// it answered in the host at once (no flush for it).
-    pub fn finished(&self, report: &CallReport, instant: bool) {
+    fn finished(&self, report: &CallReport, instant: bool) {
         let records = self.records.load(Ordering::Relaxed);
         if records > MAX_RECORDS_PER_CALL {
             self.record(
@@ -475,7 +500,7 @@ impl CallRecorder {
             Ok(Outcome::AskHuman { .. }) => ("ask-human", None),
             Err(error) => {
                 let message = self.journal.redactor.string(error.to_string());
-                let message = crate::ledger::truncate(message, MAX_RECORD_STRING_BYTES);
+                let message = truncate(message, MAX_RECORD_STRING_BYTES);
                 let kind = error.kind();
                 ("error", Some(ErrorDetail { kind, message }))
             }
@@ -562,11 +587,11 @@ struct FinishedDetail {
 
 #[derive(serde::Serialize)]
 struct ErrorDetail {
-    kind: crate::call::FailureKind,
+    kind: gadget_core::call::FailureKind,
     message: String,
 }
 
-/// [`crate::audit::shape`] written as it is serialised (no tree built):
+/// [`gadget_core::audit::shape`] written as it is serialised (no tree built):
 /// each key's type and size, keys redacted and bounded.
 struct ShapeOf<'a> {
     value: &'a Value,
@@ -596,7 +621,7 @@ impl serde::Serialize for ShapeOf<'_> {
                         map.serialize_entry(key, &shaped)?;
                     } else {
                         let key = self.redactor.string(key.clone());
-                        let key = crate::ledger::truncate(key, MAX_RECORD_STRING_BYTES);
+                        let key = truncate(key, MAX_RECORD_STRING_BYTES);
                         map.serialize_entry(&key, &shaped)?;
                     }
                 }
@@ -626,7 +651,7 @@ mod tests {
             redactor: &none,
         })
         .unwrap();
-        assert_eq!(written, crate::audit::shape(&value));
+        assert_eq!(written, gadget_core::audit::shape(&value));
         // A secret in a key is redacted like anywhere else.
         let secret = Redactor::new(vec!["hunter2-key".into()]);
         let keyed = json!({"hunter2-key": 1});

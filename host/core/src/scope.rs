@@ -1,0 +1,140 @@
+//! What surrounds every call of a session or a request, as one value: the
+//! operator's approval rules and who approves, where calls are recorded
+//! (a [`Recorder`], the audit journal), the trace the calls belong to, and
+//! the person who answers what a tool asks while it runs.
+//!
+//! A front end builds one [`CallScope`] per session (`gadget run`, an
+//! agent) or per request (an MCP client's call) and shares it; every call
+//! carries it in its [`crate::tool::ToolCall`], so a tool that runs calls
+//! of its own (a sub-agent) runs them in the same scope.
+//!
+//! The recorder is a trait: this crate opens no file. The file-backed
+//! journal lives above it (`gadget_exec::audit::Journal`).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::approval::Approvals;
+use crate::call::CallReport;
+use crate::events::Failure;
+use crate::ledger::CallEvent;
+
+/// Everything around a call that is not the call itself. Cheap to share:
+/// every field is an `Arc` (or absent).
+#[derive(Clone, Default)]
+pub struct CallScope {
+    /// The operator's approval rules and approver; `None`: no rules.
+    pub approvals: Option<Arc<Approvals>>,
+    /// Where calls are recorded (the audit journal); `None`: nowhere.
+    pub recorder: Option<Arc<dyn Recorder>>,
+    /// The span calls are children of, when tracing is on; within a call,
+    /// the call's own span (sent on its outgoing HTTP requests, the parent
+    /// of a sub-agent's calls).
+    pub trace: Option<TraceParent>,
+    /// Who answers what a tool asks a person while it runs (an upstream
+    /// MCP server's elicitation, a sub-agent's gadget).
+    pub human: Option<Arc<dyn HumanInput>>,
+}
+
+impl std::fmt::Debug for CallScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallScope")
+            .field("approvals", &self.approvals.is_some())
+            .field("recorder", &self.recorder.is_some())
+            .field("trace", &self.trace)
+            .field("human", &self.human.is_some())
+            .finish()
+    }
+}
+
+impl CallScope {
+    /// A scope with nothing around its calls.
+    pub fn none() -> Arc<CallScope> {
+        Arc::new(CallScope::default())
+    }
+
+    /// Whether the operator has approval or argument rules for these calls.
+    pub fn has_rules(&self) -> bool {
+        self.approvals
+            .as_ref()
+            .is_some_and(|approvals| !approvals.rules.is_empty())
+    }
+}
+
+/// A W3C trace context, as text: what a tracer reads the parent span from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceParent {
+    /// The `traceparent` value.
+    pub traceparent: Arc<str>,
+    /// The `tracestate` value, if any.
+    pub tracestate: Option<Arc<str>>,
+}
+
+impl TraceParent {
+    pub fn new(traceparent: impl Into<Arc<str>>) -> TraceParent {
+        TraceParent {
+            traceparent: traceparent.into(),
+            tracestate: None,
+        }
+    }
+}
+
+/// Where calls are recorded: each call that reaches a tool, what it does
+/// on the way, and each call refused before it did.
+pub trait Recorder: Send + Sync {
+    /// Why nothing can be recorded now, in words for the refused call: a
+    /// call never runs unrecorded. `None`: records are kept.
+    fn failure(&self) -> Option<String>;
+
+    /// A call refused before it reached a tool (no such gadget, a gadget
+    /// the operator denies, parameters that do not fit): `name` as the
+    /// caller wrote it, never its parameters.
+    fn refused(&self, call: &str, name: &str, failure: &Failure);
+
+    /// What records one call of the tool named `gadget`.
+    fn call(&self, call: &str, gadget: &str, origin: Option<Arc<Origin>>) -> Arc<dyn CallRecord>;
+}
+
+/// The record of one call: its start, what it reports, its end.
+pub trait CallRecord: Send + Sync {
+    /// The call is about to run with `params`.
+    fn started(&self, params: &Value, timeout: Option<Duration>);
+
+    /// Something the running call reported.
+    fn event(&self, event: &CallEvent);
+
+    /// The call ended (ran, or was refused before it ran); `instant`: it
+    /// answered in the host at once.
+    fn finished(&self, report: &CallReport, instant: bool);
+}
+
+/// A tool's provenance: its plugin, the digest of its component, where it
+/// was loaded from and what its signatures say. Built once per plugin and
+/// shared by every call (the journal and the spans read it per call).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    pub plugin: String,
+    /// SHA-256 of the component, hex.
+    pub digest: String,
+    /// Where it was loaded from, as the operator named it: a path, or an
+    /// `oci://` reference.
+    pub source: String,
+    /// What its signatures say: `signed by NAME`, `unsigned`, `signed, not
+    /// verified (...)`, or `not checked` when the policy asks nothing of
+    /// signatures.
+    pub signature: String,
+}
+
+/// A future answer of a person (or an error text for the model).
+pub type Answer<'a> = Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
+
+/// Answers a question for a person: a gadget's (ask-human), or one an
+/// upstream MCP server asks during a call (elicitation). An error is why
+/// there is no answer.
+pub trait HumanInput: Send + Sync {
+    fn ask<'a>(&'a self, call_id: &'a str, gadget: &'a str, question: &'a str) -> Answer<'a>;
+}

@@ -1,0 +1,399 @@
+//! The layers around every call, one ordered list (Spin's `ExecutorHooks`
+//! shape): the span (when tracing is on), the journal (when the scope has
+//! a recorder), the approval (when the operator's rules ask something of
+//! the call). A new concern is one more element of the list, not one more
+//! nesting.
+//!
+//! Each layer of one call may admit it (or refuse it, or defer it), sees
+//! its events first through the observer it wraps, gives the tool the
+//! scope it runs in (the span: its own trace parent), is told when the
+//! call starts and when it ends; refusals before a call reached a tool are
+//! told to the layers that keep them ([`Layers::refused`]). Layers are
+//! opened in order, admit in order, and are told the end in reverse order
+//! (the journal's last record is written before the span ends).
+//!
+//! A call with no layer to open (no recorder, no tracing, nothing the
+//! rules ask) opens none: [`Layers::passive`] is what the executor's fast
+//! path asks.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use gadget_core::approval::{
+    Admission, ApprovalEvent, ApprovalRequest, Approvals, Decider, Verdict,
+};
+use gadget_core::call::CallReport;
+use gadget_core::events::Failure;
+use gadget_core::ledger::{CallEvent, CallObserver};
+use gadget_core::scope::{CallRecord, CallScope, TraceParent};
+use gadget_core::signal::AbortSignal;
+use gadget_core::tool::Tool;
+
+use crate::telemetry::{self, Telemetry, ToolSpan};
+
+/// What a layer says of a call before it runs.
+pub(crate) enum Admit {
+    Run,
+    /// It does not run, for this reason (in the operator's words).
+    Refused(String),
+    /// It waits for an approval its caller asks for out of band.
+    Deferred(Box<ApprovalRequest>),
+}
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a layer is shown of a call it admits.
+pub(crate) struct Admitting<'a> {
+    pub tool: &'a dyn Tool,
+    pub id: &'a str,
+    pub params: &'a Arc<Value>,
+    pub signal: Option<&'a AbortSignal>,
+    pub observer: &'a Option<CallObserver>,
+}
+
+/// One concern around one call.
+pub(crate) trait Layer: Send + Sync {
+    /// Whether the call may run.
+    fn admit<'a>(&'a self, _call: &'a Admitting<'a>) -> BoxFuture<'a, Admit> {
+        Box::pin(std::future::ready(Admit::Run))
+    }
+
+    /// The call's observer, with this layer shown each event first.
+    fn observe(&self, observer: Option<CallObserver>) -> Option<CallObserver> {
+        observer
+    }
+
+    /// The scope the tool runs in; `None`: the caller's.
+    fn scope(&self, _scope: &Arc<CallScope>) -> Option<Arc<CallScope>> {
+        None
+    }
+
+    /// The call is about to run.
+    fn started(&self, _params: &Value, _deadline: Option<Duration>) {}
+
+    /// The call ended (ran, or was refused before it ran).
+    fn finished(&self, _report: &CallReport, _instant: bool) {}
+}
+
+/// The layers of one call, in order.
+pub(crate) struct Layers(Vec<Box<dyn Layer>>);
+
+impl Layers {
+    pub fn none() -> Layers {
+        Layers(Vec::new())
+    }
+
+    /// Whether a call in `scope` with this admission has no layer at all.
+    pub fn passive(scope: &CallScope, admission: &Admission) -> bool {
+        scope.recorder.is_none() && *admission == Admission::Run && telemetry::active().is_none()
+    }
+
+    /// The layers `scope` asks for, opened for call `id` of `tool`.
+    pub fn open(tool: &dyn Tool, scope: &CallScope, id: &str, admission: Admission) -> Layers {
+        let mut layers: Vec<Box<dyn Layer>> = Vec::with_capacity(3);
+        if let Some(telemetry) = telemetry::active() {
+            layers.push(Box::new(SpanLayer::open(telemetry, scope, tool, id)));
+        }
+        if let Some(recorder) = &scope.recorder {
+            let record = match recorder.failure() {
+                Some(why) => Err(why),
+                None => Ok(recorder.call(id, tool.name(), tool.origin())),
+            };
+            layers.push(Box::new(JournalLayer { record }));
+        }
+        if admission != Admission::Run {
+            layers.push(Box::new(ApprovalLayer {
+                admission,
+                approvals: scope.approvals.clone(),
+            }));
+        }
+        Layers(layers)
+    }
+
+    /// A call refused before it reached a tool, told to the layers that
+    /// keep refusals: the journal records it, tracing counts it.
+    pub fn refused(scope: &CallScope, id: &str, name: &str, failure: &Failure) {
+        if let Some(recorder) = &scope.recorder {
+            recorder.refused(id, name, failure);
+        }
+        if let Some(telemetry) = telemetry::active() {
+            telemetry.refused("call");
+        }
+    }
+
+    pub fn observe(&self, observer: Option<CallObserver>) -> Option<CallObserver> {
+        self.0
+            .iter()
+            .fold(observer, |observer, layer| layer.observe(observer))
+    }
+
+    /// Each layer's admission in order; the first that does not admit the
+    /// call decides.
+    pub async fn admit(
+        &self,
+        tool: &dyn Tool,
+        id: &str,
+        params: &Arc<Value>,
+        signal: Option<&AbortSignal>,
+        observer: &Option<CallObserver>,
+    ) -> Admit {
+        let call = Admitting {
+            tool,
+            id,
+            params,
+            signal,
+            observer,
+        };
+        for layer in &self.0 {
+            match layer.admit(&call).await {
+                Admit::Run => {}
+                other => return other,
+            }
+        }
+        Admit::Run
+    }
+
+    pub fn scope(&self, mut scope: Arc<CallScope>) -> Arc<CallScope> {
+        for layer in &self.0 {
+            if let Some(own) = layer.scope(&scope) {
+                scope = own;
+            }
+        }
+        scope
+    }
+
+    pub fn started(&self, params: &Value, deadline: Option<Duration>) {
+        for layer in &self.0 {
+            layer.started(params, deadline);
+        }
+    }
+
+    pub fn finished(&self, report: &CallReport, instant: bool) {
+        for layer in self.0.iter().rev() {
+            layer.finished(report, instant);
+        }
+    }
+}
+
+/// The call's `execute_tool` span, a child of the scope's trace.
+struct SpanLayer {
+    telemetry: &'static Telemetry,
+    span: std::sync::Mutex<Option<ToolSpan>>,
+    name: String,
+    /// The span as the trace parent of what the call runs inside.
+    trace: Option<TraceParent>,
+}
+
+impl SpanLayer {
+    fn open(telemetry: &'static Telemetry, scope: &CallScope, tool: &dyn Tool, id: &str) -> Self {
+        let parent = scope.trace.as_ref().and_then(|parent| {
+            telemetry::context_from(&parent.traceparent, parent.tracestate.as_deref())
+        });
+        let span = telemetry.tool_span(parent.as_ref(), tool, id);
+        let trace = telemetry::trace_parent_of(span.context()).map(TraceParent::new);
+        SpanLayer {
+            telemetry,
+            span: std::sync::Mutex::new(Some(span)),
+            name: tool.name().to_string(),
+            trace,
+        }
+    }
+}
+
+impl Layer for SpanLayer {
+    fn observe(&self, observer: Option<CallObserver>) -> Option<CallObserver> {
+        let span = self.span.lock().unwrap_or_else(|p| p.into_inner());
+        match span.as_ref() {
+            Some(span) => Some(span.observe(observer)),
+            None => observer,
+        }
+    }
+
+    fn scope(&self, scope: &Arc<CallScope>) -> Option<Arc<CallScope>> {
+        let mut own = (**scope).clone();
+        own.trace = self.trace.clone();
+        Some(Arc::new(own))
+    }
+
+    fn finished(&self, report: &CallReport, _instant: bool) {
+        let span = self.span.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(span) = span {
+            span.finish(self.telemetry, &self.name, report);
+        }
+    }
+}
+
+/// The call's record in the scope's recorder; a recorder that cannot
+/// record refuses the call (no call runs unrecorded).
+struct JournalLayer {
+    record: Result<Arc<dyn CallRecord>, String>,
+}
+
+impl Layer for JournalLayer {
+    fn admit<'a>(&'a self, _call: &'a Admitting<'a>) -> BoxFuture<'a, Admit> {
+        let admit = match &self.record {
+            Ok(_) => Admit::Run,
+            Err(why) => Admit::Refused(why.clone()),
+        };
+        Box::pin(std::future::ready(admit))
+    }
+
+    fn observe(&self, observer: Option<CallObserver>) -> Option<CallObserver> {
+        let Ok(record) = &self.record else {
+            return observer;
+        };
+        let record = record.clone();
+        Some(Arc::new(move |event: &CallEvent| {
+            record.event(event);
+            if let Some(observer) = &observer {
+                observer(event);
+            }
+        }))
+    }
+
+    fn started(&self, params: &Value, deadline: Option<Duration>) {
+        if let Ok(record) = &self.record {
+            record.started(params, deadline);
+        }
+    }
+
+    fn finished(&self, report: &CallReport, instant: bool) {
+        if let Ok(record) = &self.record {
+            record.finished(report, instant);
+        }
+    }
+}
+
+/// The operator's rules: a deny refuses the call, an approve rule waits
+/// for the approver's verdict (bounded by the rules' timeout and the
+/// call's abort signal); every step is told to the observer.
+struct ApprovalLayer {
+    admission: Admission,
+    approvals: Option<Arc<Approvals>>,
+}
+
+impl Layer for ApprovalLayer {
+    fn admit<'a>(&'a self, call: &'a Admitting<'a>) -> BoxFuture<'a, Admit> {
+        Box::pin(async move {
+            match &self.admission {
+                Admission::Run => Admit::Run,
+                Admission::Deny { reason } => {
+                    tell(
+                        call.observer,
+                        ApprovalEvent::Decided {
+                            approved: false,
+                            by: Decider::Rule,
+                            reason: Some(reason.clone()),
+                        },
+                    );
+                    Admit::Refused(format!("the operator's rules refuse it: {reason}"))
+                }
+                Admission::Ask { reasons, named } => match &self.approvals {
+                    None => Admit::Run,
+                    Some(approvals) => {
+                        approve(approvals, call, reasons.clone(), named.clone()).await
+                    }
+                },
+            }
+        })
+    }
+}
+
+/// Waits for the approver's verdict on a call.
+async fn approve(
+    approvals: &Approvals,
+    call: &Admitting<'_>,
+    reasons: Vec<String>,
+    named: Vec<String>,
+) -> Admit {
+    let name = call.tool.name();
+    if approvals.approved_for_session(name) {
+        tell(
+            call.observer,
+            ApprovalEvent::Decided {
+                approved: true,
+                by: Decider::Session,
+                reason: None,
+            },
+        );
+        return Admit::Run;
+    }
+    let request = ApprovalRequest {
+        call_id: call.id.to_string(),
+        gadget: name.to_string(),
+        params: call.params.clone(),
+        access: call.tool.access(),
+        reasons,
+        declared: call.tool.declared(),
+        named,
+    };
+    tell(
+        call.observer,
+        ApprovalEvent::Requested {
+            reasons: request.reasons.clone(),
+            access: request.access.clone(),
+        },
+    );
+    let timeout = approvals.rules.timeout();
+    let verdict = tokio::select! {
+        verdict = approvals.approver.decide(&request) => verdict,
+        _ = tokio::time::sleep(timeout) => Verdict::Denied {
+            by: Decider::Timeout,
+            why: format!(
+                "nobody approved it within {} (the policy's [gadgets] approval-timeout-ms)",
+                human_duration(timeout)
+            ),
+        },
+        _ = gadget_core::signal::raised(call.signal) => Verdict::Denied {
+            by: Decider::Stopped,
+            why: "the call was stopped while it waited for approval".into(),
+        },
+    };
+    match verdict {
+        Verdict::Approved { by, for_session } => {
+            if for_session {
+                approvals.approve_for_session(name);
+            }
+            tell(
+                call.observer,
+                ApprovalEvent::Decided {
+                    approved: true,
+                    by,
+                    reason: None,
+                },
+            );
+            Admit::Run
+        }
+        Verdict::Denied { by, why } => {
+            tell(
+                call.observer,
+                ApprovalEvent::Decided {
+                    approved: false,
+                    by,
+                    reason: Some(why.clone()),
+                },
+            );
+            Admit::Refused(why)
+        }
+        Verdict::Deferred => Admit::Deferred(Box::new(request)),
+    }
+}
+
+fn human_duration(duration: Duration) -> String {
+    let ms = duration.as_millis();
+    if ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{ms} ms")
+    }
+}
+
+fn tell(observer: &Option<CallObserver>, event: ApprovalEvent) {
+    if let Some(observer) = observer {
+        observer(&CallEvent::Approval(event));
+    }
+}

@@ -1,0 +1,557 @@
+//! One `tools/call` of the MCP server, in the steps every call takes:
+//! prepare (the tool and its validated arguments, or the refusal), scope
+//! (the approvals this request carries, the journal, the trace, who is
+//! asked mid-call), notifier (progress and logs on their way to the
+//! client), run (the one call path, stopped by `notifications/cancelled`
+//! or the server's shutdown), result (the MCP result of what it returned).
+//! A gadget's question goes to the client's person here, the MCP way
+//! (elicitation, or a stateless `input_required` round trip).
+
+// MCP log messages are what clients show today (see server.rs).
+#![allow(deprecated, reason = "MCP logging has no replacement yet (SEP-2577)")]
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use rmcp::RoleServer;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
+    ElicitResult, InputRequest, InputRequests, InputRequiredResult,
+    LoggingMessageNotificationParam, ProgressNotificationParam,
+};
+use rmcp::service::RequestContext;
+use serde_json::Value;
+
+use gadget_core::approval::{ApprovalEvent, Approvals};
+use gadget_core::call::{FailureKind, Outcome};
+use gadget_core::ledger::{CallEvent, CallObserver};
+use gadget_core::scope::CallScope;
+use gadget_core::signal::AbortSignal;
+use gadget_core::tool::Tool as GadgetTool;
+use gadget_exec::call::{CallOptions, Finished};
+
+use crate::approval::{APPROVAL_KEY, ClientAsk, McpApprover};
+use crate::ask::{
+    ASK_HUMAN_KEY, ClientPerson, answer_result, can_elicit, elicitation, elicits_mid_call,
+    is_modern,
+};
+use crate::logs::{level_rank, mcp_level, operator_log};
+use crate::metrics::CallOutcome;
+use crate::server::GadgetServer;
+
+impl GadgetServer {
+    /// One `tools/call`: prepare, scope, notifier, run, result.
+    pub(crate) async fn call(
+        &self,
+        mut request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        self.until_loaded().await;
+        let started = Instant::now();
+        let name = request.name.to_string();
+        if let Some(responses) = &request.input_responses
+            && let Some(response) = responses.get(ASK_HUMAN_KEY)
+        {
+            let state = request.request_state.as_deref();
+            return self.answered(&name, state, response, started).into();
+        }
+        let arguments = Value::Object(request.arguments.take().unwrap_or_default());
+        let (gadget, params) = match self.prepare(&name, arguments, started) {
+            Ok(prepared) => prepared,
+            Err(refused) => return (*refused).into(),
+        };
+        let scope = match self.scope(&*gadget, &params, &request, &context, started) {
+            Ok(scope) => scope,
+            Err(refused) => return (*refused).into(),
+        };
+        let id = format!("mcp_{}", self.calls.fetch_add(1, Ordering::Relaxed) + 1);
+        let (observer, forward) = self.notifier(&id, gadget.name(), &context);
+        self.metrics.started();
+        let finished = self
+            .run(gadget.clone(), params, &id, scope, observer, &context)
+            .await;
+        // Every notification of the call reaches the client before its result.
+        let _ = forward.await;
+        self.result(gadget.name(), &id, finished, &context, started)
+            .await
+    }
+
+    /// The tool a call names and its validated arguments, or the refusal
+    /// (counted, and kept by the journal).
+    fn prepare(
+        &self,
+        name: &str,
+        arguments: Value,
+        started: Instant,
+    ) -> Result<(Arc<dyn GadgetTool>, Value), Box<CallToolResult>> {
+        // Metrics and messages use the name as served, whatever the case
+        // the client wrote.
+        self.resolve(name, arguments).map_err(|(text, label)| {
+            self.metrics.rejected(&label, started.elapsed());
+            let kind = if label == "(unknown)" {
+                FailureKind::UnknownGadget
+            } else {
+                FailureKind::InvalidParameters
+            };
+            let failure = gadget_exec::Failure::new(kind, text.clone());
+            let scope = CallScope {
+                recorder: self.recorder.clone(),
+                ..CallScope::default()
+            };
+            gadget_exec::call::refused(&scope, "(mcp)", name, &failure);
+            Box::new(CallToolResult::error(vec![ContentBlock::text(text)]))
+        })
+    }
+
+    /// What surrounds this call: the approvals (and the answer to an
+    /// earlier approval request, which must bind this very call, else
+    /// nothing runs), the journal, the client's trace, and the client's
+    /// person for what a tool asks mid-call.
+    fn scope(
+        &self,
+        gadget: &dyn GadgetTool,
+        params: &Value,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        started: Instant,
+    ) -> Result<Arc<CallScope>, Box<CallToolResult>> {
+        let name = gadget.name();
+        let reply = request
+            .input_responses
+            .as_ref()
+            .and_then(|r| r.get(APPROVAL_KEY));
+        let approver = match reply {
+            Some(reply) => {
+                if let Err(why) = crate::approval::check_state(
+                    &self.approval_key,
+                    request.request_state.as_deref(),
+                    name,
+                    params,
+                    self.rules.timeout(),
+                ) {
+                    self.metrics.rejected(name, started.elapsed());
+                    return Err(Box::new(CallToolResult::error(vec![ContentBlock::text(
+                        format!(
+                            "This call of '{name}' carries an approval that does not hold: {why}. Call it again without inputResponses to ask for approval."
+                        ),
+                    )])));
+                }
+                McpApprover::Answered(crate::approval::verdict_of(reply))
+            }
+            None => McpApprover::Ask(self.client_ask(context)),
+        };
+        let approvals = (!self.rules.is_empty())
+            .then(|| Arc::new(Approvals::new(self.rules.clone(), Arc::new(approver))));
+        // What a tool asks mid-call (an upstream server's elicitation)
+        // goes to this client's person, when it can be asked while a call
+        // runs.
+        let human = (self.server_requests && elicits_mid_call(context)).then(|| {
+            Arc::new(ClientPerson {
+                peer: context.peer.clone(),
+            }) as Arc<dyn gadget_exec::HumanInput>
+        });
+        Ok(Arc::new(CallScope {
+            approvals,
+            recorder: self.recorder.clone(),
+            trace: crate::trace::parent_of(context),
+            human,
+        }))
+    }
+
+    /// The call's observer, and the task that forwards what it sees to
+    /// the client: progress and logs leave through a channel, since the
+    /// observer runs on the call's task and must not wait for the client.
+    fn notifier(
+        &self,
+        id: &str,
+        gadget: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> (CallObserver, tokio::task::JoinHandle<()>) {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Notice>();
+        let min_level = level_rank(*self.level.lock().unwrap_or_else(|p| p.into_inner()));
+        let gadget_name = gadget.to_string();
+        let logged_id = id.to_string();
+        let observer: CallObserver = Arc::new(move |event: &CallEvent| match event {
+            CallEvent::Progress(message) => {
+                let _ = tx.send(Notice::Progress(message.clone()));
+            }
+            CallEvent::Log(entry) => {
+                // The operator's log (stderr, filtered by -v or RUST_LOG
+                // with the target `gadget`), then the client's at its level.
+                operator_log(&logged_id, &gadget_name, entry);
+                if level_rank(mcp_level(entry.level)) < min_level {
+                    return;
+                }
+                let data = serde_json::json!({
+                    "message": entry.message,
+                    "fields": entry.fields,
+                    "source": entry.source,
+                });
+                let mut param = LoggingMessageNotificationParam::new(mcp_level(entry.level), data);
+                param.logger = Some(gadget_name.clone());
+                let _ = tx.send(Notice::Log(param));
+            }
+            // Who let a call run (or not) is the operator's to see.
+            CallEvent::Approval(ApprovalEvent::Decided {
+                approved,
+                by,
+                reason,
+            }) => {
+                tracing::info!(
+                    call = %logged_id,
+                    gadget = %gadget_name,
+                    approved,
+                    by = by.as_str(),
+                    reason = reason.as_deref().unwrap_or_default(),
+                    "approval decided"
+                );
+            }
+            _ => {}
+        });
+        let progress_token = context.meta.get_progress_token();
+        let peer = context.peer.clone();
+        let forward = tokio::spawn(async move {
+            let mut step = 0.0;
+            while let Some(notice) = rx.recv().await {
+                match notice {
+                    Notice::Progress(message) => {
+                        if let Some(token) = &progress_token {
+                            step += 1.0;
+                            let mut param = ProgressNotificationParam::new(token.clone(), step);
+                            param.message = Some(message);
+                            let _ = peer.notify_progress(param).await;
+                        }
+                    }
+                    Notice::Log(param) => {
+                        let _ = peer.notify_logging_message(param).await;
+                    }
+                }
+            }
+        });
+        (observer, forward)
+    }
+
+    /// The one call path (gadget-exec): a panic under it is this call's
+    /// `crashed` failure (counted, answered, its slot freed); dropping the
+    /// request (the client went away) drops the call and stops it.
+    /// `notifications/cancelled` (or the server's shutdown) raises the
+    /// abort signal; the gadget gets its grace period, then the instance
+    /// stops. A question is answered by [`Self::result`], the MCP way, not
+    /// by a handler in the path.
+    async fn run(
+        &self,
+        gadget: Arc<dyn GadgetTool>,
+        params: Value,
+        id: &str,
+        scope: Arc<CallScope>,
+        observer: CallObserver,
+        context: &RequestContext<RoleServer>,
+    ) -> Finished {
+        let signal = AbortSignal::new();
+        let options = CallOptions {
+            id: id.to_string(),
+            deadline: None,
+            signal: Some(signal.clone()),
+            observer: Some(observer),
+            scope,
+            answers: None,
+        };
+        let run = gadget_exec::call::run(gadget, Arc::new(params), options);
+        tokio::pin!(run);
+        tokio::select! {
+            finished = &mut run => return finished,
+            _ = context.ct.cancelled() => {}
+            _ = self.shutdown.cancelled() => {}
+        }
+        signal.raise();
+        run.await
+    }
+
+    /// The MCP result of how the call ended.
+    async fn result(
+        &self,
+        name: &str,
+        id: &str,
+        finished: Finished,
+        context: &RequestContext<RoleServer>,
+        started: Instant,
+    ) -> CallToolResponse {
+        if let Some(request) = finished.deferred {
+            self.metrics
+                .finished(name, CallOutcome::InputRequired, started.elapsed());
+            return crate::approval::input_required(&self.approval_key, &request).into();
+        }
+        let result = match finished.report.outcome {
+            Ok(Outcome::Result { result, details }) | Ok(Outcome::Finish { result, details }) => {
+                self.metrics
+                    .finished(name, CallOutcome::Ok, started.elapsed());
+                let mut done = CallToolResult::success(vec![ContentBlock::text(result)]);
+                done.structured_content = details.map(|d| match d {
+                    Value::Object(_) => d,
+                    other => serde_json::json!({ "details": other }),
+                });
+                done
+            }
+            Ok(Outcome::AskHuman { question }) => {
+                let asked = self.ask(name, id, &question, context).await;
+                let outcome = match &asked {
+                    Asked::Later(_) => CallOutcome::InputRequired,
+                    Asked::Answered(answer) if answer.is_error == Some(true) => {
+                        CallOutcome::HumanInput
+                    }
+                    Asked::Answered(_) => CallOutcome::AskHuman,
+                };
+                self.metrics.finished(name, outcome, started.elapsed());
+                match asked {
+                    Asked::Answered(result) => result,
+                    Asked::Later(input_required) => return input_required.into(),
+                }
+            }
+            Err(error) => {
+                self.metrics
+                    .finished(name, CallOutcome::Failed(error.kind()), started.elapsed());
+                CallToolResult::error(vec![ContentBlock::text(error.to_string())])
+            }
+        };
+        result.into()
+    }
+}
+
+/// What became of a gadget's question.
+enum Asked {
+    /// The call's result: the person's answer, or why there is none.
+    Answered(CallToolResult),
+    /// The client is to ask and call again (protocol 2026-07-28 and later).
+    Later(InputRequiredResult),
+}
+
+/// What the server keeps of a question between the two halves of a
+/// stateless ask (in `requestState`, echoed by the client): the tool and
+/// the call that asked, to check that an answer belongs to this tool.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct AskState {
+    gadget: String,
+    call: String,
+}
+
+impl GadgetServer {
+    /// How this request's client can be asked to approve a call.
+    fn client_ask(&self, context: &RequestContext<RoleServer>) -> ClientAsk {
+        let can_elicit = can_elicit(context);
+        let modern = is_modern(context);
+        if !can_elicit {
+            ClientAsk::Cannot("this client cannot ask a person (no elicitation capability)")
+        } else if modern {
+            ClientAsk::RoundTrip
+        } else if self.server_requests {
+            ClientAsk::Request(context.peer.clone())
+        } else {
+            ClientAsk::Cannot(
+                "over stateless HTTP the server can ask a person only on protocol 2026-07-28 or later",
+            )
+        }
+    }
+
+    /// Puts a gadget's question to the person at the client, in the way
+    /// the connection allows.
+    async fn ask(
+        &self,
+        gadget: &str,
+        call_id: &str,
+        question: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Asked {
+        let can_elicit = can_elicit(context);
+        let modern = is_modern(context);
+        let cannot = |why: &str| {
+            Asked::Answered(CallToolResult::error(vec![ContentBlock::text(format!(
+                "Gadget '{gadget}' needs a person to answer: {question}\n({why}: answer it in your next message to the model.)"
+            ))]))
+        };
+        if !can_elicit {
+            return cannot("This client cannot ask a person (no elicitation capability)");
+        }
+        let params = elicitation(gadget, question);
+        if modern {
+            let state = AskState {
+                gadget: gadget.to_string(),
+                call: call_id.to_string(),
+            };
+            let mut requests = InputRequests::new();
+            requests.insert(
+                ASK_HUMAN_KEY.to_string(),
+                InputRequest::Elicitation(ElicitRequest::new(params)),
+            );
+            let state = serde_json::to_string(&state).unwrap_or_default();
+            return Asked::Later(InputRequiredResult::new(Some(requests), Some(state)));
+        }
+        if !self.server_requests {
+            return cannot(
+                "Over stateless HTTP the server can ask a person only on protocol 2026-07-28 or later",
+            );
+        }
+        // The person may take a while: the wait is not the gadget's (its
+        // instance is gone), and a cancelled call stops waiting.
+        let answer = tokio::select! {
+            answer = context.peer.create_elicitation(params) => answer,
+            _ = context.ct.cancelled() => {
+                return Asked::Answered(CallToolResult::error(vec![ContentBlock::text(format!(
+                    "Gadget '{gadget}' asked a person, and the call was cancelled before they answered."
+                ))]));
+            }
+        };
+        Asked::Answered(match answer {
+            Ok(result) => answer_result(gadget, result),
+            Err(error) => CallToolResult::error(vec![ContentBlock::text(format!(
+                "Gadget '{gadget}' needs a person to answer: {question}\n(The client could not ask one: {error}.)"
+            ))]),
+        })
+    }
+
+    /// The second half of a stateless ask: the client's answer to the
+    /// question `state` names. The gadget does not run again; as in llmist,
+    /// the answer is the call's result. `state` is the client's echo and is
+    /// not trusted: it must name this tool, and a forged one can only make
+    /// the client's own answer its result, which it could write itself.
+    fn answered(
+        &self,
+        name: &str,
+        state: Option<&str>,
+        response: &Value,
+        started: Instant,
+    ) -> CallToolResult {
+        let served = self.served().find(name).map(|t| t.name().to_string());
+        let state: Option<AskState> = state.and_then(|s| serde_json::from_str(s).ok());
+        let (Some(served), Some(state)) = (served, state) else {
+            self.metrics.rejected("(unknown)", started.elapsed());
+            return CallToolResult::error(vec![ContentBlock::text(format!(
+                "This call of '{name}' carries an answer (inputResponses.{ASK_HUMAN_KEY}) to no question this server asked of that tool: call it again without inputResponses."
+            ))]);
+        };
+        if state.gadget != served {
+            self.metrics.rejected(&served, started.elapsed());
+            return CallToolResult::error(vec![ContentBlock::text(format!(
+                "This call of '{served}' carries an answer to a question of '{}': call '{served}' again without inputResponses.",
+                state.gadget
+            ))]);
+        }
+        let result = match serde_json::from_value::<ElicitResult>(response.clone()) {
+            Ok(result) => answer_result(&served, result),
+            Err(error) => CallToolResult::error(vec![ContentBlock::text(format!(
+                "The answer to gadget '{served}''s question (call {}) is not an elicitation result: {error}",
+                state.call
+            ))]),
+        };
+        let outcome = if result.is_error == Some(true) {
+            CallOutcome::HumanInput
+        } else {
+            CallOutcome::AskHuman
+        };
+        self.metrics.answered(&served, outcome, started.elapsed());
+        result
+    }
+}
+
+/// What the call reports while it runs, on its way to the client.
+enum Notice {
+    Progress(String),
+    Log(LoggingMessageNotificationParam),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ask::MAX_QUESTION_BYTES;
+    use crate::metrics::Metrics;
+    use rmcp::model::ElicitRequestParams;
+    use std::sync::Mutex;
+
+    fn server() -> GadgetServer {
+        GadgetServer::new(
+            Arc::new(gadget_core::tool::Toolbox::new()),
+            Arc::new(Metrics::new()),
+        )
+    }
+
+    fn text(result: &CallToolResult) -> String {
+        result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn an_answer_to_no_question_is_refused_and_runs_nothing() {
+        let accept = serde_json::json!({"action": "accept", "content": {"answer": "yes"}});
+        for state in [
+            None,
+            Some("not json"),
+            Some(r#"{"gadget":"AskUser","call":"mcp_1"}"#),
+        ] {
+            // No tool of that name is served: whatever the state says.
+            let result = server().answered("AskUser", state, &accept, Instant::now());
+            assert_eq!(result.is_error, Some(true));
+            assert!(
+                text(&result).contains("no question this server asked"),
+                "{}",
+                text(&result)
+            );
+        }
+    }
+
+    #[test]
+    fn an_answer_counts_only_for_the_tool_that_asked() {
+        // A served tool (the built-in viewer, served as any tool is).
+        let limiter = Arc::new(Mutex::new(gadget_core::viewer::OutputLimiter::new(100)));
+        let mut tools = gadget_core::tool::Toolbox::new();
+        let _ = tools.insert(Arc::new(gadget_core::viewer::OutputViewer::new(limiter)));
+        let server = GadgetServer::new(Arc::new(tools), Arc::new(Metrics::new()));
+        let accept = serde_json::json!({"action": "accept", "content": {"answer": "yes"}});
+        let other = r#"{"gadget":"AskUser","call":"mcp_1"}"#;
+        let result = server.answered("GadgetOutputViewer", Some(other), &accept, Instant::now());
+        assert_eq!(result.is_error, Some(true));
+        assert!(
+            text(&result).contains("carries an answer to a question of 'AskUser'"),
+            "{}",
+            text(&result)
+        );
+        let own = r#"{"gadget":"GadgetOutputViewer","call":"mcp_2"}"#;
+        let result = server.answered("gadgetoutputviewer", Some(own), &accept, Instant::now());
+        assert_eq!(
+            (text(&result), result.is_error),
+            ("yes".into(), Some(false))
+        );
+    }
+
+    #[test]
+    fn a_reply_becomes_the_result_or_says_why_not() {
+        let reply = |v: Value| answer_result("AskUser", serde_json::from_value(v).unwrap());
+        let ok = reply(serde_json::json!({"action": "accept", "content": {"answer": "blue"}}));
+        assert_eq!((text(&ok), ok.is_error), ("blue".into(), Some(false)));
+        // A client that sent other fields: the person's words are kept whole.
+        let other = reply(serde_json::json!({"action": "accept", "content": {"colour": "red"}}));
+        assert_eq!(text(&other), r#"{"colour":"red"}"#);
+        let declined = reply(serde_json::json!({"action": "decline"}));
+        assert_eq!(declined.is_error, Some(true));
+        assert!(text(&declined).contains("declined"));
+        let cancelled = reply(serde_json::json!({"action": "cancel"}));
+        assert!(text(&cancelled).contains("dismissed"));
+    }
+
+    #[test]
+    fn a_long_question_is_cut_for_the_dialog() {
+        let question = "why? ".repeat(10_000);
+        let ElicitRequestParams::FormElicitationParams { message, .. } =
+            elicitation("AskUser", &question)
+        else {
+            panic!("a form");
+        };
+        assert!(
+            message.len() <= MAX_QUESTION_BYTES + 64,
+            "{}",
+            message.len()
+        );
+    }
+}

@@ -11,7 +11,9 @@ Three measures over `host/`, each a rule the code keeps:
   resolves to an item of B. A facade's `pub use child::X` counts as its
   import of the child, and a path through a re-export is followed to the
   file that defines the item, so a child naming `crate::X` re-exported
-  from its child does not tie it to `lib.rs`.
+  from its child does not tie it to `lib.rs`. A file's own test module
+  (`#[cfg(test)] mod tests { .. }`) is left out: tests may reach for their
+  parent's helpers without tying the code itself together.
 
 Prints what breaks a rule and exits 1; `--report` prints the largest
 files and functions too.
@@ -125,8 +127,9 @@ class Crate:
             if rest[0] in exports:
                 target = exports[rest[0]]
                 absolute = self.absolute(target, path)
-                if absolute is not None:
-                    return self.resolve(absolute + rest[1:], here, depth + 1)
+                if absolute is None:
+                    return None  # another crate's item, re-exported
+                return self.resolve(absolute + rest[1:], here, depth + 1)
         return file
 
     def absolute(self, segments, module):
@@ -200,10 +203,16 @@ def expand_use(tree):
     return parse(tree, [])
 
 
+def without_tests(code):
+    """The code before the file's own `#[cfg(test)] mod NAME {`."""
+    m = re.search(r"(?m)^\s*#\[cfg\(test\)\]\s*\n\s*mod\s+\w+\s*\{", code)
+    return code[: m.start()] if m else code
+
+
 def imports_of(crate, file):
     """The files of the crate that `file`'s code names."""
     module = crate.files[file]
-    code = strip_comments_and_strings(file.read_text())
+    code = without_tests(strip_comments_and_strings(file.read_text()))
     found = set()
     # Inline modules (`mod tests {`): `super` inside is the file's module.
     lines = code.split("\n")
@@ -222,7 +231,7 @@ def imports_of(crate, file):
             return
         absolute = [s for s in absolute if s != "<inline>"]
         target = crate.resolve(absolute, file)
-        if target != file:
+        if target is not None and target != file:
             found.add(target)
 
     for m in re.finditer(r"\buse\s+([^;]+);", code):

@@ -24,13 +24,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::access::Access;
-use crate::tool::glob_matches;
+use crate::glob::glob_matches;
 
 mod normal;
 mod shown;
 use normal::kind_in_schema;
-pub use normal::{RequestDenials, ValueKind, normal_path, normal_url};
-pub use shown::shown;
+pub use normal::{ValueKind, normal_path, normal_url};
+pub use shown::{
+    ApprovalRequest, MAX_SHOWN_KEYS_BYTES, MAX_SHOWN_PARAMS_BYTES, MIN_SHOWN_VALUE_BYTES, shown,
+};
 
 /// How long a call waits for a person before it is denied, unless the
 /// policy says `approval-timeout-ms`: long enough to read a call and
@@ -41,20 +43,6 @@ pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
 /// The longest approval wait a policy may set: one day. Past that, an
 /// unanswered call is a leak, not a decision.
 pub const MAX_APPROVAL_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
-
-/// Parameters' values shown to a person deciding, in bytes of escaped
-/// JSON, shared among the keys: what fits a terminal screen or a dialog.
-/// Every key is shown; a value longer than its share is cut on its own,
-/// with a marker and its size (the decision is bound to the whole
-/// parameters all the same).
-pub const MAX_SHOWN_PARAMS_BYTES: usize = 4096;
-
-/// The least of a value shown, however many keys share the budget, bytes.
-pub const MIN_SHOWN_VALUE_BYTES: usize = 96;
-
-/// Key names shown, in bytes: every key of any honest call; a flood of
-/// keys is cut after this with a count.
-pub const MAX_SHOWN_KEYS_BYTES: usize = 16 << 10;
 
 /// Longest regex a rule may have, in bytes of compiled program: the
 /// `regex` crate matches in linear time whatever the input, and this keeps
@@ -471,7 +459,7 @@ fn text_of(value: &Value) -> String {
 pub fn glob_matches_exact(pattern: &str, text: &str) -> bool {
     let pattern: Vec<char> = pattern.chars().collect();
     let text: Vec<char> = text.chars().collect();
-    crate::tool::glob_matches_chars(&pattern, &text)
+    crate::glob::glob_matches_chars(&pattern, &text)
 }
 
 /// Who (or what) decided a call's approval.
@@ -518,26 +506,6 @@ impl std::fmt::Display for Decider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// One call waiting for a person: everything they need to decide.
-#[derive(Debug, Clone)]
-pub struct ApprovalRequest {
-    pub call_id: String,
-    /// The name the call was made by (as served).
-    pub gadget: String,
-    /// The validated parameters the call will run with, exactly.
-    pub params: Arc<Value>,
-    /// What the call may touch (its effective grants).
-    pub access: Access,
-    /// Why it waits, in the operator's words.
-    pub reasons: Vec<String>,
-    /// What the tool's author says of its effects (shown as its claims
-    /// for a tool outside the sandbox).
-    pub declared: crate::access::Declared,
-    /// The parameters (JSON pointers) the matched rules look at: shown
-    /// first, so no long value before them hides them.
-    pub named: Vec<String>,
 }
 
 /// An approver's answer.
@@ -660,6 +628,26 @@ pub fn canonical_json(value: &Value) -> String {
     let mut out = String::new();
     write(value, &mut out);
     out
+}
+
+/// The deny rules a call's HTTP requests are held to (see
+/// [`Rules::request_denials`]).
+#[derive(Debug, Clone)]
+pub struct RequestDenials {
+    rules: Arc<Rules>,
+    deny: Vec<usize>,
+}
+
+impl RequestDenials {
+    /// The first deny rule the request's URL matches (as sent and in its
+    /// normal form), as its reason.
+    pub fn refusal(&self, url: &str) -> Option<String> {
+        self.deny
+            .iter()
+            .map(|&i| &self.rules.rules[i])
+            .find(|rule| rule.matches_value(url, Some(ValueKind::Url)))
+            .map(Rule::described)
+    }
 }
 
 #[cfg(test)]

@@ -221,7 +221,7 @@ pub fn bounded(mut value: Value) -> Value {
     fn cut(value: &mut Value) {
         match value {
             Value::String(text) if text.len() > MAX_RECORD_STRING_BYTES => {
-                *text = crate::ledger::truncate(std::mem::take(text), MAX_RECORD_STRING_BYTES);
+                *text = crate::text::truncate(std::mem::take(text), MAX_RECORD_STRING_BYTES);
             }
             Value::Array(items) => items.iter_mut().for_each(cut),
             Value::Object(map) => map.values_mut().for_each(cut),

@@ -14,6 +14,7 @@ use crate::limits::{
     MAX_LOG_MESSAGE_BYTES, MAX_UPDATE_BYTES,
 };
 use crate::redact::Redactor;
+pub use crate::text::truncate;
 
 /// Severity of a log entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -442,21 +443,6 @@ pub fn invalid_cost(usd: f64) -> Option<&'static str> {
     } else {
         None
     }
-}
-
-/// Truncates at a character boundary, marking the cut.
-pub fn truncate(mut text: String, max_bytes: usize) -> String {
-    if text.len() <= max_bytes {
-        return text;
-    }
-    let mut cut = max_bytes;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    let dropped = text.len() - cut;
-    text.truncate(cut);
-    text.push_str(&format!("… [truncated {dropped} bytes]"));
-    text
 }
 
 #[cfg(test)]

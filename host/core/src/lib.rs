@@ -22,6 +22,7 @@
 //! approval  the operator's approval and argument rules, and who decides
 //! audit     the audit journal: its records, their hash chain, verification
 //! scope     what surrounds a session's calls: approvals, recorder, trace, person
+//! glob      gadget-name patterns; text  text bounded at a character boundary
 //! signal    the abort signal: read at once, or awaited
 //! fuzz      a small mutational fuzzer for the doors' fuzz targets
 //! ```
@@ -35,7 +36,8 @@
 //!   any tool through the executor crate's one call path.
 //! - [`parser::GadgetCall`] is a call as the model wrote it (parsed, not
 //!   validated); [`tool::ToolCall`] is one call handed to a tool (validated
-//!   parameters, deadline, abort signal, observer); [`call::CallReport`] is
+//!   parameters, deadline, abort signal, observer, and the
+//!   [`scope::CallScope`] around it); [`call::CallReport`] is
 //!   what the tool returns (outcome, cost, logs, duration);
 //!   [`call::CallError`] is a call that failed, and [`events::Failure`] the
 //!   failure as the model reads it.
@@ -62,6 +64,7 @@ pub mod chunked;
 pub mod effect;
 pub mod events;
 pub mod fuzz;
+pub mod glob;
 pub mod ledger;
 pub mod limits;
 pub mod llm;
@@ -73,5 +76,6 @@ pub mod schedule;
 pub mod schema;
 pub mod scope;
 pub mod signal;
+pub mod text;
 pub mod tool;
 pub mod viewer;

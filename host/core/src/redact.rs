@@ -58,7 +58,7 @@ impl Redactor {
     /// order: a cut first could leave a secret's prefix that no longer
     /// matches, and the prefix would leak.
     pub fn bounded(&self, text: String, max_bytes: usize) -> String {
-        crate::ledger::truncate(self.string(text), max_bytes)
+        crate::text::truncate(self.string(text), max_bytes)
     }
 
     /// Output captured up to a cap, redacted; when the capture was cut

@@ -40,7 +40,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 mod abort;
-/// The audit journal (in `gadget-core`, so that calls can carry it).
+/// The audit journal file: the [`gadget_core::scope::Recorder`] calls carry.
 pub mod audit;
 mod builtins;
 pub mod call;

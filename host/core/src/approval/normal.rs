@@ -2,12 +2,8 @@
 //! `format` or the rule's `kind` says, and the normal forms its text is
 //! matched in besides its spelling.
 
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-use super::Rules;
 
 /// What a parameter's text means, for matching its normal form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,26 +133,6 @@ pub(super) fn kind_in_schema(schema: &Value, pointer: &str) -> Option<ValueKind>
         .get("format")
         .or_else(|| at.get("items").and_then(|i| i.get("format")))?;
     ValueKind::of_format(format.as_str()?)
-}
-
-/// The deny rules a call's HTTP requests are held to (see
-/// [`Rules::request_denials`]).
-#[derive(Debug, Clone)]
-pub struct RequestDenials {
-    pub(super) rules: Arc<Rules>,
-    pub(super) deny: Vec<usize>,
-}
-
-impl RequestDenials {
-    /// The first deny rule the request's URL matches (as sent and in its
-    /// normal form), as its reason.
-    pub fn refusal(&self, url: &str) -> Option<String> {
-        self.deny
-            .iter()
-            .map(|&i| &self.rules.rules[i])
-            .find(|rule| rule.matches_value(url, Some(ValueKind::Url)))
-            .map(super::Rule::described)
-    }
 }
 
 #[cfg(test)]

@@ -2,9 +2,45 @@
 //! those the rules name first, long values cut one by one) and what it may
 //! touch, every text escaped and bounded.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
-use super::{ApprovalRequest, MAX_SHOWN_KEYS_BYTES, MAX_SHOWN_PARAMS_BYTES, MIN_SHOWN_VALUE_BYTES};
+use crate::access::{Access, Declared};
+
+/// Parameters' values shown to a person deciding, in bytes of escaped
+/// JSON, shared among the keys: what fits a terminal screen or a dialog.
+/// Every key is shown; a value longer than its share is cut on its own,
+/// with a marker and its size (the decision is bound to the whole
+/// parameters all the same).
+pub const MAX_SHOWN_PARAMS_BYTES: usize = 4096;
+
+/// The least of a value shown, however many keys share the budget, bytes.
+pub const MIN_SHOWN_VALUE_BYTES: usize = 96;
+
+/// Key names shown, in bytes: every key of any honest call; a flood of
+/// keys is cut after this with a count.
+pub const MAX_SHOWN_KEYS_BYTES: usize = 16 << 10;
+
+/// One call waiting for a person: everything they need to decide.
+#[derive(Debug, Clone)]
+pub struct ApprovalRequest {
+    pub call_id: String,
+    /// The name the call was made by (as served).
+    pub gadget: String,
+    /// The validated parameters the call will run with, exactly.
+    pub params: Arc<Value>,
+    /// What the call may touch (its effective grants).
+    pub access: Access,
+    /// Why it waits, in the operator's words.
+    pub reasons: Vec<String>,
+    /// What the tool's author says of its effects (shown as its claims
+    /// for a tool outside the sandbox).
+    pub declared: Declared,
+    /// The parameters (JSON pointers) the matched rules look at: shown
+    /// first, so no long value before them hides them.
+    pub named: Vec<String>,
+}
 
 impl ApprovalRequest {
     /// The parameters as a person reads them, as compact JSON: every key,

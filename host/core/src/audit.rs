@@ -66,6 +66,120 @@ pub struct Record {
     pub mac: Option<String>,
 }
 
+/// What a record is, by its `event`: the name the writer puts on each
+/// line, so no writer spells one by hand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordKind {
+    CallStarted,
+    CallFinished,
+    CallRefused,
+    Cost,
+    Approval,
+    Http,
+    File,
+    Config,
+    Llm,
+    Omitted,
+    RecordsDropped,
+}
+
+impl RecordKind {
+    /// The `event` of its records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordKind::CallStarted => "call_started",
+            RecordKind::CallFinished => "call_finished",
+            RecordKind::CallRefused => "call_refused",
+            RecordKind::Cost => "cost",
+            RecordKind::Approval => "approval",
+            RecordKind::Http => "http",
+            RecordKind::File => "file",
+            RecordKind::Config => "config",
+            RecordKind::Llm => "llm",
+            RecordKind::Omitted => "omitted",
+            RecordKind::RecordsDropped => "records_dropped",
+        }
+    }
+
+    /// The records of a door's effects.
+    pub fn of_door(door: crate::effect::Door) -> RecordKind {
+        use crate::effect::Door;
+        match door {
+            Door::Http => RecordKind::Http,
+            Door::File => RecordKind::File,
+            Door::Config => RecordKind::Config,
+            Door::Llm => RecordKind::Llm,
+            Door::Omitted => RecordKind::Omitted,
+            Door::Call => RecordKind::CallRefused,
+            Door::Approval => RecordKind::Approval,
+        }
+    }
+}
+
+/// A record's `event` and `detail` as one type (ripgrep's tagged JSON
+/// lines): readers match on it, and the compiler finds every kind. The
+/// JSON on disk is the record's own (`"event": ..., "detail": ...`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", content = "detail", rename_all = "snake_case")]
+pub enum RecordBody {
+    /// The parameters' shape (or values, when the policy asks), the
+    /// deadline, the provenance.
+    CallStarted(Value),
+    CallFinished(CallFinished),
+    CallRefused(CallRefused),
+    Cost {
+        usd: f64,
+    },
+    Approval(Value),
+    Http(crate::effect::Effect),
+    File(crate::effect::Effect),
+    Config(crate::effect::Effect),
+    Llm(crate::effect::Effect),
+    Omitted(crate::effect::Effect),
+    RecordsDropped {
+        count: u64,
+        cap: u64,
+    },
+}
+
+/// How a call ended, as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallFinished {
+    /// `result`, `finish`, `ask-human` or `error`.
+    pub outcome: String,
+    #[serde(default)]
+    pub error: Option<RecordedError>,
+    pub duration_ms: f64,
+    pub cost: f64,
+}
+
+/// A failure, as recorded: its kind and (redacted, bounded) message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedError {
+    pub kind: String,
+    pub message: String,
+}
+
+/// A call refused before it reached a tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallRefused {
+    pub kind: String,
+    pub message: String,
+}
+
+impl Record {
+    /// The record's event and detail as a type; `None` for an event this
+    /// version does not know, or a detail that does not fit it (shown as
+    /// written).
+    pub fn body(&self) -> Option<RecordBody> {
+        let mut tagged = Map::with_capacity(2);
+        tagged.insert("event".into(), Value::String(self.event.clone()));
+        tagged.insert("detail".into(), self.detail.clone());
+        serde_json::from_value(Value::Object(tagged)).ok()
+    }
+}
+
 /// How a keyed line ends: `","mac":"` 64 hex digits `"}`.
 const MAC_SUFFIX_BYTES: usize = r#"","mac":""#.len() + 64 + r#""}"#.len();
 
@@ -258,6 +372,60 @@ pub fn rfc3339(unix_ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_reads_as_its_typed_body_and_an_unknown_one_as_none() {
+        let line = |event: &str, detail: Value| Record {
+            seq: 1,
+            time: rfc3339(0),
+            session: "s".into(),
+            event: event.into(),
+            call: None,
+            gadget: None,
+            plugin: None,
+            digest: None,
+            detail,
+            prev: GENESIS.into(),
+            mac: None,
+        };
+        let http = serde_json::json!({"door": "http", "method": "GET", "origin": "http://a:1",
+            "path": "/", "status": 200, "bytes_out": 0, "bytes_in": 3, "duration_ms": 1.0});
+        assert!(matches!(
+            line("http", http).body(),
+            Some(RecordBody::Http(crate::effect::Effect::Http {
+                status: Some(200),
+                ..
+            }))
+        ));
+        let file = serde_json::json!({"door": "file", "op": "write", "path": "/d/x", "host": "/h/x", "bytes": 3});
+        assert!(matches!(
+            line("file", file).body(),
+            Some(RecordBody::File(crate::effect::Effect::File {
+                op: crate::effect::FileOp::Write,
+                ..
+            }))
+        ));
+        let finished = serde_json::json!({"outcome": "error", "error": {"kind": "timeout", "message": "m"},
+            "duration_ms": 2.0, "cost": 0.0});
+        let Some(RecordBody::CallFinished(finished)) = line("call_finished", finished).body()
+        else {
+            panic!("not read as call_finished");
+        };
+        assert_eq!(finished.error.unwrap().kind, "timeout");
+        assert_eq!(line("something_new", Value::Null).body(), None);
+        for kind in [
+            RecordKind::CallStarted,
+            RecordKind::RecordsDropped,
+            RecordKind::Omitted,
+        ] {
+            let named = serde_json::to_value(kind).unwrap();
+            assert_eq!(
+                named,
+                kind.as_str(),
+                "the written name is the serialised one"
+            );
+        }
+    }
     use serde_json::json;
 
     fn journal(n: u64) -> Vec<String> {

@@ -4,10 +4,85 @@
 //! them as they happen ([`crate::ledger::CallEvent::Effect`]); the audit
 //! journal records them and `--json` shows them live.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+/// A door a call goes through that the host keeps, and counts refusals
+/// at: the call itself, its HTTP requests, its file operations, its
+/// config, its completions, and its approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Door {
+    Call,
+    Http,
+    File,
+    Config,
+    Llm,
+    Approval,
+    /// The count of uses of a door past its per-call cap.
+    Omitted,
+}
+
+impl Door {
+    /// The name in records, metrics and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Door::Call => "call",
+            Door::Http => "http",
+            Door::File => "file",
+            Door::Config => "config",
+            Door::Llm => "llm",
+            Door::Approval => "approval",
+            Door::Omitted => "omitted",
+        }
+    }
+}
+
+impl std::fmt::Display for Door {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A file operation in a granted directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileOp {
+    Open,
+    Create,
+    Read,
+    Write,
+    Mkdir,
+    Remove,
+    Rename,
+    Symlink,
+    Link,
+}
+
+impl FileOp {
+    /// The name in records and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileOp::Open => "open",
+            FileOp::Create => "create",
+            FileOp::Read => "read",
+            FileOp::Write => "write",
+            FileOp::Mkdir => "mkdir",
+            FileOp::Remove => "remove",
+            FileOp::Rename => "rename",
+            FileOp::Symlink => "symlink",
+            FileOp::Link => "link",
+        }
+    }
+}
+
+impl std::fmt::Display for FileOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// One use of a door by a running call.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "door", rename_all = "snake_case")]
 pub enum Effect {
     /// An outgoing HTTP request (`wasi:http`).
@@ -36,9 +111,7 @@ pub enum Effect {
     },
     /// A file operation in a granted directory (`wasi:filesystem`).
     File {
-        /// `open`, `create`, `read`, `write`, `mkdir`, `remove`, `rename`,
-        /// `symlink` or `link`.
-        op: &'static str,
+        op: FileOp,
         /// The path as the gadget sees it (under its grant's guest path).
         path: String,
         /// The same path on the host.
@@ -62,7 +135,7 @@ pub enum Effect {
     Config { keys: Vec<String> },
     /// More uses of a door than one call tells (its per-call cap): which
     /// door, and how many were not told.
-    Omitted { of: &'static str, count: u64 },
+    Omitted { of: Door, count: u64 },
     /// A completion through the `llm` import.
     Llm {
         model: String,
@@ -80,15 +153,14 @@ pub enum Effect {
 }
 
 impl Effect {
-    /// The door's name (`http`, `file`, `config`, `llm`): the journal's
-    /// event name.
-    pub fn door(&self) -> &'static str {
+    /// The door it went through: the journal's event name.
+    pub fn door(&self) -> Door {
         match self {
-            Effect::Http { .. } => "http",
-            Effect::File { .. } => "file",
-            Effect::Config { .. } => "config",
-            Effect::Omitted { .. } => "omitted",
-            Effect::Llm { .. } => "llm",
+            Effect::Http { .. } => Door::Http,
+            Effect::File { .. } => Door::File,
+            Effect::Config { .. } => Door::Config,
+            Effect::Omitted { .. } => Door::Omitted,
+            Effect::Llm { .. } => Door::Llm,
         }
     }
 }

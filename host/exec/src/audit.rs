@@ -30,8 +30,8 @@ use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
 use gadget_core::audit::{
-    GENESIS, MAX_RECORD_STRING_BYTES, MAX_RECORDS_PER_CALL, Record, bounded, hex, line_hash,
-    rfc3339,
+    GENESIS, MAX_RECORD_STRING_BYTES, MAX_RECORDS_PER_CALL, Record, RecordKind, bounded, hex,
+    line_hash, rfc3339,
 };
 use gadget_core::call::{CallReport, Outcome};
 use gadget_core::events::Failure;
@@ -244,7 +244,7 @@ impl Journal {
     /// (number, previous hash, its own hash) is settled under it.
     pub fn record(
         &self,
-        event: &str,
+        event: RecordKind,
         call: Option<&str>,
         gadget: Option<&str>,
         origin: Option<&Origin>,
@@ -257,7 +257,7 @@ impl Journal {
     /// Appends one record whose detail is already redacted and bounded.
     fn append<D: serde::Serialize>(
         &self,
-        event: &str,
+        event: RecordKind,
         call: Option<&str>,
         gadget: Option<&str>,
         origin: Option<&Origin>,
@@ -266,7 +266,7 @@ impl Journal {
         let body = Body {
             time: rfc3339(now_ms()),
             session: &self.options.session,
-            event,
+            event: event.as_str(),
             call,
             gadget,
             plugin: origin.map(|o| o.plugin.as_str()),
@@ -364,7 +364,7 @@ impl Journal {
         let name = truncate(name.to_string(), MAX_REFUSED_NAME_BYTES);
         let call = truncate(call.to_string(), MAX_REFUSED_NAME_BYTES);
         self.record(
-            "call_refused",
+            RecordKind::CallRefused,
             Some(&call),
             Some(&name),
             None,
@@ -416,7 +416,7 @@ struct CallRecorder {
 }
 
 impl CallRecorder {
-    fn append<D: serde::Serialize>(&self, event: &str, detail: D) {
+    fn append<D: serde::Serialize>(&self, event: RecordKind, detail: D) {
         self.journal.append(
             event,
             Some(&self.call),
@@ -426,7 +426,7 @@ impl CallRecorder {
         );
     }
 
-    fn record(&self, event: &str, detail: Value) {
+    fn record(&self, event: RecordKind, detail: Value) {
         self.journal.record(
             event,
             Some(&self.call),
@@ -461,21 +461,21 @@ impl CallRecord for CallRecorder {
                 signature: self.origin.as_ref().map(|o| o.signature.as_str()),
             }
         };
-        self.append("call_started", detail);
+        self.append(RecordKind::CallStarted, detail);
     }
 
     /// What a running call reported that the journal keeps: costs,
     /// approvals, and the doors it used (counted against the cap).
     fn event(&self, event: &CallEvent) {
         let (name, detail) = match event {
-            CallEvent::Cost(usd) => ("cost", json!({ "usd": usd })),
-            CallEvent::Approval(approval) => ("approval", json!(approval)),
+            CallEvent::Cost(usd) => (RecordKind::Cost, json!({ "usd": usd })),
+            CallEvent::Approval(approval) => (RecordKind::Approval, json!(approval)),
             // A count of what the runtime left out is itself the summary
             // (one per door per call): never dropped.
             CallEvent::Effect(effect @ gadget_core::effect::Effect::Omitted { .. }) => {
-                return self.record(effect.door(), json!(effect));
+                return self.record(RecordKind::of_door(effect.door()), json!(effect));
             }
-            CallEvent::Effect(effect) => (effect.door(), json!(effect)),
+            CallEvent::Effect(effect) => (RecordKind::of_door(effect.door()), json!(effect)),
             _ => return,
         };
         if self.records.fetch_add(1, Ordering::Relaxed) >= MAX_RECORDS_PER_CALL {
@@ -490,7 +490,7 @@ impl CallRecord for CallRecorder {
         let records = self.records.load(Ordering::Relaxed);
         if records > MAX_RECORDS_PER_CALL {
             self.record(
-                "records_dropped",
+                RecordKind::RecordsDropped,
                 json!({ "count": records - MAX_RECORDS_PER_CALL, "cap": MAX_RECORDS_PER_CALL }),
             );
         }
@@ -511,7 +511,7 @@ impl CallRecord for CallRecorder {
             duration_ms: report.duration.as_secs_f64() * 1e3,
             cost: report.cost,
         };
-        self.append("call_finished", detail);
+        self.append(RecordKind::CallFinished, detail);
         if !instant {
             self.journal.flush_due();
         }

@@ -121,7 +121,7 @@ impl Layers {
             recorder.refused(id, name, failure);
         }
         if let Some(telemetry) = telemetry::active() {
-            telemetry.refused("call");
+            telemetry.refused(gadget_core::effect::Door::Call);
         }
     }
 

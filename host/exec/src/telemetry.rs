@@ -18,7 +18,7 @@ use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt as _, Tr
 use opentelemetry::{Context, KeyValue, global};
 
 use gadget_core::call::{CallReport, Outcome};
-use gadget_core::effect::Effect;
+use gadget_core::effect::{Door, Effect};
 use gadget_core::ledger::{CallEvent, CallObserver};
 use gadget_core::tool::Tool;
 
@@ -221,8 +221,9 @@ impl Telemetry {
     }
 
     /// Counts a refusal at `door` (`call`, `http`, `llm`, `approval`).
-    pub fn refused(&self, door: &'static str) {
-        self.refusals.add(1, &[KeyValue::new("gadget.door", door)]);
+    pub fn refused(&self, door: Door) {
+        self.refusals
+            .add(1, &[KeyValue::new("gadget.door", door.as_str())]);
     }
 
     fn usage(&self, model: &str, operation: &'static str, input: u64, output: u64) {
@@ -273,7 +274,7 @@ impl ToolSpan {
             span.set_attribute(KeyValue::new("error.type", outcome));
             span.set_status(Status::error(error.to_string()));
             if matches!(error, gadget_core::call::CallError::NotApproved { .. }) {
-                telemetry.refused("approval");
+                telemetry.refused(Door::Approval);
             }
         }
         span.end();
@@ -481,7 +482,7 @@ fn effect_event(telemetry: &Telemetry, parent: &Context, effect: &Effect) {
             ..
         } => {
             let mut attributes = vec![
-                KeyValue::new("gadget.file.op", *op),
+                KeyValue::new("gadget.file.op", op.as_str()),
                 KeyValue::new("gadget.file.path", path.clone()),
             ];
             if let Some(bytes) = bytes {
@@ -491,7 +492,7 @@ fn effect_event(telemetry: &Telemetry, parent: &Context, effect: &Effect) {
                 attributes.push(KeyValue::new("gadget.file.to", to.clone()));
             }
             if let Some(refusal) = refused {
-                telemetry.refused("file");
+                telemetry.refused(Door::File);
                 attributes.push(KeyValue::new("gadget.refused", refusal.clone()));
             }
             if let Some(error) = error {
@@ -506,7 +507,7 @@ fn effect_event(telemetry: &Telemetry, parent: &Context, effect: &Effect) {
         Effect::Omitted { of, count } => parent.span().add_event(
             "gadget.omitted",
             vec![
-                KeyValue::new("gadget.door", *of),
+                KeyValue::new("gadget.door", of.as_str()),
                 KeyValue::new("gadget.omitted.count", *count as i64),
             ],
         ),

@@ -34,6 +34,8 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 };
 use wasmtime_wasi::p2::{DynOutputStream, OutputStream, Pollable, StreamError, StreamResult};
 
+use gadget_core::effect::FileOp;
+
 use crate::CallState;
 use crate::file_log::{Done, StreamLog};
 
@@ -448,9 +450,9 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
                 let grant = state.files.grant_of(&fd);
                 let parent = fd.rep();
                 let op = if open_flags.contains(OpenFlags::CREATE) {
-                    "create"
+                    FileOp::Create
                 } else {
-                    "open"
+                    FileOp::Open
                 };
                 let logged = state.files.log.watched().then(|| path.clone());
                 let logged = logged.as_deref().unwrap_or("");
@@ -512,7 +514,7 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
                     state
                         .files
                         .log
-                        .tell("write", rep, "", Some(bytes), None, quota);
+                        .tell(FileOp::Write, rep, "", Some(bytes), None, quota);
                     return Ok((Err(code),));
                 }
                 let written =
@@ -525,7 +527,7 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
                 state
                     .files
                     .log
-                    .tell("write", rep, "", Some(bytes), None, done);
+                    .tell(FileOp::Write, rep, "", Some(bytes), None, done);
                 Ok(result)
             })
         },
@@ -560,7 +562,7 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
         |mut store, (fd, offset): (Resource<Descriptor>, Filesize)| {
             let state = store.data_mut();
             let grant = state.files.grant_of(&fd);
-            let log = state.files.log.stream(fd.rep(), "write");
+            let log = state.files.log.stream(fd.rep(), FileOp::Write);
             let mut view = state.filesystem();
             let opened = HostDescriptor::write_via_stream(&mut view, fd, offset);
             charged_stream(&mut view, opened, grant, log)
@@ -571,7 +573,7 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
         |mut store, (fd,): (Resource<Descriptor>,)| {
             let state = store.data_mut();
             let grant = state.files.grant_of(&fd);
-            let log = state.files.log.stream(fd.rep(), "write");
+            let log = state.files.log.stream(fd.rep(), FileOp::Write);
             let mut view = state.filesystem();
             let opened = HostDescriptor::append_via_stream(&mut view, fd);
             charged_stream(&mut view, opened, grant, log)
@@ -590,7 +592,7 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
                     state
                         .files
                         .log
-                        .tell("mkdir", rep, logged, None, None, quota);
+                        .tell(FileOp::Mkdir, rep, logged, None, None, quota);
                     return Ok((Err(code),));
                 }
                 let done =
@@ -600,7 +602,10 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
                     Ok(()) => Done::Ok,
                     Err(code) => Done::Failed(*code),
                 };
-                state.files.log.tell("mkdir", rep, logged, None, None, done);
+                state
+                    .files
+                    .log
+                    .tell(FileOp::Mkdir, rep, logged, None, None, done);
                 Ok(result)
             })
         },
@@ -618,7 +623,7 @@ pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::
                     state
                         .files
                         .log
-                        .tell("symlink", fd.rep(), &path, None, None, refused);
+                        .tell(FileOp::Symlink, fd.rep(), &path, None, None, refused);
                     return Ok((Err(ErrorCode::NotPermitted),));
                 }
                 if let Err(code) = state.files.charge_entry(&fd) {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use gadget_core::effect::Effect;
+use gadget_core::effect::{Door, Effect, FileOp};
 use gadget_core::ledger::{CallEvent, CallObserver};
 use wasmtime::component::{Linker, Resource};
 use wasmtime_wasi::filesystem::WasiFilesystemView as _;
@@ -68,7 +68,7 @@ impl Counts {
 /// What a file stream tells of its reads or writes when it closes.
 pub(crate) struct StreamLog {
     observer: CallObserver,
-    op: &'static str,
+    op: FileOp,
     path: String,
     host: String,
     counts: Arc<Counts>,
@@ -133,7 +133,7 @@ impl FileLog {
 
     /// What a stream on `fd` tells when it closes: `op` (`read`,
     /// `write`) and its bytes.
-    pub(crate) fn stream(&self, fd: u32, op: &'static str) -> Option<StreamLog> {
+    pub(crate) fn stream(&self, fd: u32, op: FileOp) -> Option<StreamLog> {
         let observer = self.observer.clone()?;
         let (path, host) = self.paths.get(&fd)?;
         Some(StreamLog {
@@ -175,7 +175,7 @@ impl FileLog {
     /// `path` is empty).
     pub(crate) fn tell(
         &mut self,
-        op: &'static str,
+        op: FileOp,
         fd: u32,
         path: &str,
         bytes: Option<u64>,
@@ -218,7 +218,7 @@ impl Drop for FileLog {
             && omitted > 0
         {
             observer(&CallEvent::Effect(Effect::Omitted {
-                of: "file",
+                of: Door::File,
                 count: omitted,
             }));
         }
@@ -312,7 +312,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<
         "[method]descriptor.read-via-stream",
         |mut store, (fd, offset): (Resource<Descriptor>, Filesize)| {
             let state = store.data_mut();
-            let log = state.files.log.stream(fd.rep(), "read");
+            let log = state.files.log.stream(fd.rep(), FileOp::Read);
             let mut view = state.filesystem();
             match HostDescriptor::read_via_stream(&mut view, fd, offset) {
                 Ok(stream) => {
@@ -340,7 +340,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<
                 let result = settle(state, read)?;
                 let bytes = result.0.as_ref().ok().map(|(data, _)| data.len() as u64);
                 Ok(told(state, result, |log, done| {
-                    log.tell("read", rep, "", bytes, None, done)
+                    log.tell(FileOp::Read, rep, "", bytes, None, done)
                 }))
             })
         },
@@ -364,7 +364,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<
                     let result = settle(state, removed)?;
                     Ok(told(state, result, |log, done| {
                         log.tell(
-                            "remove",
+                            FileOp::Remove,
                             rep,
                             logged.as_deref().unwrap_or(""),
                             None,
@@ -405,7 +405,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<
                 Ok(told(state, result, |log, done| {
                     let (old, new) = logged.unwrap_or_default();
                     let to = log.paths_at(new_rep, &new).map(|(guest, _)| guest);
-                    log.tell("rename", rep, &old, None, to, done)
+                    log.tell(FileOp::Rename, rep, &old, None, to, done)
                 }))
             })
         },

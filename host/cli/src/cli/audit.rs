@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
 
-use gadget_core::audit::{Record, verify};
+use gadget_core::audit::{Record, RecordBody, verify};
+use gadget_core::effect::Effect;
 use gadget_exec::audit::{Journal, JournalKey, JournalOptions};
 use gadget_runtime::policy::Policy;
 
@@ -163,7 +164,7 @@ fn shown(record: &Record) -> String {
     let detail = if record.detail.is_null() {
         String::new()
     } else {
-        match summary(&record.event, &record.detail) {
+        match record.body().as_ref().and_then(summary) {
             Some(summary) => format!(": {summary}"),
             None => format!(" {}", record.detail),
         }
@@ -176,80 +177,74 @@ fn shown(record: &Record) -> String {
 
 /// A door's record for people (`GET http://host/path: 200, 26 bytes in,
 /// 3.1 ms`); `None`: shown as its JSON.
-fn summary(event: &str, detail: &serde_json::Value) -> Option<String> {
-    let text = |key: &str| detail[key].as_str().unwrap_or_default().to_string();
-    let number = |key: &str| detail[key].as_f64().unwrap_or(0.0);
-    let ending = || match (detail["refused"].as_str(), detail["error"].as_str()) {
+fn summary(body: &RecordBody) -> Option<String> {
+    let ending = |refused: &Option<String>, error: &Option<String>| match (refused, error) {
         (Some(why), _) => format!(" REFUSED: {why}"),
         (None, Some(why)) => format!(" failed: {why}"),
         (None, None) => String::new(),
     };
-    Some(match event {
-        "http" => {
-            let status = detail["status"]
-                .as_u64()
-                .map_or("no response".to_string(), |s| s.to_string());
+    Some(match body {
+        RecordBody::Http(Effect::Http {
+            method,
+            origin,
+            path,
+            status,
+            bytes_out,
+            bytes_in,
+            duration_ms,
+            refused,
+            error,
+        }) => {
+            let status = status.map_or("no response".to_string(), |s| s.to_string());
             format!(
-                "{} {}{}: {status}, {} bytes out, {} bytes in, {:.1} ms{}",
-                text("method"),
-                text("origin"),
-                text("path"),
-                number("bytes_out"),
-                number("bytes_in"),
-                number("duration_ms"),
-                ending()
+                "{method} {origin}{path}: {status}, {bytes_out} bytes out, {bytes_in} bytes in, {duration_ms:.1} ms{}",
+                ending(refused, error)
             )
         }
-        "file" => {
-            let bytes = detail["bytes"]
-                .as_u64()
-                .map_or(String::new(), |b| format!(" ({b} bytes)"));
-            let to = detail["to"]
-                .as_str()
-                .map_or(String::new(), |to| format!(" to {to}"));
+        RecordBody::File(Effect::File {
+            op,
+            path,
+            host,
+            bytes,
+            to,
+            refused,
+            error,
+        }) => {
+            let bytes = bytes.map_or(String::new(), |b| format!(" ({b} bytes)"));
+            let to = to.as_ref().map_or(String::new(), |to| format!(" to {to}"));
             format!(
-                "{} {}{to}{bytes} [host {}]{}",
-                text("op"),
-                text("path"),
-                text("host"),
-                ending()
+                "{op} {path}{to}{bytes} [host {host}]{}",
+                ending(refused, error)
             )
         }
-        "config" => {
-            let keys: Vec<&str> = detail["keys"]
-                .as_array()?
-                .iter()
-                .filter_map(|k| k.as_str())
-                .collect();
+        RecordBody::Config(Effect::Config { keys }) => {
             format!("read config keys {}", keys.join(", "))
         }
-        "llm" => format!(
-            "{}: {} tokens in, {} out, ${:.6}{}",
-            text("model"),
-            number("input_tokens"),
-            number("output_tokens"),
-            number("cost"),
-            ending()
+        RecordBody::Llm(Effect::Llm {
+            model,
+            input_tokens,
+            output_tokens,
+            cost,
+            refused,
+            error,
+        }) => format!(
+            "{model}: {input_tokens} tokens in, {output_tokens} out, ${cost:.6}{}",
+            ending(refused, error)
         ),
-        "omitted" => format!(
-            "{} more {} operations not recorded (the per-call cap)",
-            number("count"),
-            text("of")
-        ),
-        "records_dropped" => format!(
-            "{} more records of this call not kept (the cap of {})",
-            number("count"),
-            number("cap")
-        ),
-        "call_finished" => {
-            let outcome = match detail["error"]["kind"].as_str() {
-                Some(kind) => format!("{kind}: {}", detail["error"]["message"].as_str()?),
-                None => text("outcome"),
+        RecordBody::Omitted(Effect::Omitted { of, count }) => {
+            format!("{count} more {of} operations not recorded (the per-call cap)")
+        }
+        RecordBody::RecordsDropped { count, cap } => {
+            format!("{count} more records of this call not kept (the cap of {cap})")
+        }
+        RecordBody::CallFinished(finished) => {
+            let outcome = match &finished.error {
+                Some(error) => format!("{}: {}", error.kind, error.message),
+                None => finished.outcome.clone(),
             };
             format!(
                 "{outcome} in {:.1} ms, cost ${:.6}",
-                number("duration_ms"),
-                number("cost")
+                finished.duration_ms, finished.cost
             )
         }
         _ => return None,

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProgressToken,
@@ -27,12 +27,40 @@ use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
 use gadget_core::ledger::{CallEvent, CallObserver, LogEntry, LogLevel, LogSource, truncate};
 use gadget_core::tool::Tool;
 
-use super::tool::UpstreamTool;
-use super::{
-    LOG_WINDOW, MAX_LOG_BYTES, MAX_LOGS_PER_CALL, MAX_LOGS_PER_WINDOW, MAX_PROGRESS_PER_CALL,
-    MAX_RESTART_BACKOFF, MAX_TOOLS, MIN_RESTART_BACKOFF, REQUEST_TIMEOUT, START_TIMEOUT, Transport,
-    UpstreamSpec,
-};
+use super::sampling::Sampling;
+use super::spec::{Transport, UpstreamSpec, changed_sender};
+
+/// Most tools taken from one server: a hostile server's listing cannot
+/// flood the prompt or the registry (the rest are dropped, with a warning).
+pub const MAX_TOOLS: usize = 256;
+/// How long a server may take to start and list its tools: one that takes
+/// longer is treated as failed (and retried with backoff).
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long any other request to a server may wait for its answer (a
+/// listing, a session's end): a server that never answers is a failure,
+/// not a hang. A call's own bound is its deadline.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The first wait before a failed or dead server is started again; it
+/// doubles with each failure in a row, up to [`MAX_RESTART_BACKOFF`].
+pub const MIN_RESTART_BACKOFF: Duration = Duration::from_millis(500);
+pub const MAX_RESTART_BACKOFF: Duration = Duration::from_secs(30);
+/// Progress notifications forwarded for one call: a flood past this is
+/// dropped (the call goes on).
+pub const MAX_PROGRESS_PER_CALL: u32 = 1000;
+/// Log lines kept from one server per [`LOG_WINDOW`]: a flood past this is
+/// counted, not written (one line says how many were dropped).
+pub const MAX_LOGS_PER_WINDOW: u32 = 100;
+pub const LOG_WINDOW: Duration = Duration::from_secs(10);
+/// Log lines one call keeps in its report (those of its server while it
+/// ran, past the window's cap).
+pub const MAX_LOGS_PER_CALL: usize = 200;
+/// Longest upstream log message kept, in bytes.
+pub const MAX_LOG_BYTES: usize = 4 << 10;
+
+/// Makes the served tool of one listed tool of a server (or says why it
+/// is not served): the tool module's, handed in so that a connection
+/// needs no knowledge of how its tools run.
+pub type ToolMaker = fn(&Arc<Upstream>, rmcp::model::Tool) -> Result<Arc<dyn Tool>, String>;
 
 /// What the connection's handler shares with the calls.
 struct Shared {
@@ -44,7 +72,7 @@ struct Shared {
     /// The server's log lines in the current window, for the flood cap.
     logs: Mutex<LogWindow>,
     /// Its sampling grant, if any.
-    sampling: Option<Arc<super::Sampling>>,
+    sampling: Option<Arc<Sampling>>,
     /// Who answers for each running call (its progress token, its id and
     /// name, the person): an elicitation goes to the newest.
     asking: Mutex<Vec<(ProgressToken, Asker)>>,
@@ -293,14 +321,15 @@ pub struct Upstream {
     spec: UpstreamSpec,
     shared: Arc<Shared>,
     state: tokio::sync::Mutex<State>,
-    tools: RwLock<Arc<Vec<Arc<UpstreamTool>>>>,
+    tools: RwLock<Arc<Vec<Arc<dyn Tool>>>>,
+    make_tool: ToolMaker,
     /// Set once the first listing was attempted: the tools are known (or
     /// the failure is).
     listed: AtomicBool,
 }
 
 impl Upstream {
-    pub fn new(spec: UpstreamSpec) -> Arc<Upstream> {
+    pub fn new(spec: UpstreamSpec, make_tool: ToolMaker) -> Arc<Upstream> {
         Arc::new_cyclic(|me| Upstream {
             shared: Arc::new(Shared {
                 name: spec.name.clone(),
@@ -318,6 +347,7 @@ impl Upstream {
             spec,
             state: tokio::sync::Mutex::new(State::default()),
             tools: RwLock::new(Arc::new(Vec::new())),
+            make_tool,
             listed: AtomicBool::new(false),
         })
     }
@@ -332,7 +362,7 @@ impl Upstream {
     }
 
     /// Its tools as last listed.
-    pub fn tools(&self) -> Arc<Vec<Arc<UpstreamTool>>> {
+    pub fn tools(&self) -> Arc<Vec<Arc<dyn Tool>>> {
         self.tools.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -353,7 +383,7 @@ impl Upstream {
                 // Relisted under the lock: calls wait for the new tools.
                 match self.list_tools(&peer).await {
                     Ok(()) => {
-                        super::changed_sender().send_modify(|n| *n = n.wrapping_add(1));
+                        changed_sender().send_modify(|n| *n = n.wrapping_add(1));
                     }
                     Err(why) => {
                         tracing::warn!(mcp_server = %self.spec.name, "listing its tools again: {why}");
@@ -483,9 +513,9 @@ impl Upstream {
             }
         };
         let total = listed.len();
-        let mut tools: Vec<Arc<UpstreamTool>> = Vec::new();
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
         for tool in listed.into_iter().take(MAX_TOOLS) {
-            match UpstreamTool::new(self, tool) {
+            match (self.make_tool)(self, tool) {
                 Ok(tool)
                     if tools
                         .iter()
@@ -497,7 +527,7 @@ impl Upstream {
                         tool.spec().name
                     );
                 }
-                Ok(tool) => tools.push(Arc::new(tool)),
+                Ok(tool) => tools.push(tool),
                 Err(why) => tracing::warn!(mcp_server = %self.spec.name, "{why}"),
             }
         }

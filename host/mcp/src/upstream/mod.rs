@@ -19,112 +19,24 @@
 mod connection;
 mod elicitation;
 mod sampling;
+mod spec;
 mod tool;
 
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use gadget_core::tool::{Tool, Tools};
 
-pub use connection::{Upstream, end_every_server};
+pub use connection::{
+    LOG_WINDOW, MAX_LOG_BYTES, MAX_LOGS_PER_CALL, MAX_LOGS_PER_WINDOW, MAX_PROGRESS_PER_CALL,
+    MAX_RESTART_BACKOFF, MAX_TOOLS, MIN_RESTART_BACKOFF, REQUEST_TIMEOUT, START_TIMEOUT, Upstream,
+    end_every_server,
+};
 pub use sampling::Sampling;
-pub use tool::UpstreamTool;
+pub use spec::{DEFAULT_CALL_TIMEOUT, ORIGIN_PREFIX, Transport, UpstreamSpec, changes};
+pub use tool::{MAX_RESULT_BYTES, UpstreamTool};
 
-/// Most tools taken from one server: a hostile server's listing cannot
-/// flood the prompt or the registry (the rest are dropped, with a warning).
-pub const MAX_TOOLS: usize = 256;
-/// Largest result taken from one call, in bytes of text: the rest is cut
-/// with a note (the executor's output limit then applies as to any tool).
-pub const MAX_RESULT_BYTES: usize = 1 << 20;
-/// How long a server may take to start and list its tools: one that takes
-/// longer is treated as failed (and retried with backoff).
-pub const START_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long any other request to a server may wait for its answer (a
-/// listing, a session's end): a server that never answers is a failure,
-/// not a hang. A call's own bound is its deadline.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// A call's deadline when the policy sets none.
-pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
-/// The first wait before a failed or dead server is started again; it
-/// doubles with each failure in a row, up to [`MAX_RESTART_BACKOFF`].
-pub const MIN_RESTART_BACKOFF: Duration = Duration::from_millis(500);
-pub const MAX_RESTART_BACKOFF: Duration = Duration::from_secs(30);
-/// Progress notifications forwarded for one call: a flood past this is
-/// dropped (the call goes on).
-pub const MAX_PROGRESS_PER_CALL: u32 = 1000;
-/// Log lines kept from one server per [`LOG_WINDOW`]: a flood past this is
-/// counted, not written (one line says how many were dropped).
-pub const MAX_LOGS_PER_WINDOW: u32 = 100;
-pub const LOG_WINDOW: Duration = Duration::from_secs(10);
-/// Log lines one call keeps in its report (those of its server while it
-/// ran, past the window's cap).
-pub const MAX_LOGS_PER_CALL: usize = 200;
-/// Longest upstream log message kept, in bytes.
-pub const MAX_LOG_BYTES: usize = 4 << 10;
 
-/// Bumped each time an upstream server's tools were listed again after it
-/// said they changed: a front end with a session tells its client
-/// (`notifications/tools/list_changed`).
-pub fn changes() -> tokio::sync::watch::Receiver<u64> {
-    changed_sender().subscribe()
-}
 
-fn changed_sender() -> &'static tokio::sync::watch::Sender<u64> {
-    static CHANGES: std::sync::OnceLock<tokio::sync::watch::Sender<u64>> =
-        std::sync::OnceLock::new();
-    CHANGES.get_or_init(|| tokio::sync::watch::channel(0).0)
-}
-
-/// What an upstream tool's origin calls its server: `mcp:NAME`, where a
-/// gadget's names its plugin.
-pub const ORIGIN_PREFIX: &str = "mcp:";
-
-/// How to reach one server.
-#[derive(Debug, Clone)]
-pub enum Transport {
-    /// A program whose stdin and stdout speak MCP; it gets exactly `env`
-    /// (nothing inherited) and runs in `dir`.
-    Stdio {
-        program: PathBuf,
-        args: Vec<String>,
-        env: Vec<(String, String)>,
-        dir: Option<PathBuf>,
-    },
-    /// A Streamable HTTP endpoint, with a bearer token when the operator
-    /// gave one.
-    Http { url: String, bearer: Option<String> },
-}
-
-/// One `[mcp-servers.NAME]`, resolved by the front end.
-#[derive(Debug, Clone)]
-pub struct UpstreamSpec {
-    pub name: String,
-    /// Prepended to each of its tools' names (`NAME_` by default), so
-    /// names never collide.
-    pub prefix: String,
-    pub transport: Transport,
-    /// A call's deadline.
-    pub timeout: Duration,
-    /// Its `sampling/createMessage` requests are answered within this
-    /// grant; `None`: refused (the host does not offer sampling).
-    pub sampling: Option<Arc<Sampling>>,
-}
-
-impl UpstreamSpec {
-    /// What the operator would recognise it by: the command or the URL.
-    pub fn source(&self) -> String {
-        match &self.transport {
-            Transport::Stdio { program, args, .. } => {
-                std::iter::once(program.display().to_string())
-                    .chain(args.iter().cloned())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            }
-            Transport::Http { url, .. } => url.clone(),
-        }
-    }
-}
 
 /// Every configured server's tools, as one set. Which tools are served at
 /// all is the caller's filter (the policy's `[gadgets]` rules).
@@ -139,7 +51,10 @@ impl UpstreamTools {
         served: Arc<dyn Fn(&str) -> bool + Send + Sync>,
     ) -> UpstreamTools {
         UpstreamTools {
-            servers: specs.into_iter().map(Upstream::new).collect(),
+            servers: specs
+                .into_iter()
+                .map(|spec| Upstream::new(spec, UpstreamTool::served))
+                .collect(),
             served,
         }
     }

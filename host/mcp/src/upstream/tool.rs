@@ -19,8 +19,12 @@ use gadget_core::limits::OwnTimeout;
 use gadget_core::params::ParamSchema;
 use gadget_core::tool::{BoxFuture, Origin, Tool, ToolCall};
 
-use super::MAX_RESULT_BYTES;
+use super::spec::ORIGIN_PREFIX;
 use super::connection::Upstream;
+
+/// Largest result taken from one call, in bytes of text: the rest is cut
+/// with a note (the executor's output limit then applies as to any tool).
+pub const MAX_RESULT_BYTES: usize = 1 << 20;
 use super::elicitation::Asker;
 
 /// Longest tool name served, in bytes (prefix included): the limit on a
@@ -118,12 +122,20 @@ impl UpstreamTool {
             },
             timeout: spec_of.timeout,
             origin: Arc::new(Origin {
-                plugin: format!("{}{}", super::ORIGIN_PREFIX, spec_of.name),
+                plugin: format!("{}{}", ORIGIN_PREFIX, spec_of.name),
                 digest: String::new(),
                 source: spec_of.source(),
                 signature: "unsigned".into(),
             }),
         })
+    }
+
+    /// [`Self::new`], as a connection keeps its tools.
+    pub(super) fn served(
+        server: &Arc<Upstream>,
+        tool: rmcp::model::Tool,
+    ) -> Result<Arc<dyn Tool>, String> {
+        UpstreamTool::new(server, tool).map(|tool| Arc::new(tool) as Arc<dyn Tool>)
     }
 
     /// The server it comes from.

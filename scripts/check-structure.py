@@ -101,10 +101,11 @@ class Crate:
                     break
 
     def reexports(self, file):
-        """`pub use a::b::Name;` in a file: Name -> the full path it names."""
+        """`use a::b::Name;` in a file (public or not: its children see
+        both through `super::`): Name -> the full path it names."""
         found = {}
-        code = strip_comments_and_strings(file.read_text())
-        for m in re.finditer(r"pub(?:\([^)]*\))?\s+use\s+([^;]+);", code):
+        code = without_tests(strip_comments_and_strings(file.read_text()))
+        for m in re.finditer(r"(?m)^\s*(?:pub(?:\([^)]*\))?\s+)?use\s+([^;]+);", code):
             for full in expand_use(m.group(1).replace("\n", " ")):
                 last = full[-1]
                 if last[0] == "*":

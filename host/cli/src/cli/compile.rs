@@ -18,6 +18,14 @@ use std::time::{Duration, Instant};
 use gadget_runtime::loader::{COMPILE_TIMEOUT, ExternalCompiler};
 use gadget_runtime::{Runtime, RuntimeConfig};
 
+/// Set (to anything) in the environment of the compiling child process
+/// (`gadget __compile`): the binary then allocates with the system's
+/// allocator, whose use of memory `RLIMIT_DATA` bounds closely. mimalloc,
+/// the binary's allocator otherwise, commits its arenas in 128 MiB to
+/// 1 GiB steps, so under a budget of 64 MiB it could not compile even a
+/// small component (see src/main.rs).
+pub const SYSTEM_ALLOCATOR_ENV: &std::ffi::CStr = c"GADGET_SYSTEM_ALLOCATOR";
+
 /// The hidden subcommand the child runs.
 pub const SUBCOMMAND: &str = "__compile";
 
@@ -70,7 +78,7 @@ fn compile_in_child(
         .arg(SUBCOMMAND)
         .env_remove("RUST_LOG")
         .env(
-            super::SYSTEM_ALLOCATOR_ENV.to_str().unwrap_or_default(),
+            SYSTEM_ALLOCATOR_ENV.to_str().unwrap_or_default(),
             "1",
         )
         .stdin(Stdio::piped())

@@ -7,7 +7,6 @@
 //! gadget, invalid parameters, bad JSON, a load error under `--strict`,
 //! usage errors).
 
-
 use gadget_core::ledger::LogLevel;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -15,10 +14,10 @@ use std::sync::Arc;
 use anyhow::Result;
 use clap::Parser;
 
+use args::{Cli, Command, GlobalArgs, LogFormat};
 use gadget_core::tool::{Layered, Tools};
 use gadget_runtime::policy::Policy;
 use gadget_runtime::registry::Registry;
-use args::{Cli, Command, GlobalArgs, LogFormat};
 use host::Calls;
 use out::{EXIT_BAD_INPUT, EXIT_FAILED, human_bytes, print_json};
 use plugins::{CompileBars, load, load_options, plugin_dirs};
@@ -26,8 +25,8 @@ use plugins::{CompileBars, load, load_options, plugin_dirs};
 pub use compile::SYSTEM_ALLOCATOR_ENV;
 
 mod agent;
-mod args;
 mod approve;
+mod args;
 mod audit;
 mod build;
 mod call;
@@ -50,7 +49,6 @@ mod sign;
 mod telemetry;
 mod upstream;
 mod view;
-
 
 /// Runs the CLI; the exit code says how it went.
 pub fn main() -> ExitCode {
@@ -149,36 +147,35 @@ fn init_tracing(verbose: u8, quiet: bool, format: LogFormat, serving: bool) {
     };
 }
 
-async fn run(cli: Cli) -> Result<ExitCode> {
-    let mut policy = match Policy::locate(cli.global.config.as_deref()) {
+/// The policy as the command line makes it: the file's, then `--grant`,
+/// `--deny-gadget` and `--approve-gadget`; `Err`: why not (printed).
+fn policy_of(global: &GlobalArgs) -> Result<Policy, String> {
+    let mut policy = match Policy::locate(global.config.as_deref()) {
         None => Policy::default(),
-        Some(path) => match Policy::from_file(&path) {
-            Ok(policy) => policy,
-            Err(e) => {
-                eprintln!("error: policy file {e}");
-                return Ok(ExitCode::from(EXIT_BAD_INPUT));
-            }
-        },
+        Some(path) => Policy::from_file(&path).map_err(|e| format!("policy file {e}"))?,
     };
-    for grant in &cli.global.grants {
-        if let Err(e) = policy.add_grant(grant) {
-            eprintln!("error: --grant {e}");
-            return Ok(ExitCode::from(EXIT_BAD_INPUT));
-        }
+    for grant in &global.grants {
+        policy
+            .add_grant(grant)
+            .map_err(|e| format!("--grant {e}"))?;
     }
-    for pattern in &cli.global.deny_gadgets {
+    for pattern in &global.deny_gadgets {
         policy.deny_gadget(pattern);
     }
-    for pattern in &cli.global.approve_gadgets {
+    for pattern in &global.approve_gadgets {
         policy.approve_gadget(pattern);
     }
-    // A command that does not stop gracefully on SIGTERM still ends its
-    // upstream servers' process groups before it goes (no destructor runs
-    // when a signal ends a process).
+    Ok(policy)
+}
+
+/// A command that does not stop gracefully on SIGTERM still ends its
+/// upstream servers' process groups before it goes (no destructor runs
+/// when a signal ends a process).
+fn end_upstream_servers_on_sigterm(policy: &Policy, command: &Command) {
     #[cfg(unix)]
     if !policy.mcp_servers.is_empty()
         && !matches!(
-            cli.command,
+            command,
             Command::Serve(_) | Command::Run(_) | Command::Agent(_)
         )
         && let Ok(mut terminate) =
@@ -191,24 +188,25 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             }
         });
     }
-    // Compiled once (the policy file's were checked when it was read).
-    let rules = Arc::new(policy.approval_rules().map_err(anyhow::Error::msg)?);
-    // Opened only by the commands that run calls.
-    let journal = || audit::open(cli.global.audit.as_deref(), &policy);
-    // Each command starts only what it needs: `parse` needs no WebAssembly
-    // runtime and no cache.
-    let start = |calls, agent_options| host::start(&cli.global, &policy, calls, agent_options);
-    macro_rules! host {
-        ($calls:expr) => {
-            host!($calls, None)
-        };
-        ($calls:expr, $agent_options:expr) => {
-            match start($calls, $agent_options).await? {
-                Some(host) => host,
-                None => return Ok(ExitCode::from(EXIT_BAD_INPUT)),
-            }
-        };
-    }
+    #[cfg(not(unix))]
+    let _ = (policy, command);
+}
+
+async fn run(cli: Cli) -> Result<ExitCode> {
+    let policy = match policy_of(&cli.global) {
+        Ok(policy) => policy,
+        Err(why) => {
+            eprintln!("error: {why}");
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
+    };
+    end_upstream_servers_on_sigterm(&policy, &cli.command);
+    let command = Session {
+        // Compiled once (the policy file's were checked when it was read).
+        rules: Arc::new(policy.approval_rules().map_err(anyhow::Error::msg)?),
+        global: &cli.global,
+        policy: &policy,
+    };
     // Spans and metrics for the commands that run calls, when a collector
     // is named; flushed when the command ends, however it ends.
     let runs_calls = matches!(
@@ -224,102 +222,85 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     } else {
         None
     };
-    let done: Result<ExitCode> = async {
-        match &cli.command {
-            Command::Parse(options) => parse::parse(options),
-            Command::Audit(command) => audit::audit(command, &policy),
-            Command::New { name, lang, dir } => new::new(name, *lang, dir.as_deref()),
-            Command::Build { path } => {
-                let built = build::build(path)?;
-                // Compiled into the cache now, so the first call after an
-                // edit does not pay for it (a CPython component takes ~13 s).
-                let runtime = host::runtime(&policy, Calls::Few)?;
-                build::warm_cache(&runtime, path, &load_options(&cli.global, &policy)?).await;
-                Ok(built)
-            }
+    let done = if runs_calls {
+        command.run_calls(&cli.command).await
+    } else {
+        command.run(&cli.command).await
+    };
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown().await;
+    }
+    done
+}
+
+/// What one command runs with: the flags, the policy, its rules.
+struct Session<'a> {
+    global: &'a GlobalArgs,
+    policy: &'a Policy,
+    rules: Arc<gadget_core::approval::Rules>,
+}
+
+/// The exit code of a command that could not start (each reason printed).
+fn bad_input() -> Result<ExitCode> {
+    Ok(ExitCode::from(EXIT_BAD_INPUT))
+}
+
+impl Session<'_> {
+    /// The runtime with the plugins loaded: each command starts only what
+    /// it needs (`parse` needs no WebAssembly runtime and no cache).
+    async fn host(
+        &self,
+        calls: Calls,
+        agent_options: Option<&agent::AgentOptions>,
+    ) -> Result<Option<host::Host>> {
+        host::start(self.global, self.policy, calls, agent_options).await
+    }
+
+    /// The audit journal: opened only by the commands that run calls.
+    fn journal(&self) -> Result<Option<Arc<gadget_exec::audit::Journal>>> {
+        audit::open(self.global.audit.as_deref(), self.policy)
+    }
+
+    /// The commands that run calls, each with the journal open once its
+    /// plugins are loaded, and written out when it ends.
+    async fn run_calls(&self, command: &Command) -> Result<ExitCode> {
+        let (policy, rules) = (self.policy, &self.rules);
+        let (ran, journal) = match command {
             Command::Run(run_options) => {
-                let host = host!(Calls::Many);
-                let journal = journal()?;
-                let ran =
-                    run::run(host.tools(&policy)?, run_options, &rules, journal.clone()).await;
-                audit::close(journal)?;
-                ran
+                let Some(host) = self.host(Calls::Many, None).await? else {
+                    return bad_input();
+                };
+                let journal = self.journal()?;
+                let tools = host.tools(policy)?;
+                let ran = run::run(tools, run_options, rules, journal.clone()).await;
+                (ran, journal)
             }
-            Command::Agent(agent_options) => {
-                let host = host!(Calls::Many, Some(agent_options));
-                let journal = journal()?;
-                let ran = agent::agent(
-                    host.tools(&policy)?,
-                    agent_options,
-                    &policy.llm,
-                    &rules,
-                    journal.clone(),
-                )
-                .await;
-                audit::close(journal)?;
-                ran
+            Command::Agent(options) => {
+                let Some(host) = self.host(Calls::Many, Some(options)).await? else {
+                    return bad_input();
+                };
+                let journal = self.journal()?;
+                let tools = host.tools(policy)?;
+                let llm = &policy.llm;
+                let ran = agent::agent(tools, options, llm, rules, journal.clone()).await;
+                (ran, journal)
             }
             Command::Serve(args) => {
-                let Some((tools, gadgets, reload)) = serving(&cli.global, &policy).await? else {
-                    return Ok(ExitCode::from(EXIT_BAD_INPUT));
+                let Some((tools, gadgets, reload)) = serving(self.global, policy).await? else {
+                    return bad_input();
                 };
                 // Written out when the server stops, whoever still holds it.
-                let journal = journal()?;
-                let served =
-                    mcp::serve(tools, gadgets, args, reload, &rules, journal.clone()).await;
-                audit::close(journal)?;
-                served
+                let journal = self.journal()?;
+                let served = mcp::serve(tools, gadgets, args, reload, rules, journal.clone());
+                (served.await, journal)
             }
-            // The session starts at once; the plugins load (and compile) while
-            // the client initializes, and its first list or call waits for them.
+            // The session starts at once; the plugins load (and compile)
+            // while the client initializes, and its first list or call
+            // waits for them.
             Command::Mcp => {
-                let journal = journal()?;
-                let served = mcp::mcp(serving(&cli.global, &policy), &rules, journal.clone()).await;
-                audit::close(journal)?;
-                served
-            }
-            // The policy's agents are tools like the gadgets in every listing.
-            Command::Schemas { format } => {
-                let host = host!(Calls::Few);
-                mcp::schemas(&*host.tools(&policy)?, *format)
-            }
-            Command::Prompt(prompt_options) => {
-                let host = host!(Calls::Few);
-                prompt::prompt(host.tools(&policy)?, prompt_options)
-            }
-            Command::Lock => {
-                let host = host!(Calls::Few);
-                lock::lock(&host.registry, &cli.global.lock_file)
-            }
-            Command::Pull { reference } => oci::pull(&cli.global, reference).await,
-            Command::Push { source, reference } => oci::push(&cli.global, source, reference).await,
-            Command::Keygen {
-                secret_key,
-                public_key,
-            } => sign::keygen(secret_key, public_key),
-            Command::Sign {
-                key,
-                component,
-                output,
-                detached,
-            } => sign::sign(key, component, output.as_deref(), *detached),
-            Command::Check { path } => {
-                let runtime = host::runtime(&policy, Calls::Few)?;
-                let options = load_options(&cli.global, &policy)?;
-                check::check(&runtime, &cli.global, path, &options).await
-            }
-            Command::List { json } => {
-                let host = host!(Calls::Few);
-                list::list(
-                    &host.registry,
-                    &*host.tools(&policy)?,
-                    *json,
-                    cli.global.quiet,
-                )
-            }
-            Command::Describe { name, json } => {
-                let host = host!(Calls::Few);
-                describe::describe(&host.registry, &*host.tools(&policy)?, name, *json, &rules)
+                let journal = self.journal()?;
+                let served = mcp::mcp(serving(self.global, policy), rules, journal.clone());
+                (served.await, journal)
             }
             Command::Call {
                 name,
@@ -333,38 +314,97 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                     Ok(params) => params,
                     Err(e) => {
                         eprintln!("error: {e:#}");
-                        return Ok(ExitCode::from(EXIT_BAD_INPUT));
+                        return bad_input();
                     }
                 };
-                let host = host!(Calls::Few);
-                let journal = journal()?;
-                let called = call::call(
-                    &host.registry,
-                    &*host.tools(&policy)?,
-                    name,
-                    params,
-                    id,
-                    *json,
-                    gadget_exec::call::CallOptions {
-                        scope: Arc::new(gadget_core::scope::CallScope {
-                            approvals: approval.approvals(&rules, &approve::Tty::default())?,
-                            recorder: journal.as_ref().map(|journal| journal.recorder()),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    },
-                )
-                .await;
-                audit::close(journal)?;
-                called
+                let Some(host) = self.host(Calls::Few, None).await? else {
+                    return bad_input();
+                };
+                let journal = self.journal()?;
+                let scope = gadget_core::scope::CallScope {
+                    approvals: approval.approvals(rules, &approve::Tty::default())?,
+                    recorder: journal.as_ref().map(|journal| journal.recorder()),
+                    ..Default::default()
+                };
+                let options = gadget_exec::call::CallOptions {
+                    scope: Arc::new(scope),
+                    ..Default::default()
+                };
+                let tools = host.tools(policy)?;
+                let called = call::call(&host.registry, &*tools, name, params, id, *json, options);
+                (called.await, journal)
             }
+            _ => unreachable!("only the commands that run calls come here"),
+        };
+        audit::close(journal)?;
+        ran
+    }
+
+    /// The commands that run no call.
+    async fn run(&self, command: &Command) -> Result<ExitCode> {
+        let (global, policy) = (self.global, self.policy);
+        let host = |calls| self.host(calls, None);
+        match command {
+            Command::Parse(options) => parse::parse(options),
+            Command::Audit(command) => audit::audit(command, policy),
+            Command::New { name, lang, dir } => new::new(name, *lang, dir.as_deref()),
+            Command::Build { path } => {
+                let built = build::build(path)?;
+                // Compiled into the cache now, so the first call after an
+                // edit does not pay for it (a CPython component takes ~13 s).
+                let runtime = host::runtime(policy, Calls::Few)?;
+                build::warm_cache(&runtime, path, &load_options(global, policy)?).await;
+                Ok(built)
+            }
+            // The policy's agents are tools like the gadgets in every listing.
+            Command::Schemas { format } => match host(Calls::Few).await? {
+                Some(host) => mcp::schemas(&*host.tools(policy)?, *format),
+                None => bad_input(),
+            },
+            Command::Prompt(prompt_options) => match host(Calls::Few).await? {
+                Some(host) => prompt::prompt(host.tools(policy)?, prompt_options),
+                None => bad_input(),
+            },
+            Command::Lock => match host(Calls::Few).await? {
+                Some(host) => lock::lock(&host.registry, &global.lock_file),
+                None => bad_input(),
+            },
+            Command::Pull { reference } => oci::pull(global, reference).await,
+            Command::Push { source, reference } => oci::push(global, source, reference).await,
+            Command::Keygen {
+                secret_key,
+                public_key,
+            } => sign::keygen(secret_key, public_key),
+            Command::Sign {
+                key,
+                component,
+                output,
+                detached,
+            } => sign::sign(key, component, output.as_deref(), *detached),
+            Command::Check { path } => {
+                let runtime = host::runtime(policy, Calls::Few)?;
+                let options = load_options(global, policy)?;
+                check::check(&runtime, global, path, &options).await
+            }
+            Command::List { json } => match host(Calls::Few).await? {
+                Some(host) => {
+                    list::list(&host.registry, &*host.tools(policy)?, *json, global.quiet)
+                }
+                None => bad_input(),
+            },
+            Command::Describe { name, json } => match host(Calls::Few).await? {
+                Some(host) => describe::describe(
+                    &host.registry,
+                    &*host.tools(policy)?,
+                    name,
+                    *json,
+                    &self.rules,
+                ),
+                None => bad_input(),
+            },
+            _ => unreachable!("the commands that run calls go to run_calls"),
         }
     }
-    .await;
-    if let Some(telemetry) = telemetry {
-        telemetry.shutdown().await;
-    }
-    done
 }
 
 /// What `gadget mcp` and `gadget serve` serve: the loaded gadgets and the

@@ -236,4 +236,3 @@ pub(super) enum Command {
         detached: bool,
     },
 }
-

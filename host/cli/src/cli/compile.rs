@@ -77,10 +77,7 @@ fn compile_in_child(
     command
         .arg(SUBCOMMAND)
         .env_remove("RUST_LOG")
-        .env(
-            SYSTEM_ALLOCATOR_ENV.to_str().unwrap_or_default(),
-            "1",
-        )
+        .env(SYSTEM_ALLOCATOR_ENV.to_str().unwrap_or_default(), "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -35,9 +35,6 @@ pub use sampling::Sampling;
 pub use spec::{DEFAULT_CALL_TIMEOUT, ORIGIN_PREFIX, Transport, UpstreamSpec, changes};
 pub use tool::{MAX_RESULT_BYTES, UpstreamTool};
 
-
-
-
 /// Every configured server's tools, as one set. Which tools are served at
 /// all is the caller's filter (the policy's `[gadgets]` rules).
 pub struct UpstreamTools {

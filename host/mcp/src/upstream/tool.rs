@@ -19,8 +19,8 @@ use gadget_core::limits::OwnTimeout;
 use gadget_core::params::ParamSchema;
 use gadget_core::tool::{BoxFuture, Origin, Tool, ToolCall};
 
-use super::spec::ORIGIN_PREFIX;
 use super::connection::Upstream;
+use super::spec::ORIGIN_PREFIX;
 
 /// Largest result taken from one call, in bytes of text: the rest is cut
 /// with a note (the executor's output limit then applies as to any tool).

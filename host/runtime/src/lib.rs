@@ -24,9 +24,8 @@ pub mod cache;
 mod config_log;
 mod deadline;
 pub mod describe;
-pub mod dirs;
 mod epoch;
-mod file_log;
+pub mod files;
 mod gadget;
 pub mod grants;
 mod host_imports;
@@ -276,7 +275,7 @@ pub struct CallState {
     http_ctx: wasmtime_wasi_http::WasiHttpCtx,
     http: http::HttpHooks,
     /// Granted directories' guards (symlinks, write quotas).
-    files: dirs::CallFiles,
+    files: files::CallFiles,
     /// Config reads told to the observer so far.
     config_reads: u32,
     /// Keeps the epoch ticker running while this store exists.
@@ -341,8 +340,8 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| RuntimeError::Link(e.to_string()))?;
-        dirs::add_guards_to_linker(&mut linker).map_err(|e| RuntimeError::Link(e.to_string()))?;
-        file_log::add_to_linker(&mut linker).map_err(|e| RuntimeError::Link(e.to_string()))?;
+        files::add_guards_to_linker(&mut linker).map_err(|e| RuntimeError::Link(e.to_string()))?;
+        files::add_log_to_linker(&mut linker).map_err(|e| RuntimeError::Link(e.to_string()))?;
         config_log::add_to_linker(&mut linker).map_err(|e| RuntimeError::Link(e.to_string()))?;
         // wasi:http is linked for every component; what a request may
         // reach is the plugin's grants' decision, request by request.
@@ -734,7 +733,7 @@ impl Runtime {
                 }),
             http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
             config_reads: 0,
-            files: dirs::CallFiles::new(
+            files: files::CallFiles::new(
                 grants.map_or(&[][..], |g| &g.grants.files[..]),
                 notes.clone(),
                 observer.clone(),

@@ -252,7 +252,7 @@ pub async fn load_sources(
             .filter_map(|(_, r)| r.as_ref().ok())
             .map(|(p, _)| (p.identity.name.as_str(), &p.access.grants.grants.files[..]))
             .collect();
-        crate::dirs::nested_grant_notes(&plugins)
+        crate::files::nested_grant_notes(&plugins)
     };
     for (which, note) in nested {
         // Each plugin is still this loader's alone (its Arc not shared yet).

@@ -11,7 +11,7 @@
 //! Where the system cannot name a handle, the path is re-opened only while
 //! it is still the same directory (device and inode) and not a symlink.
 //!
-//! Inside a call, [`add_guards_to_linker`] puts a guard in front of the
+//! Inside a call, the shims (`shims.rs`) put a guard in front of the
 //! WASI filesystem operations that create or grow things:
 //! - a symlink's target may not climb (`..`) or be absolute: a link a
 //!   gadget plants must not lead a later reader (another gadget's call, or
@@ -26,23 +26,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use wasmtime::component::{Linker, Resource};
-use wasmtime_wasi::filesystem::WasiFilesystemView;
-use wasmtime_wasi::p2::bindings::filesystem::types::{
-    self as fs, Descriptor, DescriptorFlags, ErrorCode, Filesize, HostDescriptor, OpenFlags,
-    PathFlags,
-};
+use wasmtime::component::Resource;
+use wasmtime_wasi::p2::bindings::filesystem::types::{Descriptor, ErrorCode};
 use wasmtime_wasi::p2::{DynOutputStream, OutputStream, Pollable, StreamError, StreamResult};
 
-use gadget_core::effect::FileOp;
-
-use crate::CallState;
-use crate::file_log::{Done, StreamLog};
-
-/// The WASI filesystem interfaces the guards shadow: the version
-/// wasmtime-wasi links (guests importing any 0.2.x resolve to it).
-pub(crate) const TYPES_INTERFACE: &str = "wasi:filesystem/types@0.2.12";
-const PREOPENS_INTERFACE: &str = "wasi:filesystem/preopens@0.2.12";
+use super::log::{FileLog, StreamLog};
 
 /// A granted directory, open since its grant was resolved.
 #[derive(Debug)]
@@ -174,7 +162,7 @@ impl Default for WriteQuota {
 /// One read-write grant's use during one call. Shared with the file
 /// streams the call opens (they outlive any one host call).
 #[derive(Debug)]
-struct GrantUse {
+pub(super) struct GrantUse {
     guest: String,
     quota: WriteQuota,
     written: AtomicU64,
@@ -184,7 +172,7 @@ struct GrantUse {
 }
 
 impl GrantUse {
-    fn charge_bytes(&self, bytes: u64) -> Result<(), ErrorCode> {
+    pub(super) fn charge_bytes(&self, bytes: u64) -> Result<(), ErrorCode> {
         let before = self.written.fetch_add(bytes, Ordering::Relaxed);
         if before.saturating_add(bytes) > self.quota.bytes {
             self.written.fetch_sub(bytes, Ordering::Relaxed);
@@ -203,7 +191,7 @@ impl GrantUse {
             .saturating_sub(self.written.load(Ordering::Relaxed))
     }
 
-    fn charge_entry(&self) -> Result<(), ErrorCode> {
+    pub(super) fn charge_entry(&self) -> Result<(), ErrorCode> {
         let before = self.created.fetch_add(1, Ordering::Relaxed);
         if before >= self.quota.entries {
             self.created.fetch_sub(1, Ordering::Relaxed);
@@ -231,13 +219,13 @@ impl GrantUse {
 #[derive(Debug, Default)]
 pub(crate) struct CallFiles {
     /// By guest path, for the read-write grants only.
-    grants: HashMap<String, Arc<GrantUse>>,
+    pub(super) grants: HashMap<String, Arc<GrantUse>>,
     /// Descriptor (resource index) to its read-write grant.
-    descriptors: HashMap<u32, Arc<GrantUse>>,
+    pub(super) descriptors: HashMap<u32, Arc<GrantUse>>,
     /// The call's notes (shown in its log when it ends).
     notes: Arc<Mutex<Vec<String>>>,
     /// What the call's observer is told of its file operations.
-    pub(crate) log: crate::file_log::FileLog,
+    pub(crate) log: FileLog,
 }
 
 impl CallFiles {
@@ -246,7 +234,7 @@ impl CallFiles {
         notes: Arc<Mutex<Vec<String>>>,
         observer: Option<gadget_core::ledger::CallObserver>,
     ) -> CallFiles {
-        let log = crate::file_log::FileLog::new(grants, observer);
+        let log = FileLog::new(grants, observer);
         let grants = grants
             .iter()
             .filter(|g| g.mode == crate::manifest::FileMode::ReadWrite)
@@ -272,20 +260,20 @@ impl CallFiles {
         }
     }
 
-    fn note(&self, note: String) {
+    pub(super) fn note(&self, note: String) {
         self.notes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(note);
     }
 
-    fn grant_of(&self, fd: &Resource<Descriptor>) -> Option<Arc<GrantUse>> {
+    pub(super) fn grant_of(&self, fd: &Resource<Descriptor>) -> Option<Arc<GrantUse>> {
         self.descriptors.get(&fd.rep()).cloned()
     }
 
     /// Charges one created entry to the grant `fd` is in (nothing to
     /// charge outside a read-write grant).
-    fn charge_entry(&self, fd: &Resource<Descriptor>) -> Result<(), ErrorCode> {
+    pub(super) fn charge_entry(&self, fd: &Resource<Descriptor>) -> Result<(), ErrorCode> {
         match self.descriptors.get(&fd.rep()) {
             Some(grant) => grant.charge_entry(),
             None => Ok(()),
@@ -311,10 +299,10 @@ pub fn check_symlink_target(target: &str) -> Result<(), String> {
 
 /// A file stream that charges what it writes to its grant's quota (a
 /// read-write grant), and counts it for the call's observer.
-struct QuotaStream {
-    inner: DynOutputStream,
-    grant: Option<Arc<GrantUse>>,
-    log: Option<StreamLog>,
+pub(super) struct QuotaStream {
+    pub(super) inner: DynOutputStream,
+    pub(super) grant: Option<Arc<GrantUse>>,
+    pub(super) log: Option<StreamLog>,
 }
 
 impl QuotaStream {
@@ -373,298 +361,6 @@ impl OutputStream for QuotaStream {
     async fn cancel(&mut self) {
         self.inner.cancel().await
     }
-}
-
-type FsReturn<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
-
-/// Turns what wasmtime-wasi's filesystem host returned into what the guest
-/// gets (a trap stays a trap).
-pub(crate) fn settle<T>(
-    state: &mut CallState,
-    result: wasmtime_wasi::p2::FsResult<T>,
-) -> FsReturn<T> {
-    match result {
-        Ok(value) => Ok((Ok(value),)),
-        Err(e) => {
-            let code = fs::Host::convert_error_code(&mut state.filesystem(), e)?;
-            Ok((Err(code),))
-        }
-    }
-}
-
-/// A file stream just opened, wrapped to charge its grant's quota when
-/// the file is in a read-write grant, and to count its bytes when the
-/// call is observed.
-fn charged_stream(
-    view: &mut wasmtime_wasi::filesystem::WasiFilesystemCtxView<'_>,
-    opened: wasmtime_wasi::p2::FsResult<Resource<DynOutputStream>>,
-    grant: Option<Arc<GrantUse>>,
-    log: Option<StreamLog>,
-) -> FsReturn<Resource<DynOutputStream>> {
-    match opened {
-        Ok(stream) => {
-            if grant.is_some() || log.is_some() {
-                let entry = view.table.get_mut(&stream)?;
-                let inner =
-                    std::mem::replace(entry, Box::new(wasmtime_wasi::p2::pipe::SinkOutputStream));
-                *entry = Box::new(QuotaStream { inner, grant, log });
-            }
-            Ok((Ok(stream),))
-        }
-        Err(e) => Ok((Err(fs::Host::convert_error_code(view, e)?),)),
-    }
-}
-
-/// Shadows the filesystem operations that create or grow things with the
-/// guarded ones (after wasmtime-wasi's own are linked).
-pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
-    linker.allow_shadowing(true);
-    let mut preopens = linker.instance(PREOPENS_INTERFACE)?;
-    preopens.func_wrap("get-directories", |mut store, (): ()| {
-        let state = store.data_mut();
-        let directories = wasmtime_wasi::p2::bindings::filesystem::preopens::Host::get_directories(
-            &mut state.filesystem(),
-        )?;
-        for (fd, guest) in &directories {
-            state.files.log.preopened(fd.rep(), guest);
-            if let Some(grant) = state.files.grants.get(guest).cloned() {
-                state.files.descriptors.insert(fd.rep(), grant);
-            }
-        }
-        Ok((directories,))
-    })?;
-
-    let mut types = linker.instance(TYPES_INTERFACE)?;
-    types.func_wrap_async(
-        "[method]descriptor.open-at",
-        |mut store,
-         (fd, path_flags, path, open_flags, flags): (
-            Resource<Descriptor>,
-            PathFlags,
-            String,
-            OpenFlags,
-            DescriptorFlags,
-        )| {
-            Box::new(async move {
-                let state = store.data_mut();
-                let grant = state.files.grant_of(&fd);
-                let parent = fd.rep();
-                let op = if open_flags.contains(OpenFlags::CREATE) {
-                    FileOp::Create
-                } else {
-                    FileOp::Open
-                };
-                let logged = state.files.log.watched().then(|| path.clone());
-                let logged = logged.as_deref().unwrap_or("");
-                if let Some(grant) = &grant
-                    && open_flags.contains(OpenFlags::CREATE)
-                {
-                    // Only a creation counts: opening what exists is free.
-                    let exists = HostDescriptor::stat_at(
-                        &mut state.filesystem(),
-                        Resource::new_borrow(parent),
-                        PathFlags::empty(),
-                        path.clone(),
-                    )
-                    .await
-                    .is_ok();
-                    if !exists && let Err(code) = grant.charge_entry() {
-                        let quota = Done::Failed(code);
-                        state.files.log.tell(op, parent, logged, None, None, quota);
-                        return Ok((Err(code),));
-                    }
-                }
-                let opened = HostDescriptor::open_at(
-                    &mut state.filesystem(),
-                    fd,
-                    path_flags,
-                    path,
-                    open_flags,
-                    flags,
-                )
-                .await;
-                if let (Ok(child), Some(grant)) = (&opened, grant) {
-                    state.files.descriptors.insert(child.rep(), grant);
-                }
-                let result = settle(state, opened)?;
-                if state.files.log.watched() {
-                    let done = match &result.0 {
-                        Ok(child) => {
-                            state.files.log.opened(parent, child.rep(), logged);
-                            Done::Ok
-                        }
-                        Err(code) => Done::Failed(*code),
-                    };
-                    state.files.log.tell(op, parent, logged, None, None, done);
-                }
-                Ok(result)
-            })
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.write",
-        |mut store, (fd, buffer, offset): (Resource<Descriptor>, Vec<u8>, Filesize)| {
-            Box::new(async move {
-                let state = store.data_mut();
-                let (rep, bytes) = (fd.rep(), buffer.len() as u64);
-                if let Some(grant) = state.files.grant_of(&fd)
-                    && let Err(code) = grant.charge_bytes(bytes)
-                {
-                    let quota = Done::Failed(code);
-                    state
-                        .files
-                        .log
-                        .tell(FileOp::Write, rep, "", Some(bytes), None, quota);
-                    return Ok((Err(code),));
-                }
-                let written =
-                    HostDescriptor::write(&mut state.filesystem(), fd, buffer, offset).await;
-                let result = settle(state, written)?;
-                let done = match &result.0 {
-                    Ok(_) => Done::Ok,
-                    Err(code) => Done::Failed(*code),
-                };
-                state
-                    .files
-                    .log
-                    .tell(FileOp::Write, rep, "", Some(bytes), None, done);
-                Ok(result)
-            })
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.set-size",
-        |mut store, (fd, size): (Resource<Descriptor>, Filesize)| {
-            Box::new(async move {
-                let state = store.data_mut();
-                if let Some(grant) = state.files.grant_of(&fd) {
-                    // Growing a file is writing its new bytes (even sparse).
-                    let current = HostDescriptor::stat(
-                        &mut state.filesystem(),
-                        Resource::new_borrow(fd.rep()),
-                    )
-                    .await
-                    .map(|s| s.size)
-                    .unwrap_or(0);
-                    if size > current
-                        && let Err(code) = grant.charge_bytes(size - current)
-                    {
-                        return Ok((Err(code),));
-                    }
-                }
-                let done = HostDescriptor::set_size(&mut state.filesystem(), fd, size).await;
-                settle(state, done)
-            })
-        },
-    )?;
-    types.func_wrap(
-        "[method]descriptor.write-via-stream",
-        |mut store, (fd, offset): (Resource<Descriptor>, Filesize)| {
-            let state = store.data_mut();
-            let grant = state.files.grant_of(&fd);
-            let log = state.files.log.stream(fd.rep(), FileOp::Write);
-            let mut view = state.filesystem();
-            let opened = HostDescriptor::write_via_stream(&mut view, fd, offset);
-            charged_stream(&mut view, opened, grant, log)
-        },
-    )?;
-    types.func_wrap(
-        "[method]descriptor.append-via-stream",
-        |mut store, (fd,): (Resource<Descriptor>,)| {
-            let state = store.data_mut();
-            let grant = state.files.grant_of(&fd);
-            let log = state.files.log.stream(fd.rep(), FileOp::Write);
-            let mut view = state.filesystem();
-            let opened = HostDescriptor::append_via_stream(&mut view, fd);
-            charged_stream(&mut view, opened, grant, log)
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.create-directory-at",
-        |mut store, (fd, path): (Resource<Descriptor>, String)| {
-            Box::new(async move {
-                let state = store.data_mut();
-                let rep = fd.rep();
-                let logged = state.files.log.watched().then(|| path.clone());
-                let logged = logged.as_deref().unwrap_or("");
-                if let Err(code) = state.files.charge_entry(&fd) {
-                    let quota = Done::Failed(code);
-                    state
-                        .files
-                        .log
-                        .tell(FileOp::Mkdir, rep, logged, None, None, quota);
-                    return Ok((Err(code),));
-                }
-                let done =
-                    HostDescriptor::create_directory_at(&mut state.filesystem(), fd, path).await;
-                let result = settle(state, done)?;
-                let done = match &result.0 {
-                    Ok(()) => Done::Ok,
-                    Err(code) => Done::Failed(*code),
-                };
-                state
-                    .files
-                    .log
-                    .tell(FileOp::Mkdir, rep, logged, None, None, done);
-                Ok(result)
-            })
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.symlink-at",
-        |mut store, (fd, target, path): (Resource<Descriptor>, String, String)| {
-            Box::new(async move {
-                let state = store.data_mut();
-                if let Err(reason) = check_symlink_target(&target) {
-                    state
-                        .files
-                        .note(format!("files: a symlink was refused: {reason}"));
-                    let refused = Done::Refused(&reason);
-                    state
-                        .files
-                        .log
-                        .tell(FileOp::Symlink, fd.rep(), &path, None, None, refused);
-                    return Ok((Err(ErrorCode::NotPermitted),));
-                }
-                if let Err(code) = state.files.charge_entry(&fd) {
-                    return Ok((Err(code),));
-                }
-                let done =
-                    HostDescriptor::symlink_at(&mut state.filesystem(), fd, target, path).await;
-                settle(state, done)
-            })
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.link-at",
-        |mut store,
-         (fd, old_flags, old_path, new_fd, new_path): (
-            Resource<Descriptor>,
-            PathFlags,
-            String,
-            Resource<Descriptor>,
-            String,
-        )| {
-            Box::new(async move {
-                let state = store.data_mut();
-                if let Err(code) = state.files.charge_entry(&new_fd) {
-                    return Ok((Err(code),));
-                }
-                let done = HostDescriptor::link_at(
-                    &mut state.filesystem(),
-                    fd,
-                    old_flags,
-                    old_path,
-                    new_fd,
-                    new_path,
-                )
-                .await;
-                settle(state, done)
-            })
-        },
-    )?;
-    linker.allow_shadowing(false);
-    Ok(())
 }
 
 #[cfg(test)]

@@ -27,8 +27,8 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 };
 use wasmtime_wasi::p2::{DynInputStream, InputStream, Pollable, StreamResult};
 
+use super::shims::{TYPES_INTERFACE, settle};
 use crate::CallState;
-use crate::dirs::settle;
 
 /// The most file operations one call tells: as many as the journal keeps
 /// of a call (a gadget making a million reads must not make a million
@@ -307,7 +307,7 @@ impl InputStream for CountedInput {
 /// the journal records: reads, removals and renames.
 pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
-    let mut types = linker.instance(crate::dirs::TYPES_INTERFACE)?;
+    let mut types = linker.instance(TYPES_INTERFACE)?;
     types.func_wrap(
         "[method]descriptor.read-via-stream",
         |mut store, (fd, offset): (Resource<Descriptor>, Filesize)| {
@@ -337,7 +337,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<
                 let state = store.data_mut();
                 let rep = fd.rep();
                 let read = HostDescriptor::read(&mut state.filesystem(), fd, length, offset).await;
-                let result = settle(state, read)?;
+                let result = settle(&mut state.filesystem(), read)?;
                 let bytes = result.0.as_ref().ok().map(|(data, _)| data.len() as u64);
                 Ok(told(state, result, |log, done| {
                     log.tell(FileOp::Read, rep, "", bytes, None, done)
@@ -361,7 +361,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<
                     } else {
                         HostDescriptor::unlink_file_at(&mut state.filesystem(), fd, path).await
                     };
-                    let result = settle(state, removed)?;
+                    let result = settle(&mut state.filesystem(), removed)?;
                     Ok(told(state, result, |log, done| {
                         log.tell(
                             FileOp::Remove,
@@ -401,7 +401,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<
                     new_path,
                 )
                 .await;
-                let result = settle(state, renamed)?;
+                let result = settle(&mut state.filesystem(), renamed)?;
                 Ok(told(state, result, |log, done| {
                     let (old, new) = logged.unwrap_or_default();
                     let to = log.paths_at(new_rep, &new).map(|(guest, _)| guest);

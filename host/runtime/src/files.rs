@@ -1,0 +1,14 @@
+//! The files door: granted directories held open from load (`dirs`), the
+//! guards in front of the WASI filesystem operations that create or grow
+//! things (`shims`, written against [`shims::FilesView`], the door's part
+//! of a call's store), and what a call's file operations are told as
+//! (`log`).
+
+mod dirs;
+mod log;
+mod shims;
+
+pub(crate) use dirs::CallFiles;
+pub use dirs::{OpenedDir, WriteQuota, check_symlink_target, nested_grant_notes};
+pub(crate) use log::add_to_linker as add_log_to_linker;
+pub(crate) use shims::add_guards_to_linker;

@@ -362,36 +362,14 @@ impl Agent {
                 outcome.stop = StopReason::Interrupted;
                 break;
             }
-            let request = ChatRequest {
-                model: self.config.model.clone(),
-                system: self.system.clone(),
-                messages: self.messages.clone(),
-                max_tokens: self.config.max_tokens,
-                temperature: None,
-                tools: self.tools.clone(),
-            };
-            let bytes = request_bytes(&request);
-            if bytes > MAX_REQUEST_BYTES {
-                outcome.stop = StopReason::Failed;
-                outcome.error = Some(ProviderError::RequestTooLarge {
-                    provider: self.provider.name().to_string(),
-                    bytes,
-                    limit: MAX_REQUEST_BYTES,
-                });
-                break;
-            }
-            let estimated = gadget_core::llm::estimate_tokens(bytes);
-            if let Some(max) = self.config.max_cost {
-                let next = self
-                    .config
-                    .model_info
-                    .map(|info| info.input_per_mtok * estimated as f64 / 1e6)
-                    .unwrap_or(0.0);
-                if outcome.total_cost >= max || outcome.total_cost + next > max {
-                    outcome.stop = StopReason::MaxCost;
+            let (request, estimated) = match self.next_request(&outcome) {
+                Ok(next) => next,
+                Err((stop, error)) => {
+                    outcome.stop = stop;
+                    outcome.error = error;
                     break;
                 }
-            }
+            };
             (self.observer)(&AgentEvent::Request {
                 iteration,
                 provider: self.provider.name().to_string(),
@@ -429,99 +407,157 @@ impl Agent {
                 }
             };
             let mut step = self.respond(iteration, stream, chat).await;
-            // A response cut off (Ctrl-C, a broken stream) before the
-            // provider reported its usage still cost its tokens: counted
-            // from what was sent and received, so --max-cost and the
-            // totals never under-count.
-            if (step.interrupted || step.error.is_some())
-                && step.usage.input_tokens == 0
-                && step.usage.output_tokens == 0
-            {
-                step.usage.input_tokens = estimated;
-                step.usage.output_tokens = gadget_core::llm::estimate_tokens(step.text.len());
-            }
-            let llm_cost = self.config.model_info.map(|info| info.cost(step.usage));
-            (self.observer)(&AgentEvent::Response {
-                iteration,
-                text: step.text.clone(),
-                usage: step.usage,
-                cost: llm_cost,
-            });
-            let record = IterationRecord {
-                iteration,
-                input_tokens: step.usage.input_tokens,
-                output_tokens: step.usage.output_tokens,
-                llm_cost,
-                gadget_cost: step.summary.cost,
-                calls: step.summary.calls,
-                succeeded: step.summary.succeeded,
-                failed: step.summary.failed,
-                skipped: step.summary.skipped,
-                duration_ms: step.duration.as_secs_f64() * 1e3,
-            };
-            // Saturating: the usage is what a server says.
-            outcome.input_tokens = outcome.input_tokens.saturating_add(record.input_tokens);
-            outcome.output_tokens = outcome.output_tokens.saturating_add(record.output_tokens);
-            outcome.llm_cost = match (outcome.llm_cost, llm_cost) {
-                (Some(a), Some(b)) => Some(a + b),
-                _ => None,
-            };
-            outcome.gadget_cost = step.summary.session_cost;
-            outcome.total_cost = outcome.llm_cost.unwrap_or(0.0) + outcome.gadget_cost;
-            (self.observer)(&AgentEvent::IterationEnd(record.clone()));
-            outcome.iterations.push(record);
-
-            // What the model is shown next: llmist's history of the calls
-            // that ended (in completion order); a response whose calls all
-            // were skipped counts as one without calls, as in llmist.
-            // Native calls: the model's message with its calls, then one
-            // result each, in the provider's own form.
-            let had_results = if self.config.tool_format == ToolFormat::Native {
-                let had = !step.calls.is_empty();
-                if had {
-                    let calls = std::mem::take(&mut step.calls);
-                    self.messages.extend(crate::native::turn_messages(
-                        &step.text,
-                        calls,
-                        self.executor.history(),
-                    ));
-                }
-                had
-            } else {
-                let history = render::history(self.executor.history(), &self.markers);
-                let had = !history.is_empty();
-                for message in history {
-                    self.messages.push(if message.role == "assistant" {
-                        ChatMessage::assistant(message.content)
-                    } else {
-                        ChatMessage::user(message.content)
-                    });
-                }
-                had
-            };
-            if let Some(error) = step.error {
-                outcome.stop = StopReason::Failed;
-                outcome.error = Some(error);
-                break;
-            }
-            if step.interrupted || self.stopped() {
-                outcome.stop = StopReason::Interrupted;
-                break;
-            }
-            if step.summary.finished {
-                outcome.stop = StopReason::Finished;
-                outcome.answer = step.finish_result;
-                break;
-            }
-            if !had_results {
-                self.messages
-                    .push(ChatMessage::assistant(step.text.clone()));
-                outcome.stop = StopReason::Answered;
-                outcome.answer = Some(step.text);
+            self.tally(&mut outcome, iteration, &mut step, estimated);
+            let had_results = self.remember(&mut step);
+            if let Some(stop) = self.stop_after(&mut outcome, step, had_results) {
+                outcome.stop = stop;
                 break;
             }
         }
         outcome
+    }
+
+    /// The next request, and its estimated input tokens; `Err`: the
+    /// session stops before sending it (too large, or over the cost cap).
+    #[allow(clippy::type_complexity, reason = "a private pair of outcomes")]
+    fn next_request(
+        &self,
+        outcome: &AgentOutcome,
+    ) -> Result<(ChatRequest, u64), (StopReason, Option<ProviderError>)> {
+        let request = ChatRequest {
+            model: self.config.model.clone(),
+            system: self.system.clone(),
+            messages: self.messages.clone(),
+            max_tokens: self.config.max_tokens,
+            temperature: None,
+            tools: self.tools.clone(),
+        };
+        let bytes = request_bytes(&request);
+        if bytes > MAX_REQUEST_BYTES {
+            return Err((
+                StopReason::Failed,
+                Some(ProviderError::RequestTooLarge {
+                    provider: self.provider.name().to_string(),
+                    bytes,
+                    limit: MAX_REQUEST_BYTES,
+                }),
+            ));
+        }
+        let estimated = gadget_core::llm::estimate_tokens(bytes);
+        if let Some(max) = self.config.max_cost {
+            let next = self
+                .config
+                .model_info
+                .map(|info| info.input_per_mtok * estimated as f64 / 1e6)
+                .unwrap_or(0.0);
+            if outcome.total_cost >= max || outcome.total_cost + next > max {
+                return Err((StopReason::MaxCost, None));
+            }
+        }
+        Ok((request, estimated))
+    }
+
+    /// Counts one response's tokens and costs into `outcome`, and tells
+    /// the observer.
+    fn tally(&self, outcome: &mut AgentOutcome, iteration: usize, step: &mut Step, estimated: u64) {
+        // A response cut off (Ctrl-C, a broken stream) before the provider
+        // reported its usage still cost its tokens: counted from what was
+        // sent and received, so --max-cost and the totals never
+        // under-count.
+        if (step.interrupted || step.error.is_some())
+            && step.usage.input_tokens == 0
+            && step.usage.output_tokens == 0
+        {
+            step.usage.input_tokens = estimated;
+            step.usage.output_tokens = gadget_core::llm::estimate_tokens(step.text.len());
+        }
+        let llm_cost = self.config.model_info.map(|info| info.cost(step.usage));
+        (self.observer)(&AgentEvent::Response {
+            iteration,
+            text: step.text.clone(),
+            usage: step.usage,
+            cost: llm_cost,
+        });
+        let record = IterationRecord {
+            iteration,
+            input_tokens: step.usage.input_tokens,
+            output_tokens: step.usage.output_tokens,
+            llm_cost,
+            gadget_cost: step.summary.cost,
+            calls: step.summary.calls,
+            succeeded: step.summary.succeeded,
+            failed: step.summary.failed,
+            skipped: step.summary.skipped,
+            duration_ms: step.duration.as_secs_f64() * 1e3,
+        };
+        // Saturating: the usage is what a server says.
+        outcome.input_tokens = outcome.input_tokens.saturating_add(record.input_tokens);
+        outcome.output_tokens = outcome.output_tokens.saturating_add(record.output_tokens);
+        outcome.llm_cost = match (outcome.llm_cost, llm_cost) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+        outcome.gadget_cost = step.summary.session_cost;
+        outcome.total_cost = outcome.llm_cost.unwrap_or(0.0) + outcome.gadget_cost;
+        (self.observer)(&AgentEvent::IterationEnd(record.clone()));
+        outcome.iterations.push(record);
+    }
+
+    /// What the model is shown next: llmist's history of the calls that
+    /// ended (in completion order); a response whose calls all were
+    /// skipped counts as one without calls, as in llmist. Native calls:
+    /// the model's message with its calls, then one result each, in the
+    /// provider's own form. Whether there were results.
+    fn remember(&mut self, step: &mut Step) -> bool {
+        if self.config.tool_format == ToolFormat::Native {
+            let had = !step.calls.is_empty();
+            if had {
+                let calls = std::mem::take(&mut step.calls);
+                self.messages.extend(crate::native::turn_messages(
+                    &step.text,
+                    calls,
+                    self.executor.history(),
+                ));
+            }
+            return had;
+        }
+        let history = render::history(self.executor.history(), &self.markers);
+        let had = !history.is_empty();
+        for message in history {
+            self.messages.push(if message.role == "assistant" {
+                ChatMessage::assistant(message.content)
+            } else {
+                ChatMessage::user(message.content)
+            });
+        }
+        had
+    }
+
+    /// Why the session stops after this response, if it does.
+    fn stop_after(
+        &mut self,
+        outcome: &mut AgentOutcome,
+        step: Step,
+        had_results: bool,
+    ) -> Option<StopReason> {
+        if let Some(error) = step.error {
+            outcome.error = Some(error);
+            return Some(StopReason::Failed);
+        }
+        if step.interrupted || self.stopped() {
+            return Some(StopReason::Interrupted);
+        }
+        if step.summary.finished {
+            outcome.answer = step.finish_result;
+            return Some(StopReason::Finished);
+        }
+        if !had_results {
+            self.messages
+                .push(ChatMessage::assistant(step.text.clone()));
+            outcome.answer = Some(step.text);
+            return Some(StopReason::Answered);
+        }
+        None
     }
 
     /// Sends `request`, retrying what is worth retrying. `None` when

@@ -244,48 +244,58 @@ impl SubAgentTool {
                 (run.await, timed_out)
             }
         };
-        let result = match outcome.stop {
-            StopReason::Answered | StopReason::Finished => Ok(Outcome::Result {
-                result: outcome.answer.clone().unwrap_or_default(),
-                details: Some(serde_json::json!({
-                    "iterations": outcome.iterations.len(),
-                    "input_tokens": outcome.input_tokens,
-                    "output_tokens": outcome.output_tokens,
-                    "llm_cost": outcome.llm_cost,
-                    "gadget_cost": outcome.gadget_cost,
-                })),
-            }),
-            StopReason::Interrupted if timed_out => Err(CallError::Timeout {
-                gadget: name.clone(),
-                timeout_ms: timeout.as_millis() as u64,
-            }),
-            StopReason::Interrupted => Err(CallError::Cancelled {
-                gadget: name.clone(),
-            }),
-            StopReason::MaxIterations => Err(CallError::Failed {
-                message: format!(
-                    "agent '{name}' gave no answer in {} iterations",
-                    outcome.iterations.len()
-                ),
-            }),
-            StopReason::MaxCost => Err(CallError::Failed {
-                message: format!("agent '{name}' stopped at its cost cap"),
-            }),
-            StopReason::Failed => Err(CallError::Failed {
-                message: format!(
-                    "agent '{name}': {}",
-                    outcome
-                        .error
-                        .as_ref()
-                        .map(|e| e.to_string())
-                        .unwrap_or_else(|| "failed".into())
-                ),
-            }),
-        };
+        let result = result_of(&name, &outcome, timeout, timed_out);
         let mut report = CallReport::of(result, started.elapsed());
         // LLM and gadget costs alike, whatever the outcome (the work was done).
         report.cost = outcome.total_cost;
         report
+    }
+}
+
+/// The call's outcome of a nested session that ended as `outcome`.
+fn result_of(
+    name: &str,
+    outcome: &crate::agent::AgentOutcome,
+    timeout: Duration,
+    timed_out: bool,
+) -> Result<Outcome, CallError> {
+    match outcome.stop {
+        StopReason::Answered | StopReason::Finished => Ok(Outcome::Result {
+            result: outcome.answer.clone().unwrap_or_default(),
+            details: Some(serde_json::json!({
+                "iterations": outcome.iterations.len(),
+                "input_tokens": outcome.input_tokens,
+                "output_tokens": outcome.output_tokens,
+                "llm_cost": outcome.llm_cost,
+                "gadget_cost": outcome.gadget_cost,
+            })),
+        }),
+        StopReason::Interrupted if timed_out => Err(CallError::Timeout {
+            gadget: name.to_string(),
+            timeout_ms: timeout.as_millis() as u64,
+        }),
+        StopReason::Interrupted => Err(CallError::Cancelled {
+            gadget: name.to_string(),
+        }),
+        StopReason::MaxIterations => Err(CallError::Failed {
+            message: format!(
+                "agent '{name}' gave no answer in {} iterations",
+                outcome.iterations.len()
+            ),
+        }),
+        StopReason::MaxCost => Err(CallError::Failed {
+            message: format!("agent '{name}' stopped at its cost cap"),
+        }),
+        StopReason::Failed => Err(CallError::Failed {
+            message: format!(
+                "agent '{name}': {}",
+                outcome
+                    .error
+                    .as_ref()
+                    .map(|e| e.to_string())
+                    .unwrap_or_else(|| "failed".into())
+            ),
+        }),
     }
 }
 

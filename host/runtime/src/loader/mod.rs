@@ -311,87 +311,17 @@ pub async fn load_plugin(
     // Errors name the plugin as the operator did (a path, or its oci:// reference).
     let shown = PathBuf::from(source.origin());
     let fail = |reason: LoadFailure| LoadError::new(&shown, reason);
-    let local = source.local();
-    let (manifest, manifest_sha256) = match &local {
-        PluginSource::Dir(dir) => {
-            let (manifest, digest) =
-                Manifest::from_dir_with_digest(dir).map_err(|e| fail(e.into()))?;
-            (manifest, Some(digest))
-        }
-        _ => (bare_manifest(local.path()).map_err(fail)?, None),
-    };
-    let (root, component_path) = match &local {
-        PluginSource::Dir(dir) => (dir.clone(), dir.join(&manifest.component)),
-        PluginSource::Wasm(file) | PluginSource::Oci { local: file, .. } => (
-            file.parent().unwrap_or(Path::new(".")).to_path_buf(),
-            file.clone(),
-        ),
-    };
-    let bytes =
-        read_plugin_file(&root, &component_path, MAX_COMPONENT_BYTES).map_err(|reason| {
-            fail(LoadFailure::UnreadableComponent {
-                component: component_path.clone(),
-                reason,
-            })
-        })?;
-    let size = bytes.len() as u64;
-    let sha256 = cache::sha256_hex(&bytes);
-    if let PluginSource::Oci {
-        reference,
-        digest,
-        component_sha256,
-        ..
-    } = &source
-        && !component_sha256.eq_ignore_ascii_case(&sha256)
-    {
-        return Err(fail(LoadFailure::NotWhatWasPulled {
-            reference: reference.clone(),
-            digest: digest.clone(),
-            expected: component_sha256.clone(),
-            actual: sha256,
-        }));
-    }
-    if let Some(pinned) = &manifest.sha256
-        && !pinned.eq_ignore_ascii_case(&sha256)
-    {
-        return Err(fail(LoadFailure::DigestMismatch {
-            component: component_path,
-            pinned: pinned.clone(),
-            actual: sha256,
-        }));
-    }
+    let read = read_artifact(&source).map_err(fail)?;
     // Before anything is compiled: an untrusted component costs nothing.
-    let provenance = match &options.trust {
-        None => None,
-        Some(trust) => {
-            let require = options.plugins.get(&manifest.name).and_then(|p| p.require);
-            let checked = trust.check(
-                &manifest.name,
-                &component_path,
-                &bytes,
-                &sha256,
-                require,
-                options.cache.as_ref(),
-            );
-            Some(checked.map_err(|reason| fail(LoadFailure::Untrusted(reason)))?)
-        }
-    };
-
-    if let Some(lock) = &options.lock {
-        let signed_by = match &provenance {
-            Some(Verification::Signed { by }) => &by[..],
-            _ => &[],
-        };
-        lock.check(&crate::lockfile::LockSubject {
-            name: &manifest.name,
-            sha256: &sha256,
-            manifest_sha256: manifest_sha256.as_deref(),
-            oci_digest: source.oci_digest(),
-            signed_by,
-        })
-        .map_err(|reason| fail(LoadFailure::Locked(reason)))?;
-    }
-
+    let provenance = vouch(&read, &source, options).map_err(fail)?;
+    let Read {
+        manifest,
+        manifest_sha256,
+        component_path,
+        bytes,
+        sha256,
+    } = read;
+    let size = bytes.len() as u64;
     let (component, cache_outcome) =
         compile_cached(runtime, &manifest.name, &bytes, &sha256, options, progress)
             .await
@@ -402,169 +332,23 @@ pub async fn load_plugin(
                 })
             })?;
     let pre = runtime.prepare(&component).map_err(|e| fail(e.into()))?;
-
     let (limits, mut warnings) = options.ceilings.grant(&manifest.limits);
-    // Grants bound to a signer follow the signer, not the name.
-    let settings = options.plugins.get(&manifest.name);
-    let unbound = settings.and_then(|s| {
-        let signer = s.signer.as_ref()?;
-        match &provenance {
-            Some(Verification::Signed { by }) if by.contains(signer) => None,
-            found => Some(crate::resolve::GrantNote::Unbound {
-                plugin: manifest.name.clone(),
-                signer: signer.clone(),
-                found: found.as_ref().map_or("unchecked".into(), |f| f.describe()),
-            }),
-        }
-    });
-    // Grants are for a source as much as for a name: a registry plugin's
-    // only when the entry names its source or a signer, and an entry that
-    // names a source only for a plugin from it.
-    let elsewhere = settings.and_then(|s| {
-        let from_named_source = match &source {
-            PluginSource::Oci { reference, .. } => {
-                s.names_source(reference) || (s.source.is_none() && s.signer.is_some())
-            }
-            _ => s.source.is_none(),
-        };
-        (!from_named_source && s.grants_anything()).then(|| {
-            crate::resolve::GrantNote::SourceUnbound {
-                plugin: manifest.name.clone(),
-                source: source.origin(),
-                wanted: s.source.clone(),
-            }
-        })
-    });
-    let ungranted = unbound
-        .as_ref()
-        .or(elsewhere.as_ref())
-        .and(settings)
-        .map(|s| s.ungranted());
-    let (grants, mut grant_notes) = crate::resolve::resolve(
-        &manifest.name,
-        &manifest.permissions,
-        ungranted.as_ref().or(settings),
-        &crate::resolve::Protected {
-            policy_file: options.policy_file.as_deref(),
-            host_state: &options.host_state,
-        },
-        &|var| std::env::var(var).ok(),
-    );
-    let standing = match (&provenance, &ungranted, settings) {
-        (Some(Verification::Signed { by }), _, _) if !by.is_empty() => Standing::Signed,
-        (_, None, Some(_)) => Standing::Named,
-        _ => Standing::Unvouched,
-    };
-    grant_notes.extend(unbound);
-    grant_notes.extend(elsewhere);
+    let (grants, grant_notes, standing) = grants_of(&manifest, &source, &provenance, options);
     let grants = Arc::new(CallGrants::new(&manifest.name, grants));
     let specs = read_specs_cached(runtime, &pre, &limits, &sha256, options)
         .await
         .map_err(|e| fail(e.into()))?;
-    if specs.is_empty() {
-        return Err(fail(LoadFailure::NoGadgets));
-    }
-    if specs.len() > MAX_GADGETS_PER_COMPONENT {
-        return Err(fail(LoadFailure::TooManyGadgets { count: specs.len() }));
-    }
-    let total: usize = specs.iter().map(spec_text_bytes).sum();
-    if total > MAX_SPECS_TOTAL_BYTES {
-        return Err(fail(LoadFailure::SpecsTooLarge { bytes: total }));
-    }
-    let prefix = options
-        .plugins
-        .get(&manifest.name)
-        .and_then(|p| p.prefix.clone());
-    let run_exclusive = options
-        .plugins
-        .get(&manifest.name)
-        .is_some_and(|p| p.run_exclusive);
-    let mut gadgets: Vec<LoadedGadget> = Vec::new();
-    let mut refused = Vec::new();
-    let mut denied = Vec::new();
-    let mut seen = HashSet::new();
-    for mut spec in specs {
-        let component_name = spec.name.clone();
-        if let Some(prefix) = &prefix {
-            spec.name = format!("{prefix}{}", spec.name);
-        }
-        let checked = check_spec(&spec).and_then(|schema| {
-            if gadget_core::viewer::is_reserved(&spec.name) {
-                return Err(format!(
-                    "'{}' is the name of a tool built into the host; a plugin cannot serve it",
-                    spec.name
-                ));
-            }
-            if !seen.insert(spec.name.to_lowercase()) {
-                return Err("the component declares this name twice (names are compared case-insensitively)".into());
-            }
-            Ok(schema)
-        });
-        // The operator's rules, by the name the gadget is served under.
-        if checked.is_ok()
-            && let Err(rule) = options.gadget_rules.check(&spec.name)
-        {
-            denied.push((spec.name.clone(), rule));
-            continue;
-        }
-        let schema = match checked {
-            Ok(schema) => schema,
-            Err(reason) => {
-                let shown: String = spec.name.chars().take(MAX_GADGET_NAME_BYTES).collect();
-                let cut = if shown.len() < spec.name.len() {
-                    "…"
-                } else {
-                    ""
-                };
-                refused.push(RefusedGadget {
-                    gadget: format!("{shown}{cut}"),
-                    reason,
-                });
-                continue;
-            }
-        };
-        let own_timeout =
-            options
-                .ceilings
-                .own_timeout(&limits, manifest.limits.timeout_ms, spec.timeout_ms);
-        let gadget_limits = Limits {
-            timeout: own_timeout.duration().unwrap_or(limits.timeout),
-            ..limits.clone()
-        };
-        // An exclusive gadget the operator lets hold the whole run is bounded
-        // only by its timeout, so one that chose a long one is worth a word.
-        if spec.exclusive
-            && run_exclusive
-            && gadget_limits.timeout > gadget_core::limits::DEFAULT_TIMEOUT
-        {
-            warnings.push(format!(
-                "gadget '{}' is exclusive: while it runs, no other call starts, for up to its timeout of {} ms",
-                spec.name,
-                gadget_limits.timeout.as_millis()
-            ));
-        }
-        gadgets.push(LoadedGadget {
-            own_timeout,
-            spec,
-            component_name,
-            schema,
-            limits: gadget_limits,
-            exclusive_group: None,
-        });
-    }
-    // A plugin whose every gadget the operator denies still loads (with
-    // nothing to serve): that is the operator's choice, not an error.
-    if gadgets.is_empty() && denied.is_empty() {
-        return Err(fail(LoadFailure::EveryGadgetRefused(refused)));
-    }
-    // A plugin with an exclusive gadget has its calls counted as a group,
-    // so that gadget waits for (and holds) the plugin's calls only.
-    if !run_exclusive && gadgets.iter().any(|g| g.spec.exclusive) {
-        let group: Arc<str> = manifest.name.as_str().into();
-        for gadget in &mut gadgets {
-            gadget.exclusive_group = Some(group.clone());
-        }
-    }
+    let settings = options.plugins.get(&manifest.name);
+    let prefix = settings.and_then(|p| p.prefix.clone());
+    let run_exclusive = settings.is_some_and(|p| p.run_exclusive);
+    let served = Served {
+        manifest: &manifest,
+        limits: &limits,
+        prefix: prefix.as_deref(),
+        run_exclusive,
+        options,
+    };
+    let (gadgets, refused, denied) = served.gadgets(specs, &mut warnings).map_err(fail)?;
     let origin = Arc::new(gadget_core::tool::Origin {
         plugin: manifest.name.clone(),
         digest: sha256.clone(),
@@ -608,6 +392,321 @@ pub async fn load_plugin(
         runtime: runtime.clone(),
     };
     Ok((Arc::new(plugin), gadgets))
+}
+
+/// A plugin as read from its source: its manifest, its component's bytes
+/// and their digests, each checked against what pins it.
+struct Read {
+    manifest: Manifest,
+    manifest_sha256: Option<String>,
+    component_path: PathBuf,
+    bytes: Vec<u8>,
+    sha256: String,
+}
+
+/// Reads the manifest and the component (bounded), and checks the
+/// component against what the registry sent and what the manifest pins.
+fn read_artifact(source: &PluginSource) -> Result<Read, LoadFailure> {
+    let local = source.local();
+    let (manifest, manifest_sha256) = match &local {
+        PluginSource::Dir(dir) => {
+            let (manifest, digest) = Manifest::from_dir_with_digest(dir)?;
+            (manifest, Some(digest))
+        }
+        _ => (bare_manifest(local.path())?, None),
+    };
+    let (root, component_path) = match &local {
+        PluginSource::Dir(dir) => (dir.clone(), dir.join(&manifest.component)),
+        PluginSource::Wasm(file) | PluginSource::Oci { local: file, .. } => (
+            file.parent().unwrap_or(Path::new(".")).to_path_buf(),
+            file.clone(),
+        ),
+    };
+    let bytes =
+        read_plugin_file(&root, &component_path, MAX_COMPONENT_BYTES).map_err(|reason| {
+            LoadFailure::UnreadableComponent {
+                component: component_path.clone(),
+                reason,
+            }
+        })?;
+    let sha256 = cache::sha256_hex(&bytes);
+    if let PluginSource::Oci {
+        reference,
+        digest,
+        component_sha256,
+        ..
+    } = source
+        && !component_sha256.eq_ignore_ascii_case(&sha256)
+    {
+        return Err(LoadFailure::NotWhatWasPulled {
+            reference: reference.clone(),
+            digest: digest.clone(),
+            expected: component_sha256.clone(),
+            actual: sha256,
+        });
+    }
+    if let Some(pinned) = &manifest.sha256
+        && !pinned.eq_ignore_ascii_case(&sha256)
+    {
+        return Err(LoadFailure::DigestMismatch {
+            component: component_path,
+            pinned: pinned.clone(),
+            actual: sha256,
+        });
+    }
+    Ok(Read {
+        manifest,
+        manifest_sha256,
+        component_path,
+        bytes,
+        sha256,
+    })
+}
+
+/// What the policy's trust section and the lock say of a plugin read:
+/// its signatures (when the policy asks), and that the lock pins it.
+fn vouch(
+    read: &Read,
+    source: &PluginSource,
+    options: &LoadOptions,
+) -> Result<Option<Verification>, LoadFailure> {
+    let name = &read.manifest.name;
+    let provenance = match &options.trust {
+        None => None,
+        Some(trust) => {
+            let require = options.plugins.get(name).and_then(|p| p.require);
+            let checked = trust.check(
+                name,
+                &read.component_path,
+                &read.bytes,
+                &read.sha256,
+                require,
+                options.cache.as_ref(),
+            );
+            Some(checked.map_err(LoadFailure::Untrusted)?)
+        }
+    };
+    if let Some(lock) = &options.lock {
+        let signed_by = match &provenance {
+            Some(Verification::Signed { by }) => &by[..],
+            _ => &[],
+        };
+        lock.check(&crate::lockfile::LockSubject {
+            name,
+            sha256: &read.sha256,
+            manifest_sha256: read.manifest_sha256.as_deref(),
+            oci_digest: source.oci_digest(),
+            signed_by,
+        })
+        .map_err(LoadFailure::Locked)?;
+    }
+    Ok(provenance)
+}
+
+/// The plugin's grants: what its manifest asks AND the policy grants,
+/// when the policy's entry holds for it (grants bound to a signer follow
+/// the signer, and to a source the source), with the notes on what it
+/// was not granted, and its standing for contested names.
+fn grants_of(
+    manifest: &Manifest,
+    source: &PluginSource,
+    provenance: &Option<Verification>,
+    options: &LoadOptions,
+) -> (
+    crate::grants::Grants,
+    Vec<crate::resolve::GrantNote>,
+    Standing,
+) {
+    let settings = options.plugins.get(&manifest.name);
+    let unbound = settings.and_then(|s| {
+        let signer = s.signer.as_ref()?;
+        match provenance {
+            Some(Verification::Signed { by }) if by.contains(signer) => None,
+            found => Some(crate::resolve::GrantNote::Unbound {
+                plugin: manifest.name.clone(),
+                signer: signer.clone(),
+                found: found.as_ref().map_or("unchecked".into(), |f| f.describe()),
+            }),
+        }
+    });
+    // Grants are for a source as much as for a name: a registry plugin's
+    // only when the entry names its source or a signer, and an entry that
+    // names a source only for a plugin from it.
+    let elsewhere = settings.and_then(|s| {
+        let from_named_source = match source {
+            PluginSource::Oci { reference, .. } => {
+                s.names_source(reference) || (s.source.is_none() && s.signer.is_some())
+            }
+            _ => s.source.is_none(),
+        };
+        (!from_named_source && s.grants_anything()).then(|| {
+            crate::resolve::GrantNote::SourceUnbound {
+                plugin: manifest.name.clone(),
+                source: source.origin(),
+                wanted: s.source.clone(),
+            }
+        })
+    });
+    let ungranted = unbound
+        .as_ref()
+        .or(elsewhere.as_ref())
+        .and(settings)
+        .map(|s| s.ungranted());
+    let (grants, mut grant_notes) = crate::resolve::resolve(
+        &manifest.name,
+        &manifest.permissions,
+        ungranted.as_ref().or(settings),
+        &crate::resolve::Protected {
+            policy_file: options.policy_file.as_deref(),
+            host_state: &options.host_state,
+        },
+        &|var| std::env::var(var).ok(),
+    );
+    let standing = match (provenance, &ungranted, settings) {
+        (Some(Verification::Signed { by }), _, _) if !by.is_empty() => Standing::Signed,
+        (_, None, Some(_)) => Standing::Named,
+        _ => Standing::Unvouched,
+    };
+    grant_notes.extend(unbound);
+    grant_notes.extend(elsewhere);
+    (grants, grant_notes, standing)
+}
+
+/// What decides which of a plugin's gadgets are served, and how.
+struct Served<'a> {
+    manifest: &'a Manifest,
+    limits: &'a Limits,
+    prefix: Option<&'a str>,
+    run_exclusive: bool,
+    options: &'a LoadOptions,
+}
+
+/// The gadgets served, those refused, those the operator denies.
+type Gadgets = (
+    Vec<LoadedGadget>,
+    Vec<RefusedGadget>,
+    Vec<(String, crate::policy::DenyRule)>,
+);
+
+impl Served<'_> {
+    /// Checks the specs as a whole, then each: its name (prefixed), its
+    /// schema and examples, the operator's rules, its own limits.
+    fn gadgets(
+        &self,
+        specs: Vec<GadgetSpec>,
+        warnings: &mut Vec<String>,
+    ) -> Result<Gadgets, LoadFailure> {
+        if specs.is_empty() {
+            return Err(LoadFailure::NoGadgets);
+        }
+        if specs.len() > MAX_GADGETS_PER_COMPONENT {
+            return Err(LoadFailure::TooManyGadgets { count: specs.len() });
+        }
+        let total: usize = specs.iter().map(spec_text_bytes).sum();
+        if total > MAX_SPECS_TOTAL_BYTES {
+            return Err(LoadFailure::SpecsTooLarge { bytes: total });
+        }
+        let mut gadgets: Vec<LoadedGadget> = Vec::new();
+        let mut refused = Vec::new();
+        let mut denied = Vec::new();
+        let mut seen = HashSet::new();
+        for mut spec in specs {
+            let component_name = spec.name.clone();
+            if let Some(prefix) = self.prefix {
+                spec.name = format!("{prefix}{}", spec.name);
+            }
+            let checked = check_spec(&spec).and_then(|schema| {
+                if gadget_core::viewer::is_reserved(&spec.name) {
+                    return Err(format!(
+                        "'{}' is the name of a tool built into the host; a plugin cannot serve it",
+                        spec.name
+                    ));
+                }
+                if !seen.insert(spec.name.to_lowercase()) {
+                    return Err("the component declares this name twice (names are compared case-insensitively)".into());
+                }
+                Ok(schema)
+            });
+            // The operator's rules, by the name the gadget is served under.
+            if checked.is_ok()
+                && let Err(rule) = self.options.gadget_rules.check(&spec.name)
+            {
+                denied.push((spec.name.clone(), rule));
+                continue;
+            }
+            match checked {
+                Ok(schema) => {
+                    gadgets.push(self.gadget(spec, component_name, schema, warnings));
+                }
+                Err(reason) => refused.push(refusal(&spec.name, reason)),
+            }
+        }
+        // A plugin whose every gadget the operator denies still loads (with
+        // nothing to serve): that is the operator's choice, not an error.
+        if gadgets.is_empty() && denied.is_empty() {
+            return Err(LoadFailure::EveryGadgetRefused(refused));
+        }
+        // A plugin with an exclusive gadget has its calls counted as a
+        // group, so that gadget waits for (and holds) the plugin's calls
+        // only.
+        if !self.run_exclusive && gadgets.iter().any(|g| g.spec.exclusive) {
+            let group: Arc<str> = self.manifest.name.as_str().into();
+            for gadget in &mut gadgets {
+                gadget.exclusive_group = Some(group.clone());
+            }
+        }
+        Ok((gadgets, refused, denied))
+    }
+
+    /// One served gadget, with its own limits.
+    fn gadget(
+        &self,
+        spec: GadgetSpec,
+        component_name: String,
+        schema: gadget_core::params::ParamSchema,
+        warnings: &mut Vec<String>,
+    ) -> LoadedGadget {
+        let own_timeout = self.options.ceilings.own_timeout(
+            self.limits,
+            self.manifest.limits.timeout_ms,
+            spec.timeout_ms,
+        );
+        let gadget_limits = Limits {
+            timeout: own_timeout.duration().unwrap_or(self.limits.timeout),
+            ..self.limits.clone()
+        };
+        // An exclusive gadget the operator lets hold the whole run is
+        // bounded only by its timeout, so one that chose a long one is
+        // worth a word.
+        if spec.exclusive
+            && self.run_exclusive
+            && gadget_limits.timeout > gadget_core::limits::DEFAULT_TIMEOUT
+        {
+            warnings.push(format!(
+                "gadget '{}' is exclusive: while it runs, no other call starts, for up to its timeout of {} ms",
+                spec.name,
+                gadget_limits.timeout.as_millis()
+            ));
+        }
+        LoadedGadget {
+            own_timeout,
+            spec,
+            component_name,
+            schema,
+            limits: gadget_limits,
+            exclusive_group: None,
+        }
+    }
+}
+
+/// A gadget refused, its name shown bounded.
+fn refusal(name: &str, reason: String) -> RefusedGadget {
+    let shown: String = name.chars().take(MAX_GADGET_NAME_BYTES).collect();
+    let cut = if shown.len() < name.len() { "…" } else { "" };
+    RefusedGadget {
+        gadget: format!("{shown}{cut}"),
+        reason,
+    }
 }
 
 /// Reads a component's specs, through the cache when there is one: a

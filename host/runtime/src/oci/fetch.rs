@@ -37,34 +37,83 @@ pub(super) async fn manifest(
     options: &OciOptions,
     auth: &RegistryAuth,
 ) -> Result<Fetched, FetchFailure> {
-    let refused = |message: String| {
-        FetchFailure::Refused(OciError::Registry {
-            reference: reference.to_string(),
-            message,
+    let fetch = ManifestFetch::new(reference, options)?;
+    let mut response = fetch.get(None).await?;
+    let mut client_auth = auth.clone();
+    if response.status() == reqwest::StatusCode::UNAUTHORIZED
+        && let Some(authorization) = fetch.authorize(&response, auth, &mut client_auth).await?
+    {
+        response = fetch.get(Some(authorization)).await?;
+    }
+    fetch.accepted(&mut response).await?;
+    let bytes = fetch.body(&mut response).await?;
+    // The blob pull's client asks `/v2/` where to get its token: the
+    // credentials go with it only if that realm is the registry's too.
+    if matches!(client_auth, RegistryAuth::Basic(..)) && !fetch.blob_realm_is_registry().await {
+        client_auth = RegistryAuth::Anonymous;
+    }
+    Ok(Fetched {
+        bytes,
+        auth: client_auth,
+    })
+}
+
+/// One image manifest's fetch: the reference, the client (no redirects,
+/// bounded waits) and where it asks.
+struct ManifestFetch<'a> {
+    reference: &'a OciRef,
+    client: reqwest::Client,
+    scheme: &'static str,
+    registry: &'a str,
+    url: String,
+}
+
+impl<'a> ManifestFetch<'a> {
+    fn new(reference: &'a OciRef, options: &OciOptions) -> Result<Self, FetchFailure> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(super::REGISTRY_CONNECT_TIMEOUT)
+            .read_timeout(super::REGISTRY_READ_TIMEOUT)
+            .build()
+            .map_err(|e| refused(reference, format!("cannot make an HTTP client: {e}")))?;
+        let registry = reference.registry();
+        let scheme = if options.plain_http(reference) {
+            "http"
+        } else {
+            "https"
+        };
+        let url = format!(
+            "{scheme}://{registry}/v2/{}/manifests/{}",
+            reference.reference.repository(),
+            reference
+                .digest()
+                .or(reference.reference.tag())
+                .unwrap_or("latest")
+        );
+        Ok(ManifestFetch {
+            reference,
+            client,
+            scheme,
+            registry,
+            url,
         })
-    };
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(super::REGISTRY_CONNECT_TIMEOUT)
-        .read_timeout(super::REGISTRY_READ_TIMEOUT)
-        .build()
-        .map_err(|e| refused(format!("cannot make an HTTP client: {e}")))?;
-    let registry = reference.registry();
-    let scheme = if options.plain_http(reference) {
-        "http"
-    } else {
-        "https"
-    };
-    let url = format!(
-        "{scheme}://{registry}/v2/{}/manifests/{}",
-        reference.reference.repository(),
-        reference
-            .digest()
-            .or(reference.reference.tag())
-            .unwrap_or("latest")
-    );
-    let get = |authorization: Option<String>| {
-        let mut request = client.get(&url).header(
+    }
+
+    fn refused(&self, message: String) -> FetchFailure {
+        refused(self.reference, message)
+    }
+
+    /// A send that failed: the registry unreachable, or refused.
+    fn sent(&self, e: reqwest::Error) -> FetchFailure {
+        if e.is_connect() || e.is_timeout() {
+            FetchFailure::Unreachable(super::error_chain(&e))
+        } else {
+            self.refused(super::error_chain(&e))
+        }
+    }
+
+    async fn get(&self, authorization: Option<String>) -> Result<reqwest::Response, FetchFailure> {
+        let mut request = self.client.get(&self.url).header(
             reqwest::header::ACCEPT,
             format!(
                 "{IMAGE_MANIFEST_MEDIA_TYPE}, application/vnd.docker.distribution.manifest.v2+json"
@@ -73,116 +122,128 @@ pub(super) async fn manifest(
         if let Some(value) = authorization {
             request = request.header(reqwest::header::AUTHORIZATION, value);
         }
-        request.send()
-    };
-    let sent = |e: reqwest::Error| {
-        if e.is_connect() || e.is_timeout() {
-            FetchFailure::Unreachable(super::error_chain(&e))
-        } else {
-            refused(super::error_chain(&e))
-        }
-    };
-    let mut response = get(None).await.map_err(sent)?;
-    let mut client_auth = auth.clone();
-    if response.status() == reqwest::StatusCode::UNAUTHORIZED {
+        request.send().await.map_err(|e| self.sent(e))
+    }
+
+    /// The `Authorization` a 401's challenge asks for, with `auth`
+    /// (a token service elsewhere gets no credentials, and then neither
+    /// does the blob pull: `client_auth`).
+    async fn authorize(
+        &self,
+        response: &reqwest::Response,
+        auth: &RegistryAuth,
+        client_auth: &mut RegistryAuth,
+    ) -> Result<Option<String>, FetchFailure> {
         let challenge = response
             .headers()
             .get(reqwest::header::WWW_AUTHENTICATE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_string();
-        let authorization = match Challenge::parse(&challenge) {
-            Challenge::Basic => match auth {
-                RegistryAuth::Basic(user, password) => Some(basic(user, password)),
-                _ => None,
-            },
+        let (realm, service, scope) = match Challenge::parse(&challenge) {
+            Challenge::Basic => {
+                return Ok(match auth {
+                    RegistryAuth::Basic(user, password) => Some(basic(user, password)),
+                    _ => None,
+                });
+            }
+            Challenge::Other => return Ok(None),
             Challenge::Bearer {
                 realm,
                 service,
                 scope,
-            } => {
-                let realm = reqwest::Url::parse(&realm)
-                    .map_err(|e| refused(format!("its token realm '{realm}' is not a URL: {e}")))?;
-                // Credentials go to the registry they are for, never to a
-                // token service elsewhere that the registry names.
-                let same_host = same_authority(&realm, scheme, registry);
-                if !same_host {
-                    client_auth = RegistryAuth::Anonymous;
-                    if matches!(auth, RegistryAuth::Basic(..)) {
-                        tracing::warn!(
-                            registry,
-                            realm = %realm,
-                            "the registry's token service is on another host: asking it without the registry's credentials"
-                        );
-                    }
-                }
-                let scope = scope.unwrap_or_else(|| {
-                    format!("repository:{}:pull", reference.reference.repository())
-                });
-                let token = token(&client, realm, service, &scope, auth, same_host)
-                    .await
-                    .map_err(|e| match e {
-                        FetchFailure::Refused(OciError::Registry { message, .. }) => {
-                            refused(format!("its token service: {message}"))
-                        }
-                        other => other,
-                    })?;
-                Some(format!("Bearer {token}"))
-            }
-            Challenge::Other => None,
+            } => (realm, service, scope),
         };
-        if let Some(authorization) = authorization {
-            response = get(Some(authorization)).await.map_err(sent)?;
+        let realm = reqwest::Url::parse(&realm)
+            .map_err(|e| self.refused(format!("its token realm '{realm}' is not a URL: {e}")))?;
+        // Credentials go to the registry they are for, never to a token
+        // service elsewhere that the registry names.
+        let same_host = same_authority(&realm, self.scheme, self.registry);
+        if !same_host {
+            *client_auth = RegistryAuth::Anonymous;
+            if matches!(auth, RegistryAuth::Basic(..)) {
+                tracing::warn!(
+                    registry = self.registry,
+                    realm = %realm,
+                    "the registry's token service is on another host: asking it without the registry's credentials"
+                );
+            }
         }
+        let scope = scope.unwrap_or_else(|| {
+            format!("repository:{}:pull", self.reference.reference.repository())
+        });
+        let token = token(&self.client, realm, service, &scope, auth, same_host)
+            .await
+            .map_err(|e| match e {
+                FetchFailure::Refused(OciError::Registry { message, .. }) => {
+                    self.refused(format!("its token service: {message}"))
+                }
+                other => other,
+            })?;
+        Ok(Some(format!("Bearer {token}")))
     }
-    let status = response.status();
-    if status.is_redirection() {
-        let to = response
-            .headers()
-            .get(reqwest::header::LOCATION)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("?")
-            .to_string();
-        return Err(refused(format!(
-            "it answered the manifest request with {status}, to {}; redirects are not followed",
-            to.chars().take(256).collect::<String>()
-        )));
-    }
-    if !status.is_success() {
-        let body = bounded_body(&mut response, MAX_ERROR_BODY_BYTES)
+
+    /// Refuses a redirect (never followed) and any answer but success,
+    /// saying how to give credentials when they were wanted.
+    async fn accepted(&self, response: &mut reqwest::Response) -> Result<(), FetchFailure> {
+        let status = response.status();
+        if status.is_redirection() {
+            let to = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("?")
+                .to_string();
+            return Err(self.refused(format!(
+                "it answered the manifest request with {status}, to {}; redirects are not followed",
+                to.chars().take(256).collect::<String>()
+            )));
+        }
+        if status.is_success() {
+            return Ok(());
+        }
+        let body = bounded_body(response, MAX_ERROR_BODY_BYTES)
             .await
             .map(|(b, _)| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default();
         let mut message = format!("the manifest request answered {status}: {}", body.trim());
         if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
             message.push_str(&format!(
-                "; it wants credentials: set {} and {} (with {} = \"{registry}\"), or log in with `docker login {registry}`",
+                "; it wants credentials: set {} and {} (with {} = \"{}\"), or log in with `docker login {}`",
                 super::USERNAME_VAR,
                 super::PASSWORD_VAR,
-                super::REGISTRY_VAR
+                super::REGISTRY_VAR,
+                self.registry,
+                self.registry
             ));
         }
-        return Err(refused(message));
+        Err(self.refused(message))
     }
-    let (bytes, over) = bounded_body(&mut response, MAX_IMAGE_MANIFEST_BYTES)
-        .await
-        .map_err(sent)?;
-    if over {
-        return Err(FetchFailure::Refused(OciError::TooLarge {
-            reference: reference.to_string(),
-            what: "image manifest",
-            bytes: response
-                .content_length()
-                .unwrap_or(bytes.len() as u64 + 1)
-                .max(bytes.len() as u64 + 1),
-            limit: MAX_IMAGE_MANIFEST_BYTES as u64,
-        }));
+
+    /// The manifest's bytes, bounded.
+    async fn body(&self, response: &mut reqwest::Response) -> Result<Vec<u8>, FetchFailure> {
+        let (bytes, over) = bounded_body(response, MAX_IMAGE_MANIFEST_BYTES)
+            .await
+            .map_err(|e| self.sent(e))?;
+        if over {
+            return Err(FetchFailure::Refused(OciError::TooLarge {
+                reference: self.reference.to_string(),
+                what: "image manifest",
+                bytes: response
+                    .content_length()
+                    .unwrap_or(bytes.len() as u64 + 1)
+                    .max(bytes.len() as u64 + 1),
+                limit: MAX_IMAGE_MANIFEST_BYTES as u64,
+            }));
+        }
+        Ok(bytes)
     }
-    // The blob pull's client asks `/v2/` where to get its token: the
-    // credentials go with it only if that realm is the registry's too.
-    if matches!(client_auth, RegistryAuth::Basic(..)) {
-        let base = format!("{scheme}://{registry}/v2/");
-        let challenge = match client.get(&base).send().await {
+
+    /// Whether the token realm `/v2/` names is the registry's own (else
+    /// the blob pull goes without the registry's credentials).
+    async fn blob_realm_is_registry(&self) -> bool {
+        let base = format!("{}://{}/v2/", self.scheme, self.registry);
+        let challenge = match self.client.get(&base).send().await {
             Ok(response) => response
                 .headers()
                 .get(reqwest::header::WWW_AUTHENTICATE)
@@ -190,15 +251,19 @@ pub(super) async fn manifest(
                 .map(Challenge::parse),
             Err(_) => None,
         };
-        if let Some(Challenge::Bearer { realm, .. }) = challenge
-            && !reqwest::Url::parse(&realm).is_ok_and(|r| same_authority(&r, scheme, registry))
-        {
-            client_auth = RegistryAuth::Anonymous;
+        match challenge {
+            Some(Challenge::Bearer { realm, .. }) => reqwest::Url::parse(&realm)
+                .is_ok_and(|r| same_authority(&r, self.scheme, self.registry)),
+            _ => true,
         }
     }
-    Ok(Fetched {
-        bytes,
-        auth: client_auth,
+}
+
+/// A registry's refusal of `reference`.
+fn refused(reference: &OciRef, message: String) -> FetchFailure {
+    FetchFailure::Refused(OciError::Registry {
+        reference: reference.to_string(),
+        message,
     })
 }
 

@@ -205,90 +205,7 @@ impl Registry {
                 own_timeout,
                 exclusive_group,
             };
-            // A stronger claim (signed by a trusted signer, or named by the
-            // policy) takes the name from weaker ones; equals share it, so
-            // neither serves it.
-            let held = self.gadgets.get(&key).map(|g| g.plugin.clone());
-            let contested = self.contested.get(&key).map(|(_, standing)| *standing);
-            let strongest = held.as_ref().map(|p| p.standing).or(contested);
-            match strongest {
-                None => {
-                    self.gadgets.insert(key, Arc::new(gadget));
-                    continue;
-                }
-                Some(other) if plugin.standing > other => {
-                    if let Some(held) = held {
-                        errors.push(held_error(&gadget.spec.name, &held, &plugin));
-                        took_from_earlier = true;
-                    }
-                    if let Some((claimants, _)) = self.contested.remove(&key) {
-                        for claimant in claimants {
-                            errors.push(LoadError::new(
-                                plugin.artifact.source.path(),
-                                LoadFailure::NameHeld {
-                                    gadget: gadget.spec.name.clone(),
-                                    plugin: claimant,
-                                    winner: plugin.identity.name.clone(),
-                                    winner_standing: plugin.standing.describe(),
-                                },
-                            ));
-                        }
-                        self.denied.remove(&key);
-                    }
-                    self.gadgets.insert(key, Arc::new(gadget));
-                    continue;
-                }
-                Some(other) if plugin.standing < other => {
-                    match &held {
-                        Some(held) => errors.push(held_error(&gadget.spec.name, &plugin, held)),
-                        // A contested name stays contested among its equals.
-                        None => errors.push(LoadError::new(
-                            plugin.artifact.source.path(),
-                            LoadFailure::GadgetRefused(crate::plugin::RefusedGadget {
-                                gadget: gadget.spec.name.clone(),
-                                reason: format!(
-                                    "plugins {} claim the name, each {}, which plugin '{}' is not",
-                                    self.contested
-                                        .get(&key)
-                                        .map(|(c, _)| c.join(", "))
-                                        .unwrap_or_default(),
-                                    other.describe(),
-                                    plugin.identity.name
-                                ),
-                            }),
-                        )),
-                    }
-                    continue;
-                }
-                Some(_) => {}
-            }
-            let spec = gadget.spec;
-            let first = self.gadgets.remove(&key).map(|g| g.plugin.clone());
-            let (claimants, _) = self
-                .contested
-                .entry(key.clone())
-                .or_insert_with(|| (Vec::new(), plugin.standing));
-            if let Some(first) = &first {
-                claimants.push(first.identity.name.clone());
-                took_from_earlier = true;
-            }
-            claimants.push(plugin.identity.name.clone());
-            let rule = DenyRule::Contested {
-                plugins: claimants.clone(),
-            };
-            let reason = LoadFailure::NameContested {
-                gadget: spec.name.clone(),
-                first: first.as_ref().map(|first| {
-                    Box::new((
-                        first.identity.name.clone(),
-                        first.artifact.source.path().to_path_buf(),
-                    ))
-                }),
-                plugin: plugin.identity.name.clone(),
-                claimants: claimants.clone(),
-            };
-            errors.push(LoadError::new(plugin.artifact.source.path(), reason));
-            self.denied.insert(key, (spec.name, rule));
+            took_from_earlier |= self.place(key, gadget, &plugin, &mut errors);
         }
         // A plugin none of whose gadgets could be served is not loaded (an
         // earlier one may have lost its last gadget to a collision).
@@ -305,6 +222,105 @@ impl Registry {
             self.plugins.push(plugin);
         }
         errors
+    }
+
+    /// Places one gadget of `plugin` under `key`: a stronger claim
+    /// (signed by a trusted signer, or named by the policy) takes the name
+    /// from weaker ones; equals share it, so neither serves it. Whether it
+    /// took the name from an earlier plugin.
+    fn place(
+        &mut self,
+        key: String,
+        gadget: WasmGadget,
+        plugin: &Arc<Plugin>,
+        errors: &mut Vec<LoadError>,
+    ) -> bool {
+        let mut took = false;
+        // A stronger claim (signed by a trusted signer, or named by the
+        // policy) takes the name from weaker ones; equals share it, so
+        // neither serves it.
+        let held = self.gadgets.get(&key).map(|g| g.plugin.clone());
+        let contested = self.contested.get(&key).map(|(_, standing)| *standing);
+        let strongest = held.as_ref().map(|p| p.standing).or(contested);
+        match strongest {
+            None => {
+                self.gadgets.insert(key, Arc::new(gadget));
+                return false;
+            }
+            Some(other) if plugin.standing > other => {
+                if let Some(held) = held {
+                    errors.push(held_error(&gadget.spec.name, &held, &plugin));
+                    took = true;
+                }
+                if let Some((claimants, _)) = self.contested.remove(&key) {
+                    for claimant in claimants {
+                        errors.push(LoadError::new(
+                            plugin.artifact.source.path(),
+                            LoadFailure::NameHeld {
+                                gadget: gadget.spec.name.clone(),
+                                plugin: claimant,
+                                winner: plugin.identity.name.clone(),
+                                winner_standing: plugin.standing.describe(),
+                            },
+                        ));
+                    }
+                    self.denied.remove(&key);
+                }
+                self.gadgets.insert(key, Arc::new(gadget));
+                return took;
+            }
+            Some(other) if plugin.standing < other => {
+                match &held {
+                    Some(held) => errors.push(held_error(&gadget.spec.name, &plugin, held)),
+                    // A contested name stays contested among its equals.
+                    None => errors.push(LoadError::new(
+                        plugin.artifact.source.path(),
+                        LoadFailure::GadgetRefused(crate::plugin::RefusedGadget {
+                            gadget: gadget.spec.name.clone(),
+                            reason: format!(
+                                "plugins {} claim the name, each {}, which plugin '{}' is not",
+                                self.contested
+                                    .get(&key)
+                                    .map(|(c, _)| c.join(", "))
+                                    .unwrap_or_default(),
+                                other.describe(),
+                                plugin.identity.name
+                            ),
+                        }),
+                    )),
+                }
+                return false;
+            }
+            Some(_) => {}
+        }
+        let spec = gadget.spec;
+        let first = self.gadgets.remove(&key).map(|g| g.plugin.clone());
+        let (claimants, _) = self
+            .contested
+            .entry(key.clone())
+            .or_insert_with(|| (Vec::new(), plugin.standing));
+        if let Some(first) = &first {
+            claimants.push(first.identity.name.clone());
+            took = true;
+        }
+        claimants.push(plugin.identity.name.clone());
+        let rule = DenyRule::Contested {
+            plugins: claimants.clone(),
+        };
+        let reason = LoadFailure::NameContested {
+            gadget: spec.name.clone(),
+            first: first.as_ref().map(|first| {
+                Box::new((
+                    first.identity.name.clone(),
+                    first.artifact.source.path().to_path_buf(),
+                ))
+            }),
+            plugin: plugin.identity.name.clone(),
+            claimants: claimants.clone(),
+        };
+        errors.push(LoadError::new(plugin.artifact.source.path(), reason));
+        self.denied.insert(key, (spec.name, rule));
+        took
     }
 }
 

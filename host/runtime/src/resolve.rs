@@ -393,10 +393,6 @@ fn files(
     grants: &mut Grants,
     notes: &mut Vec<GrantNote>,
 ) {
-    let Protected {
-        policy_file,
-        host_state,
-    } = *protected;
     let mut files_met = vec![false; requested.files.len()];
     for grant in &policy.files {
         let guest = grant
@@ -419,50 +415,15 @@ fn files(
             notes.push(GrantNote::Twice { guest });
             continue;
         }
-        let host = match grant.host.canonicalize() {
-            Ok(host) if host.is_dir() => host,
-            Ok(_) => {
-                notes.push(GrantNote::DirUnusable {
-                    host: grant.host.display().to_string(),
-                    why: DirProblem::NotADirectory,
-                });
-                continue;
-            }
-            Err(e) => {
-                notes.push(GrantNote::DirUnusable {
-                    host: grant.host.display().to_string(),
-                    why: DirProblem::Unresolvable(e.to_string()),
-                });
+        let wanted = requested.files[index].mode();
+        let mode = wanted.min(grant.mode);
+        let host = match usable_dir(plugin, grant, mode, protected, env) {
+            Ok(host) => host,
+            Err(note) => {
+                notes.push(note);
                 continue;
             }
         };
-        let wanted = requested.files[index].mode();
-        let mode = wanted.min(grant.mode);
-        // The host's own state first, whatever the grant says: the policy
-        // file only for a grant that could write it (reading it is the
-        // `sensitive` choice below).
-        let policy_state = policy_file
-            .filter(|_| mode == FileMode::ReadWrite)
-            .map(|p| HostState::new(HostStateKind::PolicyFile, p));
-        if let Some(why) =
-            crate::sensitive::host_state_reason(&host, host_state.iter().chain(&policy_state))
-        {
-            notes.push(GrantNote::HostState {
-                host: host.display().to_string(),
-                why,
-            });
-            continue;
-        }
-        if !grant.sensitive
-            && let Some(why) = crate::sensitive::sensitive_reason(&host, policy_file, env)
-        {
-            notes.push(GrantNote::Sensitive {
-                plugin: plugin.to_string(),
-                host: host.display().to_string(),
-                why,
-            });
-            continue;
-        }
         if grant.mode == FileMode::ReadWrite && wanted == FileMode::ReadOnly {
             notes.push(GrantNote::ReadOnly {
                 guest: guest.clone(),
@@ -516,4 +477,52 @@ fn files(
             });
         }
     }
+}
+
+/// The granted directory, resolved, when a grant of it in `mode` may be
+/// given: it exists and is a directory, it holds none of the host's own
+/// state (whatever the grant says: the policy file only for a grant that
+/// could write it; reading it is the `sensitive` choice), and it is not a
+/// sensitive directory unless the grant says `sensitive = true`.
+fn usable_dir(
+    plugin: &str,
+    grant: &crate::policy::FileGrant,
+    mode: FileMode,
+    protected: &Protected<'_>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<std::path::PathBuf, GrantNote> {
+    let Protected {
+        policy_file,
+        host_state,
+    } = *protected;
+    let unusable = |why| GrantNote::DirUnusable {
+        host: grant.host.display().to_string(),
+        why,
+    };
+    let host = match grant.host.canonicalize() {
+        Ok(host) if host.is_dir() => host,
+        Ok(_) => return Err(unusable(DirProblem::NotADirectory)),
+        Err(e) => return Err(unusable(DirProblem::Unresolvable(e.to_string()))),
+    };
+    let policy_state = policy_file
+        .filter(|_| mode == FileMode::ReadWrite)
+        .map(|p| HostState::new(HostStateKind::PolicyFile, p));
+    if let Some(why) =
+        crate::sensitive::host_state_reason(&host, host_state.iter().chain(&policy_state))
+    {
+        return Err(GrantNote::HostState {
+            host: host.display().to_string(),
+            why,
+        });
+    }
+    if !grant.sensitive
+        && let Some(why) = crate::sensitive::sensitive_reason(&host, policy_file, env)
+    {
+        return Err(GrantNote::Sensitive {
+            plugin: plugin.to_string(),
+            host: host.display().to_string(),
+            why,
+        });
+    }
+    Ok(host)
 }

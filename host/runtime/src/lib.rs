@@ -537,38 +537,7 @@ impl Runtime {
                 Err(self.budget_error(&request.gadget))
             }
             Some(Err(Trapped(error))) => Err(classify_trap(error, &mut store, limits)),
-            Some(Ok(Err(error))) => Err(match error {
-                wit::GadgetError::InvalidArguments(message) => CallError::InvalidArguments {
-                    message: store
-                        .data()
-                        .ledger
-                        .bounded(message, MAX_ERROR_MESSAGE_BYTES),
-                },
-                wit::GadgetError::Failed(message) => CallError::Failed {
-                    message: store
-                        .data()
-                        .ledger
-                        .bounded(message, MAX_ERROR_MESSAGE_BYTES),
-                },
-                // Stopping on the abort signal the deadline raised is a
-                // timeout, as the model should be told; only a cancellation
-                // from outside is reported as one.
-                wit::GadgetError::Cancelled => {
-                    let state = store.data();
-                    let external = state.time.externally_cancelled();
-                    let deadline_passed = state.time.deadline_passed();
-                    if !external && deadline_passed {
-                        CallError::Timeout {
-                            gadget: request.gadget.clone(),
-                            timeout_ms: limits.timeout.as_millis() as u64,
-                        }
-                    } else {
-                        CallError::Cancelled {
-                            gadget: request.gadget.clone(),
-                        }
-                    }
-                }
-            }),
+            Some(Ok(Err(error))) => Err(gadget_error(error, store.data(), &request)),
             Some(Ok(Ok(outcome))) => {
                 let state = store.data_mut();
                 accept_outcome(outcome, &request.gadget, limits, state, &mut returned_cost)
@@ -757,5 +726,33 @@ impl Runtime {
         // queued); the first check comes at the first yield interval.
         store.set_epoch_deadline(YIELD_INTERVAL_TICKS.min(timeout_ticks));
         Ok(store)
+    }
+}
+
+/// The error a gadget returned, as the call's failure: its message
+/// bounded (and redacted by the ledger); stopping on the abort signal the
+/// deadline raised is a timeout, as the model should be told, and only a
+/// cancellation from outside is reported as one.
+fn gadget_error(error: wit::GadgetError, state: &CallState, request: &CallRequest) -> CallError {
+    match error {
+        wit::GadgetError::InvalidArguments(message) => CallError::InvalidArguments {
+            message: state.ledger.bounded(message, MAX_ERROR_MESSAGE_BYTES),
+        },
+        wit::GadgetError::Failed(message) => CallError::Failed {
+            message: state.ledger.bounded(message, MAX_ERROR_MESSAGE_BYTES),
+        },
+        wit::GadgetError::Cancelled => {
+            let external = state.time.externally_cancelled();
+            if !external && state.time.deadline_passed() {
+                CallError::Timeout {
+                    gadget: request.gadget.clone(),
+                    timeout_ms: request.limits.timeout.as_millis() as u64,
+                }
+            } else {
+                CallError::Cancelled {
+                    gadget: request.gadget.clone(),
+                }
+            }
+        }
     }
 }

@@ -375,28 +375,7 @@ impl Policy {
     /// Parses and checks a policy's text; relative directories in it are
     /// relative to `base`.
     pub fn parse(text: &str, base: &Path) -> Result<Policy, String> {
-        let mut policy: Policy = toml::from_str(text).map_err(|e| {
-            // Counted in bytes: a span need not fall on a character boundary.
-            let line = e.span().map(|span| {
-                let before = &text.as_bytes()[..span.start.min(text.len())];
-                before.iter().filter(|&&b| b == b'\n').count() + 1
-            });
-            let message = plain_types(e.message());
-            match line {
-                Some(line) => {
-                    let shown: String = text
-                        .lines()
-                        .nth(line - 1)
-                        .unwrap_or_default()
-                        .trim()
-                        .chars()
-                        .take(80)
-                        .collect();
-                    format!("{message} (line {line}: {shown})")
-                }
-                None => message,
-            }
-        })?;
+        let mut policy: Policy = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
         for (plugin, grants) in &policy.plugins {
             if let Some(prefix) = &grants.prefix {
                 // A prefix must keep every name a valid gadget name.
@@ -458,42 +437,7 @@ impl Policy {
             }
         }
         policy.approval_rules()?;
-        let limits = &policy.limits;
-        let over = |what: &str, value: Option<u64>, unit: u64, hard: u64| match value {
-            Some(v) if v.saturating_mul(unit) > hard => Err(format!(
-                "limits.{what}: {v} is over the host's hard maximum of {}",
-                hard / unit
-            )),
-            Some(0) => Err(format!("limits.{what}: must be more than 0")),
-            _ => Ok(()),
-        };
-        over(
-            "max-timeout-ms",
-            limits.max_timeout_ms,
-            1,
-            HARD_MAX_TIMEOUT.as_millis() as u64,
-        )?;
-        over(
-            "max-memory-mib",
-            limits.max_memory_mib,
-            1 << 20,
-            HARD_MAX_MEMORY_BYTES,
-        )?;
-        over(
-            "max-result-kib",
-            limits.max_result_kib,
-            1 << 10,
-            MAX_RESULT_BYTES,
-        )?;
-        over("max-log-kib", limits.max_log_kib, 1 << 10, MAX_LOG_BYTES)?;
-        over(
-            "max-stdio-kib",
-            limits.max_stdio_kib,
-            1 << 10,
-            MAX_STDIO_BYTES,
-        )?;
-        over("host-memory-mib", limits.host_memory_mib, 1, u64::MAX)?;
-        over("compile-memory-mib", limits.compile_memory_mib, 1, u64::MAX)?;
+        check_limits(&policy.limits)?;
         Ok(policy)
     }
 
@@ -737,6 +681,72 @@ pub use audit::{AuditPolicy, TelemetryPolicy};
 pub use mcp_server::McpServerPolicy;
 pub use plugin::{ConfigSource, FileGrant, LlmPolicy, PluginPolicy};
 pub use trust::{Require, SignerSpec, TrustPolicy};
+
+/// A TOML error as the operator reads it: the message with plain type
+/// names, and the line it is on.
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    // Counted in bytes: a span need not fall on a character boundary.
+    let line = e.span().map(|span| {
+        let before = &text.as_bytes()[..span.start.min(text.len())];
+        before.iter().filter(|&&b| b == b'\n').count() + 1
+    });
+    let message = plain_types(e.message());
+    match line {
+        Some(line) => {
+            let shown: String = text
+                .lines()
+                .nth(line - 1)
+                .unwrap_or_default()
+                .trim()
+                .chars()
+                .take(80)
+                .collect();
+            format!("{message} (line {line}: {shown})")
+        }
+        None => message,
+    }
+}
+
+/// Each `[limits]` ceiling: more than 0, and within the host's hard
+/// maximum.
+fn check_limits(limits: &PolicyLimits) -> Result<(), String> {
+    let over = |what: &str, value: Option<u64>, unit: u64, hard: u64| match value {
+        Some(v) if v.saturating_mul(unit) > hard => Err(format!(
+            "limits.{what}: {v} is over the host's hard maximum of {}",
+            hard / unit
+        )),
+        Some(0) => Err(format!("limits.{what}: must be more than 0")),
+        _ => Ok(()),
+    };
+    over(
+        "max-timeout-ms",
+        limits.max_timeout_ms,
+        1,
+        HARD_MAX_TIMEOUT.as_millis() as u64,
+    )?;
+    over(
+        "max-memory-mib",
+        limits.max_memory_mib,
+        1 << 20,
+        HARD_MAX_MEMORY_BYTES,
+    )?;
+    over(
+        "max-result-kib",
+        limits.max_result_kib,
+        1 << 10,
+        MAX_RESULT_BYTES,
+    )?;
+    over("max-log-kib", limits.max_log_kib, 1 << 10, MAX_LOG_BYTES)?;
+    over(
+        "max-stdio-kib",
+        limits.max_stdio_kib,
+        1 << 10,
+        MAX_STDIO_BYTES,
+    )?;
+    over("host-memory-mib", limits.host_memory_mib, 1, u64::MAX)?;
+    over("compile-memory-mib", limits.compile_memory_mib, 1, u64::MAX)?;
+    Ok(())
+}
 
 #[cfg(test)]
 mod tests;

@@ -52,8 +52,9 @@ pub const MAX_REQUEST_BODY_BYTES: usize = 4 << 20;
 /// What an overloaded replica tells a client to wait, seconds.
 pub const OVERLOAD_RETRY_AFTER_SECONDS: u64 = 1;
 
-/// How often a drain looks at the calls in flight.
-const DRAIN_POLL: Duration = Duration::from_millis(20);
+/// How long a drained server waits for its last responses to leave
+/// before the connections close.
+const LAST_RESPONSES_WAIT: Duration = Duration::from_millis(20);
 
 /// How long a client has to send a request's headers once it starts one
 /// (and, on a kept-alive connection, once the previous response is sent).
@@ -254,60 +255,69 @@ pub async fn serve(
         })?;
     let bound = listener.local_addr().map_err(ServeError::Serve)?;
     if let Some(addr) = options.metrics_listen {
-        let metrics_listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| ServeError::Bind { addr, source })?;
-        let metrics_router = axum::Router::new()
-            .route("/metrics", axum::routing::get(metrics_page))
-            .route("/healthz", axum::routing::get(|| async { "ok\n" }))
-            .with_state(shared.clone());
-        if let Ok(at) = metrics_listener.local_addr() {
-            tracing::info!("metrics at http://{at}/metrics (no token)");
-        }
-        // Read-only figures; it ends with the process.
-        tokio::spawn(accept_until(
-            metrics_listener,
-            metrics_router,
-            ConnectionLimits::DEFAULT,
-            std::future::pending(),
-        ));
+        serve_metrics(addr, shared.clone()).await?;
     }
     ready(bound);
 
-    // Draining: readiness fails (the load balancer stops sending), new
-    // calls are refused with 503 (clients retry elsewhere), the listener
-    // stays open for the calls in flight and their sessions; when they are
-    // done, or at the drain timeout (then their abort signal goes up and
-    // they get a moment to end), the server stops.
-    let draining = shared.clone();
-    let drain_timeout = options.drain_timeout;
-    let cancel_calls = calls_cancelled.clone();
-    let shutdown = async move {
-        tokio::select! {
-            _ = stop.cancelled() => {}
-            _ = terminate() => {}
-        }
-        draining.draining.store(true, Ordering::SeqCst);
-        tracing::info!("draining: calls in flight get {drain_timeout:?}");
-        let idle = |shared: &Shared| shared.metrics.in_flight() <= 0;
-        let deadline = tokio::time::Instant::now() + drain_timeout;
-        while !idle(&draining) && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(DRAIN_POLL).await;
-        }
-        if !idle(&draining) {
-            cancel_calls.cancel();
-            let grace = tokio::time::Instant::now() + CANCEL_GRACE;
-            while !idle(&draining) && tokio::time::Instant::now() < grace {
-                tokio::time::sleep(DRAIN_POLL).await;
-            }
-        }
-        // Let the last responses leave before the connections close.
-        tokio::time::sleep(DRAIN_POLL).await;
-    };
-    accept_until(listener, router, ConnectionLimits::DEFAULT, shutdown).await;
+    let drained = drain(
+        shared.clone(),
+        stop,
+        options.drain_timeout,
+        calls_cancelled.clone(),
+    );
+    accept_until(listener, router, ConnectionLimits::DEFAULT, drained).await;
     calls_cancelled.cancel();
     sessions_end.cancel();
     Ok(())
+}
+
+/// Serves `/metrics` (no token) and `/healthz` on `addr` too: read-only
+/// figures, ended with the process.
+async fn serve_metrics(addr: SocketAddr, shared: Arc<Shared>) -> Result<(), ServeError> {
+    let metrics_listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    let metrics_router = axum::Router::new()
+        .route("/metrics", axum::routing::get(metrics_page))
+        .route("/healthz", axum::routing::get(|| async { "ok\n" }))
+        .with_state(shared);
+    if let Ok(at) = metrics_listener.local_addr() {
+        tracing::info!("metrics at http://{at}/metrics (no token)");
+    }
+    tokio::spawn(accept_until(
+        metrics_listener,
+        metrics_router,
+        ConnectionLimits::DEFAULT,
+        std::future::pending(),
+    ));
+    Ok(())
+}
+
+/// Waits for `stop` (or SIGTERM / Ctrl-C), then drains: readiness fails
+/// (the load balancer stops sending), new calls are refused with 503
+/// (clients retry elsewhere), the listener stays open for the calls in
+/// flight and their sessions; when they are done, or at the drain timeout
+/// (then their abort signal goes up and they get a moment to end), the
+/// server stops.
+async fn drain(
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    drain_timeout: Duration,
+    cancel_calls: CancellationToken,
+) {
+    tokio::select! {
+        _ = stop.cancelled() => {}
+        _ = terminate() => {}
+    }
+    shared.draining.store(true, Ordering::SeqCst);
+    tracing::info!("draining: calls in flight get {drain_timeout:?}");
+    let idle = shared.metrics.until_idle();
+    if tokio::time::timeout(drain_timeout, idle).await.is_err() {
+        cancel_calls.cancel();
+        let _ = tokio::time::timeout(CANCEL_GRACE, shared.metrics.until_idle()).await;
+    }
+    // Let the last responses leave before the connections close.
+    tokio::time::sleep(LAST_RESPONSES_WAIT).await;
 }
 
 /// Accepts connections until `shutdown` completes, then lets each finish

@@ -24,6 +24,8 @@ pub struct Metrics {
     latency_sum_micros: AtomicU64,
     latency_count: AtomicU64,
     in_flight: AtomicI64,
+    /// Woken when the last call in flight ends (a drain awaits it).
+    idle: tokio::sync::Notify,
     refused_overload: AtomicU64,
     refused_unauthorized: AtomicU64,
 }
@@ -45,8 +47,21 @@ impl Metrics {
 
     /// A call that [`started`](Self::started) ended with `outcome`.
     pub fn finished(&self, gadget: &str, outcome: CallOutcome, took: Duration) {
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if self.in_flight.fetch_sub(1, Ordering::AcqRel) <= 1 {
+            self.idle.notify_waiters();
+        }
         self.count(gadget, outcome, took);
+    }
+
+    /// Waits until no call is in flight.
+    pub async fn until_idle(&self) {
+        loop {
+            let woken = self.idle.notified();
+            if self.in_flight() <= 0 {
+                return;
+            }
+            woken.await;
+        }
     }
 
     /// A call refused before it started (unknown gadget, invalid arguments).

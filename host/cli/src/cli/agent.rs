@@ -98,23 +98,12 @@ pub async fn agent(
     rules: &Arc<gadget_core::approval::Rules>,
     journal: Option<Arc<gadget_exec::audit::Journal>>,
 ) -> Result<ExitCode> {
-    let task = if options.prompt == "-" {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
-            .context("reading the task from stdin")?;
-        text
-    } else {
-        options.prompt.clone()
-    };
-    if task.trim().is_empty() {
-        eprintln!("error: the task is empty");
-        return Ok(ExitCode::from(EXIT_BAD_INPUT));
-    }
-    let Some(model) = options.model.as_ref().or(settings.model.as_ref()) else {
-        eprintln!(
-            "error: no model: pass --model PROVIDER:MODEL (e.g. openai:gpt-4o-mini) or set [llm] model in the policy file"
-        );
-        return Ok(ExitCode::from(EXIT_BAD_INPUT));
+    let (task, model) = match task_and_model(options, settings)? {
+        Ok(found) => found,
+        Err(why) => {
+            eprintln!("error: {why}");
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
     };
     let Some((provider_name, model_name)) = model.split_once(':') else {
         eprintln!("error: --model '{model}' is not PROVIDER:MODEL (e.g. openai:gpt-4o-mini)");
@@ -192,22 +181,7 @@ pub async fn agent(
             .unwrap_or_else(|p| p.into_inner())
             .event(event);
     });
-    let config = AgentConfig {
-        model: model_name.to_string(),
-        max_iterations: options.max_iterations,
-        max_cost: options.max_cost,
-        max_tokens: options.max_tokens,
-        system,
-        model_info,
-        retry: RetryPolicy {
-            max_retries: options.max_retries,
-            ..RetryPolicy::default()
-        },
-        tool_format: match options.tool_format {
-            ToolFormatArg::Block => ToolFormat::Block,
-            ToolFormatArg::Native => ToolFormat::Native,
-        },
-    };
+    let config = agent_config(options, model_name, system, model_info);
     let mut agent = Agent::new(provider, executor, markers, config, observer);
     let interrupt = watch_interrupt(agent.stop_handle());
     let outcome = agent.run(&task).await;
@@ -224,6 +198,54 @@ pub async fn agent(
             _ => ExitCode::from(EXIT_FAILED),
         },
     })
+}
+
+/// The task (read from stdin for `-`) and the model; `Ok(Err)`: why
+/// they cannot be used.
+fn task_and_model(
+    options: &AgentOptions,
+    settings: &LlmSettings,
+) -> Result<Result<(String, String), String>> {
+    let task = if options.prompt == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .context("reading the task from stdin")?;
+        text
+    } else {
+        options.prompt.clone()
+    };
+    if task.trim().is_empty() {
+        return Ok(Err("the task is empty".into()));
+    }
+    let Some(model) = options.model.as_ref().or(settings.model.as_ref()) else {
+        return Ok(Err("no model: pass --model PROVIDER:MODEL (e.g. openai:gpt-4o-mini) or set [llm] model in the policy file".into()));
+    };
+    Ok(Ok((task, model.clone())))
+}
+
+/// The loop's configuration from the command line.
+fn agent_config(
+    options: &AgentOptions,
+    model_name: &str,
+    system: Option<String>,
+    model_info: Option<gadget_agent::models::ModelInfo>,
+) -> AgentConfig {
+    AgentConfig {
+        model: model_name.to_string(),
+        max_iterations: options.max_iterations,
+        max_cost: options.max_cost,
+        max_tokens: options.max_tokens,
+        system,
+        model_info,
+        retry: RetryPolicy {
+            max_retries: options.max_retries,
+            ..RetryPolicy::default()
+        },
+        tool_format: match options.tool_format {
+            ToolFormatArg::Block => ToolFormat::Block,
+            ToolFormatArg::Native => ToolFormat::Native,
+        },
+    }
 }
 
 /// The provider `name` with its base URL and key: the option, else

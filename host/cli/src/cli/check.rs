@@ -84,31 +84,7 @@ pub async fn check(
     let version = plugin.contract_version().as_str();
     println!("  ✓ world: exports gadget:plugin/gadget@{version} (gadget:plugin@{version})");
     for gadget in &gadgets {
-        let params = match gadget.schema.schema() {
-            Some(schema) => format!(
-                "{} parameter(s)",
-                schema
-                    .get("properties")
-                    .and_then(Value::as_object)
-                    .map_or(0, |p| p.len())
-            ),
-            None => "no parameters".into(),
-        };
-        println!(
-            "  ✓ gadget {}: schema compiles ({params}), {} example(s) validate, timeout {} ms",
-            gadget.spec.name,
-            gadget.spec.examples.len(),
-            gadget.limits.timeout.as_millis()
-        );
-        if gadget.spec.exclusive {
-            println!(
-                "    ! exclusive: while it runs no other call starts, for up to {} ms",
-                gadget.limits.timeout.as_millis()
-            );
-        }
-        if gadget.spec.examples.is_empty() {
-            println!("    ! no examples: models call gadgets more reliably with one");
-        }
+        print_gadget(gadget);
     }
     let requested = &plugin.access.requested;
     let granted = &plugin.access.grants.grants;
@@ -144,4 +120,33 @@ pub async fn check(
     }
     println!("PASS");
     Ok(ExitCode::SUCCESS)
+}
+
+/// One gadget's line (and its warnings).
+fn print_gadget(gadget: &gadget_runtime::plugin::LoadedGadget) {
+    let params = match gadget.schema.schema() {
+        Some(schema) => format!(
+            "{} parameter(s)",
+            schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .map_or(0, |p| p.len())
+        ),
+        None => "no parameters".into(),
+    };
+    println!(
+        "  ✓ gadget {}: schema compiles ({params}), {} example(s) validate, timeout {} ms",
+        gadget.spec.name,
+        gadget.spec.examples.len(),
+        gadget.limits.timeout.as_millis()
+    );
+    if gadget.spec.exclusive {
+        println!(
+            "    ! exclusive: while it runs no other call starts, for up to {} ms",
+            gadget.limits.timeout.as_millis()
+        );
+    }
+    if gadget.spec.examples.is_empty() {
+        println!("    ! no examples: models call gadgets more reliably with one");
+    }
 }

@@ -249,7 +249,7 @@ impl Registry {
             }
             Some(other) if plugin.standing > other => {
                 if let Some(held) = held {
-                    errors.push(held_error(&gadget.spec.name, &held, &plugin));
+                    errors.push(held_error(&gadget.spec.name, &held, plugin));
                     took = true;
                 }
                 if let Some((claimants, _)) = self.contested.remove(&key) {
@@ -271,7 +271,7 @@ impl Registry {
             }
             Some(other) if plugin.standing < other => {
                 match &held {
-                    Some(held) => errors.push(held_error(&gadget.spec.name, &plugin, held)),
+                    Some(held) => errors.push(held_error(&gadget.spec.name, plugin, held)),
                     // A contested name stays contested among its equals.
                     None => errors.push(LoadError::new(
                         plugin.artifact.source.path(),

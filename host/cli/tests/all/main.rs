@@ -29,3 +29,4 @@ mod stop;
 mod telemetry;
 mod transcripts;
 mod upstream;
+mod upstream_policy;

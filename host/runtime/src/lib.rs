@@ -229,10 +229,7 @@ impl Default for RuntimeConfig {
     }
 }
 
-/// Instances the pooling allocator holds at once: the most calls (plus
-/// plugin loads) in flight. A call past it fails with an explicit
-/// "too many calls in flight" error rather than waiting.
-pub const POOL_CONCURRENT_INSTANCES: u32 = 1_000;
+pub use pool::POOL_CONCURRENT_INSTANCES;
 
 /// The engine, its linker and its clock. Cheap to share behind an `Arc`.
 pub struct Runtime {
@@ -244,10 +241,7 @@ pub struct Runtime {
     llm_backend: std::sync::OnceLock<Arc<dyn llm::LlmBackend>>,
 }
 
-/// A call is admitted (instantiated) only when at least this much of the
-/// budget is free: the first memory of a small gadget fits in it; a call
-/// that needs more and cannot get it fails with a clear error.
-pub const ADMISSION_HEADROOM: u64 = 16 << 20;
+pub use limiter::ADMISSION_HEADROOM;
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -7,7 +7,10 @@ use std::sync::atomic::Ordering;
 
 use wasmtime::ResourceLimiter;
 
-use crate::ADMISSION_HEADROOM;
+/// A call is admitted (instantiated) only when at least this much of the
+/// budget is free: the first memory of a small gadget fits in it; a call
+/// that needs more and cannot get it fails with a clear error.
+pub const ADMISSION_HEADROOM: u64 = 16 << 20;
 
 /// Linear memory in use by all live instances, against the host's budget.
 /// Instances grow into it (the limiter refuses growth past it) and give it

@@ -1,7 +1,10 @@
 //! The pooling allocator's configuration: how many instances, of what
 //! size, and what stays resident between calls.
 
-use crate::POOL_CONCURRENT_INSTANCES;
+/// Instances the pooling allocator holds at once: the most calls (plus
+/// plugin loads) in flight. A call past it fails with an explicit
+/// "too many calls in flight" error rather than waiting.
+pub const POOL_CONCURRENT_INSTANCES: u32 = 1_000;
 
 /// The pooling allocator's configuration (public so benchmarks can give
 /// a bare-wasmtime baseline the same allocator).

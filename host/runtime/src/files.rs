@@ -9,6 +9,5 @@ mod log;
 mod shims;
 
 pub(crate) use dirs::CallFiles;
-pub use dirs::{OpenedDir, WriteQuota, check_symlink_target, nested_grant_notes};
-pub(crate) use log::add_to_linker as add_log_to_linker;
-pub(crate) use shims::add_guards_to_linker;
+pub use dirs::{check_symlink_target, nested_grant_notes};
+pub(crate) use shims::{FilesView, add_guards_to_linker, add_logged_to_linker};

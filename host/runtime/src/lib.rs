@@ -334,8 +334,10 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| RuntimeError::Link(e.to_string()))?;
-        files::add_guards_to_linker(&mut linker).map_err(|e| RuntimeError::Link(e.to_string()))?;
-        files::add_log_to_linker(&mut linker).map_err(|e| RuntimeError::Link(e.to_string()))?;
+        files::add_guards_to_linker(&mut linker, files_view)
+            .map_err(|e| RuntimeError::Link(e.to_string()))?;
+        files::add_logged_to_linker(&mut linker, files_view)
+            .map_err(|e| RuntimeError::Link(e.to_string()))?;
         config_log::add_to_linker(&mut linker).map_err(|e| RuntimeError::Link(e.to_string()))?;
         // wasi:http is linked for every component; what a request may
         // reach is the plugin's grants' decision, request by request.
@@ -720,6 +722,19 @@ impl Runtime {
         // queued); the first check comes at the first yield interval.
         store.set_epoch_deadline(YIELD_INTERVAL_TICKS.min(timeout_ticks));
         Ok(store)
+    }
+}
+
+/// The files door's part of a call's store (disjoint borrows of its
+/// fields, so the grants and the filesystem view are held at once): the
+/// getter the door's shims are linked with.
+fn files_view(state: &mut CallState) -> files::FilesView<'_> {
+    files::FilesView {
+        files: &mut state.files,
+        fs: wasmtime_wasi::filesystem::WasiFilesystemCtxView {
+            ctx: state.wasi.filesystem(),
+            table: &mut state.table,
+        },
     }
 }
 

@@ -11,7 +11,7 @@ use crate::grants::{
     default_guest_path,
 };
 
-use crate::files::{OpenedDir, WriteQuota};
+use crate::grants::{OpenedDir, WriteQuota};
 use crate::manifest::{FileMode, Permissions};
 use crate::policy::{ConfigSource, PluginPolicy};
 use crate::sensitive::{HostState, HostStateKind};

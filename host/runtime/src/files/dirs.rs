@@ -6,7 +6,7 @@
 //! could move the directory away and leave a symlink in its place, and from
 //! the next call the grant would be wherever the link points. So each
 //! granted directory is opened once, when its grant is resolved
-//! ([`OpenedDir`]), and every call's preopen is made from that handle
+//! ([`OpenedDir`](crate::grants::OpenedDir)), and every call's preopen is made from that handle
 //! (`/proc/self/fd/N` names the open directory itself, wherever it now is).
 //! Where the system cannot name a handle, the path is re-opened only while
 //! it is still the same directory (device and inode) and not a symlink.
@@ -17,11 +17,10 @@
 //!   gadget plants must not lead a later reader (another gadget's call, or
 //!   any program of the host's) out of the grant;
 //! - each read-write grant has a quota per call of bytes written and of
-//!   entries created ([`WriteQuota`]); past it the gadget gets WASI's
+//!   entries created ([`WriteQuota`](crate::grants::WriteQuota)); past it the gadget gets WASI's
 //!   `quota` error and the call's log says which quota was spent.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -31,75 +30,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{Descriptor, ErrorCode};
 use wasmtime_wasi::p2::{DynOutputStream, OutputStream, Pollable, StreamError, StreamResult};
 
 use super::log::{FileLog, StreamLog};
-
-/// A granted directory, open since its grant was resolved.
-#[derive(Debug)]
-pub struct OpenedDir {
-    handle: std::fs::File,
-    device: u64,
-    inode: u64,
-    canonical: PathBuf,
-    /// `/proc/self/fd/N` reaches the handle (Linux with /proc mounted).
-    by_handle: bool,
-}
-
-impl OpenedDir {
-    /// Opens a canonical directory path (no symlink in it).
-    pub fn open(canonical: &Path) -> std::io::Result<OpenedDir> {
-        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-        let handle = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(canonical)?;
-        let metadata = handle.metadata()?;
-        let (device, inode) = (metadata.dev(), metadata.ino());
-        let by_handle = std::fs::metadata(handle_path(&handle))
-            .is_ok_and(|m| (m.dev(), m.ino()) == (device, inode));
-        Ok(OpenedDir {
-            handle,
-            device,
-            inode,
-            canonical: canonical.to_path_buf(),
-            by_handle,
-        })
-    }
-
-    /// The path a call's preopen opens: the held directory itself, or its
-    /// canonical path while that still names the same directory.
-    pub fn call_path(&self) -> Result<PathBuf, String> {
-        use std::os::unix::fs::MetadataExt;
-        if self.by_handle {
-            return Ok(handle_path(&self.handle));
-        }
-        match std::fs::symlink_metadata(&self.canonical) {
-            Ok(m) if m.is_dir() && (m.dev(), m.ino()) == (self.device, self.inode) => {
-                Ok(self.canonical.clone())
-            }
-            _ => Err(format!(
-                "the granted directory {} was moved or replaced since it was granted: refused (restart the host to grant what is there now)",
-                self.canonical.display()
-            )),
-        }
-    }
-
-    /// Whether two handles are the same directory.
-    pub fn same_directory(&self, other: &OpenedDir) -> bool {
-        (self.device, self.inode) == (other.device, other.inode)
-    }
-}
-
-impl PartialEq for OpenedDir {
-    fn eq(&self, other: &OpenedDir) -> bool {
-        self.same_directory(other)
-    }
-}
-
-impl Eq for OpenedDir {}
-
-fn handle_path(handle: &std::fs::File) -> PathBuf {
-    use std::os::fd::AsRawFd;
-    PathBuf::from(format!("/proc/self/fd/{}", handle.as_raw_fd()))
-}
+use crate::grants::WriteQuota;
 
 /// Grants that lie inside a directory some plugin may write, one note per
 /// such grant, for the plugin that holds it: `grants` is each plugin's name
@@ -139,24 +70,6 @@ pub fn nested_grant_notes(grants: &[(&str, &[crate::grants::DirGrant])]) -> Vec<
         }
     }
     notes
-}
-
-/// What one call may write into one read-write grant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct WriteQuota {
-    /// Bytes written (by any means: writes, streams, growing a file).
-    pub bytes: u64,
-    /// Files, directories and links created.
-    pub entries: u64,
-}
-
-impl Default for WriteQuota {
-    fn default() -> WriteQuota {
-        WriteQuota {
-            bytes: gadget_core::limits::DEFAULT_GRANT_WRITE_BYTES,
-            entries: gadget_core::limits::DEFAULT_GRANT_ENTRIES,
-        }
-    }
 }
 
 /// One read-write grant's use during one call. Shared with the file
@@ -366,6 +279,7 @@ impl OutputStream for QuotaStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::grants::OpenedDir;
 
     #[test]
     fn symlink_targets_may_point_down_never_up_or_out() {

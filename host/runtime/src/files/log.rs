@@ -20,15 +20,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::Bytes;
 use gadget_core::effect::{Door, Effect, FileOp};
 use gadget_core::ledger::{CallEvent, CallObserver};
-use wasmtime::component::{Linker, Resource};
-use wasmtime_wasi::filesystem::WasiFilesystemView as _;
-use wasmtime_wasi::p2::bindings::filesystem::types::{
-    self as fs, Descriptor, ErrorCode, Filesize, HostDescriptor,
-};
+use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
 use wasmtime_wasi::p2::{DynInputStream, InputStream, Pollable, StreamResult};
-
-use super::shims::{TYPES_INTERFACE, settle};
-use crate::CallState;
 
 /// The most file operations one call tells: as many as the journal keeps
 /// of a call (a gadget making a million reads must not make a million
@@ -160,7 +153,7 @@ impl FileLog {
         }
     }
 
-    fn paths_at(&self, fd: u32, path: &str) -> Option<(String, PathBuf)> {
+    pub(super) fn paths_at(&self, fd: u32, path: &str) -> Option<(String, PathBuf)> {
         let (guest, host) = self.paths.get(&fd)?;
         if path.is_empty() || path == "." {
             return Some((guest.clone(), host.clone()));
@@ -240,26 +233,10 @@ fn error_name(code: ErrorCode) -> String {
     code.name().to_string()
 }
 
-/// The result the guest gets, told as `op` first.
-fn told<T>(
-    state: &mut CallState,
-    result: (Result<T, ErrorCode>,),
-    tell: impl FnOnce(&mut FileLog, Done<'_>),
-) -> (Result<T, ErrorCode>,) {
-    if state.files.log.watched() {
-        let done = match &result.0 {
-            Ok(_) => Done::Ok,
-            Err(code) => Done::Failed(*code),
-        };
-        tell(&mut state.files.log, done);
-    }
-    result
-}
-
 /// A file's read stream, counting what the gadget reads.
-struct CountedInput {
-    inner: DynInputStream,
-    log: StreamLog,
+pub(super) struct CountedInput {
+    pub(super) inner: DynInputStream,
+    pub(super) log: StreamLog,
 }
 
 impl CountedInput {
@@ -301,117 +278,6 @@ impl InputStream for CountedInput {
     async fn cancel(&mut self) {
         self.inner.cancel().await
     }
-}
-
-/// Shadows the operations the guards in `dirs.rs` leave alone and that
-/// the journal records: reads, removals and renames.
-pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
-    linker.allow_shadowing(true);
-    let mut types = linker.instance(TYPES_INTERFACE)?;
-    types.func_wrap(
-        "[method]descriptor.read-via-stream",
-        |mut store, (fd, offset): (Resource<Descriptor>, Filesize)| {
-            let state = store.data_mut();
-            let log = state.files.log.stream(fd.rep(), FileOp::Read);
-            let mut view = state.filesystem();
-            match HostDescriptor::read_via_stream(&mut view, fd, offset) {
-                Ok(stream) => {
-                    if let Some(log) = log {
-                        let entry = view.table.get_mut(&stream)?;
-                        let inner = std::mem::replace(
-                            entry,
-                            Box::new(wasmtime_wasi::p2::pipe::ClosedInputStream),
-                        );
-                        *entry = Box::new(CountedInput { inner, log });
-                    }
-                    Ok((Ok(stream),))
-                }
-                Err(e) => Ok((Err(fs::Host::convert_error_code(&mut view, e)?),)),
-            }
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.read",
-        |mut store, (fd, length, offset): (Resource<Descriptor>, Filesize, Filesize)| {
-            Box::new(async move {
-                let state = store.data_mut();
-                let rep = fd.rep();
-                let read = HostDescriptor::read(&mut state.filesystem(), fd, length, offset).await;
-                let result = settle(&mut state.filesystem(), read)?;
-                let bytes = result.0.as_ref().ok().map(|(data, _)| data.len() as u64);
-                Ok(told(state, result, |log, done| {
-                    log.tell(FileOp::Read, rep, "", bytes, None, done)
-                }))
-            })
-        },
-    )?;
-    for (name, directory) in [
-        ("[method]descriptor.unlink-file-at", false),
-        ("[method]descriptor.remove-directory-at", true),
-    ] {
-        types.func_wrap_async(
-            name,
-            move |mut store, (fd, path): (Resource<Descriptor>, String)| {
-                Box::new(async move {
-                    let state = store.data_mut();
-                    let rep = fd.rep();
-                    let logged = state.files.log.watched().then(|| path.clone());
-                    let removed = if directory {
-                        HostDescriptor::remove_directory_at(&mut state.filesystem(), fd, path).await
-                    } else {
-                        HostDescriptor::unlink_file_at(&mut state.filesystem(), fd, path).await
-                    };
-                    let result = settle(&mut state.filesystem(), removed)?;
-                    Ok(told(state, result, |log, done| {
-                        log.tell(
-                            FileOp::Remove,
-                            rep,
-                            logged.as_deref().unwrap_or(""),
-                            None,
-                            None,
-                            done,
-                        )
-                    }))
-                })
-            },
-        )?;
-    }
-    types.func_wrap_async(
-        "[method]descriptor.rename-at",
-        |mut store,
-         (fd, old_path, new_fd, new_path): (
-            Resource<Descriptor>,
-            String,
-            Resource<Descriptor>,
-            String,
-        )| {
-            Box::new(async move {
-                let state = store.data_mut();
-                let (rep, new_rep) = (fd.rep(), new_fd.rep());
-                let logged = state
-                    .files
-                    .log
-                    .watched()
-                    .then(|| (old_path.clone(), new_path.clone()));
-                let renamed = HostDescriptor::rename_at(
-                    &mut state.filesystem(),
-                    fd,
-                    old_path,
-                    new_fd,
-                    new_path,
-                )
-                .await;
-                let result = settle(&mut state.filesystem(), renamed)?;
-                Ok(told(state, result, |log, done| {
-                    let (old, new) = logged.unwrap_or_default();
-                    let to = log.paths_at(new_rep, &new).map(|(guest, _)| guest);
-                    log.tell(FileOp::Rename, rep, &old, None, to, done)
-                }))
-            })
-        },
-    )?;
-    linker.allow_shadowing(false);
-    Ok(())
 }
 
 #[cfg(test)]

@@ -2,9 +2,10 @@
 //! grow things (after wasmtime-wasi's own are linked, they shadow them):
 //! each shim is written against [`FilesView`], the part of the call's
 //! store the files door touches (its grants and log, and wasmtime-wasi's
-//! filesystem view), taken from the store by one getter ([`files_view`],
-//! as wasmtime's `WasiFilesystemCtxView` and Spin's `get_data`), never the
-//! whole `CallState`.
+//! filesystem view), taken from the store's data by the getter the linker
+//! is given ([`FilesGetter`], as wasmtime's `WasiFilesystemCtxView` and
+//! Spin's `link_bindings(add_to_linker, get_data)`): the door knows
+//! nothing else of the store.
 
 use std::sync::Arc;
 
@@ -20,8 +21,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 use gadget_core::effect::FileOp;
 
 use super::dirs::{CallFiles, GrantUse, QuotaStream, check_symlink_target};
-use super::log::{Done, StreamLog};
-use crate::CallState;
+use super::log::{CountedInput, Done, FileLog, StreamLog};
 
 /// The WASI filesystem interfaces the guards shadow: the version
 /// wasmtime-wasi links (guests importing any 0.2.x resolve to it).
@@ -34,17 +34,8 @@ pub(crate) struct FilesView<'a> {
     pub(crate) fs: WasiFilesystemCtxView<'a>,
 }
 
-/// The files door's part of a call's store (disjoint borrows of its
-/// fields, so the grants and the filesystem view are held at once).
-pub(crate) fn files_view(state: &mut CallState) -> FilesView<'_> {
-    FilesView {
-        files: &mut state.files,
-        fs: WasiFilesystemCtxView {
-            ctx: state.wasi.filesystem(),
-            table: &mut state.table,
-        },
-    }
-}
+/// Takes the files door's part of a store's data.
+pub(crate) type FilesGetter<T> = fn(&mut T) -> FilesView<'_>;
 
 /// What a shadowed filesystem function returns to the guest.
 pub(crate) type FsReturn<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
@@ -94,27 +85,33 @@ fn charged_stream(
 
 /// Shadows the filesystem operations that create or grow things with the
 /// guarded ones (after wasmtime-wasi's own are linked).
-pub(crate) fn add_guards_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+pub(crate) fn add_guards_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    files_view: FilesGetter<T>,
+) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let mut preopens = linker.instance(PREOPENS_INTERFACE)?;
-    preopens.func_wrap("get-directories", |mut store, (): ()| {
+    preopens.func_wrap("get-directories", move |mut store, (): ()| {
         get_directories(files_view(store.data_mut()))
     })?;
     let mut types = linker.instance(TYPES_INTERFACE)?;
-    link_creating(&mut types)?;
-    link_growing(&mut types)?;
+    link_creating(&mut types, files_view)?;
+    link_growing(&mut types, files_view)?;
     linker.allow_shadowing(false);
     Ok(())
 }
 
-type Store<'a> = StoreContextMut<'a, CallState>;
+type Store<'a, T> = StoreContextMut<'a, T>;
 
 /// The operations that create entries: open (with `create`), mkdir,
 /// symlink, link.
-fn link_creating(types: &mut LinkerInstance<'_, CallState>) -> wasmtime::Result<()> {
+fn link_creating<T: Send + 'static>(
+    types: &mut LinkerInstance<'_, T>,
+    files_view: FilesGetter<T>,
+) -> wasmtime::Result<()> {
     types.func_wrap_async(
         "[method]descriptor.open-at",
-        |mut store: Store<'_>, (fd, path_flags, path, open_flags, flags)| {
+        move |mut store: Store<'_, T>, (fd, path_flags, path, open_flags, flags)| {
             Box::new(async move {
                 let view = files_view(store.data_mut());
                 open_at(view, fd, path_flags, path, open_flags, flags).await
@@ -123,7 +120,7 @@ fn link_creating(types: &mut LinkerInstance<'_, CallState>) -> wasmtime::Result<
     )?;
     types.func_wrap_async(
         "[method]descriptor.create-directory-at",
-        |mut store: Store<'_>, (fd, path): (Resource<Descriptor>, String)| {
+        move |mut store: Store<'_, T>, (fd, path): (Resource<Descriptor>, String)| {
             Box::new(
                 async move { create_directory_at(files_view(store.data_mut()), fd, path).await },
             )
@@ -131,7 +128,8 @@ fn link_creating(types: &mut LinkerInstance<'_, CallState>) -> wasmtime::Result<
     )?;
     types.func_wrap_async(
         "[method]descriptor.symlink-at",
-        |mut store: Store<'_>, (fd, target, path): (Resource<Descriptor>, String, String)| {
+        move |mut store: Store<'_, T>,
+              (fd, target, path): (Resource<Descriptor>, String, String)| {
             Box::new(
                 async move { symlink_at(files_view(store.data_mut()), fd, target, path).await },
             )
@@ -139,8 +137,8 @@ fn link_creating(types: &mut LinkerInstance<'_, CallState>) -> wasmtime::Result<
     )?;
     types.func_wrap_async(
         "[method]descriptor.link-at",
-        |mut store: Store<'_>,
-         (fd, old_flags, old_path, new_fd, new_path): (
+        move |mut store: Store<'_, T>,
+              (fd, old_flags, old_path, new_fd, new_path): (
             Resource<Descriptor>,
             PathFlags,
             String,
@@ -170,22 +168,26 @@ fn link_creating(types: &mut LinkerInstance<'_, CallState>) -> wasmtime::Result<
 
 /// The operations that grow files: write, set-size, write and append
 /// streams.
-fn link_growing(types: &mut LinkerInstance<'_, CallState>) -> wasmtime::Result<()> {
+fn link_growing<T: Send + 'static>(
+    types: &mut LinkerInstance<'_, T>,
+    files_view: FilesGetter<T>,
+) -> wasmtime::Result<()> {
     types.func_wrap_async(
         "[method]descriptor.write",
-        |mut store: Store<'_>, (fd, buffer, offset): (Resource<Descriptor>, Vec<u8>, Filesize)| {
+        move |mut store: Store<'_, T>,
+              (fd, buffer, offset): (Resource<Descriptor>, Vec<u8>, Filesize)| {
             Box::new(async move { write(files_view(store.data_mut()), fd, buffer, offset).await })
         },
     )?;
     types.func_wrap_async(
         "[method]descriptor.set-size",
-        |mut store: Store<'_>, (fd, size): (Resource<Descriptor>, Filesize)| {
+        move |mut store: Store<'_, T>, (fd, size): (Resource<Descriptor>, Filesize)| {
             Box::new(async move { set_size(files_view(store.data_mut()), fd, size).await })
         },
     )?;
     types.func_wrap(
         "[method]descriptor.write-via-stream",
-        |mut store: Store<'_>, (fd, offset): (Resource<Descriptor>, Filesize)| {
+        move |mut store: Store<'_, T>, (fd, offset): (Resource<Descriptor>, Filesize)| {
             let mut view = files_view(store.data_mut());
             let grant = view.files.grant_of(&fd);
             let log = view.files.log.stream(fd.rep(), FileOp::Write);
@@ -195,7 +197,7 @@ fn link_growing(types: &mut LinkerInstance<'_, CallState>) -> wasmtime::Result<(
     )?;
     types.func_wrap(
         "[method]descriptor.append-via-stream",
-        |mut store: Store<'_>, (fd,): (Resource<Descriptor>,)| {
+        move |mut store: Store<'_, T>, (fd,): (Resource<Descriptor>,)| {
             let mut view = files_view(store.data_mut());
             let grant = view.files.grant_of(&fd);
             let log = view.files.log.stream(fd.rep(), FileOp::Write);
@@ -361,4 +363,130 @@ async fn symlink_at(
     }
     let done = HostDescriptor::symlink_at(&mut view.fs, fd, target, path).await;
     settle(&mut view.fs, done)
+}
+
+/// The result the guest gets, told as `op` first.
+fn told<R>(
+    log: &mut FileLog,
+    result: (Result<R, ErrorCode>,),
+    tell: impl FnOnce(&mut FileLog, Done<'_>),
+) -> (Result<R, ErrorCode>,) {
+    if log.watched() {
+        let done = match &result.0 {
+            Ok(_) => Done::Ok,
+            Err(code) => Done::Failed(*code),
+        };
+        tell(log, done);
+    }
+    result
+}
+
+/// Shadows the operations the guards leave alone and that
+/// the journal records: reads, removals and renames.
+pub(crate) fn add_logged_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    files_view: FilesGetter<T>,
+) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let mut types = linker.instance(TYPES_INTERFACE)?;
+    types.func_wrap(
+        "[method]descriptor.read-via-stream",
+        move |mut store: StoreContextMut<'_, T>, (fd, offset): (Resource<Descriptor>, Filesize)| {
+            let FilesView {
+                files,
+                fs: mut view,
+            } = files_view(store.data_mut());
+            let log = files.log.stream(fd.rep(), FileOp::Read);
+            match HostDescriptor::read_via_stream(&mut view, fd, offset) {
+                Ok(stream) => {
+                    if let Some(log) = log {
+                        let entry = view.table.get_mut(&stream)?;
+                        let inner = std::mem::replace(
+                            entry,
+                            Box::new(wasmtime_wasi::p2::pipe::ClosedInputStream),
+                        );
+                        *entry = Box::new(CountedInput { inner, log });
+                    }
+                    Ok((Ok(stream),))
+                }
+                Err(e) => Ok((Err(fs::Host::convert_error_code(&mut view, e)?),)),
+            }
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.read",
+        move |mut store: StoreContextMut<'_, T>,
+              (fd, length, offset): (Resource<Descriptor>, Filesize, Filesize)| {
+            Box::new(async move {
+                let FilesView { files, mut fs } = files_view(store.data_mut());
+                let rep = fd.rep();
+                let read = HostDescriptor::read(&mut fs, fd, length, offset).await;
+                let result = settle(&mut fs, read)?;
+                let bytes = result.0.as_ref().ok().map(|(data, _)| data.len() as u64);
+                Ok(told(&mut files.log, result, |log, done| {
+                    log.tell(FileOp::Read, rep, "", bytes, None, done)
+                }))
+            })
+        },
+    )?;
+    for (name, directory) in [
+        ("[method]descriptor.unlink-file-at", false),
+        ("[method]descriptor.remove-directory-at", true),
+    ] {
+        types.func_wrap_async(
+            name,
+            move |mut store: StoreContextMut<'_, T>, (fd, path): (Resource<Descriptor>, String)| {
+                Box::new(async move {
+                    let FilesView { files, mut fs } = files_view(store.data_mut());
+                    let rep = fd.rep();
+                    let logged = files.log.watched().then(|| path.clone());
+                    let removed = if directory {
+                        HostDescriptor::remove_directory_at(&mut fs, fd, path).await
+                    } else {
+                        HostDescriptor::unlink_file_at(&mut fs, fd, path).await
+                    };
+                    let result = settle(&mut fs, removed)?;
+                    Ok(told(&mut files.log, result, |log, done| {
+                        log.tell(
+                            FileOp::Remove,
+                            rep,
+                            logged.as_deref().unwrap_or(""),
+                            None,
+                            None,
+                            done,
+                        )
+                    }))
+                })
+            },
+        )?;
+    }
+    types.func_wrap_async(
+        "[method]descriptor.rename-at",
+        move |mut store: StoreContextMut<'_, T>,
+              (fd, old_path, new_fd, new_path): (
+            Resource<Descriptor>,
+            String,
+            Resource<Descriptor>,
+            String,
+        )| {
+            Box::new(async move {
+                let FilesView { files, mut fs } = files_view(store.data_mut());
+                let (rep, new_rep) = (fd.rep(), new_fd.rep());
+                let logged = files
+                    .log
+                    .watched()
+                    .then(|| (old_path.clone(), new_path.clone()));
+                let renamed =
+                    HostDescriptor::rename_at(&mut fs, fd, old_path, new_fd, new_path).await;
+                let result = settle(&mut fs, renamed)?;
+                Ok(told(&mut files.log, result, |log, done| {
+                    let (old, new) = logged.unwrap_or_default();
+                    let to = log.paths_at(new_rep, &new).map(|(guest, _)| guest);
+                    log.tell(FileOp::Rename, rep, &old, None, to, done)
+                }))
+            })
+        },
+    )?;
+    linker.allow_shadowing(false);
+    Ok(())
 }

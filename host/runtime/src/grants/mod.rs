@@ -24,6 +24,7 @@
 //! grants [`crate::resolve`].
 
 mod llm;
+mod opened;
 #[cfg(test)]
 mod tests;
 mod types;
@@ -32,4 +33,5 @@ pub use crate::manifest::check_requests;
 pub use crate::origins::*;
 pub use crate::requests::{check_config_key, check_guest_path, default_guest_path};
 pub use llm::{LlmGrant, Reservation, RunBudget};
+pub use opened::{OpenedDir, WriteQuota};
 pub use types::*;

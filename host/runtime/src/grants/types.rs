@@ -8,7 +8,7 @@ use gadget_core::call::{CallError, Outcome};
 use gadget_core::redact::Redactor;
 
 use super::llm::LlmGrant;
-use crate::files::{OpenedDir, WriteQuota};
+use super::opened::{OpenedDir, WriteQuota};
 use crate::manifest::FileMode;
 use crate::origins::HttpRules;
 

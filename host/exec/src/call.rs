@@ -104,7 +104,8 @@ pub async fn run_admitted(
     admission: Admission,
 ) -> Finished {
     if Layers::passive(&options.scope, &admission) {
-        return Box::pin(run_inside(&*tool, params, options, &Layers::none())).await;
+        // No layer: the call as it is (no box, no list).
+        return run_inside(&*tool, params, options, &Layers::none()).await;
     }
     let layers = Layers::open(&*tool, &options.scope, &options.id, admission);
     // Boxed: a layered call's state stays out of every plain call's

@@ -56,13 +56,6 @@ impl CallScope {
     pub fn none() -> Arc<CallScope> {
         Arc::new(CallScope::default())
     }
-
-    /// Whether the operator has approval or argument rules for these calls.
-    pub fn has_rules(&self) -> bool {
-        self.approvals
-            .as_ref()
-            .is_some_and(|approvals| !approvals.rules.is_empty())
-    }
 }
 
 /// A W3C trace context, as text: what a tracer reads the parent span from.

@@ -65,11 +65,6 @@ impl AbortSignal {
         }
     }
 
-    /// Whether two signals are the same one.
-    pub fn same(&self, other: &AbortSignal) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Waker)>> {
         self.0.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -121,29 +116,12 @@ impl Drop for Raised<'_> {
     }
 }
 
-/// Either signal, when both may be absent: ready when one present is
-/// raised, never when none is.
-pub async fn either(a: Option<&AbortSignal>, b: Option<&AbortSignal>) {
-    match (a, b) {
-        (Some(a), Some(b)) => {
-            let (mut a, mut b) = (std::pin::pin!(a.raised()), std::pin::pin!(b.raised()));
-            std::future::poll_fn(|cx| {
-                if a.as_mut().poll(cx).is_ready() || b.as_mut().poll(cx).is_ready() {
-                    Poll::Ready(())
-                } else {
-                    Poll::Pending
-                }
-            })
-            .await
-        }
-        (Some(one), None) | (None, Some(one)) => one.raised().await,
-        (None, None) => std::future::pending().await,
-    }
-}
-
 /// Waits for `signal` when there is one; never ready without one.
 pub async fn raised(signal: Option<&AbortSignal>) {
-    either(signal, None).await
+    match signal {
+        Some(signal) => signal.raised().await,
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]
@@ -190,15 +168,15 @@ mod tests {
     }
 
     #[test]
-    fn either_is_ready_when_one_present_signal_is() {
-        let (a, b) = (AbortSignal::new(), AbortSignal::new());
+    fn waiting_on_no_signal_never_ends_and_on_one_ends_when_it_is_raised() {
+        let signal = AbortSignal::new();
         let waker = Waker::noop();
         let mut cx = Context::from_waker(waker);
-        let mut both = std::pin::pin!(either(Some(&a), Some(&b)));
-        assert!(both.as_mut().poll(&mut cx).is_pending());
-        b.raise();
-        assert!(both.as_mut().poll(&mut cx).is_ready());
-        let mut none = std::pin::pin!(either(None, None));
+        let mut one = std::pin::pin!(raised(Some(&signal)));
+        assert!(one.as_mut().poll(&mut cx).is_pending());
+        signal.raise();
+        assert!(one.as_mut().poll(&mut cx).is_ready());
+        let mut none = std::pin::pin!(raised(None));
         assert!(none.as_mut().poll(&mut cx).is_pending());
     }
 }

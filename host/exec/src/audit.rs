@@ -242,7 +242,7 @@ impl Journal {
     /// Appends one record (redacted, strings bounded). The record is
     /// serialised before the lock is taken; only its place in the chain
     /// (number, previous hash, its own hash) is settled under it.
-    pub fn record(
+    fn record(
         &self,
         event: RecordKind,
         call: Option<&str>,

@@ -8,14 +8,21 @@ use crate::cli::stderr;
 use crate::common;
 use crate::llm_server::{LlmServer, Reply};
 
-/// `gadget agent` against `base_url` with a key in `TEST_LLM_KEY`.
+/// `gadget agent` against `base_url` with a key in `TEST_LLM_KEY`, in a
+/// fresh home.
 fn agent(base_url: &str, extra: &[&str]) -> Output {
     let home = tempfile::tempdir().unwrap();
+    agent_at(home.path(), base_url, extra)
+}
+
+/// `gadget agent` with `home` as its home and cache (a home used before
+/// holds the compiled plugins, so the run times only the agent).
+fn agent_at(home: &std::path::Path, base_url: &str, extra: &[&str]) -> Output {
     Command::new(common::gadget_bin())
         .arg("--plugins")
         .arg(common::shipped_plugins())
-        .env("HOME", home.path())
-        .env("XDG_CACHE_HOME", home.path())
+        .env("HOME", home)
+        .env("XDG_CACHE_HOME", home)
         .env_remove("GADGET_CONFIG")
         .env_remove("XDG_CONFIG_HOME")
         .env("TEST_LLM_KEY", "sk-test")
@@ -52,13 +59,19 @@ fn provider_mistakes_are_one_clear_line_and_not_retried() {
     );
 
     // Nothing listening on this machine: said at once, not after retries.
+    // Four retries would pause at least 0.5 + 1 + 2 + 4 s (the default
+    // backoff at its least jitter); the home is warmed first so the
+    // bound times the agent, not a cold compile of the plugins on a busy
+    // machine.
+    let home = tempfile::tempdir().unwrap();
+    agent_at(home.path(), "http://127.0.0.1:9/v1", &[]);
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
     let started = Instant::now();
-    let out = agent(&format!("http://127.0.0.1:{port}/v1"), &[]);
+    let out = agent_at(home.path(), &format!("http://127.0.0.1:{port}/v1"), &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("nothing is listening at http://127.0.0.1:"),
@@ -66,7 +79,8 @@ fn provider_mistakes_are_one_clear_line_and_not_retried() {
         stderr(&out)
     );
     assert!(!stderr(&out).contains("retry"), "{}", stderr(&out));
-    assert!(started.elapsed() < Duration::from_secs(5));
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(6), "took {took:?}");
 
     // A 404 that is not about the model: the URL it went to, and /v1.
     let server = LlmServer::start(vec![status(404, "404 page not found")]);

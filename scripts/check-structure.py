@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent / "host"
 
 FN_RE = re.compile(r"^(\s*)(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?(?:extern\s+\"[^\"]*\"\s+)?fn\s+(\w+)")
 PATH_RE = re.compile(r"\b(crate|super|self)((?:::\w+)+)")
+CHILD_PATH_RE = re.compile(r"(?<![\w:])([a-z_]\w*)((?:::\w+)+)")
 MOD_BLOCK_RE = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*\{")
 
 
@@ -246,6 +247,11 @@ def imports_of(crate, file):
         line_no = code.count("\n", 0, m.start())
         segs = [m.group(1)] + [s for s in m.group(2).split("::") if s]
         take(segs, line_no)
+    # A child module named inline without `self::` (`llm::LlmAccess`).
+    for m in CHILD_PATH_RE.finditer(code):
+        if tuple(module) + (m.group(1),) in crate.modules:
+            line_no = code.count("\n", 0, m.start())
+            take([m.group(1)] + [s for s in m.group(2).split("::") if s], line_no)
     return found
 
 

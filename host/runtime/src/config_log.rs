@@ -4,12 +4,11 @@
 //! each read is told with every key it returned (never a value).
 
 use gadget_core::effect::Effect;
-use gadget_core::ledger::CallEvent;
+use gadget_core::ledger::{CallEvent, CallObserver};
 use wasmtime::component::Linker;
+use wasmtime_wasi::WasiView;
 use wasmtime_wasi::cli::WasiCliView as _;
 use wasmtime_wasi::p2::bindings::cli::environment::Host as _;
-
-use crate::CallState;
 
 /// The interface shadowed: the version wasmtime-wasi links.
 const ENVIRONMENT_INTERFACE: &str = "wasi:cli/environment@0.2.12";
@@ -18,16 +17,28 @@ const ENVIRONMENT_INTERFACE: &str = "wasi:cli/environment@0.2.12";
 /// once at start; a loop reading it is told this many times, no more.
 pub const MAX_CONFIG_EFFECTS_PER_CALL: u32 = 16;
 
-pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+/// What the shadowed interface sees of a call's store: who hears of a
+/// read, and how many reads were told so far.
+pub(crate) struct ConfigReads<'a> {
+    pub observer: Option<&'a CallObserver>,
+    pub told: &'a mut u32,
+}
+
+/// Links `get-environment` over wasmtime-wasi's, telling each read to the
+/// observer `reads` returns from the store.
+pub(crate) fn add_to_linker<T: WasiView + 'static>(
+    linker: &mut Linker<T>,
+    reads: fn(&mut T) -> ConfigReads<'_>,
+) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let mut environment = linker.instance(ENVIRONMENT_INTERFACE)?;
-    environment.func_wrap("get-environment", |mut store, (): ()| {
-        let state = store.data_mut();
-        let variables = state.cli().get_environment()?;
-        if let Some(observer) = state.http.observer.clone()
-            && state.config_reads < MAX_CONFIG_EFFECTS_PER_CALL
+    environment.func_wrap("get-environment", move |mut store, (): ()| {
+        let variables = store.data_mut().cli().get_environment()?;
+        let reads = reads(store.data_mut());
+        if let Some(observer) = reads.observer
+            && *reads.told < MAX_CONFIG_EFFECTS_PER_CALL
         {
-            state.config_reads += 1;
+            *reads.told += 1;
             let keys = variables.iter().map(|(key, _)| key.clone()).collect();
             observer(&CallEvent::Effect(Effect::Config { keys }));
         }

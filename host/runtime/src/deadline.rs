@@ -7,7 +7,11 @@ use std::time::Instant;
 
 use wasmtime::UpdateDeadline;
 
-use crate::{EpochClock, YIELD_INTERVAL_TICKS};
+use crate::epoch::EpochClock;
+
+/// A busy gadget yields to the executor at least this often (ticks = ms),
+/// so a loop in one gadget cannot starve the other calls on its thread.
+pub const YIELD_INTERVAL_TICKS: u64 = 2;
 
 /// One call's deadline and abort signal.
 pub(crate) struct CallTime {

@@ -2,15 +2,40 @@
 //! cost reports, progress, updates, the call's identity and its abort
 //! signal, each recorded in the call's ledger.
 
-use gadget_core::ledger::LogLevel;
+use gadget_core::ledger::{Ledger, LogLevel};
+use wasmtime::component::HasData;
 
-use crate::CallState;
 use crate::bindings;
 use crate::bindings::v0_1_0::gadget::plugin::{host as wit_host, types as wit};
+use crate::deadline::CallTime;
 
-impl wit::Host for CallState {}
+/// What the host interface sees of a call's store: who is called, its
+/// time and its ledger, and nothing else (disjoint borrows of the store's
+/// fields, handed out by the getter the interface is linked with).
+pub(crate) struct GuestCall<'a> {
+    pub gadget: &'a str,
+    pub invocation_id: &'a str,
+    pub time: &'a mut CallTime,
+    pub ledger: &'a mut Ledger,
+}
 
-impl wit_host::Host for CallState {
+/// The host interface's [`HasData`]: it is linked with a getter that
+/// returns a [`GuestCall`].
+pub(crate) struct HostDoor;
+
+impl HasData for HostDoor {
+    type Data<'a> = GuestCall<'a>;
+}
+
+impl GuestCall<'_> {
+    pub(crate) fn elapsed_ms(&self) -> u64 {
+        self.time.elapsed_ms()
+    }
+}
+
+impl wit::Host for GuestCall<'_> {}
+
+impl wit_host::Host for GuestCall<'_> {
     fn log(&mut self, level: wit::Level, message: String, fields: String) {
         let at = self.elapsed_ms();
         let level = match level {
@@ -47,15 +72,15 @@ impl wit_host::Host for CallState {
 
     fn call_info(&mut self) -> wit::InvocationInfo {
         wit::InvocationInfo {
-            invocation_id: self.invocation_id.clone(),
-            gadget_name: self.gadget.clone(),
+            invocation_id: self.invocation_id.to_string(),
+            gadget_name: self.gadget.to_string(),
             time_left_ms: self.time.time_left_ms(),
         }
     }
 }
 
 /// 0.2.0's host interface is 0.1.0's, function for function.
-impl bindings::v0_2_0::gadget::plugin::host::Host for CallState {
+impl bindings::v0_2_0::gadget::plugin::host::Host for GuestCall<'_> {
     fn log(&mut self, level: wit::Level, message: String, fields: String) {
         wit_host::Host::log(self, level, message, fields)
     }

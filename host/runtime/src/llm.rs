@@ -15,10 +15,12 @@ use std::time::Duration;
 
 pub use gadget_core::llm::{LlmAnswer, LlmBackend, LlmPrice, LlmRequest, LlmRole};
 
-use crate::CallState;
+use wasmtime::component::HasData;
+
 use crate::bindings;
 use crate::bindings::v0_2_0::gadget::plugin::llm as wit_llm;
 use crate::grants::LlmGrant;
+use crate::host_imports::GuestCall;
 use crate::llm;
 
 /// The answer's token cap when the gadget gives none.
@@ -183,17 +185,28 @@ pub(crate) async fn complete(
     })
 }
 
-impl bindings::v0_2_0::gadget::plugin::llm::Host for CallState {
+/// What the `llm` interface sees of a call's store: the call, the plugin
+/// it belongs to (whose budget it spends), and its access to the LLM.
+pub(crate) struct LlmCall<'a> {
+    pub call: GuestCall<'a>,
+    pub plugin: &'a str,
+    pub access: Option<&'a mut LlmAccess>,
+}
+
+/// The `llm` interface's [`HasData`]: linked with a getter that returns
+/// an [`LlmCall`].
+pub(crate) struct LlmDoor;
+
+impl HasData for LlmDoor {
+    type Data<'a> = LlmCall<'a>;
+}
+
+impl bindings::v0_2_0::gadget::plugin::llm::Host for LlmCall<'_> {
     async fn complete(
         &mut self,
         request: wit_llm::CompletionRequest,
     ) -> Result<wit_llm::Completion, wit_llm::LlmError> {
-        let plugin = self
-            .http
-            .grants
-            .as_ref()
-            .map(|g| g.plugin.clone())
-            .unwrap_or_else(|| self.gadget.clone());
+        let plugin = self.plugin.to_string();
         let messages = request
             .messages
             .into_iter()
@@ -207,10 +220,10 @@ impl bindings::v0_2_0::gadget::plugin::llm::Host for CallState {
             })
             .collect();
         let asked_model = request.model.clone().unwrap_or_default();
-        let time_left = Duration::from_millis(self.time.time_left_ms());
+        let time_left = Duration::from_millis(self.call.time.time_left_ms());
         let done = llm::complete(
             &plugin,
-            self.llm.as_ref(),
+            self.access.as_deref(),
             llm::LlmAsk {
                 model: request.model,
                 messages,
@@ -218,22 +231,24 @@ impl bindings::v0_2_0::gadget::plugin::llm::Host for CallState {
                 temperature: request.temperature,
             },
             time_left,
-            self.time.signal.clone(),
+            self.call.time.signal.clone(),
         )
         .await;
-        let at = self.elapsed_ms();
+        let at = self.call.elapsed_ms();
         match done {
             Ok(done) => {
-                if let Some(access) = &mut self.llm {
+                if let Some(access) = self.access.as_deref_mut() {
                     access.spent += done.cost;
                 }
                 if let Some(note) = &done.note {
-                    self.ledger.host_warning(format!("llm usage: {note}"), at);
+                    self.call
+                        .ledger
+                        .host_warning(format!("llm usage: {note}"), at);
                 }
                 // Kept in the ledger, so a call that fails later still
                 // reports what its completions cost.
-                self.ledger.report_cost(done.cost, at);
-                self.ledger.effect(gadget_core::effect::Effect::Llm {
+                self.call.ledger.report_cost(done.cost, at);
+                self.call.ledger.effect(gadget_core::effect::Effect::Llm {
                     model: done.model.clone(),
                     input_tokens: done.answer.input_tokens,
                     output_tokens: done.answer.output_tokens,
@@ -241,7 +256,7 @@ impl bindings::v0_2_0::gadget::plugin::llm::Host for CallState {
                     refused: None,
                     error: None,
                 });
-                self.ledger.host_info(
+                self.call.ledger.host_info(
                     format!("llm completion ({})", done.model),
                     serde_json::json!({
                         "model": done.model,
@@ -276,7 +291,7 @@ impl bindings::v0_2_0::gadget::plugin::llm::Host for CallState {
                     error,
                     wit_llm::LlmError::Denied(_) | wit_llm::LlmError::BudgetExceeded(_)
                 );
-                self.ledger.effect(gadget_core::effect::Effect::Llm {
+                self.call.ledger.effect(gadget_core::effect::Effect::Llm {
                     model: asked_model,
                     input_tokens: 0,
                     output_tokens: 0,
@@ -284,10 +299,11 @@ impl bindings::v0_2_0::gadget::plugin::llm::Host for CallState {
                     refused: refused.then(|| note.clone()),
                     error: (!refused).then(|| note.clone()),
                 });
-                self.ledger
+                self.call
+                    .ledger
                     .host_warning(format!("llm refused or failed: {note}"), at);
                 if matches!(error, wit_llm::LlmError::Deadline) {
-                    self.time.aborted = true;
+                    self.call.time.aborted = true;
                 }
                 Err(error)
             }

@@ -1,13 +1,10 @@
 //! `[audit]` in the policy: where the audit journal is written and
-//! whether it records parameter values; and the secret values it must
-//! never hold. `[telemetry]`: where OpenTelemetry data is exported.
+//! whether it records parameter values. `[telemetry]`: where OpenTelemetry data is exported.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Deserialize;
-
-use super::Policy;
 
 /// `[audit]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -40,18 +37,4 @@ pub struct TelemetryPolicy {
     pub headers: BTreeMap<String, String>,
     /// Export metrics too (default true).
     pub metrics: Option<bool>,
-}
-
-impl Policy {
-    /// Every secret value the policy grants (config read from the host's
-    /// environment), for the journal to redact whatever plugin it reaches.
-    pub fn secret_values(&self) -> Vec<String> {
-        self.plugins
-            .values()
-            .flat_map(|plugin| plugin.config.values())
-            .filter_map(|source| source.env.as_deref())
-            .filter_map(|var| std::env::var(var).ok())
-            .filter(|value| !value.is_empty())
-            .collect()
-    }
 }

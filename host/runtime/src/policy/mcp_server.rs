@@ -21,12 +21,12 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::{ConfigSource, LlmPolicy};
+use super::plugin::{ConfigSource, LlmPolicy, MAX_PREFIX_BYTES};
 use crate::specs::check_gadget_name;
 
 /// Longest call deadline an upstream server may be given, ms: the host's
 /// hard maximum for any call.
-const MAX_TIMEOUT_MS: u64 = crate::policy::HARD_MAX_TIMEOUT.as_millis() as u64;
+const MAX_TIMEOUT_MS: u64 = gadget_core::limits::HARD_MAX_TIMEOUT.as_millis() as u64;
 
 /// One upstream server.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -111,10 +111,10 @@ pub(super) fn check(
             ));
         }
         let prefix = server.prefix_for(name);
-        if prefix.len() > super::MAX_PREFIX_BYTES {
+        if prefix.len() > MAX_PREFIX_BYTES {
             return Err(at(
                 ".prefix",
-                format!("'{prefix}' is over {} bytes", super::MAX_PREFIX_BYTES),
+                format!("'{prefix}' is over {} bytes", MAX_PREFIX_BYTES),
             ));
         }
         check_gadget_name(&prefix).map_err(|e| at(".prefix", e))?;

@@ -72,10 +72,6 @@ pub const CONFIG_RELATIVE_PATH: &str = "gadget-host/config.toml";
 /// the compiler exhaust the machine.
 pub const DEFAULT_COMPILE_MEMORY_BYTES: u64 = 4 << 30;
 
-/// Longest gadget-name prefix, in bytes: prefixed names must still fit
-/// the gadget-name limit with room for the name itself.
-pub const MAX_PREFIX_BYTES: usize = 16;
-
 /// The policy, as read.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -326,6 +322,18 @@ pub fn plain_types(message: &str) -> String {
 }
 
 impl Policy {
+    /// Every secret value the policy grants (config read from the host's
+    /// environment), for the journal to redact whatever plugin it reaches.
+    pub fn secret_values(&self) -> Vec<String> {
+        self.plugins
+            .values()
+            .flat_map(|plugin| plugin.config.values())
+            .filter_map(|source| source.env.as_deref())
+            .filter_map(|var| std::env::var(var).ok())
+            .filter(|value| !value.is_empty())
+            .collect()
+    }
+
     /// The policy file to read: `explicit` (`--config`), else
     /// `$GADGET_CONFIG`, else the XDG path when that file exists.
     pub fn locate(explicit: Option<&Path>) -> Option<PathBuf> {
@@ -679,7 +687,7 @@ mod plugin;
 mod trust;
 pub use audit::{AuditPolicy, TelemetryPolicy};
 pub use mcp_server::McpServerPolicy;
-pub use plugin::{ConfigSource, FileGrant, LlmPolicy, PluginPolicy};
+pub use plugin::{ConfigSource, FileGrant, LlmPolicy, MAX_PREFIX_BYTES, PluginPolicy};
 pub use trust::{Require, SignerSpec, TrustPolicy};
 
 /// A TOML error as the operator reads it: the message with plain type

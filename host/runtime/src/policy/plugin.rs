@@ -8,6 +8,10 @@ use serde::Deserialize;
 
 use crate::manifest::FileMode;
 
+/// Longest gadget-name prefix, in bytes: prefixed names must still fit
+/// the gadget-name limit with room for the name itself.
+pub const MAX_PREFIX_BYTES: usize = 16;
+
 /// `[plugins.NAME]`: what the operator says about one plugin.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]

@@ -1,0 +1,644 @@
+//! The engine, its linker and its clock ([`Runtime`]), a component
+//! prepared once ([`PluginPre`]), and one call run in a fresh store
+//! ([`Runtime::invoke`]): limits set, host interfaces linked with getters
+//! over the store's parts, the outcome classified.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Config, Engine, Store};
+use wasmtime_wasi::WasiCtxBuilder;
+
+use gadget_core::call::{CallError, CallReport, GadgetSpec};
+use gadget_core::ledger::{self, CallObserver, Ledger};
+use gadget_core::limits::{Limits, MAX_ERROR_MESSAGE_BYTES};
+use gadget_core::signal::AbortSignal;
+
+use crate::bindings::v0_1_0::gadget::plugin::types as wit;
+use crate::bindings::{self, GADGET_EXPORT, WIT_PACKAGE};
+use crate::deadline::YIELD_INTERVAL_TICKS;
+use crate::epoch::{self, EpochClock, EpochMode};
+use crate::host_imports::HostDoor;
+use crate::limiter::{CallLimiter, MemoryBudget};
+use crate::llm::{self, LlmDoor};
+use crate::memory_budget::default_memory_budget;
+use crate::outcome::{Failure, Instantiation, Trapped, accept_outcome, classify_trap};
+use crate::pool::pooling_config;
+use crate::state::{self, CallState};
+use crate::{config_log, deadline, files, grants, http, manifest, stdio};
+
+/// Wall time allowed for reading a component's specs at load time.
+pub const SPECS_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A compiled, pre-linked component, ready to instantiate once per call,
+/// by the contract version it was built against.
+#[derive(Clone)]
+pub enum PluginPre {
+    V0_1_0(bindings::v0_1_0::PluginPre<CallState>),
+    V0_2_0(bindings::v0_2_0::PluginPre<CallState>),
+}
+
+impl PluginPre {
+    pub fn version(&self) -> bindings::ContractVersion {
+        match self {
+            PluginPre::V0_1_0(_) => bindings::ContractVersion::V0_1_0,
+            PluginPre::V0_2_0(_) => bindings::ContractVersion::V0_2_0,
+        }
+    }
+
+    async fn specs(&self, store: &mut Store<CallState>) -> wasmtime::Result<Vec<wit::GadgetSpec>> {
+        match self {
+            PluginPre::V0_1_0(pre) => {
+                let plugin = pre.instantiate_async(&mut *store).await?;
+                plugin.gadget_plugin_gadget().call_specs(&mut *store).await
+            }
+            PluginPre::V0_2_0(pre) => {
+                let plugin = pre.instantiate_async(&mut *store).await?;
+                plugin.gadget_plugin_gadget().call_specs(&mut *store).await
+            }
+        }
+    }
+
+    /// Instantiates (an error here is `Instantiation`) and invokes (an
+    /// error here is `Trapped`).
+    async fn invoke(
+        &self,
+        store: &mut Store<CallState>,
+        id: &str,
+        name: &str,
+        params: &str,
+    ) -> Result<Result<wit::Outcome, wit::GadgetError>, Failure> {
+        match self {
+            PluginPre::V0_1_0(pre) => {
+                let plugin = pre
+                    .instantiate_async(&mut *store)
+                    .await
+                    .map_err(Instantiation)?;
+                plugin
+                    .gadget_plugin_gadget()
+                    .call_invoke(&mut *store, id, name, params)
+                    .await
+                    .map_err(Trapped)
+            }
+            PluginPre::V0_2_0(pre) => {
+                let plugin = pre
+                    .instantiate_async(&mut *store)
+                    .await
+                    .map_err(Instantiation)?;
+                plugin
+                    .gadget_plugin_gadget()
+                    .call_invoke(&mut *store, id, name, params)
+                    .await
+                    .map_err(Trapped)
+            }
+        }
+    }
+}
+
+/// Why the runtime could not be set up or a component not prepared.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    #[error("could not configure the wasmtime engine: {0}")]
+    Engine(String),
+    #[error("could not start the epoch ticker thread: {0}")]
+    Ticker(#[from] std::io::Error),
+    #[error("not a valid component: {0}")]
+    Compile(String),
+    #[error(
+        "built for another world: expected a component exporting `{GADGET_EXPORT}` or `gadget:plugin/gadget@0.2.0` (world `plugin` of {WIT_PACKAGE}), but it exports {found}"
+    )]
+    WrongWorld { found: String },
+    #[error(
+        "imports `{0}`, which this host does not provide (it provides WASI 0.2 and {WIT_PACKAGE})"
+    )]
+    UnknownImport(String),
+    #[error("could not link: {0}")]
+    Link(String),
+    #[error("reading its gadget specs failed: {0}")]
+    Specs(#[source] CallError),
+}
+
+/// One call to run.
+#[derive(Clone)]
+pub struct CallRequest {
+    /// The gadget's name as served (in messages).
+    pub gadget: String,
+    /// The name the component knows it by, when it differs (an operator's
+    /// prefix); `None` means `gadget`.
+    pub component_name: Option<String>,
+    pub invocation_id: String,
+    /// Validated parameters, JSON text.
+    pub params: String,
+    pub limits: Limits,
+    /// Raising it cancels the call: the abort signal goes up at once and
+    /// the grace period starts.
+    pub signal: Option<AbortSignal>,
+    pub observer: Option<CallObserver>,
+    /// What the call may use (files, HTTP, config) and the secrets to
+    /// redact; `None`: nothing.
+    pub grants: Option<Arc<grants::CallGrants>>,
+    /// The W3C `traceparent` put on the call's outgoing HTTP requests (the
+    /// caller's span, when tracing is on).
+    pub trace_parent: Option<Arc<str>>,
+    /// The operator's deny rules on the gadget's URL parameters, which
+    /// hold for every request the call makes too.
+    pub request_denials: Option<gadget_core::approval::RequestDenials>,
+}
+
+/// How the engine is built.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    pub epoch: EpochMode,
+    /// Use wasmtime's pooling allocator: memories, tables and async stacks
+    /// are reused instead of mapped and unmapped per call, which is what
+    /// makes fresh-instance-per-call cheap under parallel load. It reserves
+    /// virtual memory up front; if that fails the engine falls back to
+    /// on-demand allocation with a warning.
+    pub pooling: bool,
+    /// Linear memory of all calls running at once, bytes (the policy's
+    /// `host-memory-mib`); `None`: [`default_memory_budget`].
+    pub memory_budget: Option<u64>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            epoch: EpochMode::Ticker,
+            pooling: true,
+            memory_budget: None,
+        }
+    }
+}
+
+/// The engine, its linker and its clock. Cheap to share behind an `Arc`.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<CallState>,
+    ticker: epoch::EpochTicker,
+    budget: Arc<MemoryBudget>,
+    /// Where granted `llm` completions go.
+    llm_backend: std::sync::OnceLock<Arc<dyn llm::LlmBackend>>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("epoch", &self.ticker.clock().mode())
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// Sets where the `llm` import's completions go (once; later calls
+    /// are ignored and return false). Without it, granted completions fail
+    /// with "no LLM provider configured".
+    pub fn set_llm_backend(&self, backend: Arc<dyn llm::LlmBackend>) -> bool {
+        self.llm_backend.set(backend).is_ok()
+    }
+
+    pub fn new(config: &RuntimeConfig) -> Result<Runtime, RuntimeError> {
+        let base = || {
+            let mut wasm = Config::new();
+            wasm.wasm_component_model(true).epoch_interruption(true);
+            wasm
+        };
+        let engine = if config.pooling {
+            let mut wasm = base();
+            let pool = pooling_config();
+            wasm.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+            match Engine::new(&wasm) {
+                Ok(engine) => engine,
+                Err(e) => {
+                    tracing::warn!(
+                        "pooling allocator unavailable ({e}); allocating per call instead"
+                    );
+                    Engine::new(&base()).map_err(|e| RuntimeError::Engine(e.to_string()))?
+                }
+            }
+        } else {
+            Engine::new(&base()).map_err(|e| RuntimeError::Engine(e.to_string()))?
+        };
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(|e| RuntimeError::Link(e.to_string()))?;
+        files::add_guards_to_linker(&mut linker, state::files_view)
+            .map_err(|e| RuntimeError::Link(e.to_string()))?;
+        files::add_logged_to_linker(&mut linker, state::files_view)
+            .map_err(|e| RuntimeError::Link(e.to_string()))?;
+        config_log::add_to_linker(&mut linker, state::config_reads)
+            .map_err(|e| RuntimeError::Link(e.to_string()))?;
+        // wasi:http is linked for every component; what a request may
+        // reach is the plugin's grants' decision, request by request.
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+            .map_err(|e| RuntimeError::Link(e.to_string()))?;
+        bindings::v0_1_0::Plugin::add_to_linker::<_, HostDoor>(&mut linker, state::guest_call)
+            .map_err(|e| RuntimeError::Link(e.to_string()))?;
+        // 0.2.0's types are 0.1.0's (already linked under their own name by
+        // the world above); its host and llm interfaces are its own.
+        bindings::v0_2_0::gadget::plugin::host::add_to_linker::<_, HostDoor>(
+            &mut linker,
+            state::guest_call,
+        )
+        .map_err(|e| RuntimeError::Link(e.to_string()))?;
+        bindings::v0_2_0::gadget::plugin::llm::add_to_linker::<_, LlmDoor>(
+            &mut linker,
+            state::llm_call,
+        )
+        .map_err(|e| RuntimeError::Link(e.to_string()))?;
+        let ticker = epoch::EpochTicker::start(&engine, config.epoch)?;
+        let budget = Arc::new(MemoryBudget {
+            limit: config.memory_budget.unwrap_or_else(default_memory_budget),
+            used: Default::default(),
+            freed: tokio::sync::Notify::new(),
+        });
+        Ok(Runtime {
+            engine,
+            linker,
+            ticker,
+            budget,
+            llm_backend: std::sync::OnceLock::new(),
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The engine's clock (to advance it by hand in [`EpochMode::Manual`]).
+    pub fn clock(&self) -> &EpochClock {
+        self.ticker.clock()
+    }
+
+    /// Compiles a component from its bytes (Cranelift; slow for big guests,
+    /// which is why `plugins::cache` exists).
+    pub fn compile(&self, bytes: &[u8]) -> Result<Component, RuntimeError> {
+        Component::new(&self.engine, bytes).map_err(|e| RuntimeError::Compile(format!("{e:#}")))
+    }
+
+    /// Compiles a component into precompiled code that
+    /// `Component::deserialize` on an engine like this one accepts (what a
+    /// compiling child process hands back).
+    pub fn precompile(&self, bytes: &[u8]) -> Result<Vec<u8>, RuntimeError> {
+        self.engine
+            .precompile_component(bytes)
+            .map_err(|e| RuntimeError::Compile(format!("{e:#}")))
+    }
+
+    /// Checks the component's world and links it, once. The contract
+    /// version is read from what it exports.
+    pub fn prepare(&self, component: &Component) -> Result<PluginPre, RuntimeError> {
+        let ty = component.component_type();
+        let exports: Vec<String> = ty
+            .exports(&self.engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        let version = if exports.iter().any(|e| e == bindings::GADGET_EXPORT_V0_2_0) {
+            bindings::ContractVersion::V0_2_0
+        } else if exports.iter().any(|e| e == GADGET_EXPORT) {
+            bindings::ContractVersion::V0_1_0
+        } else {
+            let found = if exports.is_empty() {
+                "nothing".to_string()
+            } else {
+                exports
+                    .iter()
+                    .map(|e| format!("`{e}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            return Err(RuntimeError::WrongWorld { found });
+        };
+        for (name, _) in ty.imports(&self.engine) {
+            if !bindings::ALLOWED_IMPORT_PREFIXES
+                .iter()
+                .any(|prefix| name.starts_with(prefix))
+            {
+                return Err(RuntimeError::UnknownImport(name.to_string()));
+            }
+        }
+        let pre = self
+            .linker
+            .instantiate_pre(component)
+            .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+        Ok(match version {
+            bindings::ContractVersion::V0_1_0 => PluginPre::V0_1_0(
+                bindings::v0_1_0::PluginPre::new(pre)
+                    .map_err(|e| RuntimeError::Link(format!("{e:#}")))?,
+            ),
+            bindings::ContractVersion::V0_2_0 => PluginPre::V0_2_0(
+                bindings::v0_2_0::PluginPre::new(pre)
+                    .map_err(|e| RuntimeError::Link(format!("{e:#}")))?,
+            ),
+        })
+    }
+
+    /// Reads the component's gadget specs from a fresh instance.
+    pub async fn read_specs(
+        &self,
+        pre: &PluginPre,
+        limits: &Limits,
+    ) -> Result<Vec<GadgetSpec>, RuntimeError> {
+        let limits = Limits {
+            timeout: SPECS_TIMEOUT,
+            ..limits.clone()
+        };
+        let mut store = self
+            .new_store("(specs)", "(load)", &limits, None, None, None)
+            .map_err(|reason| {
+                RuntimeError::Specs(CallError::Instantiate {
+                    gadget: "(specs)".into(),
+                    reason,
+                })
+            })?;
+        let run = pre.specs(&mut store);
+        let result = self.with_outer_timeout(&limits, run).await;
+        match result {
+            Some(Ok(specs)) => Ok(specs.into_iter().map(GadgetSpec::from).collect()),
+            Some(Err(error)) => Err(RuntimeError::Specs(classify_trap(
+                error, &mut store, &limits,
+            ))),
+            None => Err(RuntimeError::Specs(CallError::Timeout {
+                gadget: "(specs)".into(),
+                timeout_ms: limits.timeout.as_millis() as u64,
+            })),
+        }
+    }
+
+    /// Runs one call in a fresh instance and reports everything it did.
+    /// Never panics and never fails as a whole: every failure is a
+    /// [`CallError`] in the report, with whatever was logged and costed.
+    pub async fn invoke(&self, pre: &PluginPre, request: CallRequest) -> CallReport {
+        // Admission: wait for room in the host's memory budget. The wait
+        // is the host's, not the gadget's: the deadline is armed after it.
+        self.budget.room_to_start().await;
+        let started = Instant::now();
+        let limits = &request.limits;
+        let grants = request.grants.as_deref();
+        let store = self.new_store(
+            &request.gadget,
+            &request.invocation_id,
+            limits,
+            request.signal.clone(),
+            request.observer.clone(),
+            request.grants.as_ref(),
+        );
+        let mut store = match store {
+            Ok(mut store) => {
+                store.data_mut().http.trace_parent = request.trace_parent.clone();
+                store.data_mut().http.denials = request.request_denials.clone();
+                store
+            }
+            Err(reason) => {
+                return CallReport::of(
+                    Err(CallError::Instantiate {
+                        gadget: request.gadget.clone(),
+                        reason,
+                    }),
+                    started.elapsed(),
+                );
+            }
+        };
+        let name = request.component_name.as_ref().unwrap_or(&request.gadget);
+        let (id, params) = (&request.invocation_id, &request.params);
+        let run = pre.invoke(&mut store, id, name, params);
+        let result = self.with_outer_timeout(limits, run).await;
+        let mut returned_cost = 0.0;
+        let outcome = match result {
+            None => Err(CallError::Timeout {
+                gadget: request.gadget.clone(),
+                timeout_ms: limits.timeout.as_millis() as u64,
+            }),
+            Some(Err(Instantiation(_))) if store.data().limiter.budget_refused => {
+                Err(self.budget_error(&request.gadget))
+            }
+            Some(Err(Instantiation(error))) => Err(CallError::Instantiate {
+                gadget: request.gadget.clone(),
+                reason: format!("{error:#}"),
+            }),
+            Some(Err(Trapped(_)))
+                if store.data().limiter.budget_refused && !store.data().time.timed_out =>
+            {
+                Err(self.budget_error(&request.gadget))
+            }
+            Some(Err(Trapped(error))) => Err(classify_trap(error, &mut store, limits)),
+            Some(Ok(Err(error))) => Err(gadget_error(error, store.data(), &request)),
+            Some(Ok(Ok(outcome))) => {
+                let state = store.data_mut();
+                accept_outcome(outcome, &request.gadget, limits, state, &mut returned_cost)
+            }
+        };
+        // Secrets are replaced in what the gadget wrote before anything
+        // else sees it (logs, progress and updates already were, as they
+        // came).
+        let outcome = match grants {
+            Some(grants) if !grants.redactor.is_empty() => outcome
+                .map(|o| grants.redact_outcome(o))
+                .map_err(|e| grants.redact_error(e)),
+            _ => outcome,
+        };
+        let mut state = store.into_data();
+        let at = state.elapsed_ms();
+        // What the HTTP policy refused or what failed, one line each.
+        let notes =
+            std::mem::take(&mut *state.http.notes.lock().unwrap_or_else(|p| p.into_inner()));
+        for note in notes {
+            state.ledger.host_warning(note, at);
+        }
+        state.ledger.close(at);
+        let redact_output = |captured: gadget_core::call::Captured| match grants {
+            Some(grants) if !grants.redactor.is_empty() => gadget_core::call::Captured {
+                bytes: grants
+                    .redactor
+                    .captured(captured.bytes, captured.dropped > 0),
+                dropped: captured.dropped,
+            },
+            _ => captured,
+        };
+        CallReport {
+            outcome,
+            cost: ledger::add_costs(state.ledger.reported_cost, returned_cost),
+            logs: state.ledger.logs,
+            progress: state.ledger.progress,
+            updates: state.ledger.updates,
+            dropped_log_entries: state.ledger.dropped_entries,
+            stdout: redact_output(state.stdout.take()),
+            stderr: redact_output(state.stderr.take()),
+            duration: started.elapsed(),
+        }
+    }
+
+    fn budget_error(&self, gadget: &str) -> CallError {
+        CallError::MemoryBudget {
+            gadget: gadget.to_string(),
+            budget_bytes: self.budget.limit,
+        }
+    }
+
+    /// The host-wide memory budget, in bytes.
+    pub fn memory_budget(&self) -> u64 {
+        self.budget.limit
+    }
+
+    /// Bounds time spent where epochs cannot reach (inside host imports):
+    /// `None` when the outer timeout fired. Off in manual epoch mode.
+    async fn with_outer_timeout<T>(
+        &self,
+        limits: &Limits,
+        run: impl Future<Output = T>,
+    ) -> Option<T> {
+        match self.clock().mode() {
+            EpochMode::Manual => Some(run.await),
+            EpochMode::Ticker => {
+                let outer =
+                    limits.timeout + limits.grace + gadget_core::limits::OUTER_TIMEOUT_SLACK;
+                tokio::time::timeout(outer, run).await.ok()
+            }
+        }
+    }
+
+    fn new_store(
+        &self,
+        gadget: &str,
+        invocation_id: &str,
+        limits: &Limits,
+        signal: Option<AbortSignal>,
+        observer: Option<CallObserver>,
+        grants: Option<&Arc<grants::CallGrants>>,
+    ) -> Result<Store<CallState>, String> {
+        let stdout = stdio::CappedPipe::new(limits.stdio_bytes as usize);
+        let stderr = stdio::CappedPipe::new(limits.stdio_bytes as usize);
+        // Deny by default: no preopens, no sockets, no env, no args. Only
+        // what the plugin was granted is added: its directories (cap-std
+        // handles: `..`, absolute paths and symlinks cannot leave them) and
+        // its config as environment variables. Nothing of the host's own
+        // environment is inherited.
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        if let Some(grants) = grants {
+            for dir in &grants.grants.files {
+                let perms = match dir.mode {
+                    manifest::FileMode::ReadOnly => wasmtime_wasi::FsPerms::ReadOnly,
+                    manifest::FileMode::ReadWrite => wasmtime_wasi::FsPerms::ReadWrite,
+                };
+                // From the handle held since load, never the path again.
+                let path = dir.opened.call_path()?;
+                wasi.preopened_dir(&path, &dir.guest, perms).map_err(|e| {
+                    format!(
+                        "the granted directory {} ({}) cannot be opened: {e}",
+                        dir.host.display(),
+                        dir.guest
+                    )
+                })?;
+            }
+            for config in &grants.grants.config {
+                wasi.env(&config.key, &config.value);
+            }
+        }
+        let wasi = wasi.build();
+        // What the HTTP policy and the filesystem guards refused, for the
+        // call's log.
+        let notes: Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+        let clock = self.clock().clone();
+        let activity = clock.activity();
+        let now = clock.now();
+        let deadline = Instant::now() + limits.timeout;
+        let timeout_ticks = (limits.timeout.as_millis() as u64).max(1);
+        let grace_ticks = limits.grace.as_millis() as u64;
+        let state = CallState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: CallLimiter {
+                memory_limit: limits.memory_bytes,
+                memory_total: 0,
+                memory_refused: false,
+                budget: self.budget.clone(),
+                budget_refused: false,
+                table_elements: limits.table_elements,
+                instances: limits.instances,
+            },
+            ledger: Ledger::new(limits.log_bytes, observer.clone())
+                .with_redactor(grants.map(|g| g.redactor.clone())),
+            stdout,
+            stderr,
+            gadget: gadget.to_string(),
+            invocation_id: invocation_id.to_string(),
+            time: deadline::CallTime {
+                clock,
+                started_epoch: now,
+                deadline_epoch: now + timeout_ticks,
+                deadline,
+                hard_deadline_epoch: now + timeout_ticks + grace_ticks,
+                grace_ticks,
+                aborted: false,
+                signal: signal.clone(),
+                timed_out: false,
+            },
+            llm: grants
+                .and_then(|g| g.grants.llm.clone())
+                .map(|grant| llm::LlmAccess {
+                    backend: self.llm_backend.get().cloned(),
+                    grant,
+                    spent: 0.0,
+                }),
+            http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
+            config_reads: 0,
+            files: files::CallFiles::new(
+                grants.map_or(&[][..], |g| &g.grants.files[..]),
+                notes.clone(),
+                observer.clone(),
+            ),
+            http: http::HttpHooks {
+                grants: grants.cloned(),
+                requests: 0,
+                deadline,
+                signal,
+                notes,
+                observer,
+                trace_parent: None,
+                denials: None,
+            },
+            _activity: activity,
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.limiter);
+        store.epoch_deadline_callback(|mut ctx| Ok(ctx.data_mut().time.on_epoch_deadline()));
+        // The deadline is armed now, when the call starts (not when it was
+        // queued); the first check comes at the first yield interval.
+        store.set_epoch_deadline(YIELD_INTERVAL_TICKS.min(timeout_ticks));
+        Ok(store)
+    }
+}
+
+/// The error a gadget returned, as the call's failure: its message
+/// bounded (and redacted by the ledger); stopping on the abort signal the
+/// deadline raised is a timeout, as the model should be told, and only a
+/// cancellation from outside is reported as one.
+fn gadget_error(error: wit::GadgetError, state: &CallState, request: &CallRequest) -> CallError {
+    match error {
+        wit::GadgetError::InvalidArguments(message) => CallError::InvalidArguments {
+            message: state.ledger.bounded(message, MAX_ERROR_MESSAGE_BYTES),
+        },
+        wit::GadgetError::Failed(message) => CallError::Failed {
+            message: state.ledger.bounded(message, MAX_ERROR_MESSAGE_BYTES),
+        },
+        wit::GadgetError::Cancelled => {
+            let external = state.time.externally_cancelled();
+            if !external && state.time.deadline_passed() {
+                CallError::Timeout {
+                    gadget: request.gadget.clone(),
+                    timeout_ms: request.limits.timeout.as_millis() as u64,
+                }
+            } else {
+                CallError::Cancelled {
+                    gadget: request.gadget.clone(),
+                }
+            }
+        }
+    }
+}

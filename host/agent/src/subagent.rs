@@ -16,7 +16,7 @@ use gadget_core::limits::OwnTimeout;
 use gadget_core::params::ParamSchema;
 use gadget_core::render::Markers;
 use gadget_core::scope::CallScope;
-use gadget_core::tool::{BoxFuture, Tool, ToolCall, Toolbox, Tools, glob_matches};
+use gadget_core::tool::{BoxFuture, Tool, ToolCall, ToolCard, Toolbox, Tools, glob_matches};
 use gadget_exec::{ExecConfig, Executor};
 
 use crate::agent::{Agent, AgentConfig, AgentEvent, RetryPolicy, StopReason};
@@ -127,8 +127,7 @@ struct SubAgentTool {
     agents: Arc<SubAgents>,
     index: usize,
     depth: usize,
-    spec: GadgetSpec,
-    schema: ParamSchema,
+    card: ToolCard,
 }
 
 /// The one parameter every agent takes.
@@ -148,12 +147,12 @@ impl SubAgentTool {
             max_concurrent: None,
         };
         let schema = ParamSchema::compile(TASK_SCHEMA).expect("the task schema compiles");
+        let own_timeout = OwnTimeout::Declared(definition.timeout);
         SubAgentTool {
+            card: ToolCard::new(spec, schema, own_timeout),
             agents,
             index,
             depth,
-            spec,
-            schema,
         }
     }
 
@@ -300,16 +299,8 @@ fn result_of(
 }
 
 impl Tool for SubAgentTool {
-    fn spec(&self) -> &GadgetSpec {
-        &self.spec
-    }
-
-    fn schema(&self) -> &ParamSchema {
-        &self.schema
-    }
-
-    fn own_timeout(&self) -> OwnTimeout {
-        OwnTimeout::Declared(self.agents.definitions[self.index].timeout)
+    fn card(&self) -> &ToolCard {
+        &self.card
     }
 
     /// It completes with its model (what its gadgets touch is theirs, and

@@ -521,7 +521,7 @@ async fn deadlines(component: &Path) {
                 ..gadget.limits.clone()
             };
             let request = CallRequest {
-                gadget: gadget.spec.name.clone(),
+                gadget: gadget.card.spec.name.clone(),
                 component_name: None,
                 invocation_id: "d".into(),
                 params: "{}".into(),

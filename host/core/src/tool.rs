@@ -1,7 +1,9 @@
 //! The one thing the executor runs: a [`Tool`].
 //!
-//! A tool describes itself (the [`GadgetSpec`] the prompt renders and the
-//! [`ParamSchema`] its parameters are validated against) and runs one call:
+//! A tool describes itself once, in a [`ToolCard`] (the [`GadgetSpec`] the
+//! prompt renders, the [`ParamSchema`] its parameters are validated
+//! against, its own deadline and the group its exclusive calls keep to),
+//! and runs one call:
 //! validated parameters in, a [`CallReport`] out, with the abort signal and
 //! an observer for live events. WebAssembly gadgets are tools (in
 //! `gadget-runtime`), and so is the built-in `GadgetOutputViewer`
@@ -70,17 +72,39 @@ impl ToolCall {
     }
 }
 
-/// Something the executor can run.
-pub trait Tool: Send + Sync {
+/// What a tool is, made once when it is loaded and handed over whole:
+/// every implementation keeps one and the executor, the prompt and the
+/// front ends read it through [`Tool::card`].
+#[derive(Debug)]
+pub struct ToolCard {
     /// What the tool declares: name, description, schema text, examples,
     /// timeout and concurrency hints.
-    fn spec(&self) -> &GadgetSpec;
-
+    pub spec: GadgetSpec,
     /// The parameters schema, compiled once.
-    fn schema(&self) -> &ParamSchema;
-
+    pub schema: ParamSchema,
     /// Its own deadline, for [`crate::limits::Timeouts::resolve`].
-    fn own_timeout(&self) -> OwnTimeout;
+    pub own_timeout: OwnTimeout,
+    /// The calls this tool's `exclusive` calls run alone among (see
+    /// [`GadgetHints::group`]); `None`: the whole run.
+    pub group: Option<Arc<str>>,
+}
+
+impl ToolCard {
+    /// A card in no exclusive group.
+    pub fn new(spec: GadgetSpec, schema: ParamSchema, own_timeout: OwnTimeout) -> ToolCard {
+        ToolCard {
+            spec,
+            schema,
+            own_timeout,
+            group: None,
+        }
+    }
+}
+
+/// Something the executor can run.
+pub trait Tool: Send + Sync {
+    /// What the tool is: spec, schema, own deadline, group.
+    fn card(&self) -> &ToolCard;
 
     /// Runs one call. Never fails as a whole: every failure is a
     /// [`crate::call::CallError`] in the report.
@@ -95,7 +119,22 @@ pub trait Tool: Send + Sync {
 
     /// The name the model writes.
     fn name(&self) -> &str {
-        &self.spec().name
+        &self.card().spec.name
+    }
+
+    /// The card's spec.
+    fn spec(&self) -> &GadgetSpec {
+        &self.card().spec
+    }
+
+    /// The card's compiled schema.
+    fn schema(&self) -> &ParamSchema {
+        &self.card().schema
+    }
+
+    /// The card's own deadline.
+    fn own_timeout(&self) -> OwnTimeout {
+        self.card().own_timeout
     }
 
     /// What the tool may touch (files, HTTP origins, config keys, models):
@@ -115,12 +154,6 @@ pub trait Tool: Send + Sync {
         Declared::default()
     }
 
-    /// The calls this tool's `exclusive` calls run alone among (see
-    /// [`GadgetHints::group`]); `None`, the default: the whole run.
-    fn group(&self) -> Option<std::sync::Arc<str>> {
-        None
-    }
-
     /// The scheduler's view: the concurrency hints, and the lower-cased
     /// name its `max_concurrent` counts by (empty when it has no limit).
     fn hints(&self) -> GadgetHints {
@@ -135,7 +168,7 @@ pub trait Tool: Send + Sync {
             },
             exclusive: spec.exclusive,
             max_concurrent,
-            group: self.group(),
+            group: self.card().group.clone(),
         }
     }
 

@@ -69,7 +69,7 @@ use gadget_core::approval::{Admission, Approvals};
 use gadget_core::call::{FailureKind, OutcomeKind};
 use gadget_core::chunked::ChunkedVec;
 use gadget_core::ledger::CallEvent;
-use gadget_core::parser::{self, ConfigError, GadgetCall, ParserBuilder};
+use gadget_core::parser::{self, ConfigError, GadgetCall, Parser, ParserBuilder, ParserConfig};
 use gadget_core::render::{self, GadgetDoc, HistoryEntry};
 use gadget_core::schedule::{self, Action, CallIx, CallSpec, Scheduler};
 use gadget_core::scope::CallScope;
@@ -92,6 +92,9 @@ pub struct Executor {
     /// the trace, the person who answers.
     scope: Arc<CallScope>,
     scheduler: Scheduler,
+    /// The markers, checked and prepared once: each response's parser
+    /// shares them.
+    parser_config: Arc<ParserConfig>,
     session: parser::Session,
     entries: ChunkedVec<Entry>,
     limiter: Option<Arc<Mutex<OutputLimiter>>>,
@@ -132,7 +135,14 @@ impl Executor {
         let limiter = config
             .output_limit
             .map(|limit| Arc::new(Mutex::new(OutputLimiter::new(limit))));
-        let executor = Executor {
+        let parser_config = ParserBuilder::new()
+            .start_marker(&config.markers.start)
+            .end_marker(&config.markers.end)
+            .arg_marker(&config.markers.arg)
+            .text_deltas(config.text_deltas)
+            .config()?;
+        Ok(Executor {
+            parser_config,
             scheduler: Scheduler::new(config.schedule.clone()),
             builtins: builtins(limiter.as_ref()),
             limiter,
@@ -148,9 +158,7 @@ impl Executor {
             history_bytes: 0,
             session_cost: 0.0,
             abort: AbortHandle::default(),
-        };
-        executor.parser_builder().build()?;
-        Ok(executor)
+        })
     }
 
     /// Steers calls: skip before, recover after, dependency decisions,
@@ -224,14 +232,6 @@ impl Executor {
         self.tools.find(name).or_else(|| self.builtins.find(name))
     }
 
-    fn parser_builder(&self) -> ParserBuilder {
-        ParserBuilder::new()
-            .start_marker(&self.config.markers.start)
-            .end_marker(&self.config.markers.end)
-            .arg_marker(&self.config.markers.arg)
-            .text_deltas(self.config.text_deltas)
-    }
-
     /// Runs one response: reads `chunks` until it ends (or the scheduler
     /// says to stop reading), and returns when every call has ended. A
     /// chunk is text of the block format, or a call complete already (a
@@ -242,11 +242,8 @@ impl Executor {
         mut sink: impl FnMut(ExecEvent),
     ) -> ResponseSummary {
         let started = Instant::now();
-        let mut parser = self
-            .parser_builder()
-            .build()
-            .expect("markers were checked in Executor::new")
-            .with_session(self.session.clone());
+        let mut parser =
+            Parser::with_config(self.parser_config.clone()).with_session(self.session.clone());
         let (live_tx, live_rx) = mpsc::unbounded_channel::<(CallIx, Live)>();
         let mut turn = Response {
             running: Runners::start(),

@@ -140,9 +140,11 @@ async fn timeouts_are_resolved_once_and_given_to_the_tool() {
     declared.timeout_ms = Some(500);
     let schema = ParamSchema::compile("").unwrap();
     let declared: Arc<dyn Tool> = Arc::new(Fake {
-        spec: declared,
-        schema,
-        own_timeout: OwnTimeout::Declared(Duration::from_millis(500)),
+        card: ToolCard::new(
+            declared,
+            schema,
+            OwnTimeout::Declared(Duration::from_millis(500)),
+        ),
         instant: false,
         behaviour: Box::new(move |call: ToolCall| {
             seen_by_tool.lock().unwrap().push(call.deadline);

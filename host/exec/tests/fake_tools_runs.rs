@@ -67,9 +67,11 @@ async fn an_exclusive_tool_never_runs_beside_another_call() {
 async fn instant_tools_answer_in_place_and_a_false_claim_is_a_crash() {
     let instant = |name: &str, behaviour: Box<Behaviour>| -> Arc<dyn Tool> {
         Arc::new(Fake {
-            spec: spec(name, ""),
-            schema: ParamSchema::compile("").unwrap(),
-            own_timeout: OwnTimeout::None,
+            card: ToolCard::new(
+                spec(name, ""),
+                ParamSchema::compile("").unwrap(),
+                OwnTimeout::None,
+            ),
             instant: true,
             behaviour,
         })

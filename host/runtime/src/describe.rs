@@ -44,13 +44,13 @@ pub struct GadgetSummary<'a> {
 impl<'a> From<&'a WasmGadget> for GadgetSummary<'a> {
     fn from(g: &'a WasmGadget) -> Self {
         GadgetSummary {
-            name: &g.spec.name,
-            label: g.spec.label.as_deref(),
-            description: &g.spec.description,
+            name: &g.card.spec.name,
+            label: g.card.spec.label.as_deref(),
+            description: &g.card.spec.description,
             plugin: &g.plugin.identity.name,
             timeout_ms: g.limits.timeout.as_millis() as u64,
-            exclusive: g.spec.exclusive,
-            max_concurrent: g.spec.max_concurrent,
+            exclusive: g.card.spec.exclusive,
+            max_concurrent: g.card.spec.max_concurrent,
             requested_permissions: &g.plugin.access.requested,
             granted_permissions: g.plugin.access.grants.grants.to_json(),
             permission_notes: &g.plugin.report.grant_notes,
@@ -126,11 +126,12 @@ impl<'a> From<&'a WasmGadget> for GadgetDescription<'a> {
     fn from(g: &'a WasmGadget) -> Self {
         let limits = &g.limits;
         GadgetDescription {
-            name: &g.spec.name,
-            label: g.spec.label.as_deref(),
-            description: &g.spec.description,
-            parameters_schema: g.schema.schema(),
+            name: &g.card.spec.name,
+            label: g.card.spec.label.as_deref(),
+            description: &g.card.spec.description,
+            parameters_schema: g.card.schema.schema(),
             examples: g
+                .card
                 .spec
                 .examples
                 .iter()
@@ -140,8 +141,8 @@ impl<'a> From<&'a WasmGadget> for GadgetDescription<'a> {
                     comment: e.comment.as_deref(),
                 })
                 .collect(),
-            exclusive: g.spec.exclusive,
-            max_concurrent: g.spec.max_concurrent,
+            exclusive: g.card.spec.exclusive,
+            max_concurrent: g.card.spec.max_concurrent,
             limits: LimitsJson {
                 timeout_ms: limits.timeout.as_millis() as u64,
                 grace_ms: limits.grace.as_millis() as u64,

@@ -4,30 +4,25 @@
 use std::sync::Arc;
 
 use gadget_core::access::{Access, Declared, FileAccess};
-use gadget_core::limits::{Limits, OwnTimeout};
-use gadget_core::params::ParamSchema;
-use gadget_core::tool::{BoxFuture, Tool, ToolCall};
+use gadget_core::limits::Limits;
+use gadget_core::tool::{BoxFuture, Tool, ToolCall, ToolCard};
 
 use crate::plugin::Plugin;
-use crate::{CallError, CallObserver, CallReport, CallRequest, GadgetSpec};
+use crate::{CallError, CallObserver, CallReport, CallRequest};
 
 /// One gadget, ready to call.
 #[derive(Debug)]
 pub struct WasmGadget {
-    /// Its spec, named as it is served (with the operator's prefix).
-    pub spec: GadgetSpec,
+    /// Its spec, named as it is served (with the operator's prefix); its
+    /// compiled schema; its timeout, and whether the gadget or its
+    /// manifest chose it (a run's default timeout does not replace a
+    /// chosen one); the calls its exclusive calls run alone among.
+    pub card: ToolCard,
     /// The name its component knows it by.
     pub component_name: String,
-    pub schema: ParamSchema,
     pub plugin: Arc<Plugin>,
     /// The plugin's limits with the gadget's own timeout applied.
     pub limits: Limits,
-    /// Its timeout, and whether the gadget or its manifest chose it (a
-    /// run's default timeout does not replace a chosen one).
-    pub own_timeout: OwnTimeout,
-    /// The calls its exclusive calls run alone among (see
-    /// [`gadget_core::schedule::GadgetHints::group`]).
-    pub exclusive_group: Option<Arc<str>>,
 }
 
 impl WasmGadget {
@@ -40,7 +35,7 @@ impl WasmGadget {
         observer: Option<CallObserver>,
     ) -> CallReport {
         let request = CallRequest {
-            gadget: self.spec.name.clone(),
+            gadget: self.card.spec.name.clone(),
             component_name: Some(self.component_name.clone()),
             invocation_id: invocation_id.to_string(),
             params,
@@ -61,20 +56,8 @@ impl WasmGadget {
 }
 
 impl Tool for WasmGadget {
-    fn spec(&self) -> &GadgetSpec {
-        &self.spec
-    }
-
-    fn schema(&self) -> &ParamSchema {
-        &self.schema
-    }
-
-    fn own_timeout(&self) -> OwnTimeout {
-        self.own_timeout
-    }
-
-    fn group(&self) -> Option<Arc<str>> {
-        self.exclusive_group.clone()
+    fn card(&self) -> &ToolCard {
+        &self.card
     }
 
     fn origin(&self) -> Option<Arc<gadget_core::tool::Origin>> {
@@ -117,7 +100,7 @@ impl Tool for WasmGadget {
 
     fn run(&self, call: ToolCall) -> BoxFuture<'_, CallReport> {
         let request = CallRequest {
-            gadget: self.spec.name.clone(),
+            gadget: self.card.spec.name.clone(),
             component_name: Some(self.component_name.clone()),
             invocation_id: call.id,
             params: call.params.to_string(),
@@ -131,7 +114,7 @@ impl Tool for WasmGadget {
             trace_parent: call.scope.trace.as_ref().map(|t| t.traceparent.clone()),
             request_denials: call.scope.approvals.as_ref().and_then(|a| {
                 a.rules
-                    .request_denials(&self.spec.name, self.schema.schema_for_rules())
+                    .request_denials(&self.card.spec.name, self.card.schema.schema_for_rules())
             }),
         };
         Box::pin(async move {

@@ -5,13 +5,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use gadget_core::limits::{Limits, OwnTimeout};
-use gadget_core::params::ParamSchema;
+use gadget_core::limits::Limits;
+use gadget_core::tool::ToolCard;
 
 use crate::cache::CacheOutcome;
 use crate::grants::CallGrants;
 use crate::manifest::{self, Permissions};
-use crate::{GadgetSpec, PluginPre, Runtime};
+use crate::{PluginPre, Runtime};
 
 /// Why one plugin did not load: its path (directory or `.wasm`) and the reason.
 #[derive(Debug, thiserror::Error)]
@@ -384,16 +384,13 @@ impl std::fmt::Debug for Plugin {
 /// A gadget as read from its component, checked, with its limits.
 #[derive(Debug)]
 pub struct LoadedGadget {
-    /// Its spec, named as it is served (with the operator's prefix).
-    pub spec: GadgetSpec,
+    /// Its spec, named as it is served (with the operator's prefix); its
+    /// schema; its timeout, and whether the gadget or its manifest chose
+    /// it; the calls its exclusive calls run alone among (its plugin's,
+    /// unless the operator lets the plugin hold the whole run).
+    pub card: ToolCard,
     /// The name the component knows it by (without the prefix).
     pub component_name: String,
-    pub schema: ParamSchema,
     /// The plugin's limits with the gadget's own timeout (capped) applied.
     pub limits: Limits,
-    /// Its timeout, and whether the gadget or its manifest chose it.
-    pub own_timeout: OwnTimeout,
-    /// The calls its exclusive calls run alone among (its plugin's, unless
-    /// the operator lets the plugin hold the whole run).
-    pub exclusive_group: Option<Arc<str>>,
 }

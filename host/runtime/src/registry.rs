@@ -105,7 +105,7 @@ impl Registry {
     /// The names offered to models and clients (available gadgets), in
     /// name order: what the prompt, `tools/list` and "not found" list.
     pub fn names(&self) -> Vec<String> {
-        self.available().map(|g| g.spec.name.clone()).collect()
+        self.available().map(|g| g.card.spec.name.clone()).collect()
     }
 
     /// Gadgets that can be called now (loaded, and their plugin has every
@@ -187,23 +187,17 @@ impl Registry {
         let mut errors = Vec::new();
         let mut took_from_earlier = false;
         for LoadedGadget {
-            spec,
+            card,
             component_name,
-            schema,
             limits,
-            own_timeout,
-            exclusive_group,
         } in gadgets
         {
-            let key = spec.name.to_lowercase();
+            let key = card.spec.name.to_lowercase();
             let gadget = WasmGadget {
-                spec,
+                card,
                 component_name,
-                schema,
                 plugin: plugin.clone(),
                 limits,
-                own_timeout,
-                exclusive_group,
             };
             took_from_earlier |= self.place(key, gadget, &plugin, &mut errors);
         }
@@ -249,7 +243,7 @@ impl Registry {
             }
             Some(other) if plugin.standing > other => {
                 if let Some(held) = held {
-                    errors.push(held_error(&gadget.spec.name, &held, plugin));
+                    errors.push(held_error(&gadget.card.spec.name, &held, plugin));
                     took = true;
                 }
                 if let Some((claimants, _)) = self.contested.remove(&key) {
@@ -257,7 +251,7 @@ impl Registry {
                         errors.push(LoadError::new(
                             plugin.artifact.source.path(),
                             LoadFailure::NameHeld {
-                                gadget: gadget.spec.name.clone(),
+                                gadget: gadget.card.spec.name.clone(),
                                 plugin: claimant,
                                 winner: plugin.identity.name.clone(),
                                 winner_standing: plugin.standing.describe(),
@@ -271,12 +265,12 @@ impl Registry {
             }
             Some(other) if plugin.standing < other => {
                 match &held {
-                    Some(held) => errors.push(held_error(&gadget.spec.name, plugin, held)),
+                    Some(held) => errors.push(held_error(&gadget.card.spec.name, plugin, held)),
                     // A contested name stays contested among its equals.
                     None => errors.push(LoadError::new(
                         plugin.artifact.source.path(),
                         LoadFailure::GadgetRefused(crate::plugin::RefusedGadget {
-                            gadget: gadget.spec.name.clone(),
+                            gadget: gadget.card.spec.name.clone(),
                             reason: format!(
                                 "plugins {} claim the name, each {}, which plugin '{}' is not",
                                 self.contested
@@ -293,7 +287,7 @@ impl Registry {
             }
             Some(_) => {}
         }
-        let spec = gadget.spec;
+        let spec = gadget.card.spec;
         let first = self.gadgets.remove(&key).map(|g| g.plugin.clone());
         let (claimants, _) = self
             .contested

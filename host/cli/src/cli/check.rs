@@ -124,7 +124,7 @@ pub async fn check(
 
 /// One gadget's line (and its warnings).
 fn print_gadget(gadget: &gadget_runtime::plugin::LoadedGadget) {
-    let params = match gadget.schema.schema() {
+    let params = match gadget.card.schema.schema() {
         Some(schema) => format!(
             "{} parameter(s)",
             schema
@@ -136,17 +136,17 @@ fn print_gadget(gadget: &gadget_runtime::plugin::LoadedGadget) {
     };
     println!(
         "  ✓ gadget {}: schema compiles ({params}), {} example(s) validate, timeout {} ms",
-        gadget.spec.name,
-        gadget.spec.examples.len(),
+        gadget.card.spec.name,
+        gadget.card.spec.examples.len(),
         gadget.limits.timeout.as_millis()
     );
-    if gadget.spec.exclusive {
+    if gadget.card.spec.exclusive {
         println!(
             "    ! exclusive: while it runs no other call starts, for up to {} ms",
             gadget.limits.timeout.as_millis()
         );
     }
-    if gadget.spec.examples.is_empty() {
+    if gadget.card.spec.examples.is_empty() {
         println!("    ! no examples: models call gadgets more reliably with one");
     }
 }

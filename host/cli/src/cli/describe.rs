@@ -35,7 +35,7 @@ pub fn describe(
         return Ok(ExitCode::from(EXIT_BAD_INPUT));
     };
     let limits = &g.limits;
-    let approval = rules.rules_for(&g.spec.name);
+    let approval = rules.rules_for(&g.card.spec.name);
     if json {
         let mut described = serde_json::to_value(GadgetDescription::from(g.as_ref()))?;
         described["approval"] = serde_json::json!(approval);
@@ -43,19 +43,19 @@ pub fn describe(
         return Ok(ExitCode::SUCCESS);
     }
     let mut out = String::new();
-    let title = match &g.spec.label {
-        Some(label) if label != &g.spec.name => format!("{} ({label})", g.spec.name),
-        _ => g.spec.name.clone(),
+    let title = match &g.card.spec.label {
+        Some(label) if label != &g.card.spec.name => format!("{} ({label})", g.card.spec.name),
+        _ => g.card.spec.name.clone(),
     };
-    out.push_str(&format!("{title}\n{}\n\n", g.spec.description));
+    out.push_str(&format!("{title}\n{}\n\n", g.card.spec.description));
     out.push_str("Parameters:\n");
-    match g.schema.schema() {
+    match g.card.schema.schema() {
         None => out.push_str("  (none)\n"),
         Some(schema) => render_properties(schema, 1, &mut out),
     }
-    if !g.spec.examples.is_empty() {
+    if !g.card.spec.examples.is_empty() {
         out.push_str("\nExamples:\n");
-        for example in &g.spec.examples {
+        for example in &g.card.spec.examples {
             if let Some(comment) = &example.comment {
                 out.push_str(&format!("  # {comment}\n"));
             }
@@ -76,12 +76,13 @@ pub fn describe(
     ));
     out.push_str(&format!(
         "Concurrency: {}{}\n",
-        if g.spec.exclusive {
+        if g.card.spec.exclusive {
             "exclusive (runs alone)"
         } else {
             "parallel"
         },
-        g.spec
+        g.card
+            .spec
             .max_concurrent
             .map(|n| format!(", at most {n} at once"))
             .unwrap_or_default()

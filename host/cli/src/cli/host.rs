@@ -87,7 +87,7 @@ fn plugin_names_match(global: &GlobalArgs, policy: &Policy, registry: &Registry)
         let hint = match registry.get(name) {
             Some(gadget) => format!(
                 "'{}' is a gadget of plugin '{}': name the plugin",
-                gadget.spec.name,
+                gadget.card.spec.name,
                 gadget.plugin.name()
             ),
             None => format!("loaded: {}", loaded.join(", ")),

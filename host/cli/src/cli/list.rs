@@ -116,7 +116,7 @@ pub fn list(registry: &Registry, tools: &dyn Tools, json: bool, quiet: bool) -> 
     };
     // Agents widen the columns only when there are some.
     let agent_names = agents.iter().map(|a| a.name().len()).max().unwrap_or(0);
-    let name_width = width(|g| g.spec.name.len(), "NAME").max(agent_names);
+    let name_width = width(|g| g.card.spec.name.len(), "NAME").max(agent_names);
     // Agents say so; an upstream MCP server's tools name their server.
     let owner = |tool: &Arc<dyn Tool>| {
         tool.origin()
@@ -138,11 +138,11 @@ pub fn list(registry: &Registry, tools: &dyn Tools, json: bool, quiet: bool) -> 
         "NAME", "PLUGIN", "STATUS"
     )?;
     for (g, status) in registry.gadgets().zip(&statuses) {
-        let description = g.spec.description.lines().next().unwrap_or_default();
+        let description = g.card.spec.description.lines().next().unwrap_or_default();
         writeln!(
             out,
             "{:name_width$}  {:plugin_width$}  {status:status_width$}  {}",
-            g.spec.name,
+            g.card.spec.name,
             g.plugin.identity.name,
             super::safe::safe(description)
         )?;

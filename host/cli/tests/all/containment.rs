@@ -20,7 +20,7 @@ async fn run_with(
 ) -> CallReport {
     let (gadget, params) = registry.prepare(name, params).expect("prepare");
     let request = CallRequest {
-        gadget: gadget.spec.name.clone(),
+        gadget: gadget.card.spec.name.clone(),
         component_name: None,
         invocation_id: "t1".into(),
         params: params.to_string(),
@@ -150,7 +150,7 @@ async fn external_cancellation_raises_the_abort_signal() {
     let (gadget, _) = registry.prepare("LoopUntilCancelled", json!({})).unwrap();
     let cancel = gadget_core::signal::AbortSignal::new();
     let request = CallRequest {
-        gadget: gadget.spec.name.clone(),
+        gadget: gadget.card.spec.name.clone(),
         component_name: None,
         invocation_id: "t1".into(),
         params: "{}".into(),

@@ -197,9 +197,12 @@ async fn a_renamed_compiled_entry_never_runs_under_another_digest() {
     let (again, gadgets) = load("fixture-misbehave").await;
     assert_eq!(again.artifact.cache, CacheOutcome::Miss);
     assert!(
-        gadgets.iter().any(|g| g.spec.name == "Echo"),
+        gadgets.iter().any(|g| g.card.spec.name == "Echo"),
         "the echo component's own gadgets: {:?}",
-        gadgets.iter().map(|g| &g.spec.name).collect::<Vec<_>>()
+        gadgets
+            .iter()
+            .map(|g| &g.card.spec.name)
+            .collect::<Vec<_>>()
     );
     let (hit, _) = load("fixture-misbehave").await;
     assert_eq!(hit.artifact.cache, CacheOutcome::Hit);

@@ -447,7 +447,7 @@ async fn specs_are_read_once_and_then_come_from_the_cache() {
     };
     let (registry, errors) = load(options.clone()).await;
     assert!(errors.is_empty(), "{errors:?}");
-    let description = registry.get("Echo").unwrap().spec.description.clone();
+    let description = registry.get("Echo").unwrap().card.spec.description.clone();
     let entry = std::fs::read_dir(cache_dir.path())
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -458,7 +458,10 @@ async fn specs_are_read_once_and_then_come_from_the_cache() {
     use std::os::unix::fs::MetadataExt as _;
     let inode = std::fs::metadata(&entry).unwrap().ino();
     let (registry, _) = load(options.clone()).await;
-    assert_eq!(registry.get("Echo").unwrap().spec.description, description);
+    assert_eq!(
+        registry.get("Echo").unwrap().card.spec.description,
+        description
+    );
     assert_eq!(std::fs::metadata(&entry).unwrap().ino(), inode);
     // Rewritten by anything but the host: not believed, read again from
     // the component (and stored anew).
@@ -466,7 +469,10 @@ async fn specs_are_read_once_and_then_come_from_the_cache() {
     assert!(text.contains(&description));
     std::fs::write(&entry, text.replace(&description, "Forged.")).unwrap();
     let (registry, _) = load(options).await;
-    assert_eq!(registry.get("Echo").unwrap().spec.description, description);
+    assert_eq!(
+        registry.get("Echo").unwrap().card.spec.description,
+        description
+    );
 }
 
 #[test]

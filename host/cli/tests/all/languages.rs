@@ -51,7 +51,7 @@ async fn load_example(name: &str) -> (Arc<gadget_host::runtime::Runtime>, Regist
 async fn stops_on_the_deadline_signal(registry: &Registry, timeout_ms: u64) {
     let gadget = registry.get("WorkUntilCancelled").unwrap();
     let request = CallRequest {
-        gadget: gadget.spec.name.clone(),
+        gadget: gadget.card.spec.name.clone(),
         component_name: None,
         invocation_id: "spin".into(),
         params: "{}".into(),
@@ -93,9 +93,9 @@ async fn a_python_gadget_runs_through_the_host() {
     let (_runtime, registry) = load_example("python-gadget").await;
     // Describe: the specs the Python SDK built from the decorator.
     let words = registry.get("WordFrequency").expect("WordFrequency loaded");
-    assert_eq!(words.spec.label.as_deref(), Some("Word frequency"));
-    assert_eq!(words.spec.examples.len(), 1);
-    let schema = words.schema.schema().unwrap();
+    assert_eq!(words.card.spec.label.as_deref(), Some("Word frequency"));
+    assert_eq!(words.card.spec.examples.len(), 1);
+    let schema = words.card.schema.schema().unwrap();
     assert_eq!(schema["properties"]["top"]["default"], 3);
     assert_eq!(words.limits.timeout, Duration::from_millis(5000));
 
@@ -147,10 +147,10 @@ async fn a_python_gadget_runs_through_the_host() {
 async fn a_c_gadget_runs_through_the_host() {
     let (_runtime, registry) = load_example("c-gadget").await;
     let caesar = registry.get("Caesar").expect("Caesar loaded");
-    assert_eq!(caesar.spec.label.as_deref(), Some("Caesar cipher"));
-    assert_eq!(caesar.spec.examples.len(), 2);
+    assert_eq!(caesar.card.spec.label.as_deref(), Some("Caesar cipher"));
+    assert_eq!(caesar.card.spec.examples.len(), 2);
     assert_eq!(
-        caesar.spec.examples[1].comment.as_deref(),
+        caesar.card.spec.examples[1].comment.as_deref(),
         Some("ROT13 by default")
     );
 
@@ -191,9 +191,9 @@ async fn a_c_gadget_runs_through_the_host() {
 async fn a_javascript_gadget_runs_through_the_host() {
     let (_runtime, registry) = load_example("js-gadget").await;
     let slugify = registry.get("Slugify").expect("Slugify loaded");
-    assert_eq!(slugify.spec.label.as_deref(), Some("URL slug"));
+    assert_eq!(slugify.card.spec.label.as_deref(), Some("URL slug"));
     assert_eq!(
-        slugify.spec.examples[1].comment.as_deref(),
+        slugify.card.spec.examples[1].comment.as_deref(),
         Some("Accents are dropped")
     );
 
@@ -248,9 +248,9 @@ async fn a_javascript_gadget_runs_through_the_host() {
 async fn a_go_gadget_runs_through_the_host() {
     let (_runtime, registry) = load_example("go-gadget").await;
     let roman = registry.get("RomanNumeral").expect("RomanNumeral loaded");
-    assert_eq!(roman.spec.label.as_deref(), Some("Roman numeral"));
+    assert_eq!(roman.card.spec.label.as_deref(), Some("Roman numeral"));
     assert_eq!(
-        roman.spec.examples[1].comment.as_deref(),
+        roman.card.spec.examples[1].comment.as_deref(),
         Some("Subtractive notation")
     );
     let report = registry

@@ -43,22 +43,22 @@ async fn every_shipped_example_runs_and_matches_its_output() {
     let registry = shipped().await;
     let mut checked = 0;
     for gadget in registry.gadgets() {
-        for example in &gadget.spec.examples {
+        for example in &gadget.card.spec.examples {
             let Some(expected) = &example.output else {
                 continue;
             };
-            if gadget.spec.name == "CurrentTime" {
+            if gadget.card.spec.name == "CurrentTime" {
                 continue; // the clock moves
             }
-            if gadget.spec.name == "Summarize" {
+            if gadget.card.spec.name == "Summarize" {
                 continue; // a model writes it (tests/all/llm.rs runs it against a scripted one)
             }
             let params: Value = serde_json::from_str(&example.params).unwrap();
-            let got = text(result(&registry, &gadget.spec.name, params).await);
+            let got = text(result(&registry, &gadget.card.spec.name, params).await);
             assert_eq!(
                 &got, expected,
                 "{} example {}",
-                gadget.spec.name, example.params
+                gadget.card.spec.name, example.params
             );
             checked += 1;
         }
@@ -176,7 +176,7 @@ async fn agent_gadgets_finish_and_ask_a_human() {
             question: "Proceed?".into()
         })
     );
-    assert!(registry.get("TaskComplete").unwrap().spec.exclusive);
+    assert!(registry.get("TaskComplete").unwrap().card.spec.exclusive);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -188,6 +188,7 @@ async fn sdk_schemas_carry_descriptions_defaults_enums_and_optionals() {
     let schema = registry
         .get("Greet")
         .unwrap()
+        .card
         .schema
         .schema()
         .unwrap()

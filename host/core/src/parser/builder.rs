@@ -1,8 +1,10 @@
 //! Building a [`Parser`]: markers, the block cap and the live-display
 //! options, checked once.
 
+use std::sync::Arc;
+
 use super::markers::{DEFAULT_ARG, DEFAULT_END, DEFAULT_START, MAX_BLOCK_BYTES};
-use super::stream::Parser;
+use super::stream::{Parser, ParserConfig};
 
 /// Why a parser could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -88,8 +90,14 @@ impl ParserBuilder {
         self
     }
 
-    /// A parser for one stream; its auto ids come from `session`.
+    /// A parser for one stream, with a fresh session.
     pub fn build(&self) -> Result<Parser, ConfigError> {
+        Ok(Parser::with_config(self.config()?))
+    }
+
+    /// The checked, prepared configuration, for parsers to share (see
+    /// [`Parser::with_config`]).
+    pub fn config(&self) -> Result<Arc<ParserConfig>, ConfigError> {
         let markers = [
             ("start", &self.start),
             ("end", &self.end),
@@ -111,12 +119,12 @@ impl ParserBuilder {
                 }
             }
         }
-        Ok(Parser::configured(
+        Ok(Arc::new(ParserConfig::new(
             [&self.start, &self.end, &self.arg].map(String::as_str),
             self.max_block_bytes,
             self.text_deltas,
             self.partial_arguments,
-        ))
+        )))
     }
 }
 

@@ -49,4 +49,4 @@ pub(crate) use coerce::Coercions;
 pub use coerce::{coerce, coerce_with_schema, json_number};
 pub use js::{is_js_space, js_trim, json_type};
 pub use markers::{DEFAULT_ARG, DEFAULT_END, DEFAULT_START, MAX_BLOCK_BYTES};
-pub use stream::Parser;
+pub use stream::{Parser, ParserConfig};

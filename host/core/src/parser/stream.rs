@@ -2,6 +2,7 @@
 //! at their cap, text held back only while it may be the start of a marker.
 
 use std::fmt;
+use std::sync::Arc;
 
 use memchr::memmem::Finder;
 
@@ -23,8 +24,12 @@ enum State {
     Skip,
 }
 
-/// An incremental block-format parser for one stream.
-pub struct Parser {
+/// What parsers are configured with: the markers' searchers, checked
+/// and prepared once by [`super::ParserBuilder::config`], then shared by
+/// every parser of a session (each response gets a fresh [`Parser`] that
+/// holds this by reference, as ripgrep's `Core { config: &Config, .. }`,
+/// and so costs no marker preparation).
+pub struct ParserConfig {
     start: Finder<'static>,
     end: Finder<'static>,
     arg: Finder<'static>,
@@ -36,6 +41,46 @@ pub struct Parser {
     max_block_bytes: usize,
     text_deltas: bool,
     partial_arguments: bool,
+}
+
+impl ParserConfig {
+    /// Prepares these markers (start, end, argument) and options, checked
+    /// by [`super::ParserBuilder::config`].
+    pub(super) fn new(
+        markers: [&str; 3],
+        max_block_bytes: usize,
+        text_deltas: bool,
+        partial_arguments: bool,
+    ) -> ParserConfig {
+        let [start, end, arg] = markers;
+        ParserConfig {
+            start: Finder::new(start.as_bytes()).into_owned(),
+            end: Finder::new(end.as_bytes()).into_owned(),
+            arg: Finder::new(arg.as_bytes()).into_owned(),
+            candidates: Candidates::new(markers),
+            heads: markers.map(|m| Head::new(m.as_bytes())),
+            start_text: start.to_string(),
+            max_block_bytes,
+            text_deltas,
+            partial_arguments,
+        }
+    }
+}
+
+impl fmt::Debug for ParserConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ParserConfig")
+            .field("start", &self.start_text)
+            .field("max_block_bytes", &self.max_block_bytes)
+            .field("text_deltas", &self.text_deltas)
+            .field("partial_arguments", &self.partial_arguments)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An incremental block-format parser for one stream.
+pub struct Parser {
+    config: Arc<ParserConfig>,
     /// Input not consumed yet. A feed scans the chunk in place when
     /// nothing is buffered, and keeps only the unconsumed tail. While a
     /// block is open, its header line stays in the input, so events can
@@ -188,25 +233,10 @@ impl fmt::Debug for Parser {
 }
 
 impl Parser {
-    /// A parser with these markers (start, end, argument) and options,
-    /// checked by [`super::ParserBuilder::build`].
-    pub(super) fn configured(
-        markers: [&str; 3],
-        max_block_bytes: usize,
-        text_deltas: bool,
-        partial_arguments: bool,
-    ) -> Parser {
-        let [start, end, arg] = markers;
+    /// A fresh parser (a new session) with `config`, which it shares.
+    pub fn with_config(config: Arc<ParserConfig>) -> Parser {
         Parser {
-            start: Finder::new(start.as_bytes()).into_owned(),
-            end: Finder::new(end.as_bytes()).into_owned(),
-            arg: Finder::new(arg.as_bytes()).into_owned(),
-            candidates: Candidates::new(markers),
-            heads: markers.map(|m| Head::new(m.as_bytes())),
-            start_text: start.to_string(),
-            max_block_bytes,
-            text_deltas,
-            partial_arguments,
+            config,
             buf: String::new(),
             search_from: 0,
             state: State::Text,
@@ -298,7 +328,7 @@ impl Parser {
             }
             // A start marker whose header never ended is text [016].
             State::Header => {
-                let text = format!("{}{buf}", self.start_text);
+                let text = format!("{}{buf}", self.config.start_text);
                 self.text_has_content = false;
                 self.text_blank_to = 0;
                 self.text_until(&text, 0, text.len(), true, sink);
@@ -333,16 +363,20 @@ impl Parser {
             let from = self.search_from.max(pos);
             match self.state {
                 State::Text => {
-                    let found = self.start.find(&bytes[from..]).map(|offset| from + offset);
+                    let found = self
+                        .config
+                        .start
+                        .find(&bytes[from..])
+                        .map(|offset| from + offset);
                     // Text before here is certain: a marker, or where one may yet begin.
                     let certain = found.unwrap_or_else(|| {
-                        resume_point(bytes.len(), self.start.needle().len(), pos)
+                        resume_point(bytes.len(), self.config.start.needle().len(), pos)
                     });
-                    if !self.text_deltas && certain - pos > self.max_block_bytes {
+                    if !self.config.text_deltas && certain - pos > self.config.max_block_bytes {
                         // Memory stays bounded: a segment past the cap is emitted
                         // in cap-sized pieces, cut at the same places whatever the
                         // chunking (whitespace-only pieces are dropped).
-                        let mut cut = floor_char_boundary(text, pos + self.max_block_bytes);
+                        let mut cut = floor_char_boundary(text, pos + self.config.max_block_bytes);
                         if cut == pos {
                             // A cap smaller than one character: take the character.
                             cut += text[pos..].chars().next().map_or(1, char::len_utf8);
@@ -356,16 +390,16 @@ impl Parser {
                         Some(at) => {
                             self.text_until(text, pos, at, true, events);
                             self.text_has_content = false;
-                            pos = at + self.start_text.len();
+                            pos = at + self.config.start_text.len();
                             self.search_from = pos;
                             self.text_blank_to = pos;
                             self.state = State::Header;
                         }
                         None => {
                             self.search_from = certain;
-                            if self.text_deltas {
+                            if self.config.text_deltas {
                                 // Show all but a possible start-marker prefix.
-                                let held = held_prefix(bytes, self.start.needle());
+                                let held = held_prefix(bytes, self.config.start.needle());
                                 pos = self.text_until(text, pos, bytes.len() - held, false, events);
                             }
                             return pos;
@@ -374,7 +408,7 @@ impl Parser {
                 }
                 State::Header => {
                     // The header's newline counts only within the cap.
-                    let limit = (pos + self.max_block_bytes + 1).min(bytes.len());
+                    let limit = (pos + self.config.max_block_bytes + 1).min(bytes.len());
                     match memchr::memchr(b'\n', &bytes[from.min(limit)..limit]) {
                         Some(offset) => {
                             let at = from.min(limit) + offset;
@@ -392,10 +426,10 @@ impl Parser {
                             self.partial = PartialProgress::default();
                             self.state = State::Body;
                         }
-                        None if bytes.len() - pos > self.max_block_bytes => {
+                        None if bytes.len() - pos > self.config.max_block_bytes => {
                             // No newline within the cap: the block is skipped from
                             // the cap on, whatever the chunking.
-                            let cap = pos + self.max_block_bytes + 1;
+                            let cap = pos + self.config.max_block_bytes + 1;
                             self.search_from = floor_char_boundary(text, cap).max(pos);
                             pos = self.oversized(text, pos, events);
                         }
@@ -413,25 +447,25 @@ impl Parser {
                     };
                     let (body_end, resume) = match self.body_end(bytes, body_start, from) {
                         BodyEnd::Start(at) => (at, at),
-                        BodyEnd::End(at) => (at, at + self.end.needle().len()),
+                        BodyEnd::End(at) => (at, at + self.config.end.needle().len()),
                         BodyEnd::Undecided(resume) => {
                             self.search_from = resume;
                             if self.state == State::Skip {
                                 // Nothing of a skipped block is kept but a possible marker prefix.
                                 return resume;
                             }
-                            if resume - body_start > self.max_block_bytes {
+                            if resume - body_start > self.config.max_block_bytes {
                                 pos = self.oversized(text, pos, events);
                                 continue;
                             }
-                            if self.partial_arguments {
+                            if self.config.partial_arguments {
                                 self.partials(text, pos, resume, events);
                             }
                             return pos;
                         }
                     };
                     if self.state == State::Body {
-                        if body_end - body_start > self.max_block_bytes {
+                        if body_end - body_start > self.config.max_block_bytes {
                             self.oversized(text, pos, events);
                         } else {
                             let call = self.call(text, pos, body_end, true);
@@ -464,8 +498,13 @@ impl Parser {
         let header = self.header(text, pos);
         let body = &text[(pos + self.header_len + 1).min(body_end)..body_end];
         let marks = use_marks.then_some(self.arg_marks.as_slice());
-        let (parameters_raw, error) =
-            parse_body(body, &self.arg, marks, &mut self.spans, &mut self.scratch);
+        let (parameters_raw, error) = parse_body(
+            body,
+            &self.config.arg,
+            marks,
+            &mut self.spans,
+            &mut self.scratch,
+        );
         // The error lives in the parser until the next block.
         self.error = error;
         CallRef {
@@ -488,7 +527,7 @@ impl Parser {
         events: &mut dyn FnMut(EventRef<'_>),
     ) -> usize {
         let to = to.max(pos);
-        if !self.text_deltas {
+        if !self.config.text_deltas {
             if segment_ends && !js_trim(&text[pos..to]).is_empty() {
                 events(EventRef::Text(&text[pos..to]));
             }
@@ -499,7 +538,7 @@ impl Parser {
             // that a whitespace-only segment is dropped as in whole mode.
             let from = self.text_blank_to.clamp(pos, to);
             // Past the cap, whitespace is shown too: memory stays bounded.
-            if js_trim(&text[from..to]).is_empty() && to - pos <= self.max_block_bytes {
+            if js_trim(&text[from..to]).is_empty() && to - pos <= self.config.max_block_bytes {
                 self.text_blank_to = to;
                 return if segment_ends { to } else { pos };
             }
@@ -523,7 +562,7 @@ impl Parser {
         let header = self.header(text, pos);
         let body_start = pos + self.header_len + 1;
         let body = &text[body_start..decided];
-        let marker = self.arg.needle().len();
+        let marker = self.config.arg.needle().len();
         let progress = &mut self.partial;
         while let Some(&mark) = self.arg_marks.get(progress.field) {
             let next_mark = self.arg_marks.get(progress.field + 1).copied();
@@ -576,15 +615,15 @@ impl Parser {
     /// inside of a marker leaves the end undecided.
     fn body_end(&mut self, bytes: &[u8], body_start: usize, from: usize) -> BodyEnd {
         let record = self.state == State::Body;
-        let [start, end, arg] = &self.heads;
+        let [start, end, arg] = &self.config.heads;
         let (start, end, arg) = (
-            MarkerTest::new(self.start.needle(), *start),
-            MarkerTest::new(self.end.needle(), *end),
-            MarkerTest::new(self.arg.needle(), *arg),
+            MarkerTest::new(self.config.start.needle(), *start),
+            MarkerTest::new(self.config.end.needle(), *end),
+            MarkerTest::new(self.config.arg.needle(), *arg),
         );
         let mut at = from.max(body_start);
         loop {
-            let Some(offset) = self.candidates.find(&bytes[at..]) else {
+            let Some(offset) = self.config.candidates.find(&bytes[at..]) else {
                 return BodyEnd::Undecided(bytes.len());
             };
             let candidate = at + offset;
@@ -623,7 +662,7 @@ impl Parser {
         } else {
             // Still in the header: name the call after its first bytes
             // (never more than the cap, so the name is the same for every chunking).
-            let cut = floor_char_boundary(text, pos + 64.min(self.max_block_bytes));
+            let cut = floor_char_boundary(text, pos + 64.min(self.config.max_block_bytes));
             HeaderRef {
                 name: js_trim(&text[pos..cut]),
                 invocation_id: InvocationId::Written(""),
@@ -632,7 +671,7 @@ impl Parser {
         };
         self.error = Some(format!(
             "Block exceeds the {}-byte limit on one gadget call's header or body; it was not parsed",
-            self.max_block_bytes
+            self.config.max_block_bytes
         ));
         events(EventRef::Call(CallRef {
             header,

@@ -42,7 +42,7 @@ use serde_json::Value;
 use crate::call::{CallError, CallReport, Example, GadgetSpec, Outcome};
 use crate::limits::OwnTimeout;
 use crate::params::ParamSchema;
-use crate::tool::{BoxFuture, Tool, ToolCall};
+use crate::tool::{BoxFuture, Tool, ToolCall, ToolCard};
 
 /// Names of the host's own tools. No plugin may serve a gadget under one
 /// of them (compared case-insensitively, as every gadget name is): a
@@ -106,8 +106,7 @@ impl OutputLimiter {
 /// reads the outputs its session's [`OutputLimiter`] stored.
 pub struct OutputViewer {
     limiter: Arc<Mutex<OutputLimiter>>,
-    spec: GadgetSpec,
-    schema: ParamSchema,
+    card: ToolCard,
 }
 
 impl OutputViewer {
@@ -134,23 +133,14 @@ impl OutputViewer {
             ParamSchema::compile(&spec.parameters_schema).expect("the viewer's schema is valid");
         OutputViewer {
             limiter,
-            spec,
-            schema,
+            card: ToolCard::new(spec, schema, OwnTimeout::None),
         }
     }
 }
 
 impl Tool for OutputViewer {
-    fn spec(&self) -> &GadgetSpec {
-        &self.spec
-    }
-
-    fn schema(&self) -> &ParamSchema {
-        &self.schema
-    }
-
-    fn own_timeout(&self) -> OwnTimeout {
-        OwnTimeout::None
+    fn card(&self) -> &ToolCard {
+        &self.card
     }
 
     fn is_instant(&self) -> bool {

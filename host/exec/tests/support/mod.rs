@@ -16,7 +16,7 @@ pub use gadget_core::ledger::CallEvent;
 pub use gadget_core::limits::OwnTimeout;
 pub use gadget_core::params::ParamSchema;
 pub use gadget_core::schedule::DependencyPolicy;
-pub use gadget_core::tool::{BoxFuture, Tool, ToolCall, Toolbox};
+pub use gadget_core::tool::{BoxFuture, Tool, ToolCall, ToolCard, Toolbox};
 pub use gadget_exec::{
     AfterExecution, Answer, BeforeExecution, CallView, Controller, ExecConfig, ExecEvent, Executor,
     Failure, HumanInput, ResponseSummary,
@@ -25,22 +25,14 @@ pub use gadget_exec::{
 pub type Behaviour = dyn Fn(ToolCall) -> BoxFuture<'static, CallReport> + Send + Sync;
 
 pub struct Fake {
-    pub spec: GadgetSpec,
-    pub schema: ParamSchema,
-    pub own_timeout: OwnTimeout,
+    pub card: ToolCard,
     pub instant: bool,
     pub behaviour: Box<Behaviour>,
 }
 
 impl Tool for Fake {
-    fn spec(&self) -> &GadgetSpec {
-        &self.spec
-    }
-    fn schema(&self) -> &ParamSchema {
-        &self.schema
-    }
-    fn own_timeout(&self) -> OwnTimeout {
-        self.own_timeout
+    fn card(&self) -> &ToolCard {
+        &self.card
     }
     fn run(&self, call: ToolCall) -> BoxFuture<'_, CallReport> {
         (self.behaviour)(call)
@@ -69,9 +61,7 @@ pub fn fake(
 ) -> Arc<dyn Tool> {
     let schema = ParamSchema::compile(&spec.parameters_schema).unwrap();
     Arc::new(Fake {
-        spec,
-        schema,
-        own_timeout: OwnTimeout::Default(Duration::from_secs(30)),
+        card: ToolCard::new(spec, schema, OwnTimeout::Default(Duration::from_secs(30))),
         instant: false,
         behaviour: Box::new(behaviour),
     })

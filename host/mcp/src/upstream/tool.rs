@@ -4,7 +4,7 @@
 //! model reads, bounded, and an error result the error the model sees.
 
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock,
@@ -17,7 +17,7 @@ use gadget_core::call::{CallError, CallReport, GadgetSpec, Outcome};
 use gadget_core::ledger::truncate;
 use gadget_core::limits::OwnTimeout;
 use gadget_core::params::ParamSchema;
-use gadget_core::tool::{BoxFuture, Origin, Tool, ToolCall};
+use gadget_core::tool::{BoxFuture, Origin, Tool, ToolCall, ToolCard};
 
 use super::connection::Upstream;
 use super::spec::ORIGIN_PREFIX;
@@ -40,10 +40,10 @@ pub struct UpstreamTool {
     server_name: String,
     /// Its name on its server (the served name has the prefix).
     upstream_name: String,
-    spec: GadgetSpec,
-    schema: ParamSchema,
+    /// Its timeout is the server's (declared, so a run's default does not
+    /// replace it).
+    card: ToolCard,
     declared: Declared,
-    timeout: Duration,
     origin: Arc<Origin>,
 }
 
@@ -51,7 +51,7 @@ impl std::fmt::Debug for UpstreamTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UpstreamTool")
             .field("server", &self.server_name)
-            .field("name", &self.spec.name)
+            .field("name", &self.card.spec.name)
             .finish()
     }
 }
@@ -100,27 +100,29 @@ impl UpstreamTool {
             server: Arc::downgrade(server),
             server_name: spec_of.name.clone(),
             upstream_name: tool.name.to_string(),
-            spec: GadgetSpec {
-                name,
-                label: label.map(|l| truncate(l, MAX_NAME_BYTES * 2)),
-                description: truncate(
-                    tool.description.as_deref().unwrap_or_default().to_string(),
-                    MAX_DESCRIPTION_BYTES,
-                ),
-                parameters_schema: schema_text,
-                examples: Vec::new(),
-                timeout_ms: Some(spec_of.timeout.as_millis().min(u32::MAX as u128) as u32),
-                exclusive: false,
-                max_concurrent: None,
-            },
-            schema,
+            card: ToolCard::new(
+                GadgetSpec {
+                    name,
+                    label: label.map(|l| truncate(l, MAX_NAME_BYTES * 2)),
+                    description: truncate(
+                        tool.description.as_deref().unwrap_or_default().to_string(),
+                        MAX_DESCRIPTION_BYTES,
+                    ),
+                    parameters_schema: schema_text,
+                    examples: Vec::new(),
+                    timeout_ms: Some(spec_of.timeout.as_millis().min(u32::MAX as u128) as u32),
+                    exclusive: false,
+                    max_concurrent: None,
+                },
+                schema,
+                OwnTimeout::Declared(spec_of.timeout),
+            ),
             declared: Declared {
                 read_only: annotations.read_only_hint,
                 destructive: annotations.destructive_hint,
                 idempotent: annotations.idempotent_hint,
                 open_world: annotations.open_world_hint,
             },
-            timeout: spec_of.timeout,
             origin: Arc::new(Origin {
                 plugin: format!("{}{}", ORIGIN_PREFIX, spec_of.name),
                 digest: String::new(),
@@ -190,11 +192,14 @@ impl UpstreamTool {
                 Asker {
                     human: human.clone(),
                     call_id: call.id.clone(),
-                    gadget: self.spec.name.clone(),
+                    gadget: self.card.spec.name.clone(),
                 },
             );
         }
-        let timeout = call.deadline.unwrap_or(self.timeout);
+        let timeout = call
+            .deadline
+            .or(self.card.own_timeout.duration())
+            .unwrap_or(gadget_core::limits::DEFAULT_TIMEOUT);
         enum Ended<T> {
             Answered(T),
             TimedOut,
@@ -213,14 +218,14 @@ impl UpstreamTool {
                     .cancel(Some("the host's deadline for the call passed".into()))
                     .await;
                 Err(CallError::Timeout {
-                    gadget: self.spec.name.clone(),
+                    gadget: self.card.spec.name.clone(),
                     timeout_ms: timeout.as_millis() as u64,
                 })
             }
             Ended::Cancelled => {
                 let _ = handle.cancel(Some("the call was cancelled".into())).await;
                 Err(CallError::Cancelled {
-                    gadget: self.spec.name.clone(),
+                    gadget: self.card.spec.name.clone(),
                 })
             }
             Ended::Answered(Ok(Ok(ServerResult::CallToolResult(result)))) => outcome_of(result),
@@ -316,16 +321,8 @@ fn resource_uri(contents: &ResourceContents) -> String {
 }
 
 impl Tool for UpstreamTool {
-    fn spec(&self) -> &GadgetSpec {
-        &self.spec
-    }
-
-    fn schema(&self) -> &ParamSchema {
-        &self.schema
-    }
-
-    fn own_timeout(&self) -> OwnTimeout {
-        OwnTimeout::Declared(self.timeout)
+    fn card(&self) -> &ToolCard {
+        &self.card
     }
 
     fn declared(&self) -> Declared {

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use gadget_core::limits::{LimitCeilings, Limits};
+use gadget_core::tool::ToolCard;
 
 use crate::GadgetSpec;
 use crate::manifest::Manifest;
@@ -94,10 +95,10 @@ impl Served<'_> {
         // A plugin with an exclusive gadget has its calls counted as a
         // group, so that gadget waits for (and holds) the plugin's calls
         // only.
-        if !self.run_exclusive && gadgets.iter().any(|g| g.spec.exclusive) {
+        if !self.run_exclusive && gadgets.iter().any(|g| g.card.spec.exclusive) {
             let group: Arc<str> = self.manifest.name.as_str().into();
             for gadget in &mut gadgets {
-                gadget.exclusive_group = Some(group.clone());
+                gadget.card.group = Some(group.clone());
             }
         }
         Ok((gadgets, refused, denied))
@@ -134,12 +135,9 @@ impl Served<'_> {
             ));
         }
         LoadedGadget {
-            own_timeout,
-            spec,
+            card: ToolCard::new(spec, schema, own_timeout),
             component_name,
-            schema,
             limits: gadget_limits,
-            exclusive_group: None,
         }
     }
 }

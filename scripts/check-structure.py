@@ -16,8 +16,8 @@ Three measures over `host/`, each a rule the code keeps:
   parent's helpers without tying the code itself together.
 
 Prints what breaks a rule and exits 1; `--report` prints the largest
-files and functions too; `--warn-circles` prints circles without
-failing (scripts/test.sh, while the runtime crate still has one: issue 38).
+files and functions too (and each circle's edges); `--warn-circles`
+prints circles without failing, for a change that is still untying one.
 """
 
 import re

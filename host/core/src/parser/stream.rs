@@ -2,6 +2,7 @@
 //! at their cap, text held back only while it may be the start of a marker.
 
 use std::fmt;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use memchr::memmem::Finder;
@@ -406,39 +407,10 @@ impl Parser {
                         }
                     }
                 }
-                State::Header => {
-                    // The header's newline counts only within the cap.
-                    let limit = (pos + self.config.max_block_bytes + 1).min(bytes.len());
-                    match memchr::memchr(b'\n', &bytes[from.min(limit)..limit]) {
-                        Some(offset) => {
-                            let at = from.min(limit) + offset;
-                            // The auto id is taken when the header is read, as llmist does.
-                            let has_id = find_short(b':', &bytes[pos..at]).is_some();
-                            self.auto_id = if has_id {
-                                0
-                            } else {
-                                self.session.next_auto_id()
-                            };
-                            self.header_len = at - pos;
-                            self.search_from = at + 1;
-                            self.arg_marks.clear();
-                            self.arg_next = 0;
-                            self.partial = PartialProgress::default();
-                            self.state = State::Body;
-                        }
-                        None if bytes.len() - pos > self.config.max_block_bytes => {
-                            // No newline within the cap: the block is skipped from
-                            // the cap on, whatever the chunking.
-                            let cap = pos + self.config.max_block_bytes + 1;
-                            self.search_from = floor_char_boundary(text, cap).max(pos);
-                            pos = self.oversized(text, pos, events);
-                        }
-                        None => {
-                            self.search_from = bytes.len();
-                            return pos;
-                        }
-                    }
-                }
+                State::Header => match self.header_line(text, pos, from, events) {
+                    ControlFlow::Continue(next) => pos = next,
+                    ControlFlow::Break(consumed) => return consumed,
+                },
                 State::Body | State::Skip => {
                     let body_start = if self.state == State::Body {
                         pos + self.header_len + 1
@@ -477,6 +449,51 @@ impl Parser {
                     self.text_blank_to = resume;
                     self.state = State::Text;
                 }
+            }
+        }
+    }
+
+    /// The header state: reads the open block's header line (its newline
+    /// counts only within the cap). Continues from where the body starts
+    /// (or where an oversized block was skipped to); breaks with what is
+    /// consumed when the line is not complete yet.
+    fn header_line(
+        &mut self,
+        text: &str,
+        pos: usize,
+        from: usize,
+        events: &mut dyn FnMut(EventRef<'_>),
+    ) -> ControlFlow<usize, usize> {
+        let bytes = text.as_bytes();
+        let limit = (pos + self.config.max_block_bytes + 1).min(bytes.len());
+        match memchr::memchr(b'\n', &bytes[from.min(limit)..limit]) {
+            Some(offset) => {
+                let at = from.min(limit) + offset;
+                // The auto id is taken when the header is read, as llmist does.
+                let has_id = find_short(b':', &bytes[pos..at]).is_some();
+                self.auto_id = if has_id {
+                    0
+                } else {
+                    self.session.next_auto_id()
+                };
+                self.header_len = at - pos;
+                self.search_from = at + 1;
+                self.arg_marks.clear();
+                self.arg_next = 0;
+                self.partial = PartialProgress::default();
+                self.state = State::Body;
+                ControlFlow::Continue(pos)
+            }
+            None if bytes.len() - pos > self.config.max_block_bytes => {
+                // No newline within the cap: the block is skipped from
+                // the cap on, whatever the chunking.
+                let cap = pos + self.config.max_block_bytes + 1;
+                self.search_from = floor_char_boundary(text, cap).max(pos);
+                ControlFlow::Continue(self.oversized(text, pos, events))
+            }
+            None => {
+                self.search_from = bytes.len();
+                ControlFlow::Break(pos)
             }
         }
     }

@@ -268,6 +268,7 @@ fn result_of(
                 "llm_cost": outcome.llm_cost,
                 "gadget_cost": outcome.gadget_cost,
             })),
+            rich: None,
         }),
         StopReason::Interrupted if timed_out => Err(CallError::Timeout {
             gadget: name.to_string(),

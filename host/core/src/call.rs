@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::content::Rich;
 use crate::ledger::{LogEntry, Update};
 
 /// A gadget's spec as it declared it (read once, at load time).
@@ -41,19 +42,35 @@ pub struct Example {
 pub enum Outcome {
     /// A result for the model.
     Result {
+        /// What the model reads (for a result in parts, [`crate::content::model_text`] of them).
         result: String,
         details: Option<Value>,
+        /// The result in parts, when the gadget gave more than one text
+        /// (contract 0.3.0); what MCP clients get.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rich: Option<Box<Rich>>,
     },
     /// Task complete: the agent loop ends after this response.
     Finish {
         result: String,
         details: Option<Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rich: Option<Box<Rich>>,
     },
     /// A question for a person.
     AskHuman { question: String },
 }
 
 impl Outcome {
+    /// A plain text result.
+    pub fn text(result: impl Into<String>) -> Outcome {
+        Outcome::Result {
+            result: result.into(),
+            details: None,
+            rich: None,
+        }
+    }
+
     pub fn kind(&self) -> OutcomeKind {
         match self {
             Outcome::Result { .. } => OutcomeKind::Result,

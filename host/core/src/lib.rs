@@ -61,6 +61,7 @@ pub mod approval;
 pub mod audit;
 pub mod call;
 pub mod chunked;
+pub mod content;
 pub mod effect;
 pub mod events;
 pub mod fuzz;

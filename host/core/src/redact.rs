@@ -13,6 +13,8 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
+use crate::content::{Content, Media, ResourceBody, ResourceContents, ResourceLink, Rich};
+
 /// What a secret is replaced with.
 pub const REDACTED: &str = "[redacted]";
 
@@ -118,6 +120,50 @@ impl Redactor {
         bytes
     }
 
+    /// A result in parts with every secret replaced: in its texts, URIs
+    /// and names, in its bytes (an image or a blob that holds a secret
+    /// verbatim is changed rather than let out), and in its structured value.
+    pub fn rich(&self, rich: Rich) -> Rich {
+        if self.is_empty() {
+            return rich;
+        }
+        let media = |m: Media| Media {
+            mime_type: self.string(m.mime_type),
+            data: self.bytes(m.data),
+        };
+        let option = |s: Option<String>| s.map(|s| self.string(s));
+        let content = rich
+            .content
+            .into_iter()
+            .map(|part| match part {
+                Content::Text { text } => Content::Text {
+                    text: self.string(text),
+                },
+                Content::Image(m) => Content::Image(media(m)),
+                Content::Audio(m) => Content::Audio(media(m)),
+                Content::Resource(r) => Content::Resource(ResourceContents {
+                    uri: self.string(r.uri),
+                    mime_type: option(r.mime_type),
+                    body: match r.body {
+                        ResourceBody::Text(text) => ResourceBody::Text(self.string(text)),
+                        ResourceBody::Blob(bytes) => ResourceBody::Blob(self.bytes(bytes)),
+                    },
+                }),
+                Content::ResourceLink(l) => Content::ResourceLink(ResourceLink {
+                    uri: self.string(l.uri),
+                    name: self.string(l.name),
+                    title: option(l.title),
+                    description: option(l.description),
+                    mime_type: option(l.mime_type),
+                }),
+            })
+            .collect();
+        Rich {
+            content,
+            structured: rich.structured.map(|v| self.value(v)),
+        }
+    }
+
     /// A JSON value with every secret replaced in its strings and keys
     /// (after parsing, so an escaped occurrence is caught too).
     pub fn value(&self, value: Value) -> Value {
@@ -196,6 +242,41 @@ mod tests {
         let started = std::time::Instant::now();
         assert_eq!(long.bytes(vec![b'a'; 16 << 20]).len(), 16 << 20);
         assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    }
+
+    #[test]
+    fn every_part_of_a_result_in_parts_is_redacted() {
+        let r = Redactor::new(vec!["hunter2".into()]);
+        let rich = Rich {
+            content: vec![
+                Content::Text {
+                    text: "pw hunter2".into(),
+                },
+                Content::Image(Media {
+                    mime_type: "image/png".into(),
+                    data: b"\x89PNG hunter2".to_vec(),
+                }),
+                Content::Resource(ResourceContents {
+                    uri: "file:///hunter2".into(),
+                    mime_type: None,
+                    body: ResourceBody::Blob(b"hunter2".to_vec()),
+                }),
+                Content::ResourceLink(ResourceLink {
+                    uri: "x://y".into(),
+                    name: "n".into(),
+                    title: Some("hunter2".into()),
+                    description: None,
+                    mime_type: None,
+                }),
+            ],
+            structured: Some(json!({"hunter2": ["hunter2"]})),
+        };
+        let shown = serde_json::to_string(&r.rich(rich)).unwrap();
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(
+            !shown.contains(&crate::content::base64(b"hunter2")),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -276,6 +276,7 @@ async fn main() {
             Ok(gadget_core::call::Outcome::Result {
                 result: "3".into(),
                 details: None,
+                rich: None,
             }),
             Duration::from_micros(20),
         );

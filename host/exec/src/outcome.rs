@@ -57,8 +57,12 @@ pub(crate) fn ended_of(ix: CallIx, finished: call::Finished) -> Ended {
 /// person (answered by the human-input handler).
 pub(crate) fn settle(outcome: Result<Outcome, CallError>) -> Result<Settled, String> {
     match outcome {
-        Ok(Outcome::Result { result, details }) => Ok((Ok((OutcomeKind::Result, result)), details)),
-        Ok(Outcome::Finish { result, details }) => Ok((Ok((OutcomeKind::Finish, result)), details)),
+        Ok(Outcome::Result {
+            result, details, ..
+        }) => Ok((Ok((OutcomeKind::Result, result)), details)),
+        Ok(Outcome::Finish {
+            result, details, ..
+        }) => Ok((Ok((OutcomeKind::Finish, result)), details)),
         Ok(Outcome::AskHuman { question }) => Err(question),
         Err(error) => Ok((Err(runtime_failure(error)), None)),
     }

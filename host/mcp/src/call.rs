@@ -283,11 +283,24 @@ impl GadgetServer {
             return crate::approval::input_required(&self.approval_key, &request).into();
         }
         let result = match finished.report.outcome {
-            Ok(Outcome::Result { result, details }) | Ok(Outcome::Finish { result, details }) => {
+            Ok(Outcome::Result {
+                result,
+                details,
+                rich,
+            })
+            | Ok(Outcome::Finish {
+                result,
+                details,
+                rich,
+            }) => {
                 self.metrics
                     .finished(name, CallOutcome::Ok, started.elapsed());
-                let mut done = CallToolResult::success(vec![ContentBlock::text(result)]);
-                done.structured_content = details.map(|d| match d {
+                let mut done =
+                    CallToolResult::success(crate::content::blocks(result, rich.as_deref()));
+                // The gadget's structured result when it gave one; else
+                // its details, as before contract 0.3.0.
+                let structured = rich.and_then(|r| r.structured);
+                done.structured_content = structured.or(details).map(|d| match d {
                     Value::Object(_) => d,
                     other => serde_json::json!({ "details": other }),
                 });

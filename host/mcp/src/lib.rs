@@ -9,6 +9,7 @@
 pub mod approval;
 mod ask;
 mod call;
+mod content;
 pub mod http;
 mod logs;
 pub mod metrics;

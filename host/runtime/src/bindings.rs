@@ -8,9 +8,10 @@ use gadget_core::call::{Example, GadgetSpec};
 
 /// The WIT packages this host speaks, oldest first, and the export each
 /// version's components have.
-pub const WIT_PACKAGE: &str = "gadget:plugin@0.1.0 or 0.2.0";
+pub const WIT_PACKAGE: &str = "gadget:plugin@0.1.0, 0.2.0 or 0.3.0";
 pub const GADGET_EXPORT: &str = "gadget:plugin/gadget@0.1.0";
 pub const GADGET_EXPORT_V0_2_0: &str = "gadget:plugin/gadget@0.2.0";
+pub const GADGET_EXPORT_V0_3_0: &str = "gadget:plugin/gadget@0.3.0";
 
 /// Imports a component may have: WASI 0.2 and the contracts' own.
 pub(crate) const ALLOWED_IMPORT_PREFIXES: &[&str] = &[
@@ -20,6 +21,9 @@ pub(crate) const ALLOWED_IMPORT_PREFIXES: &[&str] = &[
     "gadget:plugin/host@0.2.0",
     "gadget:plugin/types@0.2.0",
     "gadget:plugin/llm@0.2.0",
+    "gadget:plugin/host@0.3.0",
+    "gadget:plugin/types@0.3.0",
+    "gadget:plugin/llm@0.3.0",
 ];
 
 /// Which contract a component was built against.
@@ -27,6 +31,7 @@ pub(crate) const ALLOWED_IMPORT_PREFIXES: &[&str] = &[
 pub enum ContractVersion {
     V0_1_0,
     V0_2_0,
+    V0_3_0,
 }
 
 impl ContractVersion {
@@ -34,6 +39,7 @@ impl ContractVersion {
         match self {
             ContractVersion::V0_1_0 => "0.1.0",
             ContractVersion::V0_2_0 => "0.2.0",
+            ContractVersion::V0_3_0 => "0.3.0",
         }
     }
 }
@@ -60,27 +66,75 @@ pub mod v0_2_0 {
     });
 }
 
-use v0_1_0::gadget::plugin::types as wit;
+/// `gadget:plugin@0.3.0` (a draft until issue 39 releases it): results
+/// as content parts. Its types are its own; they are the runtime's
+/// currency, and the older versions' outcomes are converted into them at
+/// this edge (a 0.1.0 result is one text part).
+pub mod v0_3_0 {
+    wasmtime::component::bindgen!({
+        path: "../../wit/gadget@0.3.0",
+        world: "plugin",
+        exports: { default: async },
+        imports: { "gadget:plugin/llm.complete": async },
+    });
+}
 
-impl From<wit::GadgetSpec> for GadgetSpec {
-    fn from(s: wit::GadgetSpec) -> Self {
-        GadgetSpec {
-            name: s.name,
-            label: s.label,
-            description: s.description,
-            parameters_schema: s.parameters_schema,
-            examples: s
-                .examples
-                .into_iter()
-                .map(|e| Example {
-                    params: e.params,
-                    output: e.output,
-                    comment: e.comment,
-                })
-                .collect(),
-            timeout_ms: s.timeout_ms,
-            exclusive: s.exclusive,
-            max_concurrent: s.max_concurrent,
+use v0_1_0::gadget::plugin::types as old;
+/// The types every version's outcome is read as.
+pub(crate) use v0_3_0::gadget::plugin::types as wit;
+
+impl From<old::Outcome> for wit::Outcome {
+    fn from(outcome: old::Outcome) -> Self {
+        let result = |r: old::CallResult| wit::CallResult {
+            content: vec![wit::Content::Text(r.result)],
+            structured: None,
+            cost: r.cost,
+            details: r.details,
+        };
+        match outcome {
+            old::Outcome::Result(r) => wit::Outcome::Result(result(r)),
+            old::Outcome::Finish(r) => wit::Outcome::Finish(result(r)),
+            old::Outcome::AskHuman(question) => wit::Outcome::AskHuman(question),
         }
     }
 }
+
+impl From<old::GadgetError> for wit::GadgetError {
+    fn from(error: old::GadgetError) -> Self {
+        match error {
+            old::GadgetError::InvalidArguments(m) => wit::GadgetError::InvalidArguments(m),
+            old::GadgetError::Failed(m) => wit::GadgetError::Failed(m),
+            old::GadgetError::Cancelled => wit::GadgetError::Cancelled,
+        }
+    }
+}
+
+/// Every version's spec record is the same, field for field.
+macro_rules! spec_from {
+    ($wit:ty) => {
+        impl From<$wit> for GadgetSpec {
+            fn from(s: $wit) -> Self {
+                GadgetSpec {
+                    name: s.name,
+                    label: s.label,
+                    description: s.description,
+                    parameters_schema: s.parameters_schema,
+                    examples: s
+                        .examples
+                        .into_iter()
+                        .map(|e| Example {
+                            params: e.params,
+                            output: e.output,
+                            comment: e.comment,
+                        })
+                        .collect(),
+                    timeout_ms: s.timeout_ms,
+                    exclusive: s.exclusive,
+                    max_concurrent: s.max_concurrent,
+                }
+            }
+        }
+    };
+}
+spec_from!(old::GadgetSpec);
+spec_from!(wit::GadgetSpec);

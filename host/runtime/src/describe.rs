@@ -211,9 +211,14 @@ pub struct CallJson<'a> {
 impl<'a> CallJson<'a> {
     pub fn new(gadget: &'a str, invocation_id: &'a str, report: &'a CallReport) -> CallJson<'a> {
         let (result, details) = match &report.outcome {
-            Ok(Outcome::Result { result, details } | Outcome::Finish { result, details }) => {
-                (Some(result.as_str()), details.as_ref())
-            }
+            Ok(
+                Outcome::Result {
+                    result, details, ..
+                }
+                | Outcome::Finish {
+                    result, details, ..
+                },
+            ) => (Some(result.as_str()), details.as_ref()),
             _ => (None, None),
         };
         CallJson {

@@ -7,6 +7,7 @@ use wasmtime::component::HasData;
 
 use crate::bindings;
 use crate::bindings::v0_1_0::gadget::plugin::{host as wit_host, types as wit};
+use crate::bindings::v0_3_0::gadget::plugin::{host as host_v3, types as types_v3};
 use crate::deadline::CallTime;
 
 /// What the host interface sees of a call's store: who is called, its
@@ -103,5 +104,51 @@ impl bindings::v0_2_0::gadget::plugin::host::Host for GuestCall<'_> {
 
     fn call_info(&mut self) -> wit::InvocationInfo {
         wit_host::Host::call_info(self)
+    }
+}
+
+/// A 0.3.0 log level as 0.1.0's.
+fn level_of(level: types_v3::Level) -> wit::Level {
+    match level {
+        types_v3::Level::Trace => wit::Level::Trace,
+        types_v3::Level::Debug => wit::Level::Debug,
+        types_v3::Level::Info => wit::Level::Info,
+        types_v3::Level::Warn => wit::Level::Warn,
+        types_v3::Level::Error => wit::Level::Error,
+    }
+}
+
+impl types_v3::Host for GuestCall<'_> {}
+
+/// 0.3.0's host interface is 0.1.0's, function for function, over its
+/// own generated types.
+impl host_v3::Host for GuestCall<'_> {
+    fn log(&mut self, level: types_v3::Level, message: String, fields: String) {
+        wit_host::Host::log(self, level_of(level), message, fields)
+    }
+
+    fn report_cost(&mut self, usd: f64) {
+        wit_host::Host::report_cost(self, usd)
+    }
+
+    fn progress(&mut self, message: String) {
+        wit_host::Host::progress(self, message)
+    }
+
+    fn update(&mut self, partial: String, details: Option<String>) {
+        wit_host::Host::update(self, partial, details)
+    }
+
+    fn cancelled(&mut self) -> bool {
+        wit_host::Host::cancelled(self)
+    }
+
+    fn call_info(&mut self) -> types_v3::InvocationInfo {
+        let info = wit_host::Host::call_info(self);
+        types_v3::InvocationInfo {
+            invocation_id: info.invocation_id,
+            gadget_name: info.gadget_name,
+            time_left_ms: info.time_left_ms,
+        }
     }
 }

@@ -19,6 +19,7 @@ use wasmtime::component::HasData;
 
 use crate::bindings;
 use crate::bindings::v0_2_0::gadget::plugin::llm as wit_llm;
+use crate::bindings::v0_3_0::gadget::plugin::llm as new_llm;
 use crate::grants::LlmGrant;
 use crate::host_imports::GuestCall;
 use crate::llm;
@@ -307,6 +308,46 @@ impl bindings::v0_2_0::gadget::plugin::llm::Host for LlmCall<'_> {
                 }
                 Err(error)
             }
+        }
+    }
+}
+
+/// 0.3.0's `llm` interface is 0.2.0's, over its own generated types.
+impl bindings::v0_3_0::gadget::plugin::llm::Host for LlmCall<'_> {
+    async fn complete(
+        &mut self,
+        request: new_llm::CompletionRequest,
+    ) -> Result<new_llm::Completion, new_llm::LlmError> {
+        let role = |role: new_llm::Role| match role {
+            new_llm::Role::System => wit_llm::Role::System,
+            new_llm::Role::User => wit_llm::Role::User,
+            new_llm::Role::Assistant => wit_llm::Role::Assistant,
+        };
+        let request = wit_llm::CompletionRequest {
+            messages: request
+                .messages
+                .into_iter()
+                .map(|m| wit_llm::Message {
+                    role: role(m.role),
+                    content: m.content,
+                })
+                .collect(),
+            model: request.model,
+            max_tokens: request.max_tokens,
+            temperature: request.temperature,
+        };
+        match bindings::v0_2_0::gadget::plugin::llm::Host::complete(self, request).await {
+            Ok(c) => Ok(new_llm::Completion {
+                text: c.text,
+                model: c.model,
+                input_tokens: c.input_tokens,
+                output_tokens: c.output_tokens,
+                cost: c.cost,
+            }),
+            Err(wit_llm::LlmError::Denied(m)) => Err(new_llm::LlmError::Denied(m)),
+            Err(wit_llm::LlmError::BudgetExceeded(m)) => Err(new_llm::LlmError::BudgetExceeded(m)),
+            Err(wit_llm::LlmError::Provider(m)) => Err(new_llm::LlmError::Provider(m)),
+            Err(wit_llm::LlmError::Deadline) => Err(new_llm::LlmError::Deadline),
         }
     }
 }

@@ -5,10 +5,13 @@
 use serde_json::Value;
 use wasmtime::{Store, Trap};
 
+use gadget_core::content::{
+    Content, Media, ResourceBody, ResourceContents, ResourceLink, Rich, model_text,
+};
 use gadget_core::ledger::{self, invalid_cost};
 use gadget_core::limits::MAX_ERROR_MESSAGE_BYTES;
 
-use crate::bindings::v0_1_0::gadget::plugin::types as wit;
+use crate::bindings::wit;
 use crate::{CallError, CallState, Limits, Outcome};
 
 /// Where a call's wasmtime error came from.
@@ -19,7 +22,8 @@ pub(crate) enum Failure {
 pub(crate) use Failure::{Instantiation, Trapped};
 
 /// Turns a successful outcome into the host's form, enforcing the result
-/// limit and refusing bad returned costs and details.
+/// limit (on the sum of a result's parts) and refusing bad returned costs,
+/// details and structured values.
 pub(crate) fn accept_outcome(
     outcome: wit::Outcome,
     gadget: &str,
@@ -28,46 +32,111 @@ pub(crate) fn accept_outcome(
     returned_cost: &mut f64,
 ) -> Result<Outcome, CallError> {
     let at = state.elapsed_ms();
-    let mut take =
-        |r: wit::CallResult, state: &mut CallState| -> Result<(String, Option<Value>), CallError> {
-            if r.result.len() as u64 > limits.result_bytes {
-                return Err(CallError::ResultTooLarge {
-                    gadget: gadget.to_string(),
-                    size_bytes: r.result.len() as u64,
-                    limit_bytes: limits.result_bytes,
-                });
-            }
-            if let Some(cost) = r.cost {
-                match invalid_cost(cost) {
-                    None => *returned_cost = cost,
-                    Some(reason) => state
-                        .ledger
-                        .host_warning(format!("refused returned cost {cost}: {reason}"), at),
+    let mut take = |r: wit::CallResult, state: &mut CallState| -> Result<Accepted, CallError> {
+        let structured = r
+            .structured
+            .and_then(|text| match ledger::parse_details(&text) {
+                Ok(value @ Value::Object(_)) => Some(value),
+                Ok(_) => {
+                    state.ledger.host_warning(
+                        "dropped the structured result: it must be a JSON object".to_string(),
+                        at,
+                    );
+                    None
                 }
-            }
-            let details = match r.details {
-                None => None,
-                Some(text) => match ledger::parse_details(&text) {
-                    Ok(value) => Some(value),
-                    Err(reason) => {
-                        state
-                            .ledger
-                            .host_warning(format!("dropped the result's details: {reason}"), at);
-                        None
-                    }
-                },
-            };
-            Ok((r.result, details))
+                Err(reason) => {
+                    state
+                        .ledger
+                        .host_warning(format!("dropped the structured result: {reason}"), at);
+                    None
+                }
+            });
+        let mut rich = Rich {
+            content: r.content.into_iter().map(content_of).collect(),
+            structured,
         };
+        let size = rich.size_bytes();
+        if size > limits.result_bytes {
+            return Err(CallError::ResultTooLarge {
+                gadget: gadget.to_string(),
+                size_bytes: size,
+                limit_bytes: limits.result_bytes,
+            });
+        }
+        if let Some(cost) = r.cost {
+            match invalid_cost(cost) {
+                None => *returned_cost = cost,
+                Some(reason) => state
+                    .ledger
+                    .host_warning(format!("refused returned cost {cost}: {reason}"), at),
+            }
+        }
+        let details = match r.details {
+            None => None,
+            Some(text) => match ledger::parse_details(&text) {
+                Ok(value) => Some(value),
+                Err(reason) => {
+                    state
+                        .ledger
+                        .host_warning(format!("dropped the result's details: {reason}"), at);
+                    None
+                }
+            },
+        };
+        // One text and nothing else (every 0.1.0 and 0.2.0 result) is the
+        // text alone, as it always was.
+        if rich.is_plain_text()
+            && let Some(Content::Text { text }) = rich.content.pop()
+        {
+            return Ok((text, details, None));
+        }
+        Ok((model_text(&rich), details, Some(Box::new(rich))))
+    };
     match outcome {
-        wit::Outcome::Result(r) => {
-            take(r, state).map(|(result, details)| Outcome::Result { result, details })
-        }
-        wit::Outcome::Finish(r) => {
-            take(r, state).map(|(result, details)| Outcome::Finish { result, details })
-        }
+        wit::Outcome::Result(r) => take(r, state).map(|(result, details, rich)| Outcome::Result {
+            result,
+            details,
+            rich,
+        }),
+        wit::Outcome::Finish(r) => take(r, state).map(|(result, details, rich)| Outcome::Finish {
+            result,
+            details,
+            rich,
+        }),
         wit::Outcome::AskHuman(question) => Ok(Outcome::AskHuman {
             question: state.ledger.bounded(question, MAX_ERROR_MESSAGE_BYTES),
+        }),
+    }
+}
+
+/// A result's text for the model, its details, and its parts when it has
+/// more than one text.
+type Accepted = (String, Option<Value>, Option<Box<Rich>>);
+
+/// A content part of the contract as the host's.
+fn content_of(part: wit::Content) -> Content {
+    let media = |m: wit::Media| Media {
+        mime_type: m.mime_type,
+        data: m.data,
+    };
+    match part {
+        wit::Content::Text(text) => Content::Text { text },
+        wit::Content::Image(m) => Content::Image(media(m)),
+        wit::Content::Audio(m) => Content::Audio(media(m)),
+        wit::Content::Resource(r) => Content::Resource(ResourceContents {
+            uri: r.uri,
+            mime_type: r.mime_type,
+            body: match r.body {
+                wit::ResourceBody::Text(text) => ResourceBody::Text(text),
+                wit::ResourceBody::Blob(bytes) => ResourceBody::Blob(bytes),
+            },
+        }),
+        wit::Content::ResourceLink(l) => Content::ResourceLink(ResourceLink {
+            uri: l.uri,
+            name: l.name,
+            title: l.title,
+            description: l.description,
+            mime_type: l.mime_type,
         }),
     }
 }

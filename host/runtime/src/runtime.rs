@@ -15,7 +15,7 @@ use gadget_core::ledger::{self, CallObserver, Ledger};
 use gadget_core::limits::{Limits, MAX_ERROR_MESSAGE_BYTES};
 use gadget_core::signal::AbortSignal;
 
-use crate::bindings::v0_1_0::gadget::plugin::types as wit;
+use crate::bindings::wit;
 use crate::bindings::{self, GADGET_EXPORT, WIT_PACKAGE};
 use crate::deadline::YIELD_INTERVAL_TICKS;
 use crate::epoch::{self, EpochClock, EpochMode};
@@ -37,6 +37,7 @@ pub const SPECS_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum PluginPre {
     V0_1_0(bindings::v0_1_0::PluginPre<CallState>),
     V0_2_0(bindings::v0_2_0::PluginPre<CallState>),
+    V0_3_0(bindings::v0_3_0::PluginPre<CallState>),
 }
 
 impl PluginPre {
@@ -44,24 +45,34 @@ impl PluginPre {
         match self {
             PluginPre::V0_1_0(_) => bindings::ContractVersion::V0_1_0,
             PluginPre::V0_2_0(_) => bindings::ContractVersion::V0_2_0,
+            PluginPre::V0_3_0(_) => bindings::ContractVersion::V0_3_0,
         }
     }
 
-    async fn specs(&self, store: &mut Store<CallState>) -> wasmtime::Result<Vec<wit::GadgetSpec>> {
+    async fn specs(&self, store: &mut Store<CallState>) -> wasmtime::Result<Vec<GadgetSpec>> {
+        fn all<S: Into<GadgetSpec>>(specs: Vec<S>) -> Vec<GadgetSpec> {
+            specs.into_iter().map(Into::into).collect()
+        }
+        // The same calls on each version's generated types.
+        macro_rules! specs_of {
+            ($pre:expr) => {{
+                let plugin = $pre.instantiate_async(&mut *store).await?;
+                Ok(all(plugin
+                    .gadget_plugin_gadget()
+                    .call_specs(&mut *store)
+                    .await?))
+            }};
+        }
         match self {
-            PluginPre::V0_1_0(pre) => {
-                let plugin = pre.instantiate_async(&mut *store).await?;
-                plugin.gadget_plugin_gadget().call_specs(&mut *store).await
-            }
-            PluginPre::V0_2_0(pre) => {
-                let plugin = pre.instantiate_async(&mut *store).await?;
-                plugin.gadget_plugin_gadget().call_specs(&mut *store).await
-            }
+            PluginPre::V0_1_0(pre) => specs_of!(pre),
+            PluginPre::V0_2_0(pre) => specs_of!(pre),
+            PluginPre::V0_3_0(pre) => specs_of!(pre),
         }
     }
 
     /// Instantiates (an error here is `Instantiation`) and invokes (an
-    /// error here is `Trapped`).
+    /// error here is `Trapped`); an older version's outcome is read as the
+    /// newest's.
     async fn invoke(
         &self,
         store: &mut Store<CallState>,
@@ -69,29 +80,25 @@ impl PluginPre {
         name: &str,
         params: &str,
     ) -> Result<Result<wit::Outcome, wit::GadgetError>, Failure> {
+        // The same calls on each version's generated types.
+        macro_rules! invoke_of {
+            ($pre:expr) => {{
+                let plugin = $pre
+                    .instantiate_async(&mut *store)
+                    .await
+                    .map_err(Instantiation)?;
+                let returned = plugin
+                    .gadget_plugin_gadget()
+                    .call_invoke(&mut *store, id, name, params)
+                    .await
+                    .map_err(Trapped)?;
+                Ok(returned.map(Into::into).map_err(Into::into))
+            }};
+        }
         match self {
-            PluginPre::V0_1_0(pre) => {
-                let plugin = pre
-                    .instantiate_async(&mut *store)
-                    .await
-                    .map_err(Instantiation)?;
-                plugin
-                    .gadget_plugin_gadget()
-                    .call_invoke(&mut *store, id, name, params)
-                    .await
-                    .map_err(Trapped)
-            }
-            PluginPre::V0_2_0(pre) => {
-                let plugin = pre
-                    .instantiate_async(&mut *store)
-                    .await
-                    .map_err(Instantiation)?;
-                plugin
-                    .gadget_plugin_gadget()
-                    .call_invoke(&mut *store, id, name, params)
-                    .await
-                    .map_err(Trapped)
-            }
+            PluginPre::V0_1_0(pre) => invoke_of!(pre),
+            PluginPre::V0_2_0(pre) => invoke_of!(pre),
+            PluginPre::V0_3_0(pre) => invoke_of!(pre),
         }
     }
 }
@@ -107,7 +114,7 @@ pub enum RuntimeError {
     #[error("not a valid component: {0}")]
     Compile(String),
     #[error(
-        "built for another world: expected a component exporting `{GADGET_EXPORT}` or `gadget:plugin/gadget@0.2.0` (world `plugin` of {WIT_PACKAGE}), but it exports {found}"
+        "built for another world: expected a component exporting `{GADGET_EXPORT}`, `gadget:plugin/gadget@0.2.0` or `gadget:plugin/gadget@0.3.0` (world `plugin` of {WIT_PACKAGE}), but it exports {found}"
     )]
     WrongWorld { found: String },
     #[error(
@@ -247,6 +254,18 @@ impl Runtime {
             state::llm_call,
         )
         .map_err(|e| RuntimeError::Link(e.to_string()))?;
+        // 0.3.0's types, host and llm interfaces are generated anew (its
+        // types differ); the host and llm behave as 0.2.0's.
+        bindings::v0_3_0::gadget::plugin::host::add_to_linker::<_, HostDoor>(
+            &mut linker,
+            state::guest_call,
+        )
+        .map_err(|e| RuntimeError::Link(e.to_string()))?;
+        bindings::v0_3_0::gadget::plugin::llm::add_to_linker::<_, LlmDoor>(
+            &mut linker,
+            state::llm_call,
+        )
+        .map_err(|e| RuntimeError::Link(e.to_string()))?;
         let ticker = epoch::EpochTicker::start(&engine, config.epoch)?;
         let budget = Arc::new(MemoryBudget {
             limit: config.memory_budget.unwrap_or_else(default_memory_budget),
@@ -294,7 +313,9 @@ impl Runtime {
             .exports(&self.engine)
             .map(|(name, _)| name.to_string())
             .collect();
-        let version = if exports.iter().any(|e| e == bindings::GADGET_EXPORT_V0_2_0) {
+        let version = if exports.iter().any(|e| e == bindings::GADGET_EXPORT_V0_3_0) {
+            bindings::ContractVersion::V0_3_0
+        } else if exports.iter().any(|e| e == bindings::GADGET_EXPORT_V0_2_0) {
             bindings::ContractVersion::V0_2_0
         } else if exports.iter().any(|e| e == GADGET_EXPORT) {
             bindings::ContractVersion::V0_1_0
@@ -331,6 +352,10 @@ impl Runtime {
                 bindings::v0_2_0::PluginPre::new(pre)
                     .map_err(|e| RuntimeError::Link(format!("{e:#}")))?,
             ),
+            bindings::ContractVersion::V0_3_0 => PluginPre::V0_3_0(
+                bindings::v0_3_0::PluginPre::new(pre)
+                    .map_err(|e| RuntimeError::Link(format!("{e:#}")))?,
+            ),
         })
     }
 
@@ -355,7 +380,7 @@ impl Runtime {
         let run = pre.specs(&mut store);
         let result = self.with_outer_timeout(&limits, run).await;
         match result {
-            Some(Ok(specs)) => Ok(specs.into_iter().map(GadgetSpec::from).collect()),
+            Some(Ok(specs)) => Ok(specs),
             Some(Err(error)) => Err(RuntimeError::Specs(classify_trap(
                 error, &mut store, &limits,
             ))),

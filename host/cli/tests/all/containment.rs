@@ -44,7 +44,8 @@ async fn next_call_is_served(registry: &Registry) {
         report.outcome,
         Ok(Outcome::Result {
             result: "still here".into(),
-            details: None
+            details: None,
+            rich: None
         })
     );
 }
@@ -349,7 +350,8 @@ async fn a_log_flood_is_bounded_and_counted() {
         report.outcome,
         Ok(Outcome::Result {
             result: "flooded".into(),
-            details: None
+            details: None,
+            rich: None
         })
     );
     let kept: usize = report.logs.iter().map(|l| l.message.len()).sum::<usize>()
@@ -448,7 +450,8 @@ async fn each_call_gets_a_fresh_instance_and_calls_run_in_parallel() {
             report.outcome,
             Ok(Outcome::Result {
                 result: format!("n{i}"),
-                details: None
+                details: None,
+                rich: None
             })
         );
     }
@@ -466,7 +469,8 @@ async fn huge_json_from_a_gadget_is_refused_unparsed_and_the_call_succeeds() {
         report.outcome,
         Ok(Outcome::Result {
             result: "done".into(),
-            details: None
+            details: None,
+            rich: None
         }),
         "the details are dropped, the result kept"
     );

@@ -111,7 +111,9 @@ async fn a_python_gadget_runs_through_the_host() {
         .await
         .unwrap();
     match &report.outcome {
-        Ok(Outcome::Result { result, details }) => {
+        Ok(Outcome::Result {
+            result, details, ..
+        }) => {
             assert_eq!(result, "8 words\nthe: 3\nand: 2\ncat: 1");
             assert_eq!(details.as_ref().unwrap()["words"], 8);
         }
@@ -166,7 +168,9 @@ async fn a_c_gadget_runs_through_the_host() {
         .await
         .unwrap();
     match &report.outcome {
-        Ok(Outcome::Result { result, details }) => {
+        Ok(Outcome::Result {
+            result, details, ..
+        }) => {
             assert_eq!(result, "Hello, \"World\" \u{e9}\n");
             assert_eq!(details.as_ref().unwrap()["letters"], 10);
         }
@@ -209,7 +213,9 @@ async fn a_javascript_gadget_runs_through_the_host() {
         .await
         .unwrap();
     match &report.outcome {
-        Ok(Outcome::Result { result, details }) => {
+        Ok(Outcome::Result {
+            result, details, ..
+        }) => {
             assert_eq!(result, "creme-brulee-10-recipes");
             assert_eq!(details.as_ref().unwrap()["words"], 4);
         }
@@ -258,7 +264,9 @@ async fn a_go_gadget_runs_through_the_host() {
         .await
         .unwrap();
     match &report.outcome {
-        Ok(Outcome::Result { result, details }) => {
+        Ok(Outcome::Result {
+            result, details, ..
+        }) => {
             assert_eq!(result, "MCMXCIV");
             assert_eq!(details.as_ref().unwrap()["symbols"], 7);
         }

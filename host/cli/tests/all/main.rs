@@ -8,6 +8,7 @@ mod capabilities;
 mod cli;
 mod common;
 mod containment;
+mod content;
 mod executor;
 mod first_hour;
 mod gates;

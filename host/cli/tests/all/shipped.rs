@@ -166,7 +166,8 @@ async fn agent_gadgets_finish_and_ask_a_human() {
         finish,
         Ok(Outcome::Finish {
             result: "done".into(),
-            details: None
+            details: None,
+            rich: None
         })
     );
     let ask = result(&registry, "AskUser", json!({ "question": "Proceed?" })).await;
@@ -213,7 +214,8 @@ async fn sdk_schemas_carry_descriptions_defaults_enums_and_optionals() {
         report.outcome,
         Ok(Outcome::Result {
             result: "Hello, Ada!".into(),
-            details: Some(json!({ "times": 1 }))
+            details: Some(json!({ "times": 1 })),
+            rich: None
         })
     );
     assert_eq!(report.cost, 0.0001);

@@ -154,10 +154,7 @@ impl Tool for OutputViewer {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .view(&call.params)
-            .map(|result| Outcome::Result {
-                result,
-                details: None,
-            })
+            .map(Outcome::text)
             .map_err(|message| CallError::Failed { message });
         Box::pin(std::future::ready(CallReport::of(
             outcome,

@@ -78,6 +78,7 @@ pub fn result(text: impl Into<String>) -> Result<Outcome, CallError> {
     Ok(Outcome::Result {
         result: text.into(),
         details: None,
+        rich: None,
     })
 }
 

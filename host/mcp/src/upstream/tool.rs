@@ -310,6 +310,7 @@ fn outcome_of(result: CallToolResult) -> Result<Outcome, CallError> {
     Ok(Outcome::Result {
         result: text,
         details: None,
+        rich: None,
     })
 }
 

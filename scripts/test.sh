@@ -39,6 +39,11 @@ python3 scripts/check-docs.py
 # no import circle between a crate's files.
 python3 scripts/check-structure.py
 
+# The official MCP conformance suite against `gadget serve`, each requirement
+# set against its baseline of what still fails (tests/conformance/), which can
+# only shrink: a new failure or a baselined check that now passes fails here.
+python3 scripts/conformance.py
+
 # The deployment: manifests against Kubernetes' schemas, and the image's
 # layout run as its numeric user, without Docker or a cluster.
 .tools/k8s/bin/python scripts/check-deploy.py

@@ -107,6 +107,11 @@ class Crate:
         both through `super::`): Name -> the full path it names."""
         found = {}
         code = without_tests(strip_comments_and_strings(file.read_text()))
+        # Only the file's own `use`s: one inside an inline module
+        # (`mod v2 { use super::X; }`) is that module's, not the file's.
+        code = code.split("\n")
+        inline = next((i for i, line in enumerate(code) if MOD_BLOCK_RE.match(line)), None)
+        code = "\n".join(code if inline is None else code[:inline])
         for m in re.finditer(r"(?m)^\s*(?:pub(?:\([^)]*\))?\s+)?use\s+([^;]+);", code):
             for full in expand_use(m.group(1).replace("\n", " ")):
                 last = full[-1]

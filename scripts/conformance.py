@@ -34,9 +34,12 @@ ROOT = Path(__file__).resolve().parent.parent
 SUITE_DIR = ROOT / "tests" / "conformance"
 SUITE_BIN = SUITE_DIR / "node_modules" / ".bin" / "conformance"
 NODE_VENV = ROOT / ".tools" / "node22"
-GADGET = ROOT / "target" / "release" / "gadget"
+# The build's output, where scripts/setup.sh put it (CARGO_TARGET_DIR, as
+# scripts/build-guests.sh reads it, else target/).
+TARGET = ROOT / os.environ.get("CARGO_TARGET_DIR", "target")
+GADGET = TARGET / "release" / "gadget"
 FIXTURE = ROOT / "tests" / "fixtures" / "conformance"
-FIXTURE_COMPONENT = ROOT / "target" / "wasm32-wasip2" / "guest" / "fixture_conformance.wasm"
+FIXTURE_COMPONENT = TARGET / "wasm32-wasip2" / "guest" / "fixture_conformance.wasm"
 
 REQUIREMENT_SETS = ["2026-07-28", "2025-11-25"]
 

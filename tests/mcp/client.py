@@ -22,7 +22,7 @@ import time
 
 import anyio
 import mcp_types
-from mcp import Client, ClientSession, StdioServerParameters
+from mcp import Client, ClientSession, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 import httpx2
@@ -131,7 +131,12 @@ async def ask_http(url, token):
         async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
             transport = streamable_http_client(url, http_client=http)
             async with Client(transport, elicitation_callback=callback) as client:
-                report[key] = outcome(await client.call_tool("AskUser", QUESTION))
+                try:
+                    report[key] = outcome(await client.call_tool("AskUser", QUESTION))
+                except MCPError as error:
+                    # 2026-07-28: a client that did not declare what the
+                    # call needs gets MissingRequiredClientCapability.
+                    report[key] = {"error_code": error.code, "data": error.data}
                 report["protocol"] = client.session.protocol_version
     report["shown"] = shown
     return report

@@ -14,13 +14,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
-    ElicitResult, InputRequest, InputRequests, InputRequiredResult,
-    LoggingMessageNotificationParam, ProgressNotificationParam,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ContentBlock,
+    ElicitRequest, ElicitResult, ElicitationCapability, FormElicitationCapability, InputRequest,
+    InputRequests, InputRequiredResult, LoggingMessageNotificationParam, ProgressNotificationParam,
 };
 use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::Value;
 
 use gadget_core::approval::{ApprovalEvent, Approvals};
@@ -46,7 +46,7 @@ impl GadgetServer {
         &self,
         mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> CallToolResponse {
+    ) -> Result<CallToolResponse, McpError> {
         self.until_loaded().await;
         let started = Instant::now();
         let name = request.name.to_string();
@@ -54,16 +54,16 @@ impl GadgetServer {
             && let Some(response) = responses.get(ASK_HUMAN_KEY)
         {
             let state = request.request_state.as_deref();
-            return self.answered(&name, state, response, started).into();
+            return Ok(self.answered(&name, state, response, started).into());
         }
         let arguments = Value::Object(request.arguments.take().unwrap_or_default());
         let (gadget, params) = match self.prepare(&name, arguments, started) {
             Ok(prepared) => prepared,
-            Err(refused) => return (*refused).into(),
+            Err(refused) => return Ok((*refused).into()),
         };
         let scope = match self.scope(&*gadget, &params, &request, &context, started) {
             Ok(scope) => scope,
-            Err(refused) => return (*refused).into(),
+            Err(refused) => return Ok((*refused).into()),
         };
         let id = format!("mcp_{}", self.calls.fetch_add(1, Ordering::Relaxed) + 1);
         let (observer, forward) = self.notifier(&id, gadget.name(), &context);
@@ -276,11 +276,11 @@ impl GadgetServer {
         finished: Finished,
         context: &RequestContext<RoleServer>,
         started: Instant,
-    ) -> CallToolResponse {
+    ) -> Result<CallToolResponse, McpError> {
         if let Some(request) = finished.deferred {
             self.metrics
                 .finished(name, CallOutcome::InputRequired, started.elapsed());
-            return crate::approval::input_required(&self.approval_key, &request).into();
+            return Ok(crate::approval::input_required(&self.approval_key, &request).into());
         }
         let result = match finished.report.outcome {
             Ok(Outcome::Result {
@@ -310,6 +310,7 @@ impl GadgetServer {
                 let asked = self.ask(name, id, &question, context).await;
                 let outcome = match &asked {
                     Asked::Later(_) => CallOutcome::InputRequired,
+                    Asked::Refused(_) => CallOutcome::HumanInput,
                     Asked::Answered(answer) if answer.is_error == Some(true) => {
                         CallOutcome::HumanInput
                     }
@@ -318,7 +319,8 @@ impl GadgetServer {
                 self.metrics.finished(name, outcome, started.elapsed());
                 match asked {
                     Asked::Answered(result) => result,
-                    Asked::Later(input_required) => return input_required.into(),
+                    Asked::Later(input_required) => return Ok(input_required.into()),
+                    Asked::Refused(error) => return Err(error),
                 }
             }
             Err(error) => {
@@ -327,7 +329,7 @@ impl GadgetServer {
                 CallToolResult::error(vec![ContentBlock::text(error.to_string())])
             }
         };
-        result.into()
+        Ok(result.into())
     }
 }
 
@@ -337,6 +339,10 @@ enum Asked {
     Answered(CallToolResult),
     /// The client is to ask and call again (protocol 2026-07-28 and later).
     Later(InputRequiredResult),
+    /// The client did not declare what asking needs (protocol 2026-07-28
+    /// and later): the request fails with `MissingRequiredClientCapability`
+    /// (-32021, HTTP 400), naming the capability.
+    Refused(McpError),
 }
 
 /// What the server keeps of a question between the two halves of a
@@ -382,6 +388,13 @@ impl GadgetServer {
                 "Gadget '{gadget}' needs a person to answer: {question}\n({why}: answer it in your next message to the model.)"
             ))]))
         };
+        if !can_elicit && modern {
+            let mut required = ClientCapabilities::default();
+            let mut elicitation = ElicitationCapability::new();
+            elicitation.form = Some(FormElicitationCapability::default());
+            required.elicitation = Some(elicitation);
+            return Asked::Refused(McpError::missing_required_client_capability(required));
+        }
         if !can_elicit {
             return cannot("This client cannot ask a person (no elicitation capability)");
         }

@@ -284,6 +284,6 @@ impl ServerHandler for GadgetServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        Ok(self.call(request, context).await)
+        self.call(request, context).await
     }
 }

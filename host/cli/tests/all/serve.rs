@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common;
-use crate::mcp::{check_ask, check_scenario, client, policy, python, run_client};
+use crate::mcp::{check_answered_and_declined, check_scenario, client, policy, python, run_client};
 
 /// A `gadget serve` on an ephemeral port, stopped when dropped.
 pub(crate) struct Server {
@@ -169,7 +169,20 @@ fn ask_human_is_a_stateless_round_trip_over_http() {
     // The modern protocol: the answer comes back in a second, independent
     // request (any replica could take it).
     assert_eq!(report["protocol"], "2026-07-28", "{report}");
-    check_ask(&report);
+    // A client that did not declare elicitation is told what the call
+    // needs (-32021, MissingRequiredClientCapability), as 2026-07-28 asks.
+    let refused = report
+        .as_object()
+        .unwrap()
+        .get("no_elicitation")
+        .cloned()
+        .unwrap();
+    assert_eq!(refused["error_code"], -32021, "{report}");
+    assert!(
+        refused["data"]["requiredCapabilities"]["elicitation"].is_object(),
+        "{report}"
+    );
+    check_answered_and_declined(&report);
     let metrics = server.metrics();
     for (outcome, n) in [("input-required", 2), ("ask-human", 1), ("human-input", 2)] {
         assert!(

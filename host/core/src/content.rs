@@ -12,6 +12,11 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::Value;
 
+/// What a part weighs against the result limit beyond its payload (its
+/// kind and framing), so a flood of empty parts counts too: 65,536 of
+/// them reach a 1 MiB limit.
+pub const PART_OVERHEAD_BYTES: u64 = 16;
+
 /// Bytes with their media type.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Media {
@@ -69,8 +74,8 @@ pub struct Rich {
 }
 
 impl Content {
-    /// What the part weighs against the result limit: its text or bytes
-    /// and the names that travel with them.
+    /// What the part weighs against the result limit: its text or bytes,
+    /// the names that travel with them, and [`PART_OVERHEAD_BYTES`].
     pub fn size_bytes(&self) -> u64 {
         let n = match self {
             Content::Text { text } => text.len(),
@@ -92,7 +97,7 @@ impl Content {
                         .sum::<usize>()
             }
         };
-        n as u64
+        n as u64 + PART_OVERHEAD_BYTES
     }
 }
 
@@ -227,8 +232,25 @@ mod tests {
             model_text(&rich),
             "Multiple content types test:\n[image: image/png, 68 bytes]\n[resource test://r]\n{\"a\":1}"
         );
-        assert_eq!(rich.size_bytes(), 28 + 9 + 68 + 8 + 16 + 7);
+        assert_eq!(
+            rich.size_bytes(),
+            28 + 9 + 68 + 8 + 16 + 7 + 3 * PART_OVERHEAD_BYTES
+        );
         assert!(!rich.is_plain_text());
+    }
+
+    #[test]
+    fn empty_parts_still_weigh() {
+        let flood = Rich {
+            content: vec![
+                Content::Text {
+                    text: String::new()
+                };
+                65_536
+            ],
+            structured: None,
+        };
+        assert_eq!(flood.size_bytes(), 1 << 20);
     }
 
     #[test]

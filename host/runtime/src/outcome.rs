@@ -55,7 +55,12 @@ pub(crate) fn accept_outcome(
             content: r.content.into_iter().map(content_of).collect(),
             structured,
         };
-        let size = rich.size_bytes();
+        // A plain text weighs its bytes, as it always did; parts weigh
+        // their sum with each part's overhead.
+        let size = match rich.content.as_slice() {
+            [Content::Text { text }] if rich.structured.is_none() => text.len() as u64,
+            _ => rich.size_bytes(),
+        };
         if size > limits.result_bytes {
             return Err(CallError::ResultTooLarge {
                 gadget: gadget.to_string(),

@@ -531,6 +531,7 @@ async fn deadlines(component: &Path) {
                 grants: None,
                 trace_parent: None,
                 request_denials: None,
+                human: None,
             };
             let start = Instant::now();
             let report = gadget.invoke_request(request).await;

@@ -43,7 +43,7 @@
 
 pub use gadget_agent as agent;
 pub use gadget_core::{
-    call, events, ledger, limits, params, parser, render, schedule, schema, tool, viewer,
+    ask, call, events, ledger, limits, params, parser, render, schedule, schema, tool, viewer,
 };
 pub use gadget_exec as executor;
 pub use gadget_runtime as runtime;

@@ -250,6 +250,12 @@ pub enum CallError {
     /// operator's words.
     #[error("Gadget '{gadget}' was not run: {reason}")]
     NotApproved { gadget: String, reason: String },
+    /// The gadget asked what only the caller can answer, and the call
+    /// ended so that the caller can ask and call again with the answers
+    /// (a stateless MCP call; the front end turns this into its own
+    /// result, such as MCP's `input_required`).
+    #[error("Gadget '{gadget}' waits for answers to {}: call it again with them", keys.join(", "))]
+    AwaitingAnswers { gadget: String, keys: Vec<String> },
 }
 
 impl CallError {
@@ -267,6 +273,7 @@ impl CallError {
             CallError::Exited { .. } => FailureKind::Exited,
             CallError::Instantiate { .. } => FailureKind::Instantiate,
             CallError::NotApproved { .. } => FailureKind::NotApproved,
+            CallError::AwaitingAnswers { .. } => FailureKind::HumanInput,
         }
     }
 }

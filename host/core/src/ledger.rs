@@ -66,11 +66,28 @@ pub struct Update {
     pub at_ms: u64,
 }
 
+/// Numeric progress as a status line: `3/10: fetched`, `3/10`, `3`.
+pub fn progress_line(done: f64, total: Option<f64>, message: Option<&str>) -> String {
+    match (total, message) {
+        (Some(total), Some(m)) => format!("{done}/{total}: {m}"),
+        (Some(total), None) => format!("{done}/{total}"),
+        (None, Some(m)) => format!("{done}: {m}"),
+        (None, None) => format!("{done}"),
+    }
+}
+
 /// What a call reported, as it happens, for live display.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CallEvent {
     Log(LogEntry),
     Progress(String),
+    /// Progress as numbers (`report-progress`): `done` so far of `total`
+    /// when known; each more than the last.
+    Measured {
+        done: f64,
+        total: Option<f64>,
+        message: Option<String>,
+    },
     Update(Update),
     Cost(f64),
     /// An event of work the call runs inside itself (a sub-agent's loop).
@@ -144,6 +161,8 @@ pub struct Ledger {
     cost_untold: f64,
     /// When the last live cost event went out, ms into the call.
     cost_told_at: Option<u64>,
+    /// The last numeric progress accepted (each must be more).
+    last_done: Option<f64>,
     host_warnings: usize,
     bytes_used: u64,
     bytes_limit: u64,
@@ -347,6 +366,35 @@ impl Ledger {
         }
         self.emit(CallEvent::Progress(message.clone()));
         self.progress.push(message);
+    }
+
+    /// A gadget's `report-progress` import: numbers that must be finite
+    /// and grow (MCP requires it of progress notifications), else dropped
+    /// with a warning; kept in the report as a status line.
+    pub fn measured(&mut self, done: f64, total: Option<f64>, message: Option<String>, at_ms: u64) {
+        let finite = done.is_finite() && total.is_none_or(f64::is_finite);
+        if !finite || self.last_done.is_some_and(|last| done <= last) {
+            self.host_warning(
+                format!(
+                    "dropped a progress report of {done}: progress must be finite and more than the last ({})",
+                    self.last_done.map_or("none".to_string(), |l| l.to_string())
+                ),
+                at_ms,
+            );
+            return;
+        }
+        let message = message.map(|m| self.bounded(m, MAX_LOG_MESSAGE_BYTES));
+        let line = progress_line(done, total, message.as_deref());
+        if !self.charge(line.len(), LogSource::Gadget) {
+            return;
+        }
+        self.last_done = Some(done);
+        self.emit(CallEvent::Measured {
+            done,
+            total,
+            message,
+        });
+        self.progress.push(line);
     }
 
     /// A gadget's `update` import. The partial text is cut at

@@ -20,6 +20,7 @@
 //! limits    every limit, its unit and its reason; timeouts resolved once
 //! access    what a tool may touch, and the effects it declares
 //! approval  the operator's approval and argument rules, and who decides
+//! ask       what a running gadget asks (the `ask` import) and the answers
 //! audit     the audit journal: its records, their hash chain, verification
 //! scope     what surrounds a session's calls: approvals, recorder, trace, person
 //! glob      gadget-name patterns; text  text bounded at a character boundary
@@ -58,6 +59,7 @@
 
 pub mod access;
 pub mod approval;
+pub mod ask;
 pub mod audit;
 pub mod call;
 pub mod chunked;

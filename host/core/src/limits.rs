@@ -22,6 +22,12 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Polling once per millisecond is easy; 50 ms leaves room for cleanup.
 pub const CANCEL_GRACE: Duration = Duration::from_millis(50);
 
+/// How long one `ask` may wait for its answers. The wait is not counted
+/// against the call's deadline (a person reads and types), but it holds
+/// the call's instance and memory: ten minutes is a form filled in with
+/// care, not a question left open overnight.
+pub const DEFAULT_ASK_WAIT: Duration = Duration::from_secs(600);
+
 /// Extra time the outer (tokio) timeout allows beyond deadline + grace
 /// before dropping a call stuck inside a host import, where epoch traps
 /// cannot reach. Covers ticker jitter so the epoch trap fires first when it
@@ -156,6 +162,8 @@ pub struct Limits {
     pub table_elements: usize,
     /// Core instances per component instance.
     pub instances: usize,
+    /// The longest wait of one `ask` for its answers.
+    pub ask_wait: Duration,
 }
 
 impl Default for Limits {
@@ -169,6 +177,7 @@ impl Default for Limits {
             stdio_bytes: DEFAULT_STDIO_BYTES,
             table_elements: DEFAULT_TABLE_ELEMENTS,
             instances: DEFAULT_INSTANCES,
+            ask_wait: DEFAULT_ASK_WAIT,
         }
     }
 }

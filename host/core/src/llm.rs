@@ -4,8 +4,6 @@
 //! data and one trait, so the runtime that checks grants and the agent
 //! that talks to providers need not know each other.
 
-use crate::tool::BoxFuture;
-
 /// Bytes per token when estimating a request before it is sent (budgets
 /// and cost caps are checked before a tokenizer sees it): English and
 /// code average about four.
@@ -37,7 +35,8 @@ pub fn max_input_tokens(messages: &[(LlmRole, String)]) -> u64 {
 }
 
 /// Who says a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum LlmRole {
     System,
     User,
@@ -82,5 +81,8 @@ pub trait LlmBackend: Send + Sync {
     fn price(&self, model: &str) -> Option<LlmPrice>;
 
     /// One completion; the error is a message for the gadget.
-    fn complete(&self, request: LlmRequest) -> BoxFuture<'static, Result<LlmAnswer, String>>;
+    fn complete(
+        &self,
+        request: LlmRequest,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<LlmAnswer, String>> + Send + 'static>>;
 }

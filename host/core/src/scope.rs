@@ -19,6 +19,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::approval::Approvals;
+use crate::ask::{AskFailure, InputRequest, Kinds, Question, Reply};
 use crate::call::CallReport;
 use crate::events::Failure;
 use crate::ledger::CallEvent;
@@ -125,9 +126,62 @@ pub struct Origin {
 /// A future answer of a person (or an error text for the model).
 pub type Answer<'a> = Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
 
-/// Answers a question for a person: a gadget's (ask-human), or one an
-/// upstream MCP server asks during a call (elicitation). An error is why
-/// there is no answer.
+/// Future answers to a gadget's `ask`, one per question, in order.
+pub type Replies<'a> = Pin<Box<dyn Future<Output = Result<Vec<Reply>, AskFailure>> + Send + 'a>>;
+
+/// Answers what a call asks: a gadget's question for a person (the
+/// `ask-human` outcome, the `ask` import) or one an upstream MCP server
+/// asks during a call (elicitation).
+///
+/// [`HumanInput::ask`] is a person's answer in words (an error is why
+/// there is none). The `ask` import's questions go to
+/// [`HumanInput::inputs`]; a person at a terminal answers text and forms
+/// through `ask` by default, while an MCP client overrides it to answer
+/// every kind the way MCP does.
 pub trait HumanInput: Send + Sync {
     fn ask<'a>(&'a self, call_id: &'a str, gadget: &'a str, question: &'a str) -> Answer<'a>;
+
+    /// The kinds of question this answerer can have answered.
+    fn answerable(&self) -> Kinds {
+        Kinds::TEXT.with(Kinds::FORM)
+    }
+
+    /// Answers every question of one `ask`, in order. `requests` has
+    /// passed [`crate::ask::check_requests`].
+    fn inputs<'a>(
+        &'a self,
+        call_id: &'a str,
+        gadget: &'a str,
+        requests: &'a [InputRequest],
+    ) -> Replies<'a> {
+        Box::pin(async move {
+            let mut replies = Vec::with_capacity(requests.len());
+            for request in requests {
+                let reply = match &request.question {
+                    Question::Text { text } => match self.ask(call_id, gadget, text).await {
+                        Ok(answer) => Reply::Text(answer),
+                        Err(why) => return Err(AskFailure::Unavailable(why)),
+                    },
+                    Question::Form { message, schema } => {
+                        let prompt = crate::ask::form_prompt(message, schema);
+                        match self.ask(call_id, gadget, &prompt).await {
+                            Ok(answer) => match crate::ask::fill_form(schema, &answer) {
+                                Some(form) => Reply::Form(form),
+                                None => Reply::Declined,
+                            },
+                            Err(why) => return Err(AskFailure::Unavailable(why)),
+                        }
+                    }
+                    other => {
+                        return Err(AskFailure::Unavailable(format!(
+                            "a '{}' question is answered only by an MCP client (gadget mcp or gadget serve); a person here answers text and forms",
+                            other.kind().name()
+                        )));
+                    }
+                };
+                replies.push(reply);
+            }
+            Ok(replies)
+        })
+    }
 }

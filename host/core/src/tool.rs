@@ -31,7 +31,7 @@ use crate::params::{ParamSchema, ValidationFailure};
 use crate::render::{ExampleDoc, GadgetDoc};
 use crate::schedule::GadgetHints;
 use crate::scope::CallScope;
-pub use crate::scope::{Answer, HumanInput, Origin};
+pub use crate::scope::{Answer, HumanInput, Origin, Replies};
 use crate::signal::AbortSignal;
 
 /// A boxed future, so the trait stays object-safe without an async runtime.

@@ -127,4 +127,4 @@ pub struct NoController;
 impl Controller for NoController {}
 
 // Ask-human's handler is the Tool trait's (a tool may ask a person too).
-pub use gadget_core::tool::{Answer, HumanInput};
+pub use gadget_core::tool::{Answer, HumanInput, Replies};

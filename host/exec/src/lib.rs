@@ -57,7 +57,7 @@ use builtins::builtins;
 pub use builtins::callable_tools;
 pub use config::{
     AfterExecution, Answer, BeforeExecution, CallView, Controller, ExecConfig, HumanInput,
-    NO_HUMAN_INPUT, NoController,
+    NO_HUMAN_INPUT, NoController, Replies,
 };
 pub use input::ResponseInput;
 use input::{Parsed, collect};

@@ -25,6 +25,15 @@ impl Executor {
                 gadget,
                 message,
             },
+            Live::Call(CallEvent::Measured {
+                done,
+                total,
+                message,
+            }) => ExecEvent::Progress {
+                id,
+                gadget,
+                message: gadget_core::ledger::progress_line(done, total, message.as_deref()),
+            },
             Live::Call(CallEvent::Update(update)) => ExecEvent::Update {
                 id,
                 gadget,

@@ -26,6 +26,30 @@ impl HumanInput for Announced {
             .send((self.ix, Live::Asking(question.to_string())));
         self.human.ask(call_id, gadget, question)
     }
+
+    fn answerable(&self) -> gadget_core::ask::Kinds {
+        self.human.answerable()
+    }
+
+    fn inputs<'a>(
+        &'a self,
+        call_id: &'a str,
+        gadget: &'a str,
+        requests: &'a [gadget_core::ask::InputRequest],
+    ) -> crate::Replies<'a> {
+        use gadget_core::ask::Question;
+        let shown: Vec<&str> = requests
+            .iter()
+            .map(|r| match &r.question {
+                Question::Text { text } => text.as_str(),
+                Question::Form { message, .. } => message.as_str(),
+                Question::Sample { .. } => "(a completion by the client's model)",
+                Question::Roots => "(the client's roots)",
+            })
+            .collect();
+        let _ = self.live.send((self.ix, Live::Asking(shown.join(" / "))));
+        self.human.inputs(call_id, gadget, requests)
+    }
 }
 
 /// How a call that went through the one call path ended, for the

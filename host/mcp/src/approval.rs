@@ -90,6 +90,29 @@ impl ApprovalKey {
         ApprovalKey(Arc::new(key))
     }
 
+    /// HMAC-SHA256 of `text` under this key, for `purpose` (so that a
+    /// signature made for one kind of state never verifies another), hex.
+    pub(crate) fn sign(&self, purpose: &str, text: &str) -> String {
+        let mut mac = HmacSha256::new_from_slice(&self.0[..]).expect("HMAC takes any key length");
+        mac.update(purpose.as_bytes());
+        mac.update(b"\n");
+        mac.update(text.as_bytes());
+        hex(&mac.finalize().into_bytes())
+    }
+
+    /// Whether `signature` is this key's [`Self::sign`] of `text` for
+    /// `purpose` (compared in constant time).
+    pub(crate) fn verify(&self, purpose: &str, text: &str, signature: &str) -> bool {
+        let Some(signature) = decode_hex(signature) else {
+            return false;
+        };
+        let mut mac = HmacSha256::new_from_slice(&self.0[..]).expect("HMAC takes any key length");
+        mac.update(purpose.as_bytes());
+        mac.update(b"\n");
+        mac.update(text.as_bytes());
+        mac.verify_slice(&signature).is_ok()
+    }
+
     fn mac(&self, fields: &StateFields) -> HmacSha256 {
         let mut mac = HmacSha256::new_from_slice(&self.0[..]).expect("HMAC takes any key length");
         mac.update(fields.signed_text().as_bytes());
@@ -127,13 +150,13 @@ struct State {
     mac: String,
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn digest(params: &Value) -> String {
+pub(crate) fn digest(params: &Value) -> String {
     hex(&Sha256::digest(canonical_json(params).as_bytes()))
 }
 

@@ -1,6 +1,6 @@
 //! Asking the client's person: the elicitation form a question goes out
-//! in, the answer it comes back with, and [`ClientPerson`], the person a
-//! tool's mid-call question (an upstream server's elicitation) goes to.
+//! in, the answer it comes back with, and what the session can ask
+//! (`crate::inputs::ClientPerson` asks it while a call runs).
 
 use rmcp::RoleServer;
 use rmcp::model::{
@@ -37,7 +37,7 @@ pub(crate) fn elicitation(gadget: &str, question: &str) -> ElicitRequestParams {
 
 /// The text of an accepted form: its answer field, or whatever JSON the
 /// client sent.
-fn answer_text(content: Option<Value>) -> String {
+pub(crate) fn answer_text(content: Option<Value>) -> String {
     match content {
         Some(Value::Object(mut fields)) => match fields.remove(ANSWER_FIELD) {
             Some(Value::String(text)) => text,
@@ -64,39 +64,6 @@ pub(crate) fn is_modern(context: &RequestContext<RoleServer>) -> bool {
     context
         .protocol_version()
         .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
-}
-
-/// Whether the client can be asked while a call runs.
-pub(crate) fn elicits_mid_call(context: &RequestContext<RoleServer>) -> bool {
-    can_elicit(context) && !is_modern(context)
-}
-
-/// The client's person, asked over elicitation: who answers what an
-/// upstream MCP server asks while one of its tools runs.
-pub(crate) struct ClientPerson {
-    pub(crate) peer: rmcp::Peer<RoleServer>,
-}
-
-impl gadget_exec::HumanInput for ClientPerson {
-    fn ask<'a>(
-        &'a self,
-        _call_id: &'a str,
-        gadget: &'a str,
-        question: &'a str,
-    ) -> gadget_exec::Answer<'a> {
-        Box::pin(async move {
-            let result = self
-                .peer
-                .create_elicitation(elicitation(gadget, question))
-                .await
-                .map_err(|e| format!("the client could not ask a person: {e}"))?;
-            match result.action {
-                ElicitationAction::Accept => Ok(answer_text(result.content)),
-                ElicitationAction::Decline => Err("the person declined".into()),
-                _ => Err("the person dismissed the question".into()),
-            }
-        })
-    }
 }
 
 /// A person's reply as the call's result: their answer (a text field, or

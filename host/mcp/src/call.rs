@@ -32,13 +32,13 @@ use gadget_core::tool::Tool as GadgetTool;
 use gadget_exec::call::{CallOptions, Finished};
 
 use crate::approval::{APPROVAL_KEY, ClientAsk, McpApprover};
-use crate::ask::{
-    ASK_HUMAN_KEY, ClientPerson, answer_result, can_elicit, elicitation, elicits_mid_call,
-    is_modern,
-};
+use crate::ask::{ASK_HUMAN_KEY, answer_result, can_elicit, elicitation, is_modern};
+use crate::inputs::{ClientPerson, capabilities_for, kinds_of};
 use crate::logs::{level_rank, mcp_level, operator_log};
 use crate::metrics::CallOutcome;
+use crate::replay::{Ended, Replay, StateRefused};
 use crate::server::GadgetServer;
+use gadget_core::ask::Kinds;
 
 impl GadgetServer {
     /// One `tools/call`: prepare, scope, notifier, run, result.
@@ -61,7 +61,21 @@ impl GadgetServer {
             Ok(prepared) => prepared,
             Err(refused) => return Ok((*refused).into()),
         };
-        let scope = match self.scope(&*gadget, &params, &request, &context, started) {
+        let replay = match self.replay(&*gadget, &params, &request, &context) {
+            Ok(replay) => replay,
+            Err(refused) => {
+                self.metrics.rejected(gadget.name(), started.elapsed());
+                return Err(McpError::invalid_params(refused.to_string(), None));
+            }
+        };
+        let scope = match self.scope(
+            &*gadget,
+            &params,
+            &request,
+            replay.as_ref(),
+            &context,
+            started,
+        ) {
             Ok(scope) => scope,
             Err(refused) => return Ok((*refused).into()),
         };
@@ -73,8 +87,83 @@ impl GadgetServer {
             .await;
         // Every notification of the call reaches the client before its result.
         let _ = forward.await;
+        if let Some(replay) = &replay {
+            match replay.ended() {
+                Ended::Answered => {}
+                Ended::Asked(input_required) => {
+                    self.metrics.finished(
+                        gadget.name(),
+                        CallOutcome::InputRequired,
+                        started.elapsed(),
+                    );
+                    return Ok(input_required.into());
+                }
+                Ended::Missing(kinds) => {
+                    self.metrics.finished(
+                        gadget.name(),
+                        CallOutcome::HumanInput,
+                        started.elapsed(),
+                    );
+                    return Err(McpError::missing_required_client_capability(
+                        capabilities_for(kinds),
+                    ));
+                }
+                Ended::Diverged(why) => {
+                    self.metrics.finished(
+                        gadget.name(),
+                        CallOutcome::HumanInput,
+                        started.elapsed(),
+                    );
+                    return Ok(CallToolResult::error(vec![ContentBlock::text(why)]).into());
+                }
+            }
+        }
         self.result(gadget.name(), &id, finished, &context, started)
             .await
+    }
+
+    /// Over stateless HTTP (2026-07-28), what answers the gadget's asks:
+    /// the replay of the rounds `requestState` records and the answers
+    /// this request carries. An approval answered by this request travels
+    /// on in the states the call's asks write. `Err`: the state does not
+    /// hold.
+    fn replay(
+        &self,
+        gadget: &dyn GadgetTool,
+        params: &Value,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Option<Arc<Replay>>, StateRefused> {
+        if !is_modern(context) {
+            return Ok(None);
+        }
+        let kinds = kinds_of(context.client_capabilities().as_ref());
+        let approval = request
+            .input_responses
+            .as_ref()
+            .and_then(|r| r.get(APPROVAL_KEY))
+            .map(|reply| {
+                let state = request.request_state.clone().unwrap_or_default();
+                (state, reply.clone())
+            });
+        // The state of an approval is the approval's, not the asks'.
+        let (state, responses) = match approval {
+            Some(_) => (None, None),
+            None => (
+                request.request_state.as_deref(),
+                request.input_responses.clone(),
+            ),
+        };
+        let mut replay = Replay::new(
+            &self.approval_key,
+            gadget.name(),
+            params,
+            kinds,
+            state,
+            responses,
+        )?;
+        replay.carry_approval(approval);
+        Ok(Some(Arc::new(replay)))
     }
 
     /// The tool a call names and its validated arguments, or the refusal
@@ -113,19 +202,28 @@ impl GadgetServer {
         gadget: &dyn GadgetTool,
         params: &Value,
         request: &CallToolRequestParams,
+        replay: Option<&Arc<Replay>>,
         context: &RequestContext<RoleServer>,
         started: Instant,
     ) -> Result<Arc<CallScope>, Box<CallToolResult>> {
         let name = gadget.name();
-        let reply = request
+        // The person's answer to an approval request: in this request, or
+        // carried by the state of the call's own questions.
+        let reply = match request
             .input_responses
             .as_ref()
-            .and_then(|r| r.get(APPROVAL_KEY));
+            .and_then(|r| r.get(APPROVAL_KEY))
+        {
+            Some(reply) => Some((request.request_state.as_deref(), reply)),
+            None => replay
+                .and_then(|r| r.carried_approval())
+                .map(|(state, reply)| (Some(state.as_str()), reply)),
+        };
         let approver = match reply {
-            Some(reply) => {
+            Some((state, reply)) => {
                 if let Err(why) = crate::approval::check_state(
                     &self.approval_key,
-                    request.request_state.as_deref(),
+                    state,
                     name,
                     params,
                     self.rules.timeout(),
@@ -143,14 +241,19 @@ impl GadgetServer {
         };
         let approvals = (!self.rules.is_empty())
             .then(|| Arc::new(Approvals::new(self.rules.clone(), Arc::new(approver))));
-        // What a tool asks mid-call (an upstream server's elicitation)
-        // goes to this client's person, when it can be asked while a call
-        // runs.
-        let human = (self.server_requests && elicits_mid_call(context)).then(|| {
-            Arc::new(ClientPerson {
-                peer: context.peer.clone(),
-            }) as Arc<dyn gadget_exec::HumanInput>
-        });
+        // Who answers what the gadget asks: the replay over stateless
+        // HTTP; on older protocols the client mid-call, when the session
+        // can take requests from the server.
+        let kinds = kinds_of(context.client_capabilities().as_ref());
+        let human = match replay {
+            Some(replay) => Some(replay.clone() as Arc<dyn gadget_exec::HumanInput>),
+            None => (self.server_requests && kinds != Kinds::NONE).then(|| {
+                Arc::new(ClientPerson {
+                    peer: context.peer.clone(),
+                    kinds,
+                }) as Arc<dyn gadget_exec::HumanInput>
+            }),
+        };
         Ok(Arc::new(CallScope {
             approvals,
             recorder: self.recorder.clone(),
@@ -175,6 +278,13 @@ impl GadgetServer {
         let observer: CallObserver = Arc::new(move |event: &CallEvent| match event {
             CallEvent::Progress(message) => {
                 let _ = tx.send(Notice::Progress(message.clone()));
+            }
+            CallEvent::Measured {
+                done,
+                total,
+                message,
+            } => {
+                let _ = tx.send(Notice::Measured(*done, *total, message.clone()));
             }
             CallEvent::Log(entry) => {
                 // The operator's log (stderr, filtered by -v or RUST_LOG
@@ -212,14 +322,31 @@ impl GadgetServer {
         let progress_token = context.meta.get_progress_token();
         let peer = context.peer.clone();
         let forward = tokio::spawn(async move {
-            let mut step = 0.0;
+            // The last progress told: each must be more (MCP requires it).
+            let mut last: Option<f64> = None;
             while let Some(notice) = rx.recv().await {
                 match notice {
+                    // A status line counts one step past the last report.
                     Notice::Progress(message) => {
                         if let Some(token) = &progress_token {
-                            step += 1.0;
+                            let step = last.map_or(1.0, |l| l.floor() + 1.0);
+                            last = Some(step);
                             let mut param = ProgressNotificationParam::new(token.clone(), step);
                             param.message = Some(message);
+                            let _ = peer.notify_progress(param).await;
+                        }
+                    }
+                    // Numbers as the gadget gave them (the ledger let
+                    // through only growing ones); status lines after them
+                    // count on from there.
+                    Notice::Measured(done, total, message) => {
+                        if let Some(token) = &progress_token
+                            && last.is_none_or(|l| done > l)
+                        {
+                            last = Some(done);
+                            let mut param = ProgressNotificationParam::new(token.clone(), done);
+                            param.total = total;
+                            param.message = message;
                             let _ = peer.notify_progress(param).await;
                         }
                     }
@@ -482,6 +609,7 @@ impl GadgetServer {
 /// What the call reports while it runs, on its way to the client.
 enum Notice {
     Progress(String),
+    Measured(f64, Option<f64>, Option<String>),
     Log(LoggingMessageNotificationParam),
 }
 

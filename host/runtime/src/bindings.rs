@@ -24,6 +24,7 @@ pub(crate) const ALLOWED_IMPORT_PREFIXES: &[&str] = &[
     "gadget:plugin/host@0.3.0",
     "gadget:plugin/types@0.3.0",
     "gadget:plugin/llm@0.3.0",
+    "gadget:plugin/ask@0.3.0",
 ];
 
 /// Which contract a component was built against.
@@ -75,7 +76,10 @@ pub mod v0_3_0 {
         path: "../../wit/gadget@0.3.0",
         world: "plugin",
         exports: { default: async },
-        imports: { "gadget:plugin/llm.complete": async },
+        imports: {
+            "gadget:plugin/llm.complete": async,
+            "gadget:plugin/ask.ask": async | trappable,
+        },
     });
 }
 
@@ -83,7 +87,21 @@ use v0_1_0::gadget::plugin::types as old;
 /// The types every version's outcome is read as.
 pub(crate) use v0_3_0::gadget::plugin::types as wit;
 
-impl From<old::Outcome> for wit::Outcome {
+/// How a call of any version ended: the newest contract's outcome, or
+/// the question of an older gadget's `ask-human` (which 0.3.0 replaced
+/// with the `ask` import, and which ends the call).
+pub(crate) enum GuestOutcome {
+    Done(wit::Outcome),
+    AskHuman(String),
+}
+
+impl From<wit::Outcome> for GuestOutcome {
+    fn from(outcome: wit::Outcome) -> Self {
+        GuestOutcome::Done(outcome)
+    }
+}
+
+impl From<old::Outcome> for GuestOutcome {
     fn from(outcome: old::Outcome) -> Self {
         let result = |r: old::CallResult| wit::CallResult {
             content: vec![wit::Content::Text(r.result)],
@@ -92,9 +110,9 @@ impl From<old::Outcome> for wit::Outcome {
             details: r.details,
         };
         match outcome {
-            old::Outcome::Result(r) => wit::Outcome::Result(result(r)),
-            old::Outcome::Finish(r) => wit::Outcome::Finish(result(r)),
-            old::Outcome::AskHuman(question) => wit::Outcome::AskHuman(question),
+            old::Outcome::Result(r) => GuestOutcome::Done(wit::Outcome::Result(result(r))),
+            old::Outcome::Finish(r) => GuestOutcome::Done(wit::Outcome::Finish(result(r))),
+            old::Outcome::AskHuman(question) => GuestOutcome::AskHuman(question),
         }
     }
 }

@@ -3,7 +3,8 @@
 //! from outside), as the epoch callback and the host imports read them.
 
 use gadget_core::signal::AbortSignal;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use wasmtime::UpdateDeadline;
 
@@ -31,6 +32,39 @@ pub(crate) struct CallTime {
     pub(crate) signal: Option<AbortSignal>,
     /// The epoch callback trapped the call at the hard deadline.
     pub(crate) timed_out: bool,
+    /// Time spent waiting for answers (the `ask` import), which is not the
+    /// gadget's: shared with the runtime's outer timer, which moves by it.
+    pub(crate) pauses: Pauses,
+}
+
+/// The time a call spent waiting for answers: done waits, and the one in
+/// progress.
+#[derive(Clone, Default)]
+pub(crate) struct Pauses(Arc<Mutex<PauseClock>>);
+
+#[derive(Default)]
+struct PauseClock {
+    total: Duration,
+    since: Option<Instant>,
+}
+
+impl Pauses {
+    /// All the time paused so far, the wait in progress included.
+    pub(crate) fn paused(&self) -> Duration {
+        let clock = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        clock.total + clock.since.map_or(Duration::ZERO, |s| s.elapsed())
+    }
+
+    fn begin(&self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).since = Some(Instant::now());
+    }
+
+    fn end(&self) -> Duration {
+        let mut clock = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let waited = clock.since.take().map_or(Duration::ZERO, |s| s.elapsed());
+        clock.total += waited;
+        waited
+    }
 }
 
 impl CallTime {
@@ -50,6 +84,22 @@ impl CallTime {
     /// The deadline has passed, on either clock.
     pub(crate) fn deadline_passed(&self) -> bool {
         self.clock.now() >= self.deadline_epoch || Instant::now() >= self.deadline
+    }
+
+    /// The call starts waiting for answers: its clocks stop.
+    pub(crate) fn pause(&mut self) -> u64 {
+        self.pauses.begin();
+        self.clock.now()
+    }
+
+    /// The wait that began at epoch `from` ended: every deadline moves by
+    /// it, so the gadget has as much time left as it had when it asked.
+    pub(crate) fn resume(&mut self, from: u64) {
+        let waited = self.pauses.end();
+        let ticks = self.clock.now().saturating_sub(from);
+        self.deadline_epoch += ticks;
+        self.hard_deadline_epoch += ticks;
+        self.deadline += waited;
     }
 
     /// Runs at every epoch deadline: raise the abort signal at the

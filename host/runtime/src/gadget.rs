@@ -45,6 +45,7 @@ impl WasmGadget {
             grants: Some(self.plugin.access.grants.clone()),
             trace_parent: None,
             request_denials: None,
+            human: None,
         };
         self.invoke_request(request).await
     }
@@ -116,6 +117,7 @@ impl Tool for WasmGadget {
                 a.rules
                     .request_denials(&self.card.spec.name, self.card.schema.schema_for_rules())
             }),
+            human: call.scope.human.clone(),
         };
         Box::pin(async move {
             let mut report = self.invoke_request(request).await;

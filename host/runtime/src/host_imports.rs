@@ -135,6 +135,11 @@ impl host_v3::Host for GuestCall<'_> {
         wit_host::Host::progress(self, message)
     }
 
+    fn report_progress(&mut self, done: f64, total: Option<f64>, message: Option<String>) {
+        let at = self.elapsed_ms();
+        self.ledger.measured(done, total, message, at);
+    }
+
     fn update(&mut self, partial: String, details: Option<String>) {
         wit_host::Host::update(self, partial, details)
     }

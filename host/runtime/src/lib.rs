@@ -19,6 +19,7 @@
 //! Nothing is granted by default: the WASI context has no preopened
 //! directories, no network, no environment and no arguments.
 
+mod ask;
 pub mod bindings;
 pub mod cache;
 mod config_log;

@@ -11,7 +11,7 @@ use gadget_core::content::{
 use gadget_core::ledger::{self, invalid_cost};
 use gadget_core::limits::MAX_ERROR_MESSAGE_BYTES;
 
-use crate::bindings::wit;
+use crate::bindings::{GuestOutcome, wit};
 use crate::{CallError, CallState, Limits, Outcome};
 
 /// Where a call's wasmtime error came from.
@@ -25,7 +25,7 @@ pub(crate) use Failure::{Instantiation, Trapped};
 /// limit (on the sum of a result's parts) and refusing bad returned costs,
 /// details and structured values.
 pub(crate) fn accept_outcome(
-    outcome: wit::Outcome,
+    outcome: GuestOutcome,
     gadget: &str,
     limits: &Limits,
     state: &mut CallState,
@@ -98,17 +98,21 @@ pub(crate) fn accept_outcome(
         Ok((model_text(&rich), details, Some(Box::new(rich))))
     };
     match outcome {
-        wit::Outcome::Result(r) => take(r, state).map(|(result, details, rich)| Outcome::Result {
-            result,
-            details,
-            rich,
-        }),
-        wit::Outcome::Finish(r) => take(r, state).map(|(result, details, rich)| Outcome::Finish {
-            result,
-            details,
-            rich,
-        }),
-        wit::Outcome::AskHuman(question) => Ok(Outcome::AskHuman {
+        GuestOutcome::Done(wit::Outcome::Result(r)) => {
+            take(r, state).map(|(result, details, rich)| Outcome::Result {
+                result,
+                details,
+                rich,
+            })
+        }
+        GuestOutcome::Done(wit::Outcome::Finish(r)) => {
+            take(r, state).map(|(result, details, rich)| Outcome::Finish {
+                result,
+                details,
+                rich,
+            })
+        }
+        GuestOutcome::AskHuman(question) => Ok(Outcome::AskHuman {
             question: state.ledger.bounded(question, MAX_ERROR_MESSAGE_BYTES),
         }),
     }

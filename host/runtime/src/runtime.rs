@@ -14,9 +14,11 @@ use gadget_core::call::{CallError, CallReport, GadgetSpec};
 use gadget_core::ledger::{self, CallObserver, Ledger};
 use gadget_core::limits::{Limits, MAX_ERROR_MESSAGE_BYTES};
 use gadget_core::signal::AbortSignal;
+use gadget_core::tool::HumanInput;
 
-use crate::bindings::wit;
+use crate::ask::AskDoor;
 use crate::bindings::{self, GADGET_EXPORT, WIT_PACKAGE};
+use crate::bindings::{GuestOutcome, wit};
 use crate::deadline::YIELD_INTERVAL_TICKS;
 use crate::epoch::{self, EpochClock, EpochMode};
 use crate::host_imports::HostDoor;
@@ -79,7 +81,7 @@ impl PluginPre {
         id: &str,
         name: &str,
         params: &str,
-    ) -> Result<Result<wit::Outcome, wit::GadgetError>, Failure> {
+    ) -> Result<Result<GuestOutcome, wit::GadgetError>, Failure> {
         // The same calls on each version's generated types.
         macro_rules! invoke_of {
             ($pre:expr) => {{
@@ -152,6 +154,8 @@ pub struct CallRequest {
     /// The operator's deny rules on the gadget's URL parameters, which
     /// hold for every request the call makes too.
     pub request_denials: Option<gadget_core::approval::RequestDenials>,
+    /// Who answers what the gadget asks (the `ask` import); `None`: no one.
+    pub human: Option<Arc<dyn HumanInput>>,
 }
 
 /// How the engine is built.
@@ -266,6 +270,11 @@ impl Runtime {
             state::llm_call,
         )
         .map_err(|e| RuntimeError::Link(e.to_string()))?;
+        bindings::v0_3_0::gadget::plugin::ask::add_to_linker::<_, AskDoor>(
+            &mut linker,
+            state::ask_call,
+        )
+        .map_err(|e| RuntimeError::Link(e.to_string()))?;
         let ticker = epoch::EpochTicker::start(&engine, config.epoch)?;
         let budget = Arc::new(MemoryBudget {
             limit: config.memory_budget.unwrap_or_else(default_memory_budget),
@@ -378,7 +387,7 @@ impl Runtime {
                 })
             })?;
         let run = pre.specs(&mut store);
-        let result = self.with_outer_timeout(&limits, run).await;
+        let result = self.with_outer_timeout(&limits, run, None).await;
         match result {
             Some(Ok(specs)) => Ok(specs),
             Some(Err(error)) => Err(RuntimeError::Specs(classify_trap(
@@ -425,10 +434,12 @@ impl Runtime {
                 );
             }
         };
+        store.data_mut().human = request.human.clone();
+        let pauses = store.data().time.pauses.clone();
         let name = request.component_name.as_ref().unwrap_or(&request.gadget);
         let (id, params) = (&request.invocation_id, &request.params);
         let run = pre.invoke(&mut store, id, name, params);
-        let result = self.with_outer_timeout(limits, run).await;
+        let result = self.with_outer_timeout(limits, run, Some(&pauses)).await;
         let mut returned_cost = 0.0;
         let outcome = match result {
             None => Err(CallError::Timeout {
@@ -446,6 +457,12 @@ impl Runtime {
                 if store.data().limiter.budget_refused && !store.data().time.timed_out =>
             {
                 Err(self.budget_error(&request.gadget))
+            }
+            Some(Err(Trapped(_))) if store.data().awaiting.is_some() => {
+                Err(CallError::AwaitingAnswers {
+                    gadget: request.gadget.clone(),
+                    keys: store.data_mut().awaiting.take().unwrap_or_default(),
+                })
             }
             Some(Err(Trapped(error))) => Err(classify_trap(error, &mut store, limits)),
             Some(Ok(Err(error))) => Err(gadget_error(error, store.data(), &request)),
@@ -512,13 +529,31 @@ impl Runtime {
         &self,
         limits: &Limits,
         run: impl Future<Output = T>,
+        pauses: Option<&deadline::Pauses>,
     ) -> Option<T> {
         match self.clock().mode() {
             EpochMode::Manual => Some(run.await),
             EpochMode::Ticker => {
                 let outer =
                     limits.timeout + limits.grace + gadget_core::limits::OUTER_TIMEOUT_SLACK;
-                tokio::time::timeout(outer, run).await.ok()
+                let started = tokio::time::Instant::now();
+                tokio::pin!(run);
+                // Time spent waiting for answers is not the gadget's: the
+                // timer moves by it (a wait in progress keeps moving it).
+                loop {
+                    let paused = pauses.map_or(Duration::ZERO, deadline::Pauses::paused);
+                    let until = started + outer + paused;
+                    match tokio::time::timeout_at(until, &mut run).await {
+                        Ok(done) => return Some(done),
+                        Err(_) => {
+                            let now_paused =
+                                pauses.map_or(Duration::ZERO, deadline::Pauses::paused);
+                            if now_paused == paused {
+                                return None;
+                            }
+                        }
+                    }
+                }
             }
         }
     }
@@ -603,6 +638,7 @@ impl Runtime {
                 aborted: false,
                 signal: signal.clone(),
                 timed_out: false,
+                pauses: deadline::Pauses::default(),
             },
             llm: grants
                 .and_then(|g| g.grants.llm.clone())
@@ -613,6 +649,9 @@ impl Runtime {
                 }),
             http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
             config_reads: 0,
+            human: None,
+            ask_wait: limits.ask_wait,
+            awaiting: None,
             files: files::CallFiles::new(
                 grants.map_or(&[][..], |g| &g.grants.files[..]),
                 notes.clone(),

@@ -1,7 +1,7 @@
 //! A call's store data, [`CallState`]: everything one call owns, and the
 //! getters that hand each host interface its part of it (wasmtime's
 //! `WasiCtxView` shape): the host interface sees a [`GuestCall`], the
-//! `llm` interface an [`LlmCall`], the files door a [`FilesView`], the
+//! `llm` interface an [`LlmCall`], the `ask` interface an [`AskCall`], the files door a [`FilesView`], the
 //! config log its [`ConfigReads`]; none of them sees the whole store.
 
 use wasmtime::component::ResourceTable;
@@ -9,6 +9,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use gadget_core::ledger::Ledger;
 
+use crate::ask::AskCall;
 use crate::config_log::ConfigReads;
 use crate::files::{self, FilesView};
 use crate::host_imports::GuestCall;
@@ -37,6 +38,12 @@ pub struct CallState {
     pub(crate) files: files::CallFiles,
     /// Config reads told to the observer so far.
     pub(crate) config_reads: u32,
+    /// Who answers what the gadget asks (the `ask` import).
+    pub(crate) human: Option<std::sync::Arc<dyn gadget_core::tool::HumanInput>>,
+    /// The longest wait of one `ask`.
+    pub(crate) ask_wait: std::time::Duration,
+    /// The keys the call was suspended waiting for (see `ask.rs`).
+    pub(crate) awaiting: Option<Vec<String>>,
     /// Keeps the epoch ticker running while this store exists.
     pub(crate) _activity: epoch::ActivityGuard,
 }
@@ -92,6 +99,21 @@ pub(crate) fn llm_call(state: &mut CallState) -> LlmCall<'_> {
         },
         plugin,
         access: state.llm.as_mut(),
+    }
+}
+
+/// The `ask` interface's part of a call's store.
+pub(crate) fn ask_call(state: &mut CallState) -> AskCall<'_> {
+    AskCall {
+        call: GuestCall {
+            gadget: &state.gadget,
+            invocation_id: &state.invocation_id,
+            time: &mut state.time,
+            ledger: &mut state.ledger,
+        },
+        human: state.human.as_ref(),
+        wait: state.ask_wait,
+        awaiting: &mut state.awaiting,
     }
 }
 

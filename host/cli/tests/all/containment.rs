@@ -30,6 +30,7 @@ async fn run_with(
         grants: None,
         trace_parent: None,
         request_denials: None,
+        human: None,
     };
     gadget.invoke_request(request).await
 }
@@ -164,6 +165,7 @@ async fn external_cancellation_raises_the_abort_signal() {
         grants: None,
         trace_parent: None,
         request_denials: None,
+        human: None,
     };
     let started = Instant::now();
     let call = gadget.invoke_request(request);

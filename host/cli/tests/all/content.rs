@@ -15,7 +15,7 @@ use gadget_host::runtime::{CallError, CallRequest, EpochMode, Outcome};
 use crate::common;
 
 /// The conformance fixture as a plugin directory under `dir`.
-fn conformance_plugins(dir: &Path) -> PathBuf {
+pub(crate) fn conformance_plugins(dir: &Path) -> PathBuf {
     let plugin = dir.join("plugins").join("conformance");
     std::fs::create_dir_all(&plugin).unwrap();
     std::fs::copy(
@@ -83,6 +83,7 @@ async fn parts_are_kept_for_clients_and_described_for_the_model_within_the_limit
             grants: Some(image.plugin.access.grants.clone()),
             trace_parent: None,
             request_denials: None,
+            human: None,
         })
         .await;
     assert!(

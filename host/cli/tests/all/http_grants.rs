@@ -384,6 +384,7 @@ async fn the_abort_signal_stops_a_request_in_flight() {
             grants: Some(gadget.plugin.access.grants.clone()),
             trace_parent: None,
             request_denials: None,
+            human: None,
         })
         .await;
     let took = started.elapsed();

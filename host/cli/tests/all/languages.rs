@@ -64,6 +64,7 @@ async fn stops_on_the_deadline_signal(registry: &Registry, timeout_ms: u64) {
         grants: None,
         trace_parent: None,
         request_denials: None,
+        human: None,
     };
     let report = gadget.invoke_request(request).await;
     assert_eq!(

@@ -3,6 +3,7 @@
 
 mod agent;
 mod approvals;
+mod asks;
 mod audit;
 mod capabilities;
 mod cli;

@@ -21,6 +21,7 @@
 //! access    what a tool may touch, and the effects it declares
 //! approval  the operator's approval and argument rules, and who decides
 //! ask       what a running gadget asks (the `ask` import) and the answers
+//! catalog   the resources and prompts a plugin serves, and completion
 //! audit     the audit journal: its records, their hash chain, verification
 //! scope     what surrounds a session's calls: approvals, recorder, trace, person
 //! glob      gadget-name patterns; text  text bounded at a character boundary
@@ -62,6 +63,7 @@ pub mod approval;
 pub mod ask;
 pub mod audit;
 pub mod call;
+pub mod catalog;
 pub mod chunked;
 pub mod content;
 pub mod effect;

@@ -222,6 +222,12 @@ pub trait Tools: Send + Sync {
     fn refusal(&self, name: &str) -> String {
         crate::render::unknown_gadget(name, &self.names())
     }
+
+    /// The resources and prompts served beside these tools (the plugins'
+    /// catalogs), in load order; by default none.
+    fn catalogs(&self) -> Vec<Arc<dyn crate::catalog::Catalog>> {
+        Vec::new()
+    }
 }
 
 /// Two sets of tools as one: `first` wins a name both have, and says why
@@ -252,6 +258,12 @@ impl Tools for Layered {
 
     fn refusal(&self, name: &str) -> String {
         self.first.refusal(name)
+    }
+
+    fn catalogs(&self) -> Vec<Arc<dyn crate::catalog::Catalog>> {
+        let mut catalogs = self.first.catalogs();
+        catalogs.extend(self.then.catalogs());
+        catalogs
     }
 }
 

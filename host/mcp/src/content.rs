@@ -14,7 +14,7 @@ pub fn blocks(text: String, rich: Option<&Rich>) -> Vec<ContentBlock> {
     }
 }
 
-fn block(part: &Content) -> ContentBlock {
+pub(crate) fn block(part: &Content) -> ContentBlock {
     match part {
         Content::Text { text } => ContentBlock::text(text.clone()),
         Content::Image(m) => ContentBlock::image(base64(&m.data), m.mime_type.clone()),

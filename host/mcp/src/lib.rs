@@ -9,6 +9,7 @@
 pub mod approval;
 mod ask;
 mod call;
+mod catalog;
 mod content;
 pub mod http;
 mod inputs;

@@ -22,6 +22,7 @@
 mod ask;
 pub mod bindings;
 pub mod cache;
+pub mod catalog;
 mod config_log;
 mod deadline;
 pub mod describe;

@@ -123,7 +123,7 @@ pub(crate) fn accept_outcome(
 type Accepted = (String, Option<Value>, Option<Box<Rich>>);
 
 /// A content part of the contract as the host's.
-fn content_of(part: wit::Content) -> Content {
+pub(crate) fn content_of(part: wit::Content) -> Content {
     let media = |m: wit::Media| Media {
         mime_type: m.mime_type,
         data: m.data,

@@ -248,6 +248,8 @@ pub struct Plugin {
     /// Its claim to a gadget name another plugin serves too (see
     /// [`Standing`]).
     pub standing: Standing,
+    /// The resources and prompts it serves (contract 0.3.0).
+    pub catalog: gadget_core::catalog::CatalogSpecs,
     pub(crate) pre: PluginPre,
     /// The runtime whose engine compiled `pre`: calls must use it.
     pub(crate) runtime: Arc<Runtime>,

@@ -353,4 +353,19 @@ impl Tools for Registry {
     fn refusal(&self, name: &str) -> String {
         self.rejection(name).to_string()
     }
+
+    /// The catalogs of the plugins that are offered (granted what they
+    /// ask for), in load order.
+    fn catalogs(&self) -> Vec<Arc<dyn gadget_core::catalog::Catalog>> {
+        self.plugins
+            .iter()
+            .filter(|p| !p.catalog.is_empty() && p.is_available())
+            .map(|p| {
+                Arc::new(crate::catalog::PluginCatalog {
+                    plugin: p.clone(),
+                    specs: p.catalog.clone(),
+                }) as Arc<dyn gadget_core::catalog::Catalog>
+            })
+            .collect()
+    }
 }

@@ -127,6 +127,8 @@ pub enum RuntimeError {
     Link(String),
     #[error("reading its gadget specs failed: {0}")]
     Specs(#[source] CallError),
+    #[error("reading its catalog (resources and prompts) failed: {0}")]
+    Catalog(#[source] CallError),
 }
 
 /// One call to run.
@@ -511,6 +513,11 @@ impl Runtime {
         }
     }
 
+    /// Waits for room in the host's memory budget to start an instance.
+    pub(crate) async fn budget_room(&self) {
+        self.budget.room_to_start().await;
+    }
+
     fn budget_error(&self, gadget: &str) -> CallError {
         CallError::MemoryBudget {
             gadget: gadget.to_string(),
@@ -525,7 +532,7 @@ impl Runtime {
 
     /// Bounds time spent where epochs cannot reach (inside host imports):
     /// `None` when the outer timeout fired. Off in manual epoch mode.
-    async fn with_outer_timeout<T>(
+    pub(crate) async fn with_outer_timeout<T>(
         &self,
         limits: &Limits,
         run: impl Future<Output = T>,
@@ -558,7 +565,7 @@ impl Runtime {
         }
     }
 
-    fn new_store(
+    pub(crate) fn new_store(
         &self,
         gadget: &str,
         invocation_id: &str,

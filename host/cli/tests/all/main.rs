@@ -6,6 +6,7 @@ mod approvals;
 mod asks;
 mod audit;
 mod capabilities;
+mod catalog;
 mod cli;
 mod common;
 mod containment;

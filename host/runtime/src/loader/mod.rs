@@ -340,6 +340,10 @@ pub async fn load_plugin(
     let specs = read_specs_cached(runtime, &pre, &limits, &sha256, options)
         .await
         .map_err(|e| fail(e.into()))?;
+    let catalog = runtime
+        .read_catalog(&pre, &limits)
+        .await
+        .map_err(|e| fail(e.into()))?;
     let settings = options.plugins.get(&manifest.name);
     let prefix = settings.and_then(|p| p.prefix.clone());
     let run_exclusive = settings.is_some_and(|p| p.run_exclusive);
@@ -391,6 +395,7 @@ pub async fn load_plugin(
             refused,
         },
         standing,
+        catalog,
         pre,
         runtime: runtime.clone(),
     };

@@ -1,0 +1,155 @@
+//! What a plugin serves besides its gadgets (contract 0.3.0's `catalog`):
+//! an MCP client (the official Rust SDK, over stdio) lists and reads the
+//! conformance fixture's resources and templates, renders its prompts,
+//! completes a prompt argument from its examples, is told `-32602` with
+//! the URI for a resource nobody serves and with the missing argument for
+//! a prompt, and answers a prompt that asks (the SDK answers the
+//! `input_required` round trip through its elicitation handler).
+
+use std::process::Stdio;
+
+use rmcp::model::{
+    ClientCapabilities, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationCapability, GetPromptRequestParams, InitializeRequestParams,
+    ReadResourceRequestParams, ResourceContents,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ErrorData as McpError, RoleClient, ServiceExt as _};
+
+use crate::common;
+use crate::content::conformance_plugins;
+
+/// A client whose person answers every form field with "tests".
+struct Answering;
+
+impl ClientHandler for Answering {
+    fn get_info(&self) -> InitializeRequestParams {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(ElicitationCapability::new());
+        let mut info = InitializeRequestParams::default();
+        info.capabilities = capabilities;
+        info
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        let ElicitRequestParams::FormElicitationParams {
+            requested_schema, ..
+        } = request
+        else {
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        let schema = serde_json::to_value(&requested_schema).unwrap();
+        let fields: serde_json::Map<String, serde_json::Value> = schema["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| (k.clone(), serde_json::json!("tests")))
+            .collect();
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(fields.into()))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_reads_resources_renders_prompts_and_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = tokio::process::Command::new(common::gadget_bin());
+    command
+        .arg("--plugins")
+        .arg(conformance_plugins(dir.path()))
+        .env("XDG_CACHE_HOME", dir.path())
+        .arg("mcp")
+        .stderr(Stdio::null());
+    let client = Answering
+        .serve(TokioChildProcess::new(command).unwrap())
+        .await
+        .unwrap();
+
+    let resources = client.list_resources(None).await.unwrap().resources;
+    let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+    assert_eq!(uris, ["test://static-text", "test://static-binary"]);
+    let templates = client.list_resource_templates(None).await.unwrap();
+    assert_eq!(
+        templates.resource_templates[0].uri_template,
+        "test://template/{id}/data"
+    );
+
+    let read = |uri: &str| client.read_resource(ReadResourceRequestParams::new(uri));
+    let text = read("test://static-text").await.unwrap();
+    assert!(matches!(
+        &text.contents[0],
+        ResourceContents::TextResourceContents { text, .. } if text == "This is the content of the static text resource."
+    ));
+    let binary = read("test://static-binary").await.unwrap();
+    assert!(matches!(
+        &binary.contents[0],
+        ResourceContents::BlobResourceContents { blob, mime_type, .. }
+            if blob.starts_with("iVBORw0KGgo") && mime_type.as_deref() == Some("image/png")
+    ));
+    let templated = read("test://template/42/data").await.unwrap();
+    let ResourceContents::TextResourceContents { text, .. } = &templated.contents[0] else {
+        panic!("{templated:?}")
+    };
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(text).unwrap()["id"],
+        "42"
+    );
+    // Nobody serves it: -32602 naming the URI, never an empty result.
+    let missing = read("test://template/4/2/data").await.unwrap_err();
+    let rmcp::ServiceError::McpError(error) = missing else {
+        panic!("{missing:?}")
+    };
+    assert_eq!(error.code.0, -32602);
+    assert_eq!(error.data.unwrap()["uri"], "test://template/4/2/data");
+
+    let prompts = client.list_prompts(None).await.unwrap().prompts;
+    assert!(
+        prompts
+            .iter()
+            .any(|p| p.name == "test_prompt_with_arguments")
+    );
+    let get = |name: &str, arguments: serde_json::Value| {
+        let mut params = GetPromptRequestParams::new(name);
+        params.arguments = arguments.as_object().cloned();
+        client.get_prompt(params)
+    };
+    let rendered = get(
+        "test_prompt_with_arguments",
+        serde_json::json!({"arg1": "hello", "arg2": "world"}),
+    )
+    .await
+    .unwrap();
+    let said = serde_json::to_value(&rendered.messages[0]).unwrap();
+    assert_eq!(
+        said["content"]["text"],
+        "Prompt with arguments: arg1='hello', arg2='world'"
+    );
+    let short = get(
+        "test_prompt_with_arguments",
+        serde_json::json!({"arg1": "x"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        short.to_string().contains("needs the argument arg2"),
+        "{short}"
+    );
+
+    // A prompt that asks: the person's answer is rendered in it.
+    let asked = get("test_input_required_result_prompt", serde_json::json!({}))
+        .await
+        .unwrap();
+    let said = serde_json::to_value(&asked.messages[0]).unwrap();
+    assert_eq!(said["content"]["text"], "Use this context: tests");
+
+    let values = client
+        .complete_prompt_simple("test_prompt_with_arguments", "arg1", "par")
+        .await
+        .unwrap();
+    assert_eq!(values, ["paris", "park", "party"]);
+    client.cancel().await.unwrap();
+}

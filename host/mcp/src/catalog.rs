@@ -1,0 +1,356 @@
+//! The plugins' resources and prompts over MCP: `resources/list`,
+//! `resources/templates/list`, `resources/read`, `prompts/list`,
+//! `prompts/get` and `completion/complete`, from the catalogs of the
+//! tools served ([`gadget_core::tool::Tools::catalogs`]). A read or a
+//! prompt runs in a fresh instance of its plugin under its grants, and
+//! may ask, as a tool does: over stateless HTTP the request ends
+//! `input_required` and is replayed (`crate::replay`), on older sessions
+//! the client answers mid-request.
+//!
+//! An unknown URI is `-32602` with the URI in the error's data (SEP-2164),
+//! never an empty result; an unknown prompt or arguments that do not fit
+//! it are `-32602` saying what would.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, InputResponses, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Reference,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
+use serde_json::{Value, json};
+
+use gadget_core::ask::Kinds;
+use gadget_core::call::CallError;
+use gadget_core::catalog::{
+    Catalog, CatalogError, CompletionRef, MAX_COMPLETIONS, check_arguments, complete_from,
+};
+use gadget_core::content::{ResourceBody, ResourceContents, base64};
+use gadget_core::scope::CallScope;
+use gadget_core::tool::HumanInput;
+
+use crate::ask::is_modern;
+use crate::content::block;
+use crate::inputs::{ClientPerson, capabilities_for, kinds_of};
+use crate::replay::{Ended, Replay};
+use crate::server::GadgetServer;
+
+/// A result from its JSON (every field the MCP schema names), complete
+/// (rmcp drops `resultType` for a client of an older protocol).
+fn list<T: serde::de::DeserializeOwned>(mut value: Value) -> Result<T, McpError> {
+    value["resultType"] = json!("complete");
+    serde_json::from_value(value).map_err(|e| McpError::internal_error(e.to_string(), None))
+}
+
+fn contents_json(contents: &ResourceContents) -> Value {
+    let mut value = json!({"uri": contents.uri});
+    if let Some(mime_type) = &contents.mime_type {
+        value["mimeType"] = json!(mime_type);
+    }
+    match &contents.body {
+        ResourceBody::Text(text) => value["text"] = json!(text),
+        ResourceBody::Blob(bytes) => value["blob"] = json!(base64(bytes)),
+    }
+    value
+}
+
+/// Who answers what a read or a prompt asks, and the replay that must be
+/// checked when it ends (stateless HTTP).
+struct Asking {
+    replay: Option<Arc<Replay>>,
+    scope: Arc<CallScope>,
+}
+
+impl GadgetServer {
+    fn catalogs(&self) -> Vec<Arc<dyn Catalog>> {
+        self.served().catalogs()
+    }
+
+    /// The scope of one read or prompt: `binding` and `params` are what
+    /// a stateless round trip's state is bound to.
+    fn asking(
+        &self,
+        binding: &str,
+        params: &Value,
+        responses: Option<InputResponses>,
+        state: Option<&str>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Asking, McpError> {
+        let kinds = kinds_of(context.client_capabilities().as_ref());
+        let (replay, human) = if is_modern(context) {
+            let replay = Replay::new(&self.approval_key, binding, params, kinds, state, responses)
+                .map_err(|refused| McpError::invalid_params(refused.to_string(), None))?;
+            let replay = Arc::new(replay);
+            (Some(replay.clone()), Some(replay as Arc<dyn HumanInput>))
+        } else if self.server_requests && kinds != Kinds::NONE {
+            let person = ClientPerson {
+                peer: context.peer.clone(),
+                kinds,
+            };
+            (None, Some(Arc::new(person) as Arc<dyn HumanInput>))
+        } else {
+            (None, None)
+        };
+        let scope = Arc::new(CallScope {
+            approvals: None,
+            recorder: None,
+            trace: crate::trace::parent_of(context),
+            human,
+        });
+        Ok(Asking { replay, scope })
+    }
+
+    pub(crate) async fn list_resources_of(&self) -> Result<ListResourcesResult, McpError> {
+        self.until_loaded().await;
+        let resources: Vec<Value> = self
+            .catalogs()
+            .iter()
+            .flat_map(|c| c.specs().resources.clone())
+            .map(|r| {
+                json!({"uri": r.uri, "name": r.name, "title": r.title,
+                       "description": r.description, "mimeType": r.mime_type, "size": r.size})
+            })
+            .map(drop_nulls)
+            .collect();
+        list(json!({ "resources": resources }))
+    }
+
+    pub(crate) async fn list_templates_of(&self) -> Result<ListResourceTemplatesResult, McpError> {
+        self.until_loaded().await;
+        let templates: Vec<Value> = self
+            .catalogs()
+            .iter()
+            .flat_map(|c| c.specs().templates.clone())
+            .map(|t| {
+                json!({"uriTemplate": t.uri_template, "name": t.name, "title": t.title,
+                       "description": t.description, "mimeType": t.mime_type})
+            })
+            .map(drop_nulls)
+            .collect();
+        list(json!({ "resourceTemplates": templates }))
+    }
+
+    pub(crate) async fn list_prompts_of(&self) -> Result<ListPromptsResult, McpError> {
+        self.until_loaded().await;
+        let prompts: Vec<Value> = self
+            .catalogs()
+            .iter()
+            .flat_map(|c| c.specs().prompts.clone())
+            .map(|p| {
+                let arguments: Vec<Value> = p
+                    .arguments
+                    .iter()
+                    .map(|a| {
+                        drop_nulls(json!({"name": a.name, "description": a.description,
+                                          "required": a.required}))
+                    })
+                    .collect();
+                drop_nulls(json!({"name": p.name, "title": p.title,
+                                  "description": p.description, "arguments": arguments}))
+            })
+            .collect();
+        list(json!({ "prompts": prompts }))
+    }
+
+    /// `resources/read`: the first catalog that serves the URI reads it.
+    pub(crate) async fn read_resource_of(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        self.until_loaded().await;
+        let uri = request.uri.clone();
+        let not_found =
+            || McpError::invalid_params("Resource not found", Some(json!({"uri": uri})));
+        let Some(catalog) = self.catalogs().into_iter().find(|c| c.specs().serves(&uri)) else {
+            return Err(not_found());
+        };
+        let asking = self.asking(
+            &format!("resource {uri}"),
+            &json!({"uri": uri}),
+            request.input_responses.clone(),
+            request.request_state.as_deref(),
+            &context,
+        )?;
+        let read = catalog.read(uri.clone(), asking.scope.clone()).await;
+        if let Some(early) = ended(asking.replay.as_deref())? {
+            return Ok(early.into());
+        }
+        match read {
+            Ok(contents) if contents.is_empty() => Err(not_found()),
+            Ok(contents) => {
+                let contents: Vec<Value> = contents.iter().map(contents_json).collect();
+                Ok(list::<ReadResourceResult>(json!({ "contents": contents }))?.into())
+            }
+            Err(CatalogError::NotFound { .. }) => Err(not_found()),
+            Err(error) => Err(failed(catalog.plugin(), error)),
+        }
+    }
+
+    /// `prompts/get`: the catalog that has the prompt renders it, once its
+    /// arguments fit.
+    pub(crate) async fn get_prompt_of(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        self.until_loaded().await;
+        let name = request.name.clone();
+        let catalogs = self.catalogs();
+        let Some((catalog, prompt)) = catalogs
+            .iter()
+            .find_map(|c| c.specs().prompt(&name).map(|p| (c, p.clone())))
+        else {
+            let names: Vec<String> = catalogs
+                .iter()
+                .flat_map(|c| c.specs().prompts.iter().map(|p| p.name.clone()))
+                .collect();
+            return Err(McpError::invalid_params(
+                format!(
+                    "no prompt is named '{name}' (served: {})",
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
+                Some(json!({"name": name})),
+            ));
+        };
+        let arguments: Vec<(String, String)> = request
+            .arguments
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| match v {
+                Value::String(text) => (k, text),
+                other => (k, other.to_string()),
+            })
+            .collect();
+        check_arguments(&prompt, &arguments).map_err(|why| McpError::invalid_params(why, None))?;
+        let params = Value::Object(request.arguments.clone().unwrap_or_default());
+        let asking = self.asking(
+            &format!("prompt {name}"),
+            &params,
+            request.input_responses.clone(),
+            request.request_state.as_deref(),
+            &context,
+        )?;
+        let rendered = catalog.prompt(name, arguments, asking.scope.clone()).await;
+        if let Some(early) = ended(asking.replay.as_deref())? {
+            return Ok(early.into());
+        }
+        let rendered = rendered.map_err(|error| failed(catalog.plugin(), error))?;
+        let messages: Vec<Value> = rendered
+            .messages
+            .iter()
+            .map(|m| json!({"role": m.role, "content": block(&m.content)}))
+            .collect();
+        let mut result = json!({ "messages": messages });
+        if let Some(description) = rendered.description {
+            result["description"] = json!(description);
+        }
+        Ok(list::<GetPromptResult>(result)?.into())
+    }
+
+    /// `completion/complete`: an argument's examples when it has some,
+    /// else the plugin's own `complete`.
+    pub(crate) async fn complete_of(
+        &self,
+        request: CompleteRequestParams,
+    ) -> Result<CompleteResult, McpError> {
+        self.until_loaded().await;
+        let catalogs = self.catalogs();
+        let argument = request.argument.name.clone();
+        let value = request.argument.value.clone();
+        let context: Vec<(String, String)> = request
+            .context
+            .and_then(|c| c.arguments)
+            .map(|a| a.into_iter().collect())
+            .unwrap_or_default();
+        let (catalog, reference, offered) = match &request.r#ref {
+            Reference::Prompt(p) => {
+                let Some((catalog, prompt)) = catalogs
+                    .iter()
+                    .find_map(|c| c.specs().prompt(&p.name).map(|s| (c, s.clone())))
+                else {
+                    return Err(McpError::invalid_params(
+                        format!("no prompt is named '{}'", p.name),
+                        None,
+                    ));
+                };
+                let offered = prompt
+                    .arguments
+                    .iter()
+                    .find(|a| a.name == argument)
+                    .map(|a| a.examples.clone())
+                    .unwrap_or_default();
+                (catalog, CompletionRef::Prompt(p.name.clone()), offered)
+            }
+            Reference::Resource(r) => {
+                let Some(catalog) = catalogs
+                    .iter()
+                    .find(|c| c.specs().templates.iter().any(|t| t.uri_template == r.uri))
+                else {
+                    return Err(McpError::invalid_params(
+                        format!("no resource template is {}", r.uri),
+                        None,
+                    ));
+                };
+                (catalog, CompletionRef::Resource(r.uri.clone()), Vec::new())
+            }
+            other => {
+                return Err(McpError::invalid_params(
+                    format!("cannot complete a {} reference", other.reference_type()),
+                    None,
+                ));
+            }
+        };
+        let mut values = if offered.is_empty() {
+            catalog
+                .complete(reference, argument, value, context)
+                .await
+                .map_err(|error| failed(catalog.plugin(), error))?
+        } else {
+            complete_from(&offered, &value)
+        };
+        values.truncate(MAX_COMPLETIONS);
+        let total = values.len();
+        list(json!({"completion": {"values": values, "total": total, "hasMore": false}}))
+    }
+}
+
+/// A read or prompt that ended asking (stateless HTTP): the result that
+/// says so, or the error when it cannot be asked.
+fn ended(replay: Option<&Replay>) -> Result<Option<rmcp::model::InputRequiredResult>, McpError> {
+    match replay.map(Replay::ended) {
+        None | Some(Ended::Answered) => Ok(None),
+        Some(Ended::Asked(result)) => Ok(Some(result)),
+        Some(Ended::Missing(kinds)) => Err(McpError::missing_required_client_capability(
+            capabilities_for(kinds),
+        )),
+        Some(Ended::Diverged(why)) => Err(McpError::invalid_params(why, None)),
+    }
+}
+
+/// A plugin's failure to read or render, as the client is told it.
+fn failed(plugin: &str, error: CatalogError) -> McpError {
+    match error {
+        CatalogError::Failed(CallError::Failed { message })
+        | CatalogError::Failed(CallError::InvalidArguments { message }) => {
+            McpError::internal_error(format!("plugin '{plugin}': {message}"), None)
+        }
+        other => McpError::internal_error(format!("plugin '{plugin}': {other}"), None),
+    }
+}
+
+/// Drops the `null` fields of an object (absent is how MCP says none).
+fn drop_nulls(mut value: Value) -> Value {
+    if let Value::Object(fields) = &mut value {
+        fields.retain(|_, v| !v.is_null());
+    }
+    value
+}

@@ -1,0 +1,511 @@
+//! The `catalog` export of gadget:plugin@0.3.0: the resources, templates
+//! and prompts a component lists (read once at load time, in a fresh
+//! instance, bounded and checked), and each read, prompt and completion
+//! run in a fresh instance under the plugin's grants, limits and
+//! deadline, as a call is ([`Runtime::catalog_op`]). Older components
+//! serve no catalog.
+//!
+//! [`PluginCatalog`] is a loaded plugin's catalog as the front ends see it
+//! ([`gadget_core::catalog::Catalog`]).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use gadget_core::call::CallError;
+use gadget_core::catalog::{
+    Catalog, CatalogError, CatalogSpecs, CompletionRef, Later, MAX_CATALOG_ENTRIES,
+    MAX_COMPLETIONS, PromptArgument, PromptMessage, PromptResult, PromptSpec, ResourceSpec,
+    Speaker, TemplateSpec,
+};
+use gadget_core::content::ResourceContents;
+use gadget_core::limits::Limits;
+use gadget_core::scope::CallScope;
+
+use crate::bindings::v0_3_0::exports::gadget::plugin::catalog as wit;
+use crate::outcome::{Failure, Instantiation, Trapped, classify_trap, content_of};
+use crate::plugin::Plugin;
+use crate::runtime::{CallRequest, PluginPre, Runtime, RuntimeError, SPECS_TIMEOUT};
+
+/// The longest text of one catalog entry's fields together (URI, name,
+/// title, description), in bytes: entries are sent whole on every list.
+pub const MAX_CATALOG_ENTRY_BYTES: usize = 16 << 10;
+
+/// One request to a component's catalog.
+pub(crate) enum CatalogOp {
+    Read(String),
+    Prompt(String, Vec<(String, String)>),
+    Complete(CompletionRef, String, String, Vec<(String, String)>),
+}
+
+/// What the component answered.
+pub(crate) enum CatalogAnswer {
+    Read(Result<Vec<ResourceContents>, wit::ReadError>),
+    Prompt(Result<PromptResult, String>),
+    Complete(Vec<String>),
+}
+
+impl Runtime {
+    /// The catalog a component lists (none before contract 0.3.0), read
+    /// in a fresh instance with nothing granted, bounded like its specs.
+    pub async fn read_catalog(
+        &self,
+        pre: &PluginPre,
+        limits: &Limits,
+    ) -> Result<CatalogSpecs, RuntimeError> {
+        let PluginPre::V0_3_0(pre) = pre else {
+            return Ok(CatalogSpecs::default());
+        };
+        let limits = Limits {
+            timeout: SPECS_TIMEOUT,
+            ..limits.clone()
+        };
+        let fail = |error: CallError| RuntimeError::Catalog(error);
+        let mut store = self
+            .new_store("(catalog)", "(load)", &limits, None, None, None)
+            .map_err(|reason| {
+                fail(CallError::Instantiate {
+                    gadget: "(catalog)".into(),
+                    reason,
+                })
+            })?;
+        let run = async {
+            let plugin = pre.instantiate_async(&mut store).await?;
+            let catalog = plugin.gadget_plugin_catalog();
+            let resources = catalog.call_resources(&mut store).await?;
+            let templates = catalog.call_resource_templates(&mut store).await?;
+            let prompts = catalog.call_prompts(&mut store).await?;
+            wasmtime::Result::Ok((resources, templates, prompts))
+        };
+        let (resources, templates, prompts) =
+            match self.with_outer_timeout(&limits, run, None).await {
+                Some(Ok(listed)) => listed,
+                Some(Err(error)) => return Err(fail(classify_trap(error, &mut store, &limits))),
+                None => {
+                    return Err(fail(CallError::Timeout {
+                        gadget: "(catalog)".into(),
+                        timeout_ms: limits.timeout.as_millis() as u64,
+                    }));
+                }
+            };
+        specs_of(resources, templates, prompts)
+            .map_err(|message| fail(CallError::Failed { message }))
+    }
+
+    /// Runs one catalog request in a fresh instance, as a call runs
+    /// (`request` names the plugin, its grants, limits and who answers
+    /// what it asks).
+    pub(crate) async fn catalog_op(
+        &self,
+        pre: &PluginPre,
+        request: CallRequest,
+        op: CatalogOp,
+    ) -> Result<CatalogAnswer, CallError> {
+        let PluginPre::V0_3_0(pre) = pre else {
+            return Err(CallError::Failed {
+                message: "this component serves no catalog (contract 0.3.0 does)".into(),
+            });
+        };
+        self.budget_room().await;
+        let limits = &request.limits;
+        let mut store = self
+            .new_store(
+                &request.gadget,
+                &request.invocation_id,
+                limits,
+                request.signal.clone(),
+                request.observer.clone(),
+                request.grants.as_ref(),
+            )
+            .map_err(|reason| CallError::Instantiate {
+                gadget: request.gadget.clone(),
+                reason,
+            })?;
+        store.data_mut().human = request.human.clone();
+        let pauses = store.data().time.pauses.clone();
+        let run = async {
+            let plugin = pre
+                .instantiate_async(&mut store)
+                .await
+                .map_err(Instantiation)?;
+            let catalog = plugin.gadget_plugin_catalog();
+            let answer = match op {
+                CatalogOp::Read(uri) => CatalogAnswer::Read(
+                    catalog
+                        .call_read_resource(&mut store, &uri)
+                        .await
+                        .map_err(Trapped)?
+                        .map(|contents| contents.into_iter().map(resource_of).collect()),
+                ),
+                CatalogOp::Prompt(name, arguments) => CatalogAnswer::Prompt(
+                    catalog
+                        .call_get_prompt(&mut store, &name, &arguments)
+                        .await
+                        .map_err(Trapped)?
+                        .map(prompt_result_of)
+                        .map_err(error_message),
+                ),
+                CatalogOp::Complete(reference, argument, value, context) => {
+                    let reference = match reference {
+                        CompletionRef::Prompt(name) => wit::CompletionRef::Prompt(name),
+                        CompletionRef::Resource(uri) => wit::CompletionRef::Resource(uri),
+                    };
+                    let mut values = catalog
+                        .call_complete(&mut store, &reference, &argument, &value, &context)
+                        .await
+                        .map_err(Trapped)?;
+                    values.truncate(MAX_COMPLETIONS);
+                    CatalogAnswer::Complete(values)
+                }
+            };
+            Ok::<_, Failure>(answer)
+        };
+        let result = self.with_outer_timeout(limits, run, Some(&pauses)).await;
+        let gadget = request.gadget.clone();
+        let answer = match result {
+            None => Err(CallError::Timeout {
+                gadget,
+                timeout_ms: limits.timeout.as_millis() as u64,
+            }),
+            Some(Err(Instantiation(error))) => Err(CallError::Instantiate {
+                gadget,
+                reason: format!("{error:#}"),
+            }),
+            Some(Err(Trapped(_))) if store.data().awaiting.is_some() => {
+                Err(CallError::AwaitingAnswers {
+                    gadget,
+                    keys: store.data_mut().awaiting.take().unwrap_or_default(),
+                })
+            }
+            Some(Err(Trapped(error))) => Err(classify_trap(error, &mut store, limits)),
+            Some(Ok(answer)) => Ok(answer),
+        };
+        // Secrets the plugin holds are replaced in what it returns.
+        match (&request.grants, answer) {
+            (Some(grants), Ok(answer)) if !grants.redactor.is_empty() => {
+                Ok(redact(&grants.redactor, answer))
+            }
+            (Some(grants), Err(error)) if !grants.redactor.is_empty() => {
+                Err(grants.redact_error(error))
+            }
+            (_, answer) => answer,
+        }
+    }
+}
+
+fn redact(redactor: &gadget_core::redact::Redactor, answer: CatalogAnswer) -> CatalogAnswer {
+    let parts = |content: Vec<gadget_core::content::Content>| {
+        let rich = redactor.rich(gadget_core::content::Rich {
+            content,
+            structured: None,
+        });
+        rich.content
+    };
+    match answer {
+        CatalogAnswer::Read(Ok(contents)) => {
+            let wrapped = contents
+                .into_iter()
+                .map(gadget_core::content::Content::Resource)
+                .collect();
+            CatalogAnswer::Read(Ok(parts(wrapped)
+                .into_iter()
+                .filter_map(|c| match c {
+                    gadget_core::content::Content::Resource(r) => Some(r),
+                    _ => None,
+                })
+                .collect()))
+        }
+        CatalogAnswer::Prompt(Ok(mut result)) => {
+            let roles: Vec<Speaker> = result.messages.iter().map(|m| m.role).collect();
+            let content = parts(result.messages.into_iter().map(|m| m.content).collect());
+            result.messages = roles
+                .into_iter()
+                .zip(content)
+                .map(|(role, content)| PromptMessage { role, content })
+                .collect();
+            CatalogAnswer::Prompt(Ok(result))
+        }
+        other => other,
+    }
+}
+
+fn error_message(error: crate::bindings::wit::GadgetError) -> String {
+    use crate::bindings::wit::GadgetError;
+    match error {
+        GadgetError::InvalidArguments(message) | GadgetError::Failed(message) => message,
+        GadgetError::Cancelled => "the prompt was cancelled".into(),
+    }
+}
+
+fn resource_of(contents: crate::bindings::wit::ResourceContents) -> ResourceContents {
+    match content_of(crate::bindings::wit::Content::Resource(contents)) {
+        gadget_core::content::Content::Resource(r) => r,
+        _ => unreachable!("a resource part is a resource"),
+    }
+}
+
+fn prompt_result_of(result: wit::PromptResult) -> PromptResult {
+    PromptResult {
+        description: result.description,
+        messages: result
+            .messages
+            .into_iter()
+            .map(|m| PromptMessage {
+                role: match m.role {
+                    wit::Speaker::User => Speaker::User,
+                    wit::Speaker::Assistant => Speaker::Assistant,
+                },
+                content: content_of(m.content),
+            })
+            .collect(),
+    }
+}
+
+/// The lists as the host keeps them, each checked: bounded in number and
+/// size, names and URIs not empty, templates well formed, no URI, template
+/// or prompt name twice.
+fn specs_of(
+    resources: Vec<wit::Resource>,
+    templates: Vec<wit::ResourceTemplate>,
+    prompts: Vec<wit::Prompt>,
+) -> Result<CatalogSpecs, String> {
+    for (what, count) in [
+        ("resources", resources.len()),
+        ("resource templates", templates.len()),
+        ("prompts", prompts.len()),
+    ] {
+        if count > MAX_CATALOG_ENTRIES {
+            return Err(format!(
+                "its catalog lists {count} {what}; at most {MAX_CATALOG_ENTRIES}"
+            ));
+        }
+    }
+    let text = |parts: &[&str], optional: &[&Option<String>]| {
+        parts.iter().map(|p| p.len()).sum::<usize>()
+            + optional
+                .iter()
+                .map(|o| o.as_ref().map_or(0, String::len))
+                .sum::<usize>()
+    };
+    let mut specs = CatalogSpecs::default();
+    for r in resources {
+        if r.uri.is_empty() || r.name.is_empty() {
+            return Err("a resource of its catalog has an empty URI or name".into());
+        }
+        if text(
+            &[&r.uri, &r.name],
+            &[&r.title, &r.description, &r.mime_type],
+        ) > MAX_CATALOG_ENTRY_BYTES
+        {
+            return Err(format!(
+                "resource {} is over {MAX_CATALOG_ENTRY_BYTES} bytes of text",
+                r.uri
+            ));
+        }
+        if specs.resources.iter().any(|s| s.uri == r.uri) {
+            return Err(format!("its catalog lists resource {} twice", r.uri));
+        }
+        specs.resources.push(ResourceSpec {
+            uri: r.uri,
+            name: r.name,
+            title: r.title,
+            description: r.description,
+            mime_type: r.mime_type,
+            size: r.size,
+        });
+    }
+    for t in templates {
+        // A template must match something: its own expansion with a value.
+        if t.name.is_empty() || !t.uri_template.contains('{') {
+            return Err(format!(
+                "resource template '{}' needs a name and a {{variable}}",
+                t.uri_template
+            ));
+        }
+        if text(
+            &[&t.uri_template, &t.name],
+            &[&t.title, &t.description, &t.mime_type],
+        ) > MAX_CATALOG_ENTRY_BYTES
+        {
+            return Err(format!(
+                "resource template {} is over {MAX_CATALOG_ENTRY_BYTES} bytes of text",
+                t.uri_template
+            ));
+        }
+        if specs
+            .templates
+            .iter()
+            .any(|s| s.uri_template == t.uri_template)
+        {
+            return Err(format!(
+                "its catalog lists template {} twice",
+                t.uri_template
+            ));
+        }
+        specs.templates.push(TemplateSpec {
+            uri_template: t.uri_template,
+            name: t.name,
+            title: t.title,
+            description: t.description,
+            mime_type: t.mime_type,
+        });
+    }
+    for p in prompts {
+        if p.name.is_empty() {
+            return Err("a prompt of its catalog has no name".into());
+        }
+        let arguments_text: usize = p
+            .arguments
+            .iter()
+            .map(|a| {
+                a.name.len()
+                    + a.description.as_ref().map_or(0, String::len)
+                    + a.examples.iter().map(String::len).sum::<usize>()
+            })
+            .sum();
+        if text(&[&p.name], &[&p.title, &p.description]) + arguments_text > MAX_CATALOG_ENTRY_BYTES
+        {
+            return Err(format!(
+                "prompt '{}' is over {MAX_CATALOG_ENTRY_BYTES} bytes of text",
+                p.name
+            ));
+        }
+        if specs.prompts.iter().any(|s| s.name == p.name) {
+            return Err(format!("its catalog lists prompt '{}' twice", p.name));
+        }
+        specs.prompts.push(PromptSpec {
+            name: p.name,
+            title: p.title,
+            description: p.description,
+            arguments: p
+                .arguments
+                .into_iter()
+                .map(|a| PromptArgument {
+                    name: a.name,
+                    description: a.description,
+                    required: a.required,
+                    examples: a.examples,
+                })
+                .collect(),
+        });
+    }
+    Ok(specs)
+}
+
+/// A loaded plugin's catalog: its lists, and each request run in a fresh
+/// instance under the plugin's grants and default limits.
+pub struct PluginCatalog {
+    pub plugin: Arc<Plugin>,
+    pub specs: CatalogSpecs,
+}
+
+/// The ids of catalog requests, for logs and the journal.
+static REQUESTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl PluginCatalog {
+    fn request(&self, what: &str, scope: &CallScope) -> CallRequest {
+        let n = REQUESTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        CallRequest {
+            gadget: format!("{} ({what})", self.plugin.identity.name),
+            component_name: None,
+            invocation_id: format!("catalog_{n}"),
+            params: String::new(),
+            limits: self.plugin.access.limits.clone(),
+            signal: None,
+            observer: None,
+            grants: Some(self.plugin.access.grants.clone()),
+            trace_parent: scope.trace.as_ref().map(|t| t.traceparent.clone()),
+            request_denials: None,
+            human: scope.human.clone(),
+        }
+    }
+
+    async fn run(
+        &self,
+        what: &str,
+        scope: &CallScope,
+        op: CatalogOp,
+    ) -> Result<CatalogAnswer, CatalogError> {
+        let started = Instant::now();
+        let answer = self
+            .plugin
+            .runtime
+            .catalog_op(&self.plugin.pre, self.request(what, scope), op)
+            .await;
+        tracing::debug!(
+            plugin = %self.plugin.identity.name,
+            what,
+            ok = answer.is_ok(),
+            ms = started.elapsed().as_millis() as u64,
+            "catalog request"
+        );
+        Ok(answer?)
+    }
+}
+
+impl Catalog for PluginCatalog {
+    fn plugin(&self) -> &str {
+        &self.plugin.identity.name
+    }
+
+    fn specs(&self) -> &CatalogSpecs {
+        &self.specs
+    }
+
+    fn read(
+        &self,
+        uri: String,
+        scope: Arc<CallScope>,
+    ) -> Later<'_, Result<Vec<ResourceContents>, CatalogError>> {
+        Box::pin(async move {
+            match self
+                .run("read", &scope, CatalogOp::Read(uri.clone()))
+                .await?
+            {
+                CatalogAnswer::Read(Ok(contents)) => Ok(contents),
+                CatalogAnswer::Read(Err(wit::ReadError::NotFound)) => {
+                    Err(CatalogError::NotFound { uri })
+                }
+                CatalogAnswer::Read(Err(wit::ReadError::Failed(message))) => {
+                    Err(CatalogError::Failed(CallError::Failed { message }))
+                }
+                _ => unreachable!("a read answers a read"),
+            }
+        })
+    }
+
+    fn prompt(
+        &self,
+        name: String,
+        arguments: Vec<(String, String)>,
+        scope: Arc<CallScope>,
+    ) -> Later<'_, Result<PromptResult, CatalogError>> {
+        Box::pin(async move {
+            match self
+                .run("prompt", &scope, CatalogOp::Prompt(name, arguments))
+                .await?
+            {
+                CatalogAnswer::Prompt(Ok(result)) => Ok(result),
+                CatalogAnswer::Prompt(Err(message)) => {
+                    Err(CatalogError::Failed(CallError::Failed { message }))
+                }
+                _ => unreachable!("a prompt answers a prompt"),
+            }
+        })
+    }
+
+    fn complete(
+        &self,
+        reference: CompletionRef,
+        argument: String,
+        value: String,
+        context: Vec<(String, String)>,
+    ) -> Later<'_, Result<Vec<String>, CatalogError>> {
+        Box::pin(async move {
+            let op = CatalogOp::Complete(reference, argument, value, context);
+            match self.run("complete", &CallScope::default(), op).await? {
+                CatalogAnswer::Complete(values) => Ok(values),
+                _ => unreachable!("a completion answers a completion"),
+            }
+        })
+    }
+}

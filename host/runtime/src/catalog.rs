@@ -279,14 +279,23 @@ fn specs_of(
             ));
         }
     }
-    let text = |parts: &[&str], optional: &[&Option<String>]| {
-        parts.iter().map(|p| p.len()).sum::<usize>()
-            + optional
-                .iter()
-                .map(|o| o.as_ref().map_or(0, String::len))
-                .sum::<usize>()
-    };
     let mut specs = CatalogSpecs::default();
+    add_resources(&mut specs, resources)?;
+    add_templates(&mut specs, templates)?;
+    add_prompts(&mut specs, prompts)?;
+    Ok(specs)
+}
+
+/// Bytes of text of an entry's fields.
+fn text(parts: &[&str], optional: &[&Option<String>]) -> usize {
+    parts.iter().map(|p| p.len()).sum::<usize>()
+        + optional
+            .iter()
+            .map(|o| o.as_ref().map_or(0, String::len))
+            .sum::<usize>()
+}
+
+fn add_resources(specs: &mut CatalogSpecs, resources: Vec<wit::Resource>) -> Result<(), String> {
     for r in resources {
         if r.uri.is_empty() || r.name.is_empty() {
             return Err("a resource of its catalog has an empty URI or name".into());
@@ -313,6 +322,13 @@ fn specs_of(
             size: r.size,
         });
     }
+    Ok(())
+}
+
+fn add_templates(
+    specs: &mut CatalogSpecs,
+    templates: Vec<wit::ResourceTemplate>,
+) -> Result<(), String> {
     for t in templates {
         // A template must match something: its own expansion with a value.
         if t.name.is_empty() || !t.uri_template.contains('{') {
@@ -349,6 +365,10 @@ fn specs_of(
             mime_type: t.mime_type,
         });
     }
+    Ok(())
+}
+
+fn add_prompts(specs: &mut CatalogSpecs, prompts: Vec<wit::Prompt>) -> Result<(), String> {
     for p in prompts {
         if p.name.is_empty() {
             return Err("a prompt of its catalog has no name".into());
@@ -388,7 +408,7 @@ fn specs_of(
                 .collect(),
         });
     }
-    Ok(specs)
+    Ok(())
 }
 
 /// A loaded plugin's catalog: its lists, and each request run in a fresh
@@ -507,5 +527,55 @@ impl Catalog for PluginCatalog {
                 _ => unreachable!("a completion answers a completion"),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resource(uri: &str) -> wit::Resource {
+        wit::Resource {
+            uri: uri.into(),
+            name: "r".into(),
+            title: None,
+            description: None,
+            mime_type: None,
+            size: None,
+        }
+    }
+
+    fn prompt(name: &str, description: Option<String>) -> wit::Prompt {
+        wit::Prompt {
+            name: name.into(),
+            title: None,
+            description,
+            arguments: vec![],
+        }
+    }
+
+    #[test]
+    fn a_catalog_is_bounded_and_says_nothing_twice() {
+        let many: Vec<_> = (0..=MAX_CATALOG_ENTRIES)
+            .map(|i| resource(&format!("x://{i}")))
+            .collect();
+        let over = specs_of(many, vec![], vec![]).unwrap_err();
+        assert!(over.contains("at most 1000"), "{over}");
+        let twice = specs_of(vec![resource("x://a"), resource("x://a")], vec![], vec![]);
+        assert!(twice.unwrap_err().contains("twice"));
+        let long = prompt("p", Some("x".repeat(MAX_CATALOG_ENTRY_BYTES)));
+        let long = specs_of(vec![], vec![], vec![long]).unwrap_err();
+        assert!(long.contains("bytes of text"), "{long}");
+        let fixed = wit::ResourceTemplate {
+            uri_template: "x://fixed".into(),
+            name: "t".into(),
+            title: None,
+            description: None,
+            mime_type: None,
+        };
+        let fixed = specs_of(vec![], vec![fixed], vec![]).unwrap_err();
+        assert!(fixed.contains("{variable}"), "{fixed}");
+        let fine = specs_of(vec![resource("x://a")], vec![], vec![prompt("p", None)]).unwrap();
+        assert!(fine.serves("x://a") && fine.prompt("p").is_some());
     }
 }

@@ -43,6 +43,12 @@ FIXTURE_COMPONENT = TARGET / "wasm32-wasip2" / "guest" / "fixture_conformance.wa
 
 REQUIREMENT_SETS = ["2026-07-28", "2025-11-25"]
 
+# How `gadget serve` runs for each set: stateless by default (what scales
+# out); 2025-11-25 clients are asked mid-call, which needs a session
+# (`--sessions`, sticky to a replica). 2026-07-28 requests are stateless
+# either way.
+SERVE_ARGS = {"2025-11-25": ("--sessions",)}
+
 # How long the server may take to say where it listens (it compiles the
 # fixture on a cold cache), and how long one set may run in all: the
 # suite's own per-scenario timeout is 30 s, and a hung run must end.
@@ -66,7 +72,7 @@ class Server:
     """`gadget serve` on a port of the system's choosing, in its own home
     (so its cache and config are its own), stopped on exit."""
 
-    def __init__(self, home):
+    def __init__(self, home, extra_args=()):
         # The fixture as a plugin directory: its manifest and the component
         # scripts/build-guests.sh built.
         plugins = Path(home) / "plugins" / "conformance"
@@ -84,7 +90,8 @@ class Server:
         self.log_path = Path(home) / "serve.log"
         log = open(self.log_path, "w")
         self.process = subprocess.Popen(
-            [str(GADGET), "--plugins", str(plugins.parent), "serve", "--listen", "127.0.0.1:0"],
+            [str(GADGET), "--plugins", str(plugins.parent), "serve", "--listen", "127.0.0.1:0",
+             *extra_args],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
         )
         log.close()
@@ -221,15 +228,15 @@ def main():
     node = node_binary()
     if not SUITE_BIN.exists():
         sys.exit(f"error: {SUITE_BIN} is missing: run scripts/setup.sh")
-    home = tempfile.mkdtemp(prefix="gadget-conformance-")
-    server = Server(home)
     ok = True
-    try:
-        for revision in args.set or REQUIREMENT_SETS:
+    for revision in args.set or REQUIREMENT_SETS:
+        home = tempfile.mkdtemp(prefix="gadget-conformance-")
+        server = Server(home, SERVE_ARGS.get(revision, ()))
+        try:
             ok &= run_set(node, server, revision, args.write_baseline)
-    finally:
-        server.stop()
-        shutil.rmtree(home, ignore_errors=True)
+        finally:
+            server.stop()
+            shutil.rmtree(home, ignore_errors=True)
     return 0 if ok else 1
 
 

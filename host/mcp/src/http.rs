@@ -113,6 +113,11 @@ pub struct ServeOptions {
     pub approval_key: crate::approval::ApprovalKey,
     /// The audit journal every call is recorded in, if any.
     pub journal: Option<Arc<gadget_exec::audit::Journal>>,
+    /// Keep a session per client of protocol 2025-11-25 and older, so the
+    /// server can ask it mid-call (elicitation, sampling, roots). A
+    /// session lives in one replica; clients of 2026-07-28 are served
+    /// statelessly either way.
+    pub sessions: bool,
 }
 
 /// A configured bearer token, checked when it is made: trimmed (a token
@@ -204,7 +209,8 @@ pub async fn serve(
     let server = GadgetServer::new(tools, metrics.clone())
         .with_shutdown(calls_cancelled.clone())
         .with_approvals(options.rules.clone(), options.approval_key.clone())
-        .with_journal(options.journal.clone());
+        .with_journal(options.journal.clone())
+        .with_server_requests(options.sessions);
     // Stateless clients list the tools again when they want them: a reload
     // needs no notification here.
     if let Some(reload) = reload {
@@ -218,7 +224,7 @@ pub async fn serve(
     ];
     allowed_hosts.extend(options.allowed_hosts.iter().cloned());
     let mut config = StreamableHttpServerConfig::default();
-    config.legacy_session_mode = false;
+    config.legacy_session_mode = options.sessions;
     config.json_response = true;
     config.allowed_hosts = allowed_hosts;
     config.max_request_body_bytes = MAX_REQUEST_BODY_BYTES;
@@ -227,7 +233,7 @@ pub async fn serve(
     let sessions_end = CancellationToken::new();
     config.cancellation_token = sessions_end.clone();
     let mcp = StreamableHttpService::new(
-        move || Ok(server.clone()),
+        move || Ok(server.for_session()),
         LocalSessionManager::default().into(),
         config,
     );

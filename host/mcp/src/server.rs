@@ -38,7 +38,7 @@ use rmcp::model::{
     GetPromptRequestParams, GetPromptResponse, Implementation, InitializeResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
     PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    SetLevelRequestParams, Tool, ToolAnnotations,
+    SetLevelRequestParams, SubscribeRequestParams, Tool, ToolAnnotations, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -83,7 +83,14 @@ pub struct GadgetServer {
     pub(crate) approval_key: ApprovalKey,
     /// Where every call is recorded (the audit journal), if anywhere.
     pub(crate) recorder: Option<Arc<dyn Recorder>>,
+    /// The resource URIs this session subscribed to (`resources/subscribe`):
+    /// told `resources/updated` when a reload may have changed them.
+    pub(crate) subscriptions: Arc<Mutex<std::collections::BTreeSet<String>>>,
 }
+
+/// The most resource URIs one session may subscribe to: each is a
+/// notification on every reload.
+pub const MAX_SUBSCRIPTIONS: usize = 1024;
 
 /// How long a list or a call waits for the tools still being loaded:
 /// past the longest compile a loader allows, so it only fires when
@@ -103,7 +110,23 @@ impl GadgetServer {
             rules: Arc::new(Rules::none()),
             approval_key: ApprovalKey::random(),
             recorder: None,
+            subscriptions: Arc::default(),
         }
+    }
+
+    /// The server for one more session: everything shared but what the
+    /// session subscribes to.
+    pub fn for_session(&self) -> GadgetServer {
+        GadgetServer {
+            subscriptions: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    /// The resource URIs this session subscribed to.
+    pub fn subscribed(&self) -> Vec<String> {
+        let subscriptions = self.subscriptions.lock().unwrap_or_else(|p| p.into_inner());
+        subscriptions.iter().cloned().collect()
     }
 
     /// Records every call in `journal`.
@@ -256,6 +279,8 @@ impl ServerHandler for GadgetServer {
             .enable_tool_list_changed()
             .enable_logging()
             .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
             .enable_prompts()
             .enable_completions()
             .build();
@@ -314,6 +339,36 @@ impl ServerHandler for GadgetServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         self.read_resource_of(request, context).await
+    }
+
+    /// Any URI may be subscribed to (a reload may bring its resource);
+    /// a reload tells the session `resources/updated` for each.
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let mut subscriptions = self.subscriptions.lock().unwrap_or_else(|p| p.into_inner());
+        if subscriptions.len() >= MAX_SUBSCRIPTIONS && !subscriptions.contains(&request.uri) {
+            return Err(McpError::invalid_params(
+                format!(
+                    "this session already subscribes to {MAX_SUBSCRIPTIONS} resources, the most it may; unsubscribe from one first"
+                ),
+                None,
+            ));
+        }
+        subscriptions.insert(request.uri);
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let mut subscriptions = self.subscriptions.lock().unwrap_or_else(|p| p.into_inner());
+        subscriptions.remove(&request.uri);
+        Ok(())
     }
 
     async fn list_prompts(

@@ -38,6 +38,9 @@ pub struct ServeArgs {
     /// Also serve /metrics (and /healthz) at ADDR without the token, for a scraper that has none (Prometheus in the cluster).
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<SocketAddr>,
+    /// Keep a session per client of protocol 2025-11-25 or older, so a gadget can ask it mid-call (elicitation, sampling, roots). A session lives in one replica: route it there (sticky on Mcp-Session-Id). 2026-07-28 clients are stateless either way.
+    #[arg(long)]
+    sessions: bool,
 }
 
 /// The format of `gadget schemas`.
@@ -99,15 +102,26 @@ pub async fn mcp(
     };
     let running = running.context("starting the MCP session on stdio")?;
     // On SIGHUP the plugins are loaded again and the client is told the
-    // tool list changed.
+    // tool and resource lists changed, and each resource it subscribed to
+    // may have.
     let peer = running.peer().clone();
+    let session = server.clone();
     gadget_mcp::reload_on_sighup(
         server,
         reload,
         move || {
             let peer = peer.clone();
+            let subscribed = session.subscribed();
             Box::pin(async move {
                 let _ = peer.notify_tool_list_changed().await;
+                let _ = peer.notify_resource_list_changed().await;
+                for uri in subscribed {
+                    let _ = peer
+                        .notify_resource_updated(
+                            rmcp::model::ResourceUpdatedNotificationParam::new(uri),
+                        )
+                        .await;
+                }
             })
         },
         hangups,
@@ -158,6 +172,7 @@ pub async fn serve(
         drain_timeout: Duration::from_millis(args.drain_timeout),
         allowed_hosts: args.allowed_hosts.clone(),
         metrics_listen: args.metrics_listen,
+        sessions: args.sessions,
         rules: rules.clone(),
         journal,
         approval_key: match gadget_mcp::approval::ApprovalKey::from_env() {

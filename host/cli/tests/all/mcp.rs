@@ -267,11 +267,22 @@ async fn sighup_reloads_the_plugins_and_tells_the_client() {
     use rmcp::service::NotificationContext;
     use rmcp::transport::TokioChildProcess;
 
-    /// Records `notifications/tools/list_changed`.
-    struct Watcher(tokio::sync::mpsc::UnboundedSender<()>);
+    /// Records `notifications/tools/list_changed` and the URIs of
+    /// `notifications/resources/updated`.
+    struct Watcher(
+        tokio::sync::mpsc::UnboundedSender<()>,
+        tokio::sync::mpsc::UnboundedSender<String>,
+    );
     impl rmcp::ClientHandler for Watcher {
         async fn on_tool_list_changed(&self, _context: NotificationContext<rmcp::RoleClient>) {
             let _ = self.0.send(());
+        }
+        async fn on_resource_updated(
+            &self,
+            params: rmcp::model::ResourceUpdatedNotificationParam,
+            _context: NotificationContext<rmcp::RoleClient>,
+        ) {
+            let _ = self.1.send(params.uri);
         }
     }
     let copy_plugin = |name: &str, into: &std::path::Path| {
@@ -296,7 +307,18 @@ async fn sighup_reloads_the_plugins_and_tells_the_client() {
     let transport = TokioChildProcess::new(command).unwrap();
     let pid = transport.id().unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let client = Watcher(tx).serve(transport).await.unwrap();
+    let (updated_tx, mut updated) = tokio::sync::mpsc::unbounded_channel();
+    let client = Watcher(tx, updated_tx).serve(transport).await.unwrap();
+    // A resource a reload may bring: the session is told it may have
+    // changed (resources/subscribe is what clients before 2026-07-28 use).
+    #[allow(
+        deprecated,
+        reason = "resources/subscribe is what 2025-11-25 clients use"
+    )]
+    client
+        .subscribe(rmcp::model::SubscribeRequestParams::new("test://watched"))
+        .await
+        .unwrap();
     let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
         tools.into_iter().map(|t| t.name.to_string()).collect()
     };
@@ -310,6 +332,10 @@ async fn sighup_reloads_the_plugins_and_tells_the_client() {
         .await
         .expect("tools/list_changed within 20 s")
         .unwrap();
+    let uri = tokio::time::timeout(Duration::from_secs(20), updated.recv())
+        .await
+        .expect("resources/updated within 20 s");
+    assert_eq!(uri.as_deref(), Some("test://watched"));
     let after = names(client.list_all_tools().await.unwrap());
     assert!(after.contains(&"Sleep".to_string()), "{after:?}");
     client.cancel().await.unwrap();

@@ -33,6 +33,7 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
+use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
     GetPromptRequestParams, GetPromptResponse, Implementation, InitializeResult, ListPromptsResult,
@@ -40,7 +41,7 @@ use rmcp::model::{
     PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
     SetLevelRequestParams, SubscribeRequestParams, Tool, ToolAnnotations, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 
@@ -86,6 +87,9 @@ pub struct GadgetServer {
     /// The resource URIs this session subscribed to (`resources/subscribe`):
     /// told `resources/updated` when a reload may have changed them.
     pub(crate) subscriptions: Arc<Mutex<std::collections::BTreeSet<String>>>,
+    /// Counts reloads: every `subscriptions/listen` stream (2026-07-28)
+    /// is told the lists changed when it moves.
+    pub(crate) reloads: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 /// The most resource URIs one session may subscribe to: each is a
@@ -111,6 +115,7 @@ impl GadgetServer {
             approval_key: ApprovalKey::random(),
             recorder: None,
             subscriptions: Arc::default(),
+            reloads: Arc::new(tokio::sync::watch::channel(0).0),
         }
     }
 
@@ -183,6 +188,7 @@ impl GadgetServer {
     /// the tools they started with.
     pub fn replace_tools(&self, tools: Arc<dyn Tools>) {
         *self.tools.write().unwrap_or_else(|p| p.into_inner()) = tools;
+        self.reloads.send_modify(|n| *n += 1);
     }
 
     /// The tools as MCP lists them: the gadgets in name order, then the
@@ -282,6 +288,7 @@ impl ServerHandler for GadgetServer {
             .enable_resources_subscribe()
             .enable_resources_list_changed()
             .enable_prompts()
+            .enable_prompts_list_changed()
             .enable_completions()
             .build();
         InitializeResult::new(capabilities)
@@ -339,6 +346,45 @@ impl ServerHandler for GadgetServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         self.read_resource_of(request, context).await
+    }
+
+    /// A `subscriptions/listen` stream (2026-07-28) gets what it asks for
+    /// of what the server advertises (the SDK intersects the two).
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    /// Until the client ends it or the server stops: after each reload,
+    /// the lists it listens to changed, and so may the resources it named.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let mut reloads = self.reloads.subscribe();
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        loop {
+            tokio::select! {
+                _ = context.cancelled() => return Ok(()),
+                _ = self.shutdown.cancelled() => return Ok(()),
+                changed = reloads.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    // The sink sends only what the stream accepted.
+                    let sink = context.sink();
+                    let _ = sink.notify_tool_list_changed().await;
+                    let _ = sink.notify_prompt_list_changed().await;
+                    let _ = sink.notify_resource_list_changed().await;
+                    for uri in &uris {
+                        let _ = sink.notify_resource_updated(uri.clone()).await;
+                    }
+                }
+            }
+        }
     }
 
     /// Any URI may be subscribed to (a reload may bring its resource);

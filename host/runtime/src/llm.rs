@@ -17,6 +17,9 @@ pub use gadget_core::llm::{LlmAnswer, LlmBackend, LlmPrice, LlmRequest, LlmRole}
 
 use wasmtime::component::HasData;
 
+use gadget_core::ask::{AskFailure, InputRequest, Question, Reply};
+use gadget_core::tool::HumanInput;
+
 use crate::bindings;
 use crate::bindings::v0_2_0::gadget::plugin::llm as wit_llm;
 use crate::bindings::v0_3_0::gadget::plugin::llm as new_llm;
@@ -73,6 +76,7 @@ pub(crate) async fn complete(
     ask: LlmAsk,
     time_left: Duration,
     signal: Option<AbortSignal>,
+    client: Option<Arc<dyn LlmBackend>>,
 ) -> Result<LlmDone, LlmFailure> {
     let LlmAsk {
         model,
@@ -92,11 +96,7 @@ pub(crate) async fn complete(
             access.grant.models.join(", ")
         )));
     }
-    let Some(backend) = &access.backend else {
-        return Err(LlmFailure::Provider(
-            "this host has no LLM provider configured".to_string(),
-        ));
-    };
+    let backend = backend_for(&model, access, client)?;
     let max_tokens = max_tokens
         .unwrap_or(DEFAULT_LLM_MAX_TOKENS)
         .clamp(1, MAX_LLM_MAX_TOKENS);
@@ -186,12 +186,99 @@ pub(crate) async fn complete(
     })
 }
 
+/// Who answers a completion for `model`: the MCP client's model
+/// (sampling) for the `client` provider, when a client that can sample is
+/// asking; else the host's providers.
+fn backend_for(
+    model: &str,
+    access: &LlmAccess,
+    client: Option<Arc<dyn LlmBackend>>,
+) -> Result<Arc<dyn LlmBackend>, LlmFailure> {
+    if model
+        .split_once(':')
+        .is_some_and(|(provider, _)| provider == CLIENT_PROVIDER)
+    {
+        return client.ok_or_else(|| {
+            LlmFailure::Provider(format!(
+                "model '{model}' is the MCP client's own model (sampling), and no client that can sample is asking this call (serve the gadget with gadget mcp, or gadget serve, to a client with the sampling capability)"
+            ))
+        });
+    }
+    access
+        .backend
+        .clone()
+        .ok_or_else(|| LlmFailure::Provider("this host has no LLM provider configured".to_string()))
+}
+
 /// What the `llm` interface sees of a call's store: the call, the plugin
 /// it belongs to (whose budget it spends), and its access to the LLM.
 pub(crate) struct LlmCall<'a> {
     pub call: GuestCall<'a>,
     pub plugin: &'a str,
     pub access: Option<&'a mut LlmAccess>,
+    /// Who answers the call's questions: an MCP client that can sample
+    /// answers completions of the `client:` provider.
+    pub human: Option<&'a Arc<dyn HumanInput>>,
+}
+
+/// The provider whose completions the MCP client's own model makes
+/// (sampling): a grant of `client:NAME` lets the plugin's completions go
+/// to the client that called it, at no cost to the operator (the client
+/// pays for its model), under the same grant and budgets.
+pub const CLIENT_PROVIDER: &str = "client";
+
+/// Completions by the calling MCP client's model, asked as one `sample`
+/// question of the call's answerer (mid-call, or a stateless round trip).
+struct ClientSampling {
+    human: Arc<dyn HumanInput>,
+    call_id: String,
+    gadget: String,
+}
+
+impl LlmBackend for ClientSampling {
+    /// The operator pays nothing for the client's model.
+    fn price(&self, _model: &str) -> Option<LlmPrice> {
+        Some(LlmPrice {
+            input_per_mtok: 0.0,
+            output_per_mtok: 0.0,
+        })
+    }
+
+    fn complete(
+        &self,
+        request: LlmRequest,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<LlmAnswer, String>> + Send>>
+    {
+        let (human, call_id, gadget) = (
+            self.human.clone(),
+            self.call_id.clone(),
+            self.gadget.clone(),
+        );
+        Box::pin(async move {
+            let asked = [InputRequest {
+                key: "completion".into(),
+                question: Question::Sample {
+                    messages: request.messages,
+                    system_prompt: None,
+                    max_tokens: request.max_tokens,
+                },
+            }];
+            match human.inputs(&call_id, &gadget, &asked).await {
+                Ok(replies) => match replies.into_iter().next() {
+                    Some(Reply::Sample(text)) => Ok(LlmAnswer {
+                        text,
+                        input_tokens: 0,
+                        output_tokens: 0,
+                    }),
+                    _ => Err("the client declined to sample".to_string()),
+                },
+                Err(AskFailure::Suspended) => Err(
+                    "the call ends here so that the client's model can answer; it is called again with the answer".to_string(),
+                ),
+                Err(failure) => Err(format!("the client could not sample: {failure}")),
+            }
+        })
+    }
 }
 
 /// The `llm` interface's [`HasData`]: linked with a getter that returns
@@ -233,6 +320,13 @@ impl bindings::v0_2_0::gadget::plugin::llm::Host for LlmCall<'_> {
             },
             time_left,
             self.call.time.signal.clone(),
+            self.human.map(|human| {
+                Arc::new(ClientSampling {
+                    human: human.clone(),
+                    call_id: self.call.invocation_id.to_string(),
+                    gadget: self.call.gadget.to_string(),
+                }) as Arc<dyn LlmBackend>
+            }),
         )
         .await;
         let at = self.call.elapsed_ms();
@@ -428,7 +522,7 @@ mod tests {
         ask: LlmAsk,
         time_left: Duration,
     ) -> Result<LlmDone, LlmFailure> {
-        complete("plug", access, ask, time_left, None).await
+        complete("plug", access, ask, time_left, None, None).await
     }
 
     const LONG: Duration = Duration::from_secs(10);

@@ -99,6 +99,7 @@ pub(crate) fn llm_call(state: &mut CallState) -> LlmCall<'_> {
         },
         plugin,
         access: state.llm.as_mut(),
+        human: state.human.as_ref(),
     }
 }
 

@@ -153,3 +153,84 @@ async fn an_mcp_client_reads_resources_renders_prompts_and_completes() {
     assert_eq!(values, ["paris", "park", "party"]);
     client.cancel().await.unwrap();
 }
+
+/// A client whose model answers every sampling request with one line.
+struct Sampling;
+
+impl ClientHandler for Sampling {
+    fn get_info(&self) -> InitializeRequestParams {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.sampling = Some(Default::default());
+        let mut info = InitializeRequestParams::default();
+        info.capabilities = capabilities;
+        info
+    }
+
+    #[allow(
+        deprecated,
+        reason = "sampling is how a 2025-11-25 client offers its model"
+    )]
+    async fn create_message(
+        &self,
+        request: rmcp::model::CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, McpError> {
+        // The gadget's system message travels as the system prompt.
+        assert!(
+            request
+                .system_prompt
+                .unwrap_or_default()
+                .contains("summarise")
+        );
+        Ok(rmcp::model::CreateMessageResult::new(
+            rmcp::model::SamplingMessage::assistant_text("Cats sleep a lot."),
+            "client-model".into(),
+        ))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gadgets_completion_can_be_the_clients_model_where_granted() {
+    use rmcp::model::CallToolRequestParams;
+
+    let dir = tempfile::tempdir().unwrap();
+    let serve = |grant: Option<&str>| {
+        let mut command = tokio::process::Command::new(common::gadget_bin());
+        command
+            .arg("--plugins")
+            .arg(common::shipped_plugins())
+            .env("XDG_CACHE_HOME", dir.path())
+            .env_remove("GADGET_CONFIG")
+            .stderr(Stdio::null());
+        if let Some(grant) = grant {
+            command.args(["--grant", grant]);
+        }
+        command.arg("mcp");
+        command
+    };
+    let arguments = serde_json::json!({"text": "Cats sleep most of the day and night."});
+    let call = CallToolRequestParams::new("Summarize")
+        .with_arguments(arguments.as_object().unwrap().clone());
+
+    // Granted the client's model: the client's sampling answers.
+    let command = serve(Some("summarize:llm=client:default"));
+    let client = Sampling
+        .serve(TokioChildProcess::new(command).unwrap())
+        .await
+        .unwrap();
+    let result = client.call_tool(call.clone()).await.unwrap();
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    let text = result.content[0].as_text().unwrap().text.clone();
+    assert!(text.contains("Cats sleep a lot."), "{text}");
+    client.cancel().await.unwrap();
+
+    // The same grant and a client that cannot sample: the gadget is told
+    // who would answer.
+    let command = serve(Some("summarize:llm=client:default"));
+    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+    let result = client.call_tool(call).await.unwrap();
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    let text = result.content[0].as_text().unwrap().text.clone();
+    assert!(text.contains("sampling"), "{text}");
+    client.cancel().await.unwrap();
+}

@@ -363,3 +363,60 @@ fn a_configured_token_is_never_turned_off() {
         assert!(!stderr.contains("serving"), "{stderr}");
     }
 }
+
+/// A 2026-07-28 client's `subscriptions/listen` stream is acknowledged
+/// with the filter the server accepts, and told when a reload (SIGHUP)
+/// changed the tool list, tagged with the subscription's id.
+#[test]
+fn a_listen_stream_is_told_when_a_reload_changes_the_tools() {
+    let server = Server::start(&[], "s3cret");
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen",
+        "params": {
+            "notifications": {"toolsListChanged": true},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}
+            }
+        }
+    })
+    .to_string();
+    let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer s3cret\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut lines = BufReader::new(stream).lines();
+    let mut next_message = |what: &str| -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            let Some(Ok(line)) = lines.next() else {
+                panic!("the stream ended before {what}")
+            };
+            if let Some(data) = line.strip_prefix("data:")
+                && let Ok(message) = serde_json::from_str::<serde_json::Value>(data.trim())
+                && message["method"] == what
+            {
+                return message;
+            }
+        }
+        panic!("no {what} within 20 s")
+    };
+    let ack = next_message("notifications/subscriptions/acknowledged");
+    assert_eq!(
+        ack["params"]["notifications"]["toolsListChanged"], true,
+        "{ack}"
+    );
+    // SAFETY: kill(2) on the server's pid with SIGHUP, as an operator would.
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGHUP) };
+    let changed = next_message("notifications/tools/list_changed");
+    assert_eq!(
+        changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "listen-1",
+        "{changed}"
+    );
+}

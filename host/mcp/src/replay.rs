@@ -48,6 +48,10 @@ pub const MAX_ASK_ROUNDS: usize = 10;
 /// answer one round (as the wait of an `ask` mid-call).
 pub const ASK_STATE_MAX_AGE: Duration = gadget_core::limits::DEFAULT_ASK_WAIT;
 
+/// Keys of the host's own input requests (an approval, an older gadget's
+/// ask-human), which a gadget's question may not use.
+const RESERVED_KEYS: &[&str] = &[crate::approval::APPROVAL_KEY, crate::ask::ASK_HUMAN_KEY];
+
 /// The purpose a state's signature is made for.
 const PURPOSE: &str = "gadget-host ask state v1";
 
@@ -236,6 +240,18 @@ impl Replay {
 
     /// One `ask` of the run.
     fn answer(&self, requests: &[InputRequest]) -> Result<Vec<Reply>, AskFailure> {
+        // The host's own input requests travel beside the gadget's: an
+        // answer under their keys would be read as theirs.
+        if let Some(request) = requests
+            .iter()
+            .find(|r| RESERVED_KEYS.contains(&r.key.as_str()))
+        {
+            return Err(AskFailure::Invalid(format!(
+                "key '{}' is the host's own over MCP (reserved: {}); use another",
+                request.key,
+                RESERVED_KEYS.join(", ")
+            )));
+        }
         let mut run = self.run.lock().unwrap_or_else(|p| p.into_inner());
         let missing = requests
             .iter()
@@ -468,6 +484,16 @@ mod tests {
         let replay = Replay::new(&key, "G", &json!({}), Kinds::SAMPLE, None, None).unwrap();
         assert_eq!(replay.answer(&[form("a")]), Err(AskFailure::Suspended));
         assert!(matches!(replay.ended(), Ended::Missing(k) if k == Kinds::FORM));
+    }
+
+    #[test]
+    fn the_hosts_own_keys_are_refused() {
+        let key = ApprovalKey::random();
+        let replay = Replay::new(&key, "G", &json!({}), ALL, None, None).unwrap();
+        assert!(matches!(
+            replay.answer(&[form("approval")]),
+            Err(AskFailure::Invalid(why)) if why.contains("reserved")
+        ));
     }
 
     #[test]

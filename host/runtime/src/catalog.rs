@@ -22,7 +22,7 @@ use gadget_core::limits::Limits;
 use gadget_core::scope::CallScope;
 
 use crate::bindings::v0_3_0::exports::gadget::plugin::catalog as wit;
-use crate::outcome::{Failure, Instantiation, Trapped, classify_trap, content_of};
+use crate::outcome::{Failure, Instantiation, Trapped, classify_trap, content_of, resource_of};
 use crate::plugin::Plugin;
 use crate::runtime::{CallRequest, PluginPre, Runtime, RuntimeError, SPECS_TIMEOUT};
 
@@ -233,13 +233,6 @@ fn error_message(error: crate::bindings::wit::GadgetError) -> String {
     match error {
         GadgetError::InvalidArguments(message) | GadgetError::Failed(message) => message,
         GadgetError::Cancelled => "the prompt was cancelled".into(),
-    }
-}
-
-fn resource_of(contents: crate::bindings::wit::ResourceContents) -> ResourceContents {
-    match content_of(crate::bindings::wit::Content::Resource(contents)) {
-        gadget_core::content::Content::Resource(r) => r,
-        _ => unreachable!("a resource part is a resource"),
     }
 }
 
@@ -462,6 +455,15 @@ impl PluginCatalog {
     }
 }
 
+/// A catalog answer of another kind than its request: the runtime
+/// answers each request in kind, so this is a host bug, reported as the
+/// request's failure rather than a panic.
+fn mismatched() -> CatalogError {
+    CatalogError::Failed(CallError::Failed {
+        message: "the host answered a catalog request with another kind of answer".into(),
+    })
+}
+
 impl Catalog for PluginCatalog {
     fn plugin(&self) -> &str {
         &self.plugin.identity.name
@@ -488,7 +490,7 @@ impl Catalog for PluginCatalog {
                 CatalogAnswer::Read(Err(wit::ReadError::Failed(message))) => {
                     Err(CatalogError::Failed(CallError::Failed { message }))
                 }
-                _ => unreachable!("a read answers a read"),
+                _ => Err(mismatched()),
             }
         })
     }
@@ -508,7 +510,7 @@ impl Catalog for PluginCatalog {
                 CatalogAnswer::Prompt(Err(message)) => {
                     Err(CatalogError::Failed(CallError::Failed { message }))
                 }
-                _ => unreachable!("a prompt answers a prompt"),
+                _ => Err(mismatched()),
             }
         })
     }
@@ -524,7 +526,7 @@ impl Catalog for PluginCatalog {
             let op = CatalogOp::Complete(reference, argument, value, context);
             match self.run("complete", &CallScope::default(), op).await? {
                 CatalogAnswer::Complete(values) => Ok(values),
-                _ => unreachable!("a completion answers a completion"),
+                _ => Err(mismatched()),
             }
         })
     }

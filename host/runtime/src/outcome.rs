@@ -132,14 +132,7 @@ pub(crate) fn content_of(part: wit::Content) -> Content {
         wit::Content::Text(text) => Content::Text { text },
         wit::Content::Image(m) => Content::Image(media(m)),
         wit::Content::Audio(m) => Content::Audio(media(m)),
-        wit::Content::Resource(r) => Content::Resource(ResourceContents {
-            uri: r.uri,
-            mime_type: r.mime_type,
-            body: match r.body {
-                wit::ResourceBody::Text(text) => ResourceBody::Text(text),
-                wit::ResourceBody::Blob(bytes) => ResourceBody::Blob(bytes),
-            },
-        }),
+        wit::Content::Resource(r) => Content::Resource(resource_of(r)),
         wit::Content::ResourceLink(l) => Content::ResourceLink(ResourceLink {
             uri: l.uri,
             name: l.name,
@@ -147,6 +140,18 @@ pub(crate) fn content_of(part: wit::Content) -> Content {
             description: l.description,
             mime_type: l.mime_type,
         }),
+    }
+}
+
+/// A resource's contents of the contract as the host's.
+pub(crate) fn resource_of(r: wit::ResourceContents) -> ResourceContents {
+    ResourceContents {
+        uri: r.uri,
+        mime_type: r.mime_type,
+        body: match r.body {
+            wit::ResourceBody::Text(text) => ResourceBody::Text(text),
+            wit::ResourceBody::Blob(bytes) => ResourceBody::Blob(bytes),
+        },
     }
 }
 

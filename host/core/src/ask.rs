@@ -277,6 +277,8 @@ mod tests {
                 .contains("letters")
         );
         assert!(check_requests(&[text("")]).is_err());
+        assert!(check_requests(&[text(&"k".repeat(MAX_KEY_BYTES + 1))]).is_err());
+        assert!(check_requests(&[text(&"k".repeat(MAX_KEY_BYTES))]).is_ok());
         assert!(
             check_requests(&[text("a"), text("a")])
                 .unwrap_err()

@@ -108,7 +108,7 @@ impl GadgetServer {
                         capabilities_for(kinds),
                     ));
                 }
-                Ended::Diverged(why) => {
+                Ended::Failed(why) => {
                     self.metrics.finished(
                         gadget.name(),
                         CallOutcome::HumanInput,

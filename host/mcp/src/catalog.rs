@@ -332,7 +332,7 @@ fn ended(replay: Option<&Replay>) -> Result<Option<rmcp::model::InputRequiredRes
         Some(Ended::Missing(kinds)) => Err(McpError::missing_required_client_capability(
             capabilities_for(kinds),
         )),
-        Some(Ended::Diverged(why)) => Err(McpError::invalid_params(why, None)),
+        Some(Ended::Failed(why)) => Err(McpError::invalid_params(why, None)),
     }
 }
 

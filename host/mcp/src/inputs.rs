@@ -339,6 +339,14 @@ mod tests {
             }]))
         );
         assert_eq!(reply_of(&Question::Roots, &json!({"roots": [{}]})), None);
+        // A client naming more roots than a gadget is given: the first MAX_ROOTS.
+        let many: Vec<Value> = (0..MAX_ROOTS + 10)
+            .map(|i| json!({"uri": format!("file:///r{i}")}))
+            .collect();
+        let Some(Reply::Roots(kept)) = reply_of(&Question::Roots, &json!({"roots": many})) else {
+            panic!("roots")
+        };
+        assert_eq!(kept.len(), MAX_ROOTS);
     }
 
     #[test]

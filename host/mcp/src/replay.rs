@@ -99,8 +99,9 @@ pub(crate) enum Ended {
     Asked(InputRequiredResult),
     /// The gadget asked what the client did not declare it can answer.
     Missing(Kinds),
-    /// The gadget asked something other than what it asked before.
-    Diverged(String),
+    /// The asks cannot go on: the gadget asked something other than what
+    /// it asked before, or the answers so far outgrew a request state.
+    Failed(String),
 }
 
 /// Answers one run's asks: from the state, from the client's answers,
@@ -211,7 +212,7 @@ impl Replay {
     pub(crate) fn ended(&self) -> Ended {
         let run = self.run.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(why) = &run.diverged {
-            return Ended::Diverged(why.clone());
+            return Ended::Failed(why.clone());
         }
         if let Some(kinds) = run.missing {
             return Ended::Missing(kinds);
@@ -229,12 +230,20 @@ impl Replay {
         };
         let payload = serde_json::to_string(&state).unwrap_or_default();
         let state = format!("{}.{payload}", self.key.sign(PURPOSE, &payload));
-        let mut requests = InputRequests::new();
-        for request in asked {
-            if let Some(input) = input_request(&self.gadget, request) {
-                requests.insert(request.key.clone(), input);
-            }
+        // A state the client would echo and this server then refuse is
+        // no way on: the call fails now, saying why.
+        if state.len() > MAX_ASK_STATE_BYTES {
+            return Ended::Failed(format!(
+                "gadget '{}' has had {} bytes of answers and questions, over the {MAX_ASK_STATE_BYTES} a request state may carry: it must ask for less",
+                self.gadget,
+                state.len()
+            ));
         }
+        // Every question converts: `answer` refused those that do not.
+        let requests: InputRequests = asked
+            .iter()
+            .filter_map(|r| Some((r.key.clone(), input_request(&self.gadget, r)?)))
+            .collect();
         Ended::Asked(InputRequiredResult::new(Some(requests), Some(state)))
     }
 
@@ -290,6 +299,16 @@ impl Replay {
                 });
                 return Ok(answers);
             }
+        }
+        // A question the client cannot be sent would never be answered.
+        if let Some(request) = requests
+            .iter()
+            .find(|r| input_request(&self.gadget, r).is_none())
+        {
+            return Err(AskFailure::Invalid(format!(
+                "question '{}' cannot be sent to an MCP client (a form's schema must be one elicitation allows: an object of string, number, integer, boolean and enum properties)",
+                request.key
+            )));
         }
         if round >= MAX_ASK_ROUNDS {
             return Err(AskFailure::Invalid(format!(
@@ -459,7 +478,7 @@ mod tests {
             replay.answer(&[form("z")]),
             Err(AskFailure::Invalid(_))
         ));
-        let Ended::Diverged(why) = replay.ended() else {
+        let Ended::Failed(why) = replay.ended() else {
             panic!("diverged")
         };
         assert!(why.contains("same questions in the same order"), "{why}");
@@ -484,6 +503,54 @@ mod tests {
         let replay = Replay::new(&key, "G", &json!({}), Kinds::SAMPLE, None, None).unwrap();
         assert_eq!(replay.answer(&[form("a")]), Err(AskFailure::Suspended));
         assert!(matches!(replay.ended(), Ended::Missing(k) if k == Kinds::FORM));
+    }
+
+    #[test]
+    fn a_state_over_its_bytes_or_age_is_refused_and_never_written() {
+        let key = ApprovalKey::random();
+        let params = json!({});
+        let huge = "x".repeat(MAX_ASK_STATE_BYTES + 1);
+        let refused = Replay::new(&key, "G", &params, ALL, Some(&huge), None)
+            .err()
+            .unwrap();
+        assert!(refused.to_string().contains("bytes"), "{refused}");
+        // A state signed by this key, issued past its lifetime.
+        let old = AskState {
+            gadget: "G".into(),
+            arguments: digest(&params),
+            rounds: vec![],
+            pending: fingerprint(&[form("a")]),
+            issued_ms: now_ms() - ASK_STATE_MAX_AGE.as_millis() as u64 - 1000,
+            approval: None,
+        };
+        let payload = serde_json::to_string(&old).unwrap();
+        let old = format!("{}.{payload}", key.sign(PURPOSE, &payload));
+        let refused = Replay::new(&key, "G", &params, ALL, Some(&old), None)
+            .err()
+            .unwrap();
+        assert!(refused.to_string().contains("issued"), "{refused}");
+        // Answers that would outgrow a state end the call instead.
+        let big = json!({"action": "accept", "content": {"name": "y".repeat(MAX_ASK_STATE_BYTES)}});
+        let replay = Replay::new(&key, "G", &params, ALL, None, responses(&[("a", big)])).unwrap();
+        replay.answer(&[form("a")]).unwrap();
+        assert_eq!(replay.answer(&[form("b")]), Err(AskFailure::Suspended));
+        assert!(matches!(replay.ended(), Ended::Failed(why) if why.contains("ask for less")));
+    }
+
+    #[test]
+    fn a_question_no_client_can_be_sent_is_refused() {
+        let replay = Replay::new(&ApprovalKey::random(), "G", &json!({}), ALL, None, None).unwrap();
+        let nested = InputRequest {
+            key: "n".into(),
+            question: Question::Form {
+                message: "?".into(),
+                schema: json!({"type": "object", "properties": {"o": {"type": "object"}}}),
+            },
+        };
+        assert!(matches!(
+            replay.answer(&[nested]),
+            Err(AskFailure::Invalid(why)) if why.contains("cannot be sent")
+        ));
     }
 
     #[test]

@@ -151,6 +151,25 @@ async fn an_mcp_client_reads_resources_renders_prompts_and_completes() {
         .await
         .unwrap();
     assert_eq!(values, ["paris", "park", "party"]);
+
+    // A session subscribes to at most MAX_SUBSCRIPTIONS URIs.
+    #[allow(
+        deprecated,
+        reason = "resources/subscribe is what 2025-11-25 clients use"
+    )]
+    for i in 0..=gadget_mcp::server::MAX_SUBSCRIPTIONS {
+        let subscribed = client
+            .subscribe(rmcp::model::SubscribeRequestParams::new(format!(
+                "test://s/{i}"
+            )))
+            .await;
+        if i < gadget_mcp::server::MAX_SUBSCRIPTIONS {
+            subscribed.unwrap();
+        } else {
+            let refused = subscribed.unwrap_err().to_string();
+            assert!(refused.contains("unsubscribe from one first"), "{refused}");
+        }
+    }
     client.cancel().await.unwrap();
 }
 

@@ -7,13 +7,13 @@ cd "$(dirname "$0")/.."
 
 target_dir="${CARGO_TARGET_DIR:-target}"
 packages=()
-for dir in plugins/*/ examples/hello-gadget/ tests/fixtures/*/; do
+for dir in plugins/*/ examples/hello-gadget/ examples/palette/ tests/fixtures/*/; do
     [ -f "$dir/Cargo.toml" ] || continue
     packages+=(-p "$(sed -n 's/^name = "\(.*\)"/\1/p' "$dir/Cargo.toml" | head -1)")
 done
 cargo build --quiet --target wasm32-wasip2 --profile guest "${packages[@]}"
 
-for dir in plugins/*/ examples/hello-gadget/; do
+for dir in plugins/*/ examples/hello-gadget/ examples/palette/; do
     [ -f "$dir/plugin.toml" ] || continue
     crate="$(sed -n 's/^name = "\(.*\)"/\1/p' "$dir/Cargo.toml" | head -1)"
     component="$(sed -n 's/^component = "\(.*\)"/\1/p' "$dir/plugin.toml" | head -1)"

@@ -8,6 +8,9 @@ Usage: client.py stdio GADGET_BINARY PLUGINS_DIR [POLICY]
        client.py call URL TOKEN NAME ARGUMENTS_JSON   (one call; prints its text)
        client.py ask-stdio GADGET_BINARY PLUGINS_DIR   (ask-human, handshake era)
        client.py ask-http URL TOKEN                    (ask-human, protocol 2026-07-28)
+       client.py swatch-stdio GADGET_BINARY PLUGINS_DIR TOOL   (a gadget that asks twice, then returns an image)
+       client.py swatch-http URL TOKEN TOOL                    (the same, protocol 2026-07-28)
+       client.py catalog-stdio GADGET_BINARY PLUGINS_DIR RESOURCE_URI SWATCH_URI PROMPT  (a palette example's catalog)
        client.py approve-stdio GADGET_BINARY PLUGINS_DIR POLICY  (approvals, handshake era)
        client.py approve-http URL TOKEN                (approvals, protocol 2026-07-28)
 
@@ -142,6 +145,89 @@ async def ask_http(url, token):
     return report
 
 
+def painter(shown):
+    """A person choosing a swatch: green, then 8 pixels (whatever the second
+    question's field is called)."""
+
+    async def elicit(context, params):
+        shown.append(params.message)
+        fields = list(((params.requested_schema or {}).get("properties") or {}))
+        if "colour" in fields:
+            return mcp_types.ElicitResult(action="accept", content={"colour": "green"})
+        return mcp_types.ElicitResult(action="accept", content={(fields or ["answer"])[0]: "8"})
+
+    return elicit
+
+
+def parts_of(result):
+    """What a client sees of a result of several parts."""
+    import base64
+
+    images = []
+    for part in result.content:
+        if getattr(part, "type", "") == "image":
+            data = base64.b64decode(part.data)
+            images.append({"mime": part.mime_type, "bytes": len(data), "png": data[:8] == b"\x89PNG\r\n\x1a\n"})
+    return {
+        "is_error": result.is_error,
+        "text": text_of(result),
+        "images": images,
+        "structured": result.structured_content,
+    }
+
+
+async def swatch_stdio(binary, plugins, tool):
+    params = StdioServerParameters(command=binary, args=["--plugins", plugins, "mcp"])
+    shown = []
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, elicitation_callback=painter(shown)) as session:
+            await session.initialize()
+            report = parts_of(await session.call_tool(tool, {}))
+    report["shown"] = shown
+    return report
+
+
+async def swatch_http(url, token, tool):
+    headers = {"Authorization": f"Bearer {token}"}
+    shown = []
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+        transport = streamable_http_client(url, http_client=http)
+        async with Client(transport, elicitation_callback=painter(shown)) as client:
+            report = parts_of(await client.call_tool(tool, {}))
+            report["protocol"] = client.session.protocol_version
+    report["shown"] = shown
+    return report
+
+
+async def catalog_stdio(binary, plugins, colours_uri, swatch_uri, prompt):
+    import base64
+
+    params = StdioServerParameters(command=binary, args=["--plugins", plugins, "mcp"])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            resources = await session.list_resources()
+            templates = await session.list_resource_templates()
+            colours = await session.read_resource(colours_uri)
+            swatch = (await session.read_resource(swatch_uri)).contents[0]
+            data = base64.b64decode(swatch.blob)
+            rendered = await session.get_prompt(prompt, {"colour": "red"})
+            completion = await session.complete(
+                mcp_types.PromptReference(type="ref/prompt", name=prompt), {"name": "colour", "value": "b"}
+            )
+    return {
+        "resources": [r.uri for r in resources.resources],
+        "templates": [t.uri_template for t in templates.resource_templates],
+        "colours": json.loads(colours.contents[0].text),
+        "swatch": {"mime": swatch.mime_type, "png": data[:8] == b"\x89PNG\r\n\x1a\n"},
+        "prompt": {
+            "text": rendered.messages[0].content.text,
+            "image": rendered.messages[1].content.mime_type,
+        },
+        "completion": completion.completion.values,
+    }
+
+
 def approver(decision, shown):
     """A person at the client deciding an approval: True, False, or None
     (declines the form)."""
@@ -194,6 +280,15 @@ async def main():
         return
     if mode == "approve-http":
         print(json.dumps(await approve_http(sys.argv[2], sys.argv[3])))
+        return
+    if mode == "catalog-stdio":
+        print(json.dumps(await catalog_stdio(*sys.argv[2:7])))
+        return
+    if mode == "swatch-stdio":
+        print(json.dumps(await swatch_stdio(*sys.argv[2:5])))
+        return
+    if mode == "swatch-http":
+        print(json.dumps(await swatch_http(*sys.argv[2:5])))
         return
     if mode == "ask-stdio":
         print(json.dumps(await ask_stdio(sys.argv[2], sys.argv[3])))

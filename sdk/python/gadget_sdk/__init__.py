@@ -2,8 +2,10 @@
 
 A gadget is a function with a description, a JSON Schema for its parameters
 (a dict) and examples. It gets the validated parameters as a dict and a
-``Context`` (logging, cost reports, progress, the abort signal), and returns a
-string or a ``Result`` (with cost and details), or ``Finish`` / ``AskHuman``.
+``Context`` (logging, cost reports, progress, the abort signal, questions for
+a person or the MCP client), and returns a string, a part (``Image``,
+``Audio``, ``Embedded``, ``Link``), a list of parts, or a ``Result`` (parts
+plus structured JSON, cost and details), or ``Finish``.
 Raising signals an error the model sees: ``InvalidArguments`` for unusable
 arguments, ``Cancelled`` after the abort signal, anything else as a failure.
 
@@ -21,7 +23,9 @@ arguments, ``Cancelled`` after the abort signal, anything else as a failure.
 
     Gadget = export(WordCount)   # the component's export, found by componentize-py
 
-Build with ``gadget build DIR`` (componentize-py 0.25.1 under the hood).
+Build with ``gadget build DIR`` (componentize-py 0.25.1 under the hood),
+against contract ``gadget:plugin@0.3.0``. ``export`` can also serve
+resources and prompts (``Resource``, ``Template``, ``Prompt``).
 The host validates parameters against the schema (after filling in defaults)
 before ``invoke``, so a gadget can trust their shape.
 """
@@ -59,8 +63,10 @@ try:
     from wit_world.imports import streams as _streams
     from wit_world.imports import wasi_http_types as _http
     from wit_world.imports import llm as _llm
+    from wit_world.imports import ask as _ask
+    from wit_world.exports import catalog as _catalog
 except ImportError:  # outside a component build (docs, type checks)
-    Err = _Ok = _host = _types = _outgoing = _streams = _http = _llm = None
+    Err = _Ok = _host = _types = _outgoing = _streams = _http = _llm = _ask = _catalog = None
 
 __all__ = [
     "gadget",
@@ -69,6 +75,18 @@ __all__ = [
     "Result",
     "Finish",
     "AskHuman",
+    "Text",
+    "Image",
+    "Audio",
+    "Embedded",
+    "Link",
+    "Question",
+    "Answers",
+    "AskError",
+    "Resource",
+    "Template",
+    "Prompt",
+    "Argument",
     "InvalidArguments",
     "Cancelled",
     "GadgetDef",
@@ -290,12 +308,64 @@ class Cancelled(Exception):
 
 
 @dataclass
-class Result:
-    """A result for the model, with an optional cost (USD) and details for people."""
+class Text:
+    """A text part of a result."""
 
     text: str
+
+
+@dataclass
+class Image:
+    """An image part: its bytes and MIME type."""
+
+    data: bytes
+    mime_type: str = "image/png"
+
+
+@dataclass
+class Audio:
+    """A sound part: its bytes and MIME type."""
+
+    data: bytes
+    mime_type: str = "audio/wav"
+
+
+@dataclass
+class Embedded:
+    """A resource's contents embedded in a result (or returned by a read):
+    ``text`` or ``blob``, named by its URI."""
+
+    uri: str
+    text: Optional[str] = None
+    blob: Optional[bytes] = None
+    mime_type: Optional[str] = None
+
+
+@dataclass
+class Link:
+    """A pointer to a resource the client may read instead of its contents."""
+
+    uri: str
+    name: str
+    title: Optional[str] = None
+    description: Optional[str] = None
+    mime_type: Optional[str] = None
+
+
+Part = Union[str, Text, Image, Audio, Embedded, Link]
+
+
+@dataclass
+class Result:
+    """A result: text and other parts (in order: the text first), the same
+    result as JSON for clients that read structured output, a cost (USD) and
+    details for people."""
+
+    text: str = ""
     cost: Optional[float] = None
     details: Any = None
+    parts: Sequence[Part] = ()
+    structured: Any = None
 
 
 @dataclass
@@ -305,9 +375,98 @@ class Finish(Result):
 
 @dataclass
 class AskHuman:
-    """A question for a person; their answer becomes the call's result."""
+    """A question for a person; their answer becomes the call's result.
+    (Contract 0.3.0 asks through ``ctx.ask``, which returns the answer to the
+    running gadget; this keeps the older shape on top of it.)"""
 
     question: str
+
+
+class AskError(Exception):
+    """No answers came: nobody here can answer this kind of question (the
+    message says what would), the wait's bound passed, or the questions are
+    not well formed. ``kind`` is ``unavailable``, ``timeout`` or ``invalid``."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass
+class Question:
+    """One question for ``ctx.ask``: ``Question.text(...)``,
+    ``Question.form(...)``, ``Question.sample(...)`` or ``Question.roots()``."""
+
+    kind: str
+    words: str = ""
+    schema: Optional[dict] = None
+    max_tokens: int = 0
+    system: Optional[str] = None
+
+    @staticmethod
+    def text(question: str) -> "Question":
+        """A question answered in words."""
+        return Question("text", words=question)
+
+    @staticmethod
+    def form(message: str, schema: dict) -> "Question":
+        """A form: a message and the JSON Schema of the answer object (string,
+        number, integer and boolean properties, as MCP elicitation allows)."""
+        return Question("form", words=message, schema=schema)
+
+    @staticmethod
+    def sample(prompt: str, max_tokens: int, system: Optional[str] = None) -> "Question":
+        """A completion by the MCP client's model (sampling)."""
+        return Question("sample", words=prompt, max_tokens=max_tokens, system=system)
+
+    @staticmethod
+    def roots() -> "Question":
+        """The MCP client's roots: a list of ``(uri, name)``."""
+        return Question("roots")
+
+    def _wit(self, key: str):
+        if self.kind == "text":
+            question = _ask.Question_Text(self.words)
+        elif self.kind == "form":
+            question = _ask.Question_Form(_ask.Form(message=self.words, schema=json.dumps(self.schema)))
+        elif self.kind == "sample":
+            message = _llm.Message(role=_llm.Role.USER, content=self.words)
+            question = _ask.Question_Sample(
+                _ask.Sample(messages=[message], system_prompt=self.system, max_tokens=int(self.max_tokens))
+            )
+        else:
+            question = _ask.Question_Roots()
+        return _ask.InputRequest(key=key, question=question)
+
+
+class Answers(dict):
+    """The answers of one ask, by key: a ``str`` for text and sample, a
+    ``dict`` for a form, a list of ``(uri, name)`` for roots, ``None`` when the
+    person declined or dismissed it; ``status[key]`` is ``answered``,
+    ``declined`` or ``cancelled``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.status: Dict[str, str] = {}
+
+
+def _answers(keys: List[str], replies: list) -> Answers:
+    answers = Answers()
+    for key, reply in zip(keys, replies):
+        status, value = "answered", None
+        if isinstance(reply, (_ask.Answer_Text, _ask.Answer_Sample)):
+            value = reply.value
+        elif isinstance(reply, _ask.Answer_Form):
+            value = json.loads(reply.value)
+        elif isinstance(reply, _ask.Answer_Roots):
+            value = [(root.uri, root.name) for root in reply.value]
+        elif isinstance(reply, _ask.Answer_Declined):
+            status = "declined"
+        else:
+            status = "cancelled"
+        answers[key] = value
+        answers.status[key] = status
+    return answers
 
 
 @dataclass
@@ -422,14 +581,269 @@ class Context:
         """Milliseconds until the call's deadline."""
         return _host.call_info().time_left_ms
 
+    def report_progress(self, done: float, total: Optional[float] = None, message: Optional[str] = None) -> None:
+        """Progress as numbers (an MCP client sees a progress notification).
+        Each report must be more than the last; the host drops one that is not."""
+        _host.report_progress(float(done), None if total is None else float(total), message)
+
+    def ask(self, **questions: Question) -> Answers:
+        """Asks every question at once (each under its keyword) and waits for
+        every answer: ``ctx.ask(colour=Question.form(...), side=Question.text(...))``.
+
+        Ask before acting: over stateless HTTP the host runs the gadget again
+        from the start when the answers come, and answers its earlier asks
+        from the request state, so ask the same questions in the same order.
+        Time waiting does not count against the deadline. Raises ``AskError``,
+        or ``Cancelled`` when the call is cancelled while waiting."""
+        keys = list(questions)
+        requests = [question._wit(key) for key, question in questions.items()]
+        try:
+            replies = _ask.ask(requests)
+        except Err as error:
+            failure = error.value
+            if isinstance(failure, _ask.AskError_Cancelled):
+                raise Cancelled("cancelled while waiting for an answer") from None
+            if isinstance(failure, _ask.AskError_Timeout):
+                raise AskError("timeout", "no answer came in time") from None
+            if isinstance(failure, _ask.AskError_Invalid):
+                raise AskError("invalid", f"the questions are not well formed: {failure.value}") from None
+            raise AskError("unavailable", f"no one can answer: {failure.value}") from None
+        return _answers(keys, replies)
+
+    def ask_text(self, question: str) -> Optional[str]:
+        """Asks one question in words; ``None`` when the person declined."""
+        return self.ask(answer=Question.text(question))["answer"]
+
+    def answerable(self) -> set:
+        """The kinds of question this call can have answered (``text``,
+        ``form``, ``sample``, ``roots``), so a gadget can do without."""
+        kinds = _ask.answerable()
+        return {k for k, flag in (("text", _ask.Kinds.TEXT), ("form", _ask.Kinds.FORM),
+                                  ("sample", _ask.Kinds.SAMPLE), ("roots", _ask.Kinds.ROOTS)) if kinds & flag}
+
+
+def _contents(part: Embedded):
+    if (part.text is None) == (part.blob is None):
+        raise ValueError(f"resource {part.uri!r} needs text or blob (one of them)")
+    body = _types.ResourceBody_Text(part.text) if part.text is not None else _types.ResourceBody_Blob(bytes(part.blob))
+    return _types.ResourceContents(uri=part.uri, mime_type=part.mime_type, body=body)
+
+
+def _part(part: Part):
+    if isinstance(part, str):
+        return _types.Content_Text(part)
+    if isinstance(part, Text):
+        return _types.Content_Text(part.text)
+    if isinstance(part, Image):
+        return _types.Content_Image(_types.Media(mime_type=part.mime_type, data=bytes(part.data)))
+    if isinstance(part, Audio):
+        return _types.Content_Audio(_types.Media(mime_type=part.mime_type, data=bytes(part.data)))
+    if isinstance(part, Embedded):
+        return _types.Content_Resource(_contents(part))
+    if isinstance(part, Link):
+        return _types.Content_ResourceLink(
+            _types.ResourceLink(
+                uri=part.uri, name=part.name, title=part.title, description=part.description, mime_type=part.mime_type
+            )
+        )
+    raise TypeError(f"{type(part).__name__} is not a part: use str, Text, Image, Audio, Embedded or Link")
+
 
 def _call_result(result: Result):
-    details = None if result.details is None else json.dumps(result.details)
-    return _types.CallResult(result=str(result.text), cost=result.cost, details=details)
+    parts = ([result.text] if result.text else []) + list(result.parts)
+    return _types.CallResult(
+        content=[_part(p) for p in parts],
+        structured=None if result.structured is None else json.dumps(result.structured),
+        cost=result.cost,
+        details=None if result.details is None else json.dumps(result.details),
+    )
 
 
-def export(*gadgets: GadgetDef):
-    """The class componentize-py exports: assign it to ``Gadget`` in the app module."""
+def _outcome(name: str, value: Any, ctx: Context):
+    """A gadget's return value as the contract's outcome."""
+    types = _types
+    if isinstance(value, AskHuman):
+        answer = ctx.ask_text(str(value.question))
+        if answer is None:
+            raise Err(types.GadgetError_Failed("the person declined to answer"))
+        value = answer
+    if isinstance(value, Finish):
+        return types.Outcome_Finish(_call_result(value))
+    if isinstance(value, Result):
+        return types.Outcome_Result(_call_result(value))
+    if isinstance(value, (str, Text, Image, Audio, Embedded, Link)):
+        return types.Outcome_Result(_call_result(Result(parts=[value])))
+    if isinstance(value, (list, tuple)):
+        return types.Outcome_Result(_call_result(Result(parts=list(value))))
+    raise Err(
+        types.GadgetError_Failed(
+            f"gadget {name!r} returned {type(value).__name__}; return a str, a part, a list of parts, Result or Finish"
+        )
+    )
+
+
+@dataclass
+class Resource:
+    """A resource with a fixed URI; ``read(uri, ctx)`` returns its contents:
+    a ``str``, ``bytes``, an ``Embedded`` or a list of ``Embedded``."""
+
+    uri: str
+    name: str
+    read: Callable[[str, "Context"], Any]
+    description: Optional[str] = None
+    mime_type: Optional[str] = None
+    title: Optional[str] = None
+    size: Optional[int] = None
+
+
+@dataclass
+class Template:
+    """A family of resources: an RFC 6570 URI template of simple expressions
+    (``notes://{name}``); ``read(uri, variables, ctx)`` gets the URI and its
+    variables (a dict) and returns what ``Resource.read`` does, or None when
+    there is no such resource."""
+
+    uri_template: str
+    name: str
+    read: Callable[[str, Dict[str, str], "Context"], Any]
+    description: Optional[str] = None
+    mime_type: Optional[str] = None
+    title: Optional[str] = None
+
+    def match(self, uri: str) -> Optional[Dict[str, str]]:
+        pattern = "".join(
+            f"(?P<{piece[1:-1]}>[^/]+)" if piece.startswith("{") else re.escape(piece)
+            for piece in re.split(r"(\{[A-Za-z0-9_]+\})", self.uri_template)
+        )
+        found = re.fullmatch(pattern, uri)
+        return None if found is None else found.groupdict()
+
+
+@dataclass
+class Argument:
+    """One argument of a prompt; ``examples`` are offered for completion."""
+
+    name: str
+    description: Optional[str] = None
+    required: bool = False
+    examples: Sequence[str] = ()
+
+
+@dataclass
+class Prompt:
+    """A prompt template: ``render(arguments, ctx)`` gets the arguments (a
+    dict the host has checked) and returns the messages, a list of
+    ``(role, part)`` with role ``user`` or ``assistant``."""
+
+    name: str
+    render: Callable[[Dict[str, str], "Context"], Any]
+    description: Optional[str] = None
+    arguments: Sequence[Argument] = ()
+    title: Optional[str] = None
+
+
+def _read_result(uri: str, mime_type: Optional[str], value: Any) -> list:
+    if isinstance(value, str):
+        value = Embedded(uri=uri, text=value, mime_type=mime_type)
+    elif isinstance(value, (bytes, bytearray)):
+        value = Embedded(uri=uri, blob=bytes(value), mime_type=mime_type)
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return [_contents(item) for item in items]
+
+
+def _make_catalog(resources: Sequence[Resource], templates: Sequence[Template], prompts: Sequence[Prompt]):
+    """The class componentize-py exports as the `catalog` interface."""
+    by_uri = {r.uri: r for r in resources}
+    by_prompt = {p.name: p for p in prompts}
+
+    class Catalog:
+        def resources(self):
+            return [
+                _catalog.Resource(
+                    uri=r.uri, name=r.name, title=r.title, description=r.description, mime_type=r.mime_type, size=r.size
+                )
+                for r in resources
+            ]
+
+        def resource_templates(self):
+            return [
+                _catalog.ResourceTemplate(
+                    uri_template=t.uri_template, name=t.name, title=t.title, description=t.description,
+                    mime_type=t.mime_type,
+                )
+                for t in templates
+            ]
+
+        def prompts(self):
+            kinds = _catalog
+            return [
+                kinds.Prompt(
+                    name=p.name, title=p.title, description=p.description,
+                    arguments=[
+                        kinds.PromptArgument(
+                            name=a.name, description=a.description, required=a.required, examples=list(a.examples)
+                        )
+                        for a in p.arguments
+                    ],
+                )
+                for p in prompts
+            ]
+
+        def read_resource(self, uri: str):
+            kinds = _catalog
+            try:
+                ctx = Context("")
+                if uri in by_uri:
+                    found = by_uri[uri]
+                    return _read_result(uri, found.mime_type, found.read(uri, ctx))
+                for template in templates:
+                    variables = template.match(uri)
+                    if variables is not None:
+                        value = template.read(uri, variables, ctx)
+                        if value is not None:
+                            return _read_result(uri, template.mime_type, value)
+            except Exception as e:
+                traceback.print_exc()
+                raise Err(kinds.ReadError_Failed(str(e) or type(e).__name__))
+            raise Err(kinds.ReadError_NotFound())
+
+        def get_prompt(self, name: str, arguments):
+            kinds = _catalog
+            prompt = by_prompt.get(name)
+            if prompt is None:
+                raise Err(_types.GadgetError_Failed(f"this component has no prompt {name!r}"))
+            roles = {"user": kinds.Speaker.USER, "assistant": kinds.Speaker.ASSISTANT}
+            try:
+                messages = prompt.render(dict(arguments), Context(""))
+                rendered = [kinds.PromptMessage(role=roles[role], content=_part(part)) for role, part in messages]
+            except InvalidArguments as e:
+                raise Err(_types.GadgetError_InvalidArguments(str(e)))
+            except Exception as e:
+                traceback.print_exc()
+                raise Err(_types.GadgetError_Failed(str(e) or type(e).__name__))
+            return kinds.PromptResult(description=prompt.description, messages=rendered)
+
+        def complete(self, reference, argument: str, value: str, context):
+            # Arguments with examples are completed by the host; nothing else is known here.
+            return []
+
+    return Catalog
+
+
+def export(
+    *gadgets: GadgetDef,
+    resources: Sequence[Resource] = (),
+    templates: Sequence[Template] = (),
+    prompts: Sequence[Prompt] = (),
+):
+    """The class componentize-py exports: assign it to ``Gadget`` in the app
+    module. It also defines the module's ``Catalog`` (the resources and
+    prompts it serves; none unless given), which the contract's `catalog`
+    export needs."""
+    import sys
+
+    caller = sys._getframe(1).f_globals
+    caller.setdefault("Catalog", _make_catalog(resources, templates, prompts))
     by_name: Dict[str, GadgetDef] = {}
     for g in gadgets:
         if not isinstance(g, GadgetDef):
@@ -463,7 +877,10 @@ def export(*gadgets: GadgetDef):
             if g is None:
                 raise Err(types.GadgetError_Failed(f"this component has no gadget {name!r}"))
             try:
-                value = g.function(json.loads(params or "{}"), Context(invocation_id))
+                ctx = Context(invocation_id)
+                # A bad return value (a part of the wrong type) and an
+                # AskHuman nobody answers are failures too.
+                return _outcome(name, g.function(json.loads(params or "{}"), ctx), ctx)
             except InvalidArguments as e:
                 raise Err(types.GadgetError_InvalidArguments(str(e)))
             except Cancelled:
@@ -474,18 +891,5 @@ def export(*gadgets: GadgetDef):
                 message = str(e) or type(e).__name__
                 traceback.print_exc()  # to the host's captured stderr, for people
                 raise Err(types.GadgetError_Failed(message))
-            if isinstance(value, Finish):
-                return types.Outcome_Finish(_call_result(value))
-            if isinstance(value, Result):
-                return types.Outcome_Result(_call_result(value))
-            if isinstance(value, AskHuman):
-                return types.Outcome_AskHuman(str(value.question))
-            if isinstance(value, str):
-                return types.Outcome_Result(types.CallResult(result=value, cost=None, details=None))
-            raise Err(
-                types.GadgetError_Failed(
-                    f"gadget {name!r} returned {type(value).__name__}; return a str, Result, Finish or AskHuman"
-                )
-            )
 
     return Gadget

@@ -71,7 +71,7 @@ pub use wit_bindgen as __wit_bindgen;
 #[doc(hidden)]
 pub mod __bindings {
     wit_bindgen::generate!({
-        path: "../../wit/gadget@0.2.0",
+        path: "../../wit/gadget@0.3.0",
         world: "plugin",
         pub_export_macro: true,
         export_macro_name: "__export_plugin",
@@ -125,7 +125,13 @@ pub trait Gadget {
     fn invoke(params: Self::Params, ctx: &Context) -> Result<Outcome, GadgetError>;
 }
 
+pub mod ask;
+pub mod catalog;
+pub mod content;
 pub mod http;
+
+pub use catalog::{Catalog, NoCatalog};
+pub use content::{Body, Contents, Link, Part};
 
 /// A configuration value the operator granted this plugin (its manifest
 /// asks for the key under `[permissions] config`; the operator's policy
@@ -181,15 +187,20 @@ pub enum Outcome {
     Result(Output),
     /// The task is complete: the agent loop ends after this response.
     Finish(Output),
-    /// A question for a person; the answer becomes the call's result.
+    /// A question for a person; their answer becomes the call's result.
+    /// (Contract 0.3.0 asks through [`Context::ask`], which returns the
+    /// answer to the running gadget; this keeps 0.2.0's shape on top of it.)
     AskHuman(String),
 }
 
-/// The text the model sees, plus what only people and UIs see.
+/// What the model (or the MCP client) sees, plus what only people and UIs see.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Output {
-    /// The text the model sees.
-    pub result: String,
+    /// The parts, in order (usually one text).
+    pub content: Vec<Part>,
+    /// The same result as JSON, for clients that read structured output
+    /// (MCP's `structuredContent`).
+    pub structured: Option<Value>,
     /// Cost of this call in US dollars, added to what was reported.
     pub cost: Option<f64>,
     /// Structured details for people and UIs, never shown to the model.
@@ -197,10 +208,15 @@ pub struct Output {
 }
 
 impl Outcome {
-    /// A plain result.
+    /// A plain text result.
     pub fn result(text: impl Into<String>) -> Self {
+        Outcome::parts(vec![Part::Text(text.into())])
+    }
+
+    /// A result of several parts (text, images, sounds, resources, links).
+    pub fn parts(content: Vec<Part>) -> Self {
         Outcome::Result(Output {
-            result: text.into(),
+            content,
             ..Output::default()
         })
     }
@@ -208,14 +224,31 @@ impl Outcome {
     /// Task complete, with a final message.
     pub fn finish(message: impl Into<String>) -> Self {
         Outcome::Finish(Output {
-            result: message.into(),
+            content: vec![Part::Text(message.into())],
             ..Output::default()
         })
     }
 
-    /// Ask a person a question.
+    /// Ask a person a question; the answer becomes the result.
     pub fn ask_human(question: impl Into<String>) -> Self {
         Outcome::AskHuman(question.into())
+    }
+
+    /// Adds a part after the others (ignored for [`Outcome::AskHuman`]).
+    pub fn with_part(mut self, part: impl Into<Part>) -> Self {
+        if let Outcome::Result(out) | Outcome::Finish(out) = &mut self {
+            out.content.push(part.into());
+        }
+        self
+    }
+
+    /// Attaches the result as JSON, for clients that read structured
+    /// output (ignored for [`Outcome::AskHuman`]).
+    pub fn with_structured(mut self, value: impl Serialize) -> Self {
+        if let Outcome::Result(out) | Outcome::Finish(out) = &mut self {
+            out.structured = serde_json::to_value(value).ok();
+        }
+        self
     }
 
     /// Adds a cost in US dollars (ignored for [`Outcome::AskHuman`]).
@@ -244,6 +277,12 @@ impl From<String> for Outcome {
 impl From<&str> for Outcome {
     fn from(text: &str) -> Self {
         Outcome::result(text)
+    }
+}
+
+impl From<Part> for Outcome {
+    fn from(part: Part) -> Self {
+        Outcome::parts(vec![part])
     }
 }
 
@@ -373,6 +412,36 @@ impl Context {
         host::progress(message.as_ref());
     }
 
+    /// Progress as numbers: `done` so far, of `total` when known, with an
+    /// optional status line (an MCP client sees a progress notification).
+    /// Each report must be more than the last; the host drops one that is not.
+    pub fn report_progress(&self, done: f64, total: Option<f64>, message: Option<&str>) {
+        host::report_progress(done, total, message);
+    }
+
+    /// Asks one or more questions at once and waits for every answer (see
+    /// [`ask`]). Ask before acting: over stateless HTTP the gadget runs
+    /// again from the start when the answers come.
+    pub fn ask(
+        &self,
+        questions: impl IntoIterator<Item = ask::Question>,
+    ) -> Result<ask::Answers, ask::AskError> {
+        ask::ask(questions.into_iter().collect())
+    }
+
+    /// Asks one question in words; `None` when the person declined or
+    /// dismissed it.
+    pub fn ask_text(&self, question: impl Into<String>) -> Result<Option<String>, ask::AskError> {
+        let answers = self.ask([ask::Question::text("answer", question)])?;
+        Ok(answers.text("answer").map(str::to_string))
+    }
+
+    /// The kinds of question this call can have answered, so a gadget can
+    /// ask only what will be answered, or do without.
+    pub fn answerable(&self) -> ask::Kinds {
+        ask::answerable()
+    }
+
     /// A partial result for live display, never shown to the model.
     pub fn update(&self, partial: impl AsRef<str>) {
         host::update(partial.as_ref(), None);
@@ -391,143 +460,7 @@ impl Context {
     }
 }
 
-pub mod llm {
-    //! Completions from the host's LLM: `ctx.complete(Request::new().user("..."))`.
-    //!
-    //! The plugin's manifest asks with `[permissions] llm = true`; the
-    //! operator grants models and a per-call budget (`[plugins.NAME] llm =
-    //! { models = ["openai:gpt-4o-mini"], max-usd-per-call = 0.05 }`). The
-    //! host adds each completion's cost to the call, checks the budget
-    //! before sending, and ends a completion at the call's deadline.
-
-    use super::__bindings::gadget::plugin::llm as wit;
-
-    /// A completion to ask for: messages (oldest first) and options.
-    #[derive(Debug, Clone, Default)]
-    pub struct Request {
-        messages: Vec<(wit::Role, String)>,
-        model: Option<String>,
-        max_tokens: Option<u32>,
-        temperature: Option<f32>,
-    }
-
-    impl Request {
-        pub fn new() -> Request {
-            Request::default()
-        }
-
-        /// Adds a system message (instructions).
-        pub fn system(mut self, text: impl Into<String>) -> Request {
-            self.messages.push((wit::Role::System, text.into()));
-            self
-        }
-
-        /// Adds a user message.
-        pub fn user(mut self, text: impl Into<String>) -> Request {
-            self.messages.push((wit::Role::User, text.into()));
-            self
-        }
-
-        /// Adds an earlier answer of the model.
-        pub fn assistant(mut self, text: impl Into<String>) -> Request {
-            self.messages.push((wit::Role::Assistant, text.into()));
-            self
-        }
-
-        /// `provider:model`, one the operator granted; default: the first.
-        pub fn model(mut self, model: impl Into<String>) -> Request {
-            self.model = Some(model.into());
-            self
-        }
-
-        /// The answer's token cap (default 1024).
-        pub fn max_tokens(mut self, tokens: u32) -> Request {
-            self.max_tokens = Some(tokens);
-            self
-        }
-
-        pub fn temperature(mut self, temperature: f32) -> Request {
-            self.temperature = Some(temperature);
-            self
-        }
-    }
-
-    /// The answer.
-    #[derive(Debug, Clone, PartialEq)]
-    pub struct Completion {
-        pub text: String,
-        /// The `provider:model` that answered.
-        pub model: String,
-        pub input_tokens: u64,
-        pub output_tokens: u64,
-        /// USD, already added to the call's cost.
-        pub cost: f64,
-    }
-
-    /// Why there is no completion.
-    #[derive(Debug, Clone, PartialEq)]
-    pub enum LlmError {
-        /// Not granted, or not this model; the message says what would allow it.
-        Denied(String),
-        /// It could cost more than what is left of the call's budget.
-        BudgetExceeded(String),
-        /// The provider failed.
-        Provider(String),
-        /// The call's deadline passed, or it was cancelled.
-        Deadline,
-    }
-
-    impl std::fmt::Display for LlmError {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            match self {
-                LlmError::Denied(m) => write!(f, "LLM denied: {m}"),
-                LlmError::BudgetExceeded(m) => write!(f, "LLM budget exceeded: {m}"),
-                LlmError::Provider(m) => write!(f, "LLM provider failed: {m}"),
-                LlmError::Deadline => write!(f, "the call's deadline passed during a completion"),
-            }
-        }
-    }
-
-    /// `?` in `invoke`: the deadline is the abort signal (the host reports a
-    /// timeout or a cancellation), anything else a failure with the message.
-    /// (Not `std::error::Error`, so this mapping is the one `?` uses.)
-    impl From<LlmError> for super::GadgetError {
-        fn from(error: LlmError) -> Self {
-            match error {
-                LlmError::Deadline => super::GadgetError::Cancelled,
-                other => super::GadgetError::Failed(other.to_string()),
-            }
-        }
-    }
-
-    /// Runs one completion.
-    pub fn complete(request: Request) -> Result<Completion, LlmError> {
-        let messages: Vec<wit::Message> = request
-            .messages
-            .into_iter()
-            .map(|(role, content)| wit::Message { role, content })
-            .collect();
-        let answer = wit::complete(&wit::CompletionRequest {
-            messages,
-            model: request.model,
-            max_tokens: request.max_tokens,
-            temperature: request.temperature,
-        });
-        match answer {
-            Ok(c) => Ok(Completion {
-                text: c.text,
-                model: c.model,
-                input_tokens: c.input_tokens,
-                output_tokens: c.output_tokens,
-                cost: c.cost,
-            }),
-            Err(wit::LlmError::Denied(m)) => Err(LlmError::Denied(m)),
-            Err(wit::LlmError::BudgetExceeded(m)) => Err(LlmError::BudgetExceeded(m)),
-            Err(wit::LlmError::Provider(m)) => Err(LlmError::Provider(m)),
-            Err(wit::LlmError::Deadline) => Err(LlmError::Deadline),
-        }
-    }
-}
+pub mod llm;
 
 fn to_wit_level(level: Level) -> wit::Level {
     match level {
@@ -557,73 +490,23 @@ pub fn parameters_schema<T: JsonSchema>() -> Value {
 
 /// Glue between [`export_gadgets!`] and the bindings. Not part of the API.
 #[doc(hidden)]
-pub mod __private {
-    use super::*;
-    pub use __bindings::exports::gadget::plugin::gadget::Guest;
-    pub use __bindings::gadget::plugin::types::{
-        GadgetError as WitError, GadgetSpec, Outcome as WitOutcome,
-    };
-
-    pub fn spec<G: Gadget>() -> GadgetSpec {
-        GadgetSpec {
-            name: G::NAME.to_string(),
-            label: G::LABEL.map(str::to_string),
-            description: G::DESCRIPTION.to_string(),
-            parameters_schema: parameters_schema::<G::Params>().to_string(),
-            examples: G::examples()
-                .into_iter()
-                .map(|e| wit::Example {
-                    params: e.params.to_string(),
-                    output: e.output,
-                    comment: e.comment,
-                })
-                .collect(),
-            timeout_ms: G::TIMEOUT_MS,
-            exclusive: G::EXCLUSIVE,
-            max_concurrent: G::MAX_CONCURRENT,
-        }
-    }
-
-    pub fn invoke<G: Gadget>(invocation_id: String, params: &str) -> Result<WitOutcome, WitError> {
-        let params: G::Params = serde_json::from_str(if params.trim().is_empty() {
-            "{}"
-        } else {
-            params
-        })
-        .map_err(|e| WitError::InvalidArguments(e.to_string()))?;
-        let ctx = Context { invocation_id };
-        match G::invoke(params, &ctx) {
-            Ok(Outcome::Result(out)) => Ok(WitOutcome::Result(to_wit_result(out))),
-            Ok(Outcome::Finish(out)) => Ok(WitOutcome::Finish(to_wit_result(out))),
-            Ok(Outcome::AskHuman(question)) => Ok(WitOutcome::AskHuman(question)),
-            Err(GadgetError::InvalidArguments(m)) => Err(WitError::InvalidArguments(m)),
-            Err(GadgetError::Failed(m)) => Err(WitError::Failed(m)),
-            Err(GadgetError::Cancelled) => Err(WitError::Cancelled),
-        }
-    }
-
-    pub fn unknown(name: &str) -> WitError {
-        WitError::Failed(format!("this component has no gadget named '{name}'"))
-    }
-
-    fn to_wit_result(out: Output) -> wit::CallResult {
-        wit::CallResult {
-            result: out.result,
-            cost: out.cost,
-            details: out.details.map(|d| d.to_string()),
-        }
-    }
-}
+#[path = "glue.rs"]
+pub mod __private;
 
 /// Exports gadgets as this crate's component. List every [`Gadget`] type the
-/// component provides; call it once, at the crate root.
+/// component provides, and the [`Catalog`] of resources and prompts it
+/// serves, if any; call it once, at the crate root.
 ///
 /// ```ignore
 /// gadget_sdk::export_gadgets!(Calculator, Converter);
+/// gadget_sdk::export_gadgets!(Search; catalog = Notes);
 /// ```
 #[macro_export]
 macro_rules! export_gadgets {
     ($($gadget:ty),+ $(,)?) => {
+        $crate::export_gadgets!($($gadget),+ ; catalog = $crate::NoCatalog);
+    };
+    ($($gadget:ty),+ ; catalog = $catalog:ty) => {
         #[doc(hidden)]
         pub struct __GadgetComponent;
 
@@ -645,6 +528,8 @@ macro_rules! export_gadgets {
                 ::std::result::Result::Err($crate::__private::unknown(&name))
             }
         }
+
+        $crate::__private::catalog_glue!(__GadgetComponent, $catalog);
 
         $crate::__bindings::__export_plugin!(__GadgetComponent with_types_in $crate::__bindings);
     };

@@ -17,8 +17,10 @@ use gadget_runtime::manifest::Manifest;
 
 use super::new::Lang;
 
-/// The contract every component targets.
-const WIT: &str = include_str!("../../../../wit/gadget@0.2.0/gadget.wit");
+/// The contract, by version: C, Go and JavaScript gadgets target 0.2.0,
+/// Python gadgets 0.3.0 (the SDK's worlds include them by version).
+const WIT_0_2_0: &str = include_str!("../../../../wit/gadget@0.2.0/gadget.wit");
+const WIT_0_3_0: &str = include_str!("../../../../wit/gadget@0.3.0/gadget.wit");
 
 /// The Python SDK module.
 const PYTHON_SDK: &str = include_str!("../../../../sdk/python/gadget_sdk/__init__.py");
@@ -53,9 +55,13 @@ const SDK_WIT_DEPS: &[(&str, &str)] = &[
 
 /// Writes the SDK world, the contract and the WASI WIT into `wit`.
 fn write_sdk_wit(wit: &Path) -> Result<()> {
-    std::fs::create_dir_all(wit.join("deps/gadget-plugin"))?;
+    std::fs::create_dir_all(wit)?;
     std::fs::write(wit.join("world.wit"), SDK_WORLD)?;
-    std::fs::write(wit.join("deps/gadget-plugin/gadget.wit"), WIT)?;
+    for (version, text) in [("0.2.0", WIT_0_2_0), ("0.3.0", WIT_0_3_0)] {
+        let dir = wit.join(format!("deps/gadget-plugin-{version}"));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("gadget.wit"), text)?;
+    }
     for (name, text) in SDK_WIT_DEPS {
         std::fs::create_dir_all(wit.join("deps").join(name))?;
         std::fs::write(
@@ -228,7 +234,7 @@ fn build_python(dir: &Path, output: &Path) -> Result<()> {
         Command::new(&tool)
             .arg("-d")
             .arg(support.join("wit"))
-            .args(["-w", "plugin-http", "componentize", "app", "-p"])
+            .args(["-w", "plugin-http-v3", "componentize", "app", "-p"])
             .arg(dir)
             .arg("-p")
             .arg(support.join("sdk"))

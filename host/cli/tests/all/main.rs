@@ -29,6 +29,7 @@ mod serve;
 mod shipped;
 mod signing;
 mod stop;
+mod swatches;
 mod telemetry;
 mod transcripts;
 mod upstream;

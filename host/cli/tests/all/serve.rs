@@ -24,10 +24,20 @@ impl Server {
 
     /// [`Server::start`] with more environment variables.
     pub(crate) fn start_with(extra: &[&str], token: &str, env: &[(&str, &str)]) -> Server {
+        Server::start_plugins(&common::shipped_plugins(), extra, token, env)
+    }
+
+    /// [`Server::start_with`] serving the plugins under `plugins`.
+    pub(crate) fn start_plugins(
+        plugins: &std::path::Path,
+        extra: &[&str],
+        token: &str,
+        env: &[(&str, &str)],
+    ) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let mut child = Command::new(common::gadget_bin())
             .arg("--plugins")
-            .arg(common::shipped_plugins())
+            .arg(plugins)
             .arg("--config")
             .arg(policy(dir.path()))
             .env("XDG_CACHE_HOME", dir.path())

@@ -3,10 +3,12 @@
 //! A gadget is a tool an LLM calls. You describe its parameters with a plain
 //! struct, implement one trait, and export it with one macro; the SDK derives
 //! the JSON Schema the model sees (descriptions come from your doc comments),
-//! checks the parameters' shape, and speaks the `gadget:plugin@0.2.0` WIT
-//! contract for you (0.1.0 plus [`llm`] completions; a gadget that makes
-//! none imports nothing more than a 0.1.0 one). Build with `cargo build --target wasm32-wasip2` and the
-//! output is a component gadget-host loads.
+//! checks the parameters' shape, and speaks the `gadget:plugin@0.3.0` WIT
+//! contract for you: results in [`Part`]s, [`llm`] completions, questions
+//! the running gadget gets answered ([`Context::ask`]), numeric progress, and
+//! the resources and prompts a [`Catalog`] serves. Build with
+//! `cargo build --target wasm32-wasip2` and the output is a component
+//! gadget-host loads.
 //!
 //! ```no_run
 //! use gadget_sdk::{Context, Example, Gadget, GadgetError, Outcome, json};
@@ -47,8 +49,9 @@
 //! gadget_sdk::export_gadgets!(Greet);
 //! ```
 //!
-//! A complete, compiled example lives in `examples/hello-gadget/` of the
-//! repository, and the shipped plugins in `plugins/` use every feature.
+//! Complete, compiled examples live in `examples/hello-gadget/` (the basics)
+//! and `examples/palette/` (parts, asking twice, progress, a catalog) of the
+//! repository.
 
 // The generated bindings name this crate by its public path, so the paths
 // also resolve inside it.

@@ -41,7 +41,12 @@ GADGET = TARGET / "release" / "gadget"
 FIXTURE = ROOT / "tests" / "fixtures" / "conformance"
 FIXTURE_COMPONENT = TARGET / "wasm32-wasip2" / "guest" / "fixture_conformance.wasm"
 
-REQUIREMENT_SETS = ["2026-07-28", "2025-11-25"]
+REQUIREMENT_SETS = ["2026-07-28", "2025-11-25", "tasks"]
+
+# The Tasks extension (SEP-2663) is not a requirement set: its scenarios
+# are the server scenarios named `tasks-*`, run one by one (`--suite all`),
+# each against its lines of baseline-tasks.yml.
+EXTENSION_SETS = {"tasks": "tasks-"}
 
 # How `gadget serve` runs for each set: stateless by default (what scales
 # out); 2025-11-25 clients are asked mid-call, which needs a session
@@ -175,8 +180,9 @@ def table(revision, checks, scored):
 
 
 def scored_scenarios(node, revision):
+    selection = ["--requirements", revision] if revision not in EXTENSION_SETS else []
     out = subprocess.run(
-        [str(node), str(SUITE_BIN), "list", "--server", "--requirements", revision],
+        [str(node), str(SUITE_BIN), "list", "--server", *selection],
         check=True, capture_output=True, text=True, cwd=SUITE_DIR,
     ).stdout
     names = []
@@ -184,12 +190,58 @@ def scored_scenarios(node, revision):
         if line.startswith("Client scenarios"):
             break
         m = re.match(r"\s+- (\S+)", line)
-        if m:
+        if m and (revision not in EXTENSION_SETS or m.group(1).startswith(EXTENSION_SETS[revision])):
             names.append(m.group(1))
     return names
 
 
+def baseline_entries(revision):
+    """The `scenario:check` lines of a baseline."""
+    path = baseline_path(revision)
+    if not path.exists():
+        return []
+    return [line.strip()[2:] for line in path.read_text().splitlines() if line.strip().startswith("- ")]
+
+
+def run_extension(node, server, revision, write):
+    """An extension's scenarios one by one, each against its own lines of
+    the baseline (the suite calls a listed check of a scenario it did not
+    run stale)."""
+    scenarios = scored_scenarios(node, revision)
+    entries = baseline_entries(revision)
+    checks, ok = [], True
+    with tempfile.TemporaryDirectory() as out:
+        for scenario in scenarios:
+            command = [str(node), str(SUITE_BIN), "server", "--url", server.url, "--scenario",
+                       scenario, "--suite", "all", "--output-dir", str(Path(out) / scenario)]
+            if not write:
+                mine = [e for e in entries if e.split(":", 1)[0] == scenario]
+                expected = Path(out) / f"{scenario}.yml"
+                expected.write_text("server:\n" + "".join(f"  - {e}\n" for e in mine)
+                                    if mine else "server: []\n")
+                command += ["--expected-failures", str(expected)]
+            try:
+                run = subprocess.run(command, cwd=SUITE_DIR, capture_output=True, text=True,
+                                     timeout=SET_SECONDS)
+            except subprocess.TimeoutExpired:
+                print(f"error: {scenario} ran over {SET_SECONDS} s", file=sys.stderr)
+                return False
+            if not write and run.returncode != 0:
+                ok = False
+                print(f"error: {scenario}: the suite exited {run.returncode} (a failure not in "
+                      f"{baseline_path(revision).name}, or a stale entry there)", file=sys.stderr)
+                print(run.stdout[-3000:], file=sys.stderr)
+        checks = checks_of(out)
+    table(revision, checks, scenarios)
+    if write:
+        write_baseline(revision, checks)
+        print(f"wrote {baseline_path(revision).relative_to(ROOT)}")
+    return ok
+
+
 def run_set(node, server, revision, write):
+    if revision in EXTENSION_SETS:
+        return run_extension(node, server, revision, write)
     with tempfile.TemporaryDirectory() as out:
         command = [str(node), str(SUITE_BIN), "server", "--url", server.url,
                    "--requirements", revision, "--output-dir", out]

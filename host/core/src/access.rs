@@ -48,6 +48,24 @@ pub struct Declared {
     pub idempotent: Option<bool>,
     /// It reaches things outside the host.
     pub open_world: Option<bool>,
+    /// Whether a call may run as a task (MCP's Tasks extension).
+    pub tasks: TaskSupport,
+}
+
+/// Whether a tool's calls may run as tasks: started, answered with a
+/// handle at once, and polled (MCP's Tasks extension). The author says
+/// which of its tools are long enough to be worth it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskSupport {
+    /// Calls always run to their result within the request.
+    #[default]
+    Forbidden,
+    /// A call runs as a task when the client supports tasks, else within
+    /// the request.
+    Optional,
+    /// Calls run only as tasks: a client without tasks is refused.
+    Required,
 }
 
 /// The effects a client is told of.
@@ -99,6 +117,7 @@ mod tests {
             destructive: Some(false),
             idempotent: Some(true),
             open_world: Some(false),
+            tasks: TaskSupport::Forbidden,
         };
         let none = Access::default();
         assert_eq!(

@@ -61,6 +61,11 @@ impl GadgetServer {
             Ok(prepared) => prepared,
             Err(refused) => return Ok((*refused).into()),
         };
+        if self.as_task(&*gadget, &params, &request, &context, started)? {
+            return self
+                .start_task(gadget, params, &request, &context, started)
+                .await;
+        }
         let replay = match self.replay(&*gadget, &params, &request, &context) {
             Ok(replay) => replay,
             Err(refused) => {
@@ -197,7 +202,7 @@ impl GadgetServer {
     /// earlier approval request, which must bind this very call, else
     /// nothing runs), the journal, the client's trace, and the client's
     /// person for what a tool asks mid-call.
-    fn scope(
+    pub(crate) fn scope(
         &self,
         gadget: &dyn GadgetTool,
         params: &Value,
@@ -265,7 +270,7 @@ impl GadgetServer {
     /// The call's observer, and the task that forwards what it sees to
     /// the client: progress and logs leave through a channel, since the
     /// observer runs on the call's task and must not wait for the client.
-    fn notifier(
+    pub(crate) fn notifier(
         &self,
         id: &str,
         gadget: &str,
@@ -376,6 +381,27 @@ impl GadgetServer {
         context: &RequestContext<RoleServer>,
     ) -> Finished {
         let signal = AbortSignal::new();
+        let client_gone = context.ct.cancelled();
+        self.run_until(gadget, params, id, scope, observer, signal, client_gone)
+            .await
+    }
+
+    /// [`Self::run`] with the call's abort signal, raised when
+    /// `client_gone` completes or the server shuts down.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the steps of one call, each needed"
+    )]
+    pub(crate) async fn run_until(
+        &self,
+        gadget: Arc<dyn GadgetTool>,
+        params: Value,
+        id: &str,
+        scope: Arc<CallScope>,
+        observer: CallObserver,
+        signal: AbortSignal,
+        client_gone: impl std::future::Future<Output = ()>,
+    ) -> Finished {
         let options = CallOptions {
             id: id.to_string(),
             deadline: None,
@@ -388,7 +414,7 @@ impl GadgetServer {
         tokio::pin!(run);
         tokio::select! {
             finished = &mut run => return finished,
-            _ = context.ct.cancelled() => {}
+            _ = client_gone => {}
             _ = self.shutdown.cancelled() => {}
         }
         signal.raise();
@@ -396,7 +422,7 @@ impl GadgetServer {
     }
 
     /// The MCP result of how the call ended.
-    async fn result(
+    pub(crate) async fn result(
         &self,
         name: &str,
         id: &str,

@@ -35,11 +35,12 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    SetLevelRequestParams, SubscribeRequestParams, Tool, ToolAnnotations, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
+    CompleteResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
+    Implementation, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, LoggingLevel, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, SetLevelRequestParams,
+    SubscribeRequestParams, Tool, ToolAnnotations, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -90,6 +91,9 @@ pub struct GadgetServer {
     /// Counts reloads: every `subscriptions/listen` stream (2026-07-28)
     /// is told the lists changed when it moves.
     pub(crate) reloads: Arc<tokio::sync::watch::Sender<u64>>,
+    /// The calls running or ended as MCP tasks, shared by every session
+    /// of this replica.
+    pub(crate) tasks: Arc<crate::tasks::TaskStore>,
 }
 
 /// The most resource URIs one session may subscribe to: each is a
@@ -116,6 +120,7 @@ impl GadgetServer {
             recorder: None,
             subscriptions: Arc::default(),
             reloads: Arc::new(tokio::sync::watch::channel(0).0),
+            tasks: Arc::default(),
         }
     }
 
@@ -290,6 +295,7 @@ impl ServerHandler for GadgetServer {
             .enable_prompts()
             .enable_prompts_list_changed()
             .enable_completions()
+            .enable_tasks()
             .build();
         InitializeResult::new(capabilities)
             .with_server_info(Implementation::new("gadget-host", env!("CARGO_PKG_VERSION")))
@@ -322,6 +328,32 @@ impl ServerHandler for GadgetServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         self.call(request, context).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        Ok(GetTaskResult::new(
+            self.tasks.get(&request.task_id)?.detailed(),
+        ))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.update(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.cancel(&request.task_id)
     }
 
     async fn list_resources(

@@ -96,6 +96,7 @@ impl Tool for WasmGadget {
             destructive: declared.destructive,
             idempotent: declared.idempotent,
             open_world: declared.open_world,
+            tasks: self.plugin.access.tasks.support(&self.component_name),
         }
     }
 

@@ -64,6 +64,37 @@ pub struct Manifest {
     /// ...). Claims, not grants: what the grants imply wins.
     #[serde(default)]
     pub annotations: Annotations,
+    /// `[tasks]`: which gadgets may run as MCP tasks.
+    #[serde(default)]
+    pub tasks: Tasks,
+}
+
+/// `[tasks]`: the gadgets long enough to run as MCP tasks (a handle at
+/// once, the result polled), by name. `optional`: as a task when the
+/// client supports tasks; `required`: only as a task.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Tasks {
+    #[serde(default)]
+    pub optional: Vec<String>,
+    #[serde(default)]
+    pub required: Vec<String>,
+}
+
+impl Tasks {
+    /// How a gadget of this plugin may run (names compare
+    /// case-insensitively, as gadget names do).
+    pub fn support(&self, gadget: &str) -> gadget_core::access::TaskSupport {
+        use gadget_core::access::TaskSupport;
+        let listed = |names: &[String]| names.iter().any(|n| n.eq_ignore_ascii_case(gadget));
+        if listed(&self.required) {
+            TaskSupport::Required
+        } else if listed(&self.optional) {
+            TaskSupport::Optional
+        } else {
+            TaskSupport::Forbidden
+        }
+    }
 }
 
 /// `[annotations]`: the plugin's own account of its gadgets.

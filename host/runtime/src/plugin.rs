@@ -314,6 +314,8 @@ pub struct PluginAccess {
     pub requested: Permissions,
     /// What its manifest says its gadgets do (for MCP clients).
     pub annotations: crate::manifest::Annotations,
+    /// Which of its gadgets may run as MCP tasks.
+    pub tasks: crate::manifest::Tasks,
     /// What its calls get: the requests AND the operator's grants.
     pub grants: Arc<CallGrants>,
 }

@@ -122,6 +122,9 @@ impl UpstreamTool {
                 destructive: annotations.destructive_hint,
                 idempotent: annotations.idempotent_hint,
                 open_world: annotations.open_world_hint,
+                // An upstream server runs its own tasks; its tools are
+                // called within the request here.
+                tasks: Default::default(),
             },
             origin: Arc::new(Origin {
                 plugin: format!("{}{}", ORIGIN_PREFIX, spec_of.name),

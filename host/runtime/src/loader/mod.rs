@@ -386,6 +386,7 @@ pub async fn load_plugin(
             limits,
             requested: manifest.permissions,
             annotations: manifest.annotations,
+            tasks: manifest.tasks,
             grants,
         },
         report: LoadReport {
@@ -634,6 +635,7 @@ fn bare_manifest(file: &Path) -> Result<Manifest, LoadFailure> {
         limits: RequestedLimits::default(),
         permissions: Permissions::default(),
         annotations: Default::default(),
+        tasks: Default::default(),
     })
 }
 

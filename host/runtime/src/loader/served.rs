@@ -87,6 +87,18 @@ impl Served<'_> {
                 Err(reason) => refused.push(refusal(&spec.name, reason)),
             }
         }
+        // `[tasks]` names gadgets by the component's own names.
+        let tasks = &self.manifest.tasks;
+        for name in tasks.optional.iter().chain(&tasks.required) {
+            if !gadgets
+                .iter()
+                .any(|g| g.component_name.eq_ignore_ascii_case(name))
+            {
+                warnings.push(format!(
+                    "the manifest's [tasks] names '{name}', which this plugin does not serve"
+                ));
+            }
+        }
         // A plugin whose every gadget the operator denies still loads (with
         // nothing to serve): that is the operator's choice, not an error.
         if gadgets.is_empty() && denied.is_empty() {

@@ -1,0 +1,535 @@
+//! MCP's Tasks extension (SEP-2663, `io.modelcontextprotocol/tasks`) over
+//! the one call path: a `tools/call` of a gadget its manifest lists under
+//! `[tasks]`, from a client that declared the extension, answers at once
+//! with a task handle while the call runs on; `tasks/get` tells its status
+//! (and inlines the result once it ends), `tasks/update` answers what the
+//! running gadget asks (the task waits `input_required` meanwhile, each
+//! question under its key, and a partial answer keeps it waiting for the
+//! rest), `tasks/cancel` raises the gadget's abort signal.
+//!
+//! Tasks live in this replica's memory: bounded in number
+//! ([`MAX_TASKS`]) and age ([`TASK_TTL`]), found by an unguessable id. A
+//! task does not survive losing its replica (see docs/mcp-and-serving.md).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    CallToolResponse, DetailedTask, InputRequest as McpInputRequest, InputRequests, JsonObject,
+    Task, TaskPayload, TaskStatus,
+};
+use serde_json::Value;
+
+use gadget_core::ask::{AskFailure, InputRequest, Kinds, Reply};
+use gadget_core::signal::AbortSignal;
+use gadget_core::tool::{Answer, HumanInput, Replies};
+
+use crate::approval::APPROVAL_KEY;
+use crate::inputs::{capabilities_for, input_request, kinds_of, reply_of};
+use crate::server::GadgetServer;
+
+/// The most tasks one replica keeps, running or ended: each holds its
+/// result (up to the result limit) until it expires, so this caps their
+/// memory. Creating one more, when every slot holds a task that has not
+/// expired, is refused.
+pub const MAX_TASKS: usize = 1024;
+
+/// How long a task is kept after it is created (its `ttlMs`): long
+/// enough for a client to come back for a long call's result, short
+/// enough that results do not pile up.
+pub const TASK_TTL: Duration = Duration::from_secs(30 * 60);
+
+/// How often a client is told to poll `tasks/get` (`pollIntervalMs`).
+pub const TASK_POLL_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Where a task is.
+#[derive(Debug, Clone)]
+enum Phase {
+    Working,
+    /// Waiting for the answers to these questions, by key.
+    InputRequired(InputRequests),
+    Completed(JsonObject),
+    Failed(JsonObject),
+    Cancelled,
+}
+
+/// What one task knows of itself.
+struct State {
+    phase: Phase,
+    updated_ms: u64,
+    /// `tasks/cancel` came while it ran: however the call ends, the task
+    /// ends cancelled.
+    cancel_requested: bool,
+    /// Answers given so far to the questions it waits on.
+    answers: HashMap<String, Value>,
+}
+
+/// One task.
+pub(crate) struct TaskEntry {
+    id: String,
+    created_ms: u64,
+    expires: Instant,
+    signal: AbortSignal,
+    state: Mutex<State>,
+    /// Bumped by every `tasks/update`, so the waiting gadget looks again.
+    updates: tokio::sync::watch::Sender<u64>,
+}
+
+impl TaskEntry {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set(&self, phase: Phase) {
+        let mut state = self.state();
+        state.phase = phase;
+        state.updated_ms = now_ms();
+    }
+
+    /// The signal `tasks/cancel` raises.
+    pub(crate) fn signal(&self) -> AbortSignal {
+        self.signal.clone()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The call ended: its result, or the protocol error that ended it.
+    /// A task cancelled while it ran ends cancelled whatever the call
+    /// returned.
+    pub(crate) fn finish(&self, ended: Result<CallToolResponse, McpError>) {
+        if self.state().cancel_requested {
+            return self.set(Phase::Cancelled);
+        }
+        let phase = match ended {
+            Ok(CallToolResponse::Complete(result)) => match serde_json::to_value(result) {
+                Ok(Value::Object(mut result)) => {
+                    result.insert("resultType".into(), "complete".into());
+                    Phase::Completed(result)
+                }
+                _ => Phase::Failed(error_object(-32603, "the result could not be encoded")),
+            },
+            Ok(_) => Phase::Failed(error_object(
+                -32603,
+                "the call ended asking in a way a task cannot carry (an ask-human outcome or an approval); call it without the tasks extension",
+            )),
+            Err(error) => {
+                let mut object = error_object(error.code.0, &error.message);
+                if let Some(data) = error.data {
+                    object.insert("data".into(), data);
+                }
+                Phase::Failed(object)
+            }
+        };
+        self.set(phase);
+    }
+
+    /// The task as a client sees it.
+    fn task(&self) -> Task {
+        let state = self.state();
+        Task::new(
+            self.id.clone(),
+            TaskStatus::Working,
+            gadget_core::audit::rfc3339(self.created_ms),
+            gadget_core::audit::rfc3339(state.updated_ms),
+        )
+        .with_ttl_ms(TASK_TTL.as_millis() as u64)
+        .with_poll_interval_ms(TASK_POLL_INTERVAL.as_millis() as u64)
+    }
+
+    /// What `tasks/get` answers.
+    pub(crate) fn detailed(&self) -> DetailedTask {
+        let task = self.task();
+        let payload = match &self.state().phase {
+            Phase::Working => TaskPayload::Working,
+            Phase::InputRequired(requests) => TaskPayload::InputRequired {
+                input_requests: requests.clone(),
+            },
+            Phase::Completed(result) => TaskPayload::Completed {
+                result: result.clone(),
+            },
+            Phase::Failed(error) => TaskPayload::Failed {
+                error: error.clone(),
+            },
+            Phase::Cancelled => TaskPayload::Cancelled,
+        };
+        DetailedTask::new(task, payload)
+    }
+
+    /// The handle `tools/call` answers with (status `working`).
+    pub(crate) fn created(&self) -> Task {
+        self.task()
+    }
+
+    fn is_terminal(&self) -> bool {
+        matches!(
+            self.state().phase,
+            Phase::Completed(_) | Phase::Failed(_) | Phase::Cancelled
+        )
+    }
+}
+
+fn error_object(code: i32, message: &str) -> JsonObject {
+    let mut object = JsonObject::new();
+    object.insert("code".into(), code.into());
+    object.insert("message".into(), message.into());
+    object
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The tasks of this replica.
+#[derive(Default)]
+pub(crate) struct TaskStore {
+    tasks: Mutex<HashMap<String, Arc<TaskEntry>>>,
+}
+
+/// Why a task was not created.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "this server already keeps {MAX_TASKS} tasks that have not expired; try again later, or call without the tasks extension"
+)]
+pub(crate) struct TooManyTasks;
+
+impl TaskStore {
+    fn tasks(&self) -> MutexGuard<'_, HashMap<String, Arc<TaskEntry>>> {
+        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new task, working. Expired tasks are dropped first; an expired
+    /// task still running is stopped.
+    pub(crate) fn create(&self) -> Result<Arc<TaskEntry>, TooManyTasks> {
+        let mut tasks = self.tasks();
+        let now = Instant::now();
+        tasks.retain(|_, task| {
+            let keep = task.expires > now;
+            if !keep {
+                task.signal.raise();
+            }
+            keep
+        });
+        if tasks.len() >= MAX_TASKS {
+            return Err(TooManyTasks);
+        }
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes).expect("the operating system's random source");
+        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let created_ms = now_ms();
+        let entry = Arc::new(TaskEntry {
+            id: id.clone(),
+            created_ms,
+            expires: now + TASK_TTL,
+            signal: AbortSignal::new(),
+            state: Mutex::new(State {
+                phase: Phase::Working,
+                updated_ms: created_ms,
+                cancel_requested: false,
+                answers: HashMap::new(),
+            }),
+            updates: tokio::sync::watch::channel(0).0,
+        });
+        tasks.insert(id, entry.clone());
+        Ok(entry)
+    }
+
+    /// The task with this id, unless it expired; else `-32602`.
+    pub(crate) fn get(&self, id: &str) -> Result<Arc<TaskEntry>, McpError> {
+        let tasks = self.tasks();
+        match tasks.get(id) {
+            Some(task) if task.expires > Instant::now() => Ok(task.clone()),
+            _ => Err(McpError::invalid_params(
+                format!(
+                    "no task '{id}' here (unknown, or expired after {} s)",
+                    TASK_TTL.as_secs()
+                ),
+                None,
+            )),
+        }
+    }
+
+    /// `tasks/cancel`: raises the abort signal of a running task; a task
+    /// that ended stays as it ended.
+    pub(crate) fn cancel(&self, id: &str) -> Result<(), McpError> {
+        let task = self.get(id)?;
+        if !task.is_terminal() {
+            task.state().cancel_requested = true;
+            task.signal.raise();
+        }
+        Ok(())
+    }
+
+    /// `tasks/update`: files the answers to questions the task waits on
+    /// (an answer to no pending question, or not of its question's shape,
+    /// is ignored) and wakes the gadget.
+    pub(crate) fn update(
+        &self,
+        id: &str,
+        responses: BTreeMap<String, Value>,
+    ) -> Result<(), McpError> {
+        let task = self.get(id)?;
+        {
+            let mut state = task.state();
+            let State { phase, answers, .. } = &mut *state;
+            if let Phase::InputRequired(open) = phase {
+                for (key, response) in responses {
+                    if open.contains_key(&key) {
+                        open.remove(&key);
+                        answers.insert(key, response);
+                    }
+                }
+            }
+            state.updated_ms = now_ms();
+        }
+        task.updates.send_modify(|n| *n += 1);
+        Ok(())
+    }
+}
+
+/// Who answers what a task's gadget asks: the client, through
+/// `tasks/get` (the questions) and `tasks/update` (the answers).
+pub(crate) struct TaskPerson {
+    pub(crate) task: Arc<TaskEntry>,
+    /// What the client declared it answers.
+    pub(crate) kinds: Kinds,
+}
+
+impl HumanInput for TaskPerson {
+    /// An older gadget's ask-human outcome is not answered in a task.
+    fn ask<'a>(&'a self, _call_id: &'a str, _gadget: &'a str, _question: &'a str) -> Answer<'a> {
+        Box::pin(async { Err("a task cannot carry an ask-human outcome".to_string()) })
+    }
+
+    fn answerable(&self) -> Kinds {
+        self.kinds
+    }
+
+    fn inputs<'a>(
+        &'a self,
+        _call_id: &'a str,
+        gadget: &'a str,
+        requests: &'a [InputRequest],
+    ) -> Replies<'a> {
+        Box::pin(async move {
+            let mut open = InputRequests::new();
+            for request in requests {
+                let kind = request.question.kind();
+                if !self.kinds.contains(kind) {
+                    return Err(AskFailure::Unavailable(format!(
+                        "this client did not declare what a '{}' question needs ({})",
+                        kind.name(),
+                        serde_json::to_string(&capabilities_for(kind)).unwrap_or_default()
+                    )));
+                }
+                let Some(asked): Option<McpInputRequest> = input_request(gadget, request) else {
+                    return Err(AskFailure::Invalid(format!(
+                        "question '{}' cannot be sent as an MCP request",
+                        request.key
+                    )));
+                };
+                open.insert(request.key.clone(), asked);
+            }
+            let mut updates = self.task.updates.subscribe();
+            {
+                let mut state = self.task.state();
+                state.answers.clear();
+                state.phase = Phase::InputRequired(open);
+                state.updated_ms = now_ms();
+            }
+            loop {
+                if let Some(replies) = self.replies(gadget, requests) {
+                    self.task.set(Phase::Working);
+                    return Ok(replies);
+                }
+                // The abort signal (tasks/cancel, the deadline) ends the
+                // wait in the ask door, which drops this future.
+                if updates.changed().await.is_err() {
+                    return Err(AskFailure::Cancelled);
+                }
+            }
+        })
+    }
+}
+
+impl TaskPerson {
+    /// Every answer, once all are in; an answer not of its question's
+    /// shape is asked again.
+    fn replies(&self, gadget: &str, requests: &[InputRequest]) -> Option<Vec<Reply>> {
+        let mut state = self.task.state();
+        let mut replies = Vec::with_capacity(requests.len());
+        let mut missing = false;
+        for request in requests {
+            match state
+                .answers
+                .get(&request.key)
+                .and_then(|answer| reply_of(&request.question, answer))
+            {
+                Some(reply) => replies.push(reply),
+                None => {
+                    missing = true;
+                    state.answers.remove(&request.key);
+                    if let (Phase::InputRequired(open), Some(asked)) =
+                        (&mut state.phase, input_request(gadget, request))
+                    {
+                        open.entry(request.key.clone()).or_insert(asked);
+                    }
+                }
+            }
+        }
+        (!missing).then_some(replies)
+    }
+}
+
+impl GadgetServer {
+    /// Whether this call runs as a task: the gadget's manifest lists it
+    /// under `[tasks]` and the request declared the extension (for the
+    /// session, or in its own `_meta`). A gadget that runs only as a task
+    /// refuses a client without it (`-32021`, naming the extension). A
+    /// call that waits for approval runs within the request until it is
+    /// approved (the approval is a round trip of the request itself).
+    pub(crate) fn as_task(
+        &self,
+        gadget: &dyn gadget_core::tool::Tool,
+        params: &Value,
+        request: &rmcp::model::CallToolRequestParams,
+        context: &rmcp::service::RequestContext<rmcp::RoleServer>,
+        started: Instant,
+    ) -> Result<bool, McpError> {
+        use gadget_core::access::TaskSupport;
+        let support = gadget.declared().tasks;
+        if support == TaskSupport::Forbidden {
+            return Ok(false);
+        }
+        let declared = context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks());
+        if !declared {
+            if support == TaskSupport::Required {
+                self.metrics.rejected(gadget.name(), started.elapsed());
+                return Err(McpError::missing_required_client_capability(
+                    rmcp::model::ClientCapabilities::builder()
+                        .enable_tasks()
+                        .build(),
+                ));
+            }
+            return Ok(false);
+        }
+        let approved = request
+            .input_responses
+            .as_ref()
+            .is_some_and(|r| r.contains_key(APPROVAL_KEY));
+        let waits = matches!(
+            self.rules
+                .check(gadget.name(), params, gadget.schema().schema_for_rules()),
+            gadget_core::approval::Admission::Ask { .. }
+        );
+        Ok(approved || !waits)
+    }
+
+    /// Starts the call as a task and answers with its handle; the call
+    /// runs on (its abort signal is the task's, raised by `tasks/cancel`,
+    /// the server's shutdown or the task's expiry), and how it ends is
+    /// the task's status: a result (a gadget's own error included) is
+    /// `completed`; a crash of the component or a protocol error is
+    /// `failed`.
+    pub(crate) async fn start_task(
+        &self,
+        gadget: Arc<dyn gadget_core::tool::Tool>,
+        params: Value,
+        request: &rmcp::model::CallToolRequestParams,
+        context: &rmcp::service::RequestContext<rmcp::RoleServer>,
+        started: Instant,
+    ) -> Result<CallToolResponse, McpError> {
+        let scope = match self.scope(&*gadget, &params, request, None, context, started) {
+            Ok(scope) => scope,
+            Err(refused) => return Ok((*refused).into()),
+        };
+        let task = self.tasks.create().map_err(|e| {
+            self.metrics.rejected(gadget.name(), started.elapsed());
+            McpError::internal_error(e.to_string(), None)
+        })?;
+        let mut scope = Arc::unwrap_or_clone(scope);
+        scope.human = Some(Arc::new(TaskPerson {
+            task: task.clone(),
+            kinds: kinds_of(context.client_capabilities().as_ref()),
+        }));
+        let id = format!(
+            "mcp_{}",
+            self.calls
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1
+        );
+        let (observer, forward) = self.notifier(&id, gadget.name(), context);
+        self.metrics.started();
+        let server = self.clone();
+        let context = context.clone();
+        let handle = task.clone();
+        tokio::spawn(async move {
+            let name = gadget.name().to_string();
+            let finished = server
+                .run_until(
+                    gadget,
+                    params,
+                    &id,
+                    Arc::new(scope),
+                    observer,
+                    handle.signal(),
+                    std::future::pending(),
+                )
+                .await;
+            let _ = forward.await;
+            let crashed = match &finished.report.outcome {
+                Err(error) if error.kind() == gadget_core::call::FailureKind::Crashed => {
+                    Some(error.to_string())
+                }
+                _ => None,
+            };
+            let ended = server.result(&name, &id, finished, &context, started).await;
+            handle.finish(match crashed {
+                Some(why) => Err(McpError::internal_error(why, None)),
+                None => ended,
+            });
+        });
+        Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
+            task.created(),
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_past_its_bound_is_refused_and_an_unknown_one_is_invalid_params() {
+        let store = TaskStore::default();
+        let first = store.create().unwrap();
+        assert_eq!(store.get(first.id()).unwrap().id(), first.id());
+        assert_eq!(store.get("nope").err().unwrap().code.0, -32602);
+        for _ in 1..MAX_TASKS {
+            store.create().unwrap();
+        }
+        let refused = store.create().err().unwrap();
+        assert!(refused.to_string().contains("1024 tasks"), "{refused}");
+    }
+
+    #[test]
+    fn cancelling_a_running_task_raises_its_signal_and_it_ends_cancelled() {
+        let store = TaskStore::default();
+        let task = store.create().unwrap();
+        store.cancel(task.id()).unwrap();
+        assert!(task.signal().is_raised());
+        task.finish(Err(McpError::internal_error("stopped", None)));
+        assert_eq!(task.detailed().status(), TaskStatus::Cancelled);
+        // Cancelling an ended task is acknowledged and changes nothing.
+        store.cancel(task.id()).unwrap();
+        assert_eq!(task.detailed().status(), TaskStatus::Cancelled);
+    }
+}

@@ -576,3 +576,82 @@ fn streamable_http_servers_are_upstreams_too_with_their_bearer_token() {
         said(&out)
     );
 }
+
+/// `tests/mcp/servers/modern_only.py`: a server that speaks only protocol
+/// 2026-07-28 (no `initialize`; it refuses the old handshake).
+struct ModernOnly {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl ModernOnly {
+    fn start() -> ModernOnly {
+        let dir = tempfile::tempdir().unwrap();
+        let port_file = dir.path().join("port");
+        let child = Command::new("python3")
+            .arg(common::workspace().join("tests/mcp/servers/modern_only.py"))
+            .arg(&port_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Bounded: Python starts it in well under a second.
+        let started = std::time::Instant::now();
+        let port = loop {
+            if let Some(port) = std::fs::read_to_string(&port_file)
+                .ok()
+                .and_then(|p| p.trim().parse().ok())
+            {
+                break port;
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "modern_only.py did not say where it listens"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        ModernOnly {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for ModernOnly {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_server_that_speaks_only_2026_07_28_is_reachable() {
+    let modern = ModernOnly::start();
+    let policy = Policy::new(&format!(
+        "[mcp-servers.modern]\nurl = \"http://127.0.0.1:{}/mcp\"\n",
+        modern.port
+    ));
+    let out = policy.gadget(&["call", "modern_echo", "--params", r#"{"text":"hi"}"#]);
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(said(&out).contains("echo: hi"), "{}", said(&out));
+    // What it was sent: `server/discover`, never `initialize`, and every
+    // request with the protocol version header.
+    let out = policy.gadget(&["call", "modern_seen", "--params", "{}"]);
+    let seen: Vec<(String, Option<String>)> =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    assert_eq!(seen[0].0, "server/discover", "{seen:?}");
+    assert!(
+        seen.iter().all(|(method, _)| method != "initialize"),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter().all(|(_, v)| v.as_deref() == Some("2026-07-28")),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter().any(|(method, _)| method == "tools/call"),
+        "{seen:?}"
+    );
+}

@@ -19,7 +19,10 @@ use rmcp::model::{ElicitRequestParams, ElicitResult};
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 
 use super::elicitation::Asker;
-use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::model::ProtocolVersion;
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, NotificationContext, RequestContext, RunningService,
+};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
@@ -490,8 +493,16 @@ impl Upstream {
                     config = config.auth_header(token.clone());
                 }
                 let transport = StreamableHttpClientTransport::with_client(http_client()?, config);
+                // Protocol 2026-07-28 first (`server/discover`, stateless
+                // requests), so a server that dropped the handshake is
+                // reachable; a server that answers it as an unknown
+                // method gets the 2025-11-25 handshake.
+                let lifecycle = ClientLifecycleMode::Auto {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                    legacy_version: Some(ProtocolVersion::V_2025_11_25),
+                };
                 let running = handler
-                    .serve(transport)
+                    .serve_with_lifecycle(transport, lifecycle)
                     .await
                     .map_err(|e| format!("{url} did not complete the MCP handshake: {e}"))?;
                 Ok((running, None))

@@ -8,8 +8,11 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 wit=$(mktemp -d)
 cp -r sdk/wit/. "$wit"/
-mkdir -p "$wit/deps/gadget-plugin"
-cp wit/gadget@0.2.0/gadget.wit "$wit/deps/gadget-plugin/"
+# Both contract versions: the SDK's worlds include them by version.
+for version in 0.2.0 0.3.0; do
+    mkdir -p "$wit/deps/gadget-plugin-$version"
+    cp "wit/gadget@$version/gadget.wit" "$wit/deps/gadget-plugin-$version/"
+done
 wit-bindgen c "$wit" --world plugin-http --out-dir sdk/c/gen
 rm -rf "$wit"
 echo "regenerated sdk/c/gen from sdk/wit/ and wit/gadget@0.2.0/"

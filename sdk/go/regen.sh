@@ -11,8 +11,11 @@ cd "$(dirname "$0")/../.."
 out=$(mktemp -d)
 wit=$(mktemp -d)
 cp -r sdk/wit/. "$wit"/
-mkdir -p "$wit/deps/gadget-plugin"
-cp wit/gadget@0.2.0/gadget.wit "$wit/deps/gadget-plugin/"
+# Both contract versions: the SDK's worlds include them by version.
+for version in 0.2.0 0.3.0; do
+    mkdir -p "$wit/deps/gadget-plugin-$version"
+    cp "wit/gadget@$version/gadget.wit" "$wit/deps/gadget-plugin-$version/"
+done
 wit-bindgen go "$wit" --world plugin-http --out-dir "$out"
 rm -rf sdk/go/gen && mkdir -p sdk/go/gen
 cp -r "$out"/gadget_plugin_* "$out"/wasi_* "$out"/wit_exports.go sdk/go/gen/

@@ -41,7 +41,13 @@ GADGET = TARGET / "release" / "gadget"
 FIXTURE = ROOT / "tests" / "fixtures" / "conformance"
 FIXTURE_COMPONENT = TARGET / "wasm32-wasip2" / "guest" / "fixture_conformance.wasm"
 
-REQUIREMENT_SETS = ["2026-07-28", "2025-11-25", "tasks"]
+REQUIREMENT_SETS = ["2026-07-28", "2025-11-25", "tasks", "client-2026-07-28", "client-2025-11-25"]
+
+# The client leg: the suite starts each scenario's server and runs
+# scripts/conformance_client.py against it, which drives gadget-host's
+# upstream client (`[mcp-servers.NAME] url = ...`) through `gadget`.
+CLIENT_PREFIX = "client-"
+CLIENT_COMMAND = f"python3 {ROOT / 'scripts' / 'conformance_client.py'}"
 
 # The Tasks extension (SEP-2663) is not a requirement set: its scenarios
 # are the server scenarios named `tasks-*`, run one by one (`--suite all`),
@@ -133,6 +139,9 @@ def checks_of(output_dir):
         scenario = path.parent.name
         scenario = re.sub(r"^server-", "", scenario)
         scenario = re.sub(r"-\d{4}-\d{2}-\d{2}T.*$", "", scenario)
+        # The auth scenarios' results are kept under auth/.
+        if path.parent.parent.name == "auth":
+            scenario = f"auth/{scenario}"
         for check in json.loads(path.read_text()):
             found.append((scenario, check.get("id", "?"), check.get("status", "?"),
                           check.get("errorMessage") or ""))
@@ -145,14 +154,16 @@ def baseline_path(revision):
 
 def write_baseline(revision, checks):
     failing = sorted({f"{s}:{c}" for s, c, status, _ in checks if status in ("FAILURE", "WARNING")})
+    side = "client" if revision.startswith(CLIENT_PREFIX) else "server"
+    who = "the upstream client" if side == "client" else "`gadget serve`"
     lines = [
-        f"# What `gadget serve` still fails of requirement set {revision}, one check per line",
+        f"# What {who} still fails of requirement set {revision}, one check per line",
         "# (scripts/conformance.py --write-baseline). It may only shrink: a listed check that",
         "# passes fails the run until its line is removed.",
-        "server:",
+        f"{side}:",
     ] + [f"  - {entry}" for entry in failing]
     if not failing:
-        lines[-1] = "server: []"
+        lines[-1] = f"{side}: []"
     baseline_path(revision).write_text("\n".join(lines) + "\n")
 
 
@@ -180,15 +191,29 @@ def table(revision, checks, scored):
 
 
 def scored_scenarios(node, revision):
-    selection = ["--requirements", revision] if revision not in EXTENSION_SETS else []
+    client = revision.startswith(CLIENT_PREFIX)
+    if client:
+        selection = ["--client", "--requirements", revision[len(CLIENT_PREFIX):]]
+    elif revision in EXTENSION_SETS:
+        selection = ["--server"]
+    else:
+        selection = ["--server", "--requirements", revision]
     out = subprocess.run(
-        [str(node), str(SUITE_BIN), "list", "--server", *selection],
+        [str(node), str(SUITE_BIN), "list", *selection],
         check=True, capture_output=True, text=True, cwd=SUITE_DIR,
     ).stdout
     names = []
+    listing = not client
     for line in out.splitlines():
         if line.startswith("Client scenarios"):
-            break
+            if not client:
+                break
+            listing = True
+            continue
+        if not listing or line.startswith("Run and reported"):
+            if line.startswith("Run and reported"):
+                break
+            continue
         m = re.match(r"\s+- (\S+)", line)
         if m and (revision not in EXTENSION_SETS or m.group(1).startswith(EXTENSION_SETS[revision])):
             names.append(m.group(1))
@@ -239,6 +264,34 @@ def run_extension(node, server, revision, write):
     return ok
 
 
+def run_client_set(node, revision, write):
+    """The client leg of a requirement set: one run of the suite's client
+    mode, scored scenarios against the baseline."""
+    with tempfile.TemporaryDirectory() as out:
+        command = [str(node), str(SUITE_BIN), "client", "--command", CLIENT_COMMAND,
+                   "--requirements", revision[len(CLIENT_PREFIX):], "--output-dir", out]
+        if not write:
+            command += ["--expected-failures", str(baseline_path(revision))]
+        try:
+            run = subprocess.run(command, cwd=SUITE_DIR, capture_output=True, text=True,
+                                 timeout=SET_SECONDS)
+        except subprocess.TimeoutExpired:
+            print(f"error: {revision} ran over {SET_SECONDS} s", file=sys.stderr)
+            return False
+        checks = [c for c in checks_of(out)]
+        table(revision, checks, scored_scenarios(node, revision))
+        if write:
+            write_baseline(revision, checks)
+            print(f"wrote {baseline_path(revision).relative_to(ROOT)}")
+            return True
+        if run.returncode != 0:
+            print(f"error: {revision}: the suite exited {run.returncode} (a failure not in "
+                  f"{baseline_path(revision).name}, or a stale entry there)", file=sys.stderr)
+            print(run.stdout[-4000:], file=sys.stderr)
+            return False
+        return True
+
+
 def run_set(node, server, revision, write):
     if revision in EXTENSION_SETS:
         return run_extension(node, server, revision, write)
@@ -282,6 +335,9 @@ def main():
         sys.exit(f"error: {SUITE_BIN} is missing: run scripts/setup.sh")
     ok = True
     for revision in args.set or REQUIREMENT_SETS:
+        if revision.startswith(CLIENT_PREFIX):
+            ok &= run_client_set(node, revision, args.write_baseline)
+            continue
         home = tempfile.mkdtemp(prefix="gadget-conformance-")
         server = Server(home, SERVE_ARGS.get(revision, ()))
         try:

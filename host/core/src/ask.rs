@@ -220,21 +220,34 @@ pub fn text_field(schema: &Value) -> Option<&str> {
 
 /// A form's answer from a person's words: a JSON object as written, else
 /// the words as the form's one text field (a yes or no for a boolean, a
-/// number for a number). `None`: the words fit no field.
+/// number for a number); a field left out takes its schema's `default`.
+/// `None`: the words fit no field.
 pub fn fill_form(schema: &Value, answer: &str) -> Option<Value> {
-    if let Ok(Value::Object(object)) = serde_json::from_str::<Value>(answer.trim()) {
-        return Some(Value::Object(object));
-    }
-    let field = text_field(schema)?;
-    let value = match schema["properties"][field]["type"].as_str() {
-        Some("boolean") => Value::Bool(matches!(
-            answer.trim().to_lowercase().as_str(),
-            "yes" | "y" | "true"
-        )),
-        Some("number") | Some("integer") => serde_json::from_str(answer.trim()).ok()?,
-        _ => Value::String(answer.to_string()),
+    let mut form = match serde_json::from_str::<Value>(answer.trim()) {
+        Ok(Value::Object(object)) => object,
+        _ => {
+            let field = text_field(schema)?;
+            let value = match schema["properties"][field]["type"].as_str() {
+                Some("boolean") => Value::Bool(matches!(
+                    answer.trim().to_lowercase().as_str(),
+                    "yes" | "y" | "true"
+                )),
+                Some("number") | Some("integer") => serde_json::from_str(answer.trim()).ok()?,
+                _ => Value::String(answer.to_string()),
+            };
+            serde_json::Map::from_iter([(field.to_string(), value)])
+        }
     };
-    Some(serde_json::json!({ field: value }))
+    // What the person left out takes the schema's default, as a form
+    // shown with its defaults filled in would (SEP-1034).
+    if let Some(properties) = schema["properties"].as_object() {
+        for (name, property) in properties {
+            if let Some(default) = property.get("default") {
+                form.entry(name.clone()).or_insert_with(|| default.clone());
+            }
+        }
+    }
+    Some(Value::Object(form))
 }
 
 /// The words a person is shown for a form: its message and its fields.
@@ -254,6 +267,24 @@ pub fn form_prompt(message: &str, schema: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_field_left_out_of_a_form_takes_its_default() {
+        let schema = json!({"type": "object", "properties": {
+            "name": {"type": "string", "default": "Ada"},
+            "age": {"type": "integer", "default": 36},
+            "city": {"type": "string"},
+        }});
+        assert_eq!(
+            fill_form(&schema, r#"{"city": "London"}"#),
+            Some(json!({"name": "Ada", "age": 36, "city": "London"}))
+        );
+        // What the person gave wins over the default.
+        assert_eq!(
+            fill_form(&schema, r#"{"name": "Grace"}"#).unwrap()["name"],
+            "Grace"
+        );
+    }
 
     fn text(key: &str) -> InputRequest {
         InputRequest {

@@ -487,12 +487,17 @@ impl Upstream {
                 Ok((running, group))
             }
             Transport::Http { url, bearer } => {
-                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .control_request_timeout(START_TIMEOUT);
-                if let Some(token) = bearer {
-                    config = config.auth_header(token.clone());
-                }
-                let transport = StreamableHttpClientTransport::with_client(http_client()?, config);
+                let transport = || {
+                    let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                        .control_request_timeout(START_TIMEOUT);
+                    if let Some(token) = bearer {
+                        config = config.auth_header(token.clone());
+                    }
+                    Ok::<_, String>(StreamableHttpClientTransport::with_client(
+                        http_client()?,
+                        config,
+                    ))
+                };
                 // Protocol 2026-07-28 first (`server/discover`, stateless
                 // requests), so a server that dropped the handshake is
                 // reachable; a server that answers it as an unknown
@@ -501,10 +506,19 @@ impl Upstream {
                     preferred_versions: vec![ProtocolVersion::V_2026_07_28],
                     legacy_version: Some(ProtocolVersion::V_2025_11_25),
                 };
-                let running = handler
-                    .serve_with_lifecycle(transport, lifecycle)
-                    .await
-                    .map_err(|e| format!("{url} did not complete the MCP handshake: {e}"))?;
+                let running = match handler.clone().serve_with_lifecycle(transport()?, lifecycle).await {
+                    Ok(running) => running,
+                    // A server that answers `server/discover` with
+                    // something else than a discovery or an error (some
+                    // answer any method with an empty result) is asked
+                    // the old way, on a new connection.
+                    Err(discover) => handler
+                        .serve(transport()?)
+                        .await
+                        .map_err(|e| {
+                            format!("{url} did not complete the MCP handshake: {e} (and server/discover: {discover})")
+                        })?,
+                };
                 Ok((running, None))
             }
         }
@@ -578,6 +592,44 @@ impl Upstream {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push((token, asker));
+    }
+
+    /// The answers to what a server asked in an `input_required` result
+    /// (protocol 2026-07-28), by key: its elicitations go to `asker` (the
+    /// call's person), its sampling to the server's grant, roots are none
+    /// (the host names no roots). A question that cannot be answered is
+    /// left out, so the server asks again or fails the call.
+    pub(super) async fn answer_inputs(
+        &self,
+        asker: Option<Asker>,
+        requests: rmcp::model::InputRequests,
+    ) -> rmcp::model::InputResponses {
+        use rmcp::model::InputRequest;
+        let mut responses = rmcp::model::InputResponses::new();
+        for (key, request) in requests {
+            let answer = match request {
+                InputRequest::Elicitation(request) => {
+                    let result =
+                        super::elicitation::ask(&self.shared.name, asker.clone(), request.params)
+                            .await;
+                    serde_json::to_value(result).ok()
+                }
+                InputRequest::CreateMessage(request) => match &self.shared.sampling {
+                    Some(sampling) => sampling
+                        .answer(&self.shared.name, request.params)
+                        .await
+                        .ok()
+                        .and_then(|r| serde_json::to_value(r).ok()),
+                    None => None,
+                },
+                InputRequest::ListRoots(_) => Some(serde_json::json!({ "roots": [] })),
+                _ => None,
+            };
+            if let Some(answer) = answer {
+                responses.insert(key, answer);
+            }
+        }
+        responses
     }
 
     /// The progress and the log lines the request got (and it asks no

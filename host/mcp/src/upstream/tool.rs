@@ -27,6 +27,10 @@ use super::spec::ORIGIN_PREFIX;
 pub const MAX_RESULT_BYTES: usize = 1 << 20;
 use super::elicitation::Asker;
 
+/// The most `input_required` rounds one call answers before it fails: a
+/// server that keeps asking must not hold a call forever.
+pub const MAX_INPUT_ROUNDS: usize = 10;
+
 /// Longest tool name served, in bytes (prefix included): the limit on a
 /// gadget's name (`gadget_runtime::specs::MAX_GADGET_NAME_BYTES`).
 pub const MAX_NAME_BYTES: usize = 64;
@@ -149,6 +153,11 @@ impl UpstreamTool {
     }
 
     async fn call(&self, call: ToolCall) -> CallReport {
+        enum Ended<T> {
+            Answered(T),
+            TimedOut,
+            Cancelled,
+        }
         let started = Instant::now();
         let failed =
             |message: String| CallReport::of(Err(CallError::Failed { message }), started.elapsed());
@@ -173,47 +182,67 @@ impl UpstreamTool {
         };
         let mut params = CallToolRequestParams::new(self.upstream_name.clone());
         params.arguments = arguments;
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let mut handle = match peer
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
-            .await
-        {
-            Ok(handle) => handle,
-            Err(e) => {
-                server.broken().await;
-                return failed(format!(
-                    "MCP server '{}' could not be sent the call: {e}",
-                    self.server_name
-                ));
-            }
-        };
-        let token = handle.progress_token.clone();
-        server.watch(token.clone(), call.observer.clone());
-        if let Some(human) = &call.scope.human {
-            server.asks(
-                token.clone(),
-                Asker {
-                    human: human.clone(),
-                    call_id: call.id.clone(),
-                    gadget: self.card.spec.name.clone(),
-                },
-            );
-        }
+        let asker = call.scope.human.as_ref().map(|human| Asker {
+            human: human.clone(),
+            call_id: call.id.clone(),
+            gadget: self.card.spec.name.clone(),
+        });
         let timeout = call
             .deadline
             .or(self.card.own_timeout.duration())
             .unwrap_or(gadget_core::limits::DEFAULT_TIMEOUT);
-        enum Ended<T> {
-            Answered(T),
-            TimedOut,
-            Cancelled,
-        }
-        let ended = tokio::select! {
-            answer = &mut handle.rx => Ended::Answered(answer),
-            _ = tokio::time::sleep(timeout) => Ended::TimedOut,
-            _ = gadget_core::signal::raised(call.signal.as_ref()) => Ended::Cancelled,
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut rounds = 0;
+        // What the earlier rounds reported, kept for the call's report.
+        let (mut progress, mut logs) = (Vec::new(), Vec::new());
+        // Each round a request; a server on protocol 2026-07-28 that asks
+        // answers `input_required`, and is called again with the answers
+        // and its state, within the call's one deadline.
+        let (ended, token, handle) = loop {
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+            let mut handle = match peer
+                .send_cancellable_request(request, PeerRequestOptions::no_options())
+                .await
+            {
+                Ok(handle) => handle,
+                Err(e) => {
+                    server.broken().await;
+                    return failed(format!(
+                        "MCP server '{}' could not be sent the call: {e}",
+                        self.server_name
+                    ));
+                }
+            };
+            let token = handle.progress_token.clone();
+            server.watch(token.clone(), call.observer.clone());
+            if let Some(asker) = &asker {
+                server.asks(token.clone(), asker.clone());
+            }
+            let ended = tokio::select! {
+                answer = &mut handle.rx => Ended::Answered(answer),
+                _ = tokio::time::sleep_until(deadline) => Ended::TimedOut,
+                _ = gadget_core::signal::raised(call.signal.as_ref()) => Ended::Cancelled,
+            };
+            match ended {
+                Ended::Answered(Ok(Ok(ServerResult::InputRequiredResult(asked))))
+                    if rounds < MAX_INPUT_ROUNDS =>
+                {
+                    rounds += 1;
+                    let (seen, logged) = server.unwatch(&token);
+                    progress.extend(seen);
+                    logs.extend(logged);
+                    let answers = server
+                        .answer_inputs(asker.clone(), asked.input_requests.unwrap_or_default())
+                        .await;
+                    params.input_responses = Some(answers);
+                    params.request_state = asked.request_state;
+                }
+                ended => break (ended, token, handle),
+            }
         };
-        let (progress, logs) = server.unwatch(&token);
+        let (seen, logged) = server.unwatch(&token);
+        progress.extend(seen);
+        logs.extend(logged);
         let result = match ended {
             Ended::TimedOut => {
                 // The server is told, so it can stop the work.
@@ -232,6 +261,14 @@ impl UpstreamTool {
                 })
             }
             Ended::Answered(Ok(Ok(ServerResult::CallToolResult(result)))) => outcome_of(result),
+            Ended::Answered(Ok(Ok(ServerResult::InputRequiredResult(_)))) => {
+                Err(CallError::Failed {
+                    message: format!(
+                        "MCP server '{}' still asked for input after {MAX_INPUT_ROUNDS} rounds of answers",
+                        self.server_name
+                    ),
+                })
+            }
             Ended::Answered(Ok(Ok(_))) => Err(CallError::Failed {
                 message: format!(
                     "MCP server '{}' answered tools/call with something else than a tool result",

@@ -508,3 +508,51 @@ fn every_stdio_request_is_answered_even_a_duplicate_or_an_oversized_one() {
     drop(stdin);
     let _ = server.wait();
 }
+
+/// What the official TypeScript SDK's client (tests/mcp/servers/ts_client.mjs)
+/// saw of the shipped gadgets.
+pub(crate) fn run_ts_client(args: &[&str]) -> Value {
+    let out = Command::new("node")
+        .arg(common::workspace().join("tests/mcp/servers/ts_client.mjs"))
+        .args(args)
+        .output()
+        .expect("run node (installed by scripts/setup.sh)");
+    assert!(
+        out.status.success(),
+        "TypeScript client failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert!(
+        report["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&"Calculator".into()),
+        "{report}"
+    );
+    assert_eq!(
+        report["calculator_schema"]["required"],
+        serde_json::json!(["operation", "a", "b"])
+    );
+    assert_eq!(report["added"]["text"], "5", "{report}");
+    assert_eq!(report["added"]["is_error"], false, "{report}");
+    assert_eq!(report["refused"]["is_error"], true, "{report}");
+    assert!(
+        report["refused"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Invalid parameters for 'Calculator'"),
+        "{report}"
+    );
+    report
+}
+
+#[test]
+fn the_typescript_sdks_client_lists_and_calls_over_stdio() {
+    run_ts_client(&[
+        "stdio",
+        common::gadget_bin().to_str().unwrap(),
+        common::shipped_plugins().to_str().unwrap(),
+    ]);
+}

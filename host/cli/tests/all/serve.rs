@@ -430,3 +430,9 @@ fn a_listen_stream_is_told_when_a_reload_changes_the_tools() {
         "{changed}"
     );
 }
+
+#[test]
+fn the_typescript_sdks_client_lists_and_calls_over_http() {
+    let server = Server::start(&[], "s3cret");
+    crate::mcp::run_ts_client(&["http", &server.url(), "s3cret"]);
+}

@@ -79,7 +79,8 @@ fi
 # registry (server-everything, server-filesystem), pinned by
 # tests/mcp/servers/package-lock.json.
 if [ ! -d tests/mcp/servers/node_modules/@modelcontextprotocol/server-everything ] \
-    || [ ! -d tests/mcp/servers/node_modules/@modelcontextprotocol/server-filesystem ]; then
+    || [ ! -d tests/mcp/servers/node_modules/@modelcontextprotocol/server-filesystem ] \
+    || [ ! -d tests/mcp/servers/node_modules/@modelcontextprotocol/sdk ]; then
     npm install --prefix tests/mcp/servers --loglevel=error --no-audit --no-fund
 fi
 

@@ -26,6 +26,11 @@
 //
 //     export const gadget = exportGadgets(WordCount);
 //
+// It speaks contract gadget:plugin@0.3.0: results in parts (image(),
+// audio(), embedded(), link()), `ctx.ask` (questions the running gadget
+// gets answered), `ctx.reportProgress`, and `exportCatalog` for resources
+// and prompts.
+//
 // `gadget build DIR` puts this module in front of the app (the app's
 // `import ... from 'gadget-sdk'` line is dropped), so everything here is
 // in scope. The host validates parameters against the schema (after
@@ -35,12 +40,14 @@ import {
   log as hostLog,
   reportCost as hostReportCost,
   progress as hostProgress,
+  reportProgress as hostReportProgress,
   update as hostUpdate,
   cancelled as hostCancelled,
   callInfo as hostCallInfo,
-} from 'gadget:plugin/host@0.2.0';
+} from 'gadget:plugin/host@0.3.0';
 import { getEnvironment } from 'wasi:cli/environment@0.2.12';
-import { complete as hostComplete } from 'gadget:plugin/llm@0.2.0';
+import { complete as hostComplete } from 'gadget:plugin/llm@0.3.0';
+import { ask as hostAsk, answerable as hostAnswerable } from 'gadget:plugin/ask@0.3.0';
 
 // Which engine this build runs on ('quickjs' or 'spidermonkey'); `gadget
 // build` defines GADGET_JS_ENGINE in front of this module.
@@ -111,20 +118,66 @@ class Cancelled extends Error {
 
 const OUTCOME = Symbol('gadget-outcome');
 
-// A result for the model, with an optional cost (USD) and details for people.
-function result(text, { cost, details } = {}) {
-  return { [OUTCOME]: 'result', text: String(text), cost, details };
+// A result for the model: its text, then other `parts` (image(), audio(),
+// embedded(), link()), the same result as JSON (`structured`, for MCP
+// clients), a cost (USD) and details for people.
+function result(text, { cost, details, parts, structured } = {}) {
+  return { [OUTCOME]: 'result', text: String(text), cost, details, parts, structured };
 }
 
 // The task is complete: the agent loop ends after this response.
-function finish(text, { cost, details } = {}) {
-  return { [OUTCOME]: 'finish', text: String(text), cost, details };
+function finish(text, { cost, details, parts, structured } = {}) {
+  return { [OUTCOME]: 'finish', text: String(text), cost, details, parts, structured };
 }
 
-// A question for a person; the answer becomes the call's result.
+// A question for a person; the answer becomes the call's result (asked
+// through `ctx.ask`, which contract 0.3.0 gives the running gadget).
 function askHuman(question) {
   return { [OUTCOME]: 'ask-human', text: String(question) };
 }
+
+// Parts of a result (or of a prompt's message).
+function image(data, mimeType = 'image/png') {
+  return { tag: 'image', val: { mimeType, data: Uint8Array.from(data) } };
+}
+function audio(data, mimeType = 'audio/wav') {
+  return { tag: 'audio', val: { mimeType, data: Uint8Array.from(data) } };
+}
+// A resource's contents: `{ text }` or `{ blob }` (bytes), named by its URI.
+function embedded(uri, { text, blob, mimeType } = {}) {
+  return { tag: 'resource', val: contents(uri, { text, blob, mimeType }) };
+}
+function link(uri, name, { title, description, mimeType } = {}) {
+  return { tag: 'resource-link', val: { uri, name, title, description, mimeType } };
+}
+function contents(uri, { text, blob, mimeType }) {
+  if ((text === undefined) === (blob === undefined)) {
+    throw new TypeError(`resource '${uri}' needs text or blob (one of them)`);
+  }
+  const body = text !== undefined ? { tag: 'text', val: String(text) } : { tag: 'blob', val: Uint8Array.from(blob) };
+  return { uri, mimeType, body };
+}
+function part(value) {
+  return typeof value === 'string' ? { tag: 'text', val: value } : value;
+}
+
+// Questions for `ctx.ask({ key: question, ... })`.
+const question = {
+  text: (words) => ({ tag: 'text', val: String(words) }),
+  // A form: a message and the JSON Schema of the answer object.
+  form: (message, schema) => ({ tag: 'form', val: { message: String(message), schema: JSON.stringify(schema) } }),
+  // A completion by the MCP client's model.
+  sample: (prompt, maxTokens, system) => ({
+    tag: 'sample',
+    val: { messages: [{ role: 'user', content: String(prompt) }], systemPrompt: system, maxTokens },
+  }),
+  // The MCP client's roots: a list of { uri, name }.
+  roots: () => ({ tag: 'roots' }),
+};
+
+// No answers came: nobody here answers this kind (the message says who
+// would), the wait's bound passed, or the questions are not well formed.
+class AskError extends Error {}
 
 // What a gadget can ask of the host during a call.
 class Context {
@@ -154,6 +207,45 @@ class Context {
   }
   // Milliseconds until the call's deadline.
   timeLeftMs() { return Number(hostCallInfo().timeLeftMs); }
+  // Progress as numbers; each report must be more than the last.
+  reportProgress(done, total, message) {
+    hostReportProgress(Number(done), total === undefined ? undefined : Number(total), message);
+  }
+  // The kinds of question this call can have answered: { text, form, sample, roots }.
+  answerable() { return hostAnswerable(); }
+  // Asks every question at once ({ key: question.text(...), ... }) and
+  // returns the answers by key: a string for text and sample, an object for
+  // a form, a list for roots, null when declined or dismissed. Ask before
+  // acting: over stateless HTTP the gadget runs again from the start with
+  // the answers so far. Throws AskError, or Cancelled.
+  ask(questions) {
+    const keys = Object.keys(questions);
+    let answers;
+    try {
+      answers = hostAsk(keys.map((key) => ({ key, question: questions[key] })));
+    } catch (e) {
+      const failure = e && typeof e === 'object' && 'payload' in e ? e.payload : e;
+      const tag = failure && failure.tag;
+      if (tag === 'cancelled') throw new Cancelled('cancelled while waiting for an answer');
+      if (tag === 'timeout') throw new AskError('no answer came in time');
+      if (tag === 'invalid') throw new AskError(`the questions are not well formed: ${failure.val}`);
+      if (tag === 'unavailable') throw new AskError(`no one can answer: ${failure.val}`);
+      throw e;
+    }
+    const found = {};
+    keys.forEach((key, i) => {
+      const answer = answers[i];
+      switch (answer.tag) {
+        case 'text': case 'sample': found[key] = answer.val; break;
+        case 'form': found[key] = JSON.parse(answer.val); break;
+        case 'roots': found[key] = answer.val.map((r) => ({ uri: r.uri, name: r.name })); break;
+        default: found[key] = null;
+      }
+    });
+    return found;
+  }
+  // One question in words; null when declined.
+  askText(words) { return this.ask({ answer: question.text(words) }).answer; }
 }
 
 // Declares a gadget: { name, description, schema?, examples?, label?,
@@ -171,8 +263,10 @@ function defineGadget(def) {
 }
 
 function callResult(outcome) {
+  const content = (outcome.text ? [outcome.text] : []).concat(outcome.parts || []).map(part);
   return {
-    result: outcome.text,
+    content,
+    structured: outcome.structured === undefined ? undefined : JSON.stringify(outcome.structured),
     cost: outcome.cost === undefined ? undefined : Number(outcome.cost),
     details: outcome.details === undefined ? undefined : JSON.stringify(outcome.details),
   };
@@ -186,14 +280,23 @@ function gadgetError(e) {
 }
 
 // What `run` returned, as the contract's outcome.
-function outcome(name, value) {
+function outcome(name, value, ctx) {
   if (typeof value === 'string') {
-    return { tag: 'result', val: { result: value, cost: undefined, details: undefined } };
+    return { tag: 'result', val: callResult({ text: value }) };
   }
   switch (value && value[OUTCOME]) {
     case 'result': return { tag: 'result', val: callResult(value) };
     case 'finish': return { tag: 'finish', val: callResult(value) };
-    case 'ask-human': return { tag: 'ask-human', val: value.text };
+    case 'ask-human': {
+      let answer;
+      try {
+        answer = ctx.askText(value.text);
+      } catch (e) {
+        throw gadgetError(e);
+      }
+      if (answer === null) throw { tag: 'failed', val: 'the person declined to answer' };
+      return { tag: 'result', val: callResult({ text: answer }) };
+    }
     default:
       throw {
         tag: 'failed',
@@ -230,8 +333,9 @@ function exportGadgets(...defs) {
       const def = byName.get(name);
       if (!def) throw { tag: 'failed', val: `this component has no gadget '${name}'` };
       let value;
+      const ctx = new Context(invocationId);
       try {
-        value = def.run(JSON.parse(params || '{}'), new Context(invocationId));
+        value = def.run(JSON.parse(params || '{}'), ctx);
       } catch (e) {
         throw gadgetError(e);
       }
@@ -244,9 +348,84 @@ function exportGadgets(...defs) {
           };
         }
         // SpiderMonkey runs the event loop (fetch included) until it settles.
-        return value.then((settled) => outcome(name, settled), (e) => { throw gadgetError(e); });
+        return value.then((settled) => outcome(name, settled, ctx), (e) => { throw gadgetError(e); });
       }
-      return outcome(name, value);
+      return outcome(name, value, ctx);
     },
   };
+}
+
+// The resources and prompts a component serves: `export const catalog =
+// exportCatalog({ resources, templates, prompts })`, each resource `{ uri,
+// name, description?, mimeType?, read(uri) }`, each template `{
+// uriTemplate, name, description?, mimeType?, read(uri) }` (`read` returns
+// text, bytes, or null when there is no such resource), each prompt `{
+// name, description?, arguments: [{ name, description?, required?,
+// examples? }], render(args) }` (`render` returns [[role, part], ...]).
+// `gadget build` exports an empty catalog when the app exports none.
+function exportCatalog({ resources = [], templates = [], prompts = [] } = {}) {
+  const readResult = (uri, mimeType, value) => {
+    if (value === null || value === undefined) throw { tag: 'not-found' };
+    const body = typeof value === 'string' ? { text: value } : { blob: value };
+    return [contents(uri, { ...body, mimeType })];
+  };
+  return {
+    resources() {
+      return resources.map(({ uri, name, title, description, mimeType, size }) => ({
+        uri, name, title, description, mimeType, size: size === undefined ? undefined : BigInt(size),
+      }));
+    },
+    resourceTemplates() {
+      return templates.map(({ uriTemplate, name, title, description, mimeType }) => ({
+        uriTemplate, name, title, description, mimeType,
+      }));
+    },
+    prompts() {
+      return prompts.map(({ name, title, description, arguments: args = [] }) => ({
+        name, title, description,
+        arguments: args.map((a) => ({
+          name: a.name, description: a.description, required: Boolean(a.required), examples: a.examples || [],
+        })),
+      }));
+    },
+    readResource(uri) {
+      const fixed = resources.find((r) => r.uri === uri);
+      const template = fixed ? undefined : templates.find((t) => matches(t.uriTemplate, uri));
+      const found = fixed || template;
+      if (!found) throw { tag: 'not-found' };
+      let value;
+      try {
+        value = found.read(uri);
+      } catch (e) {
+        throw { tag: 'failed', val: (e && e.message) || String(e) };
+      }
+      return readResult(uri, found.mimeType, value);
+    },
+    getPrompt(name, args) {
+      const prompt = prompts.find((p) => p.name === name);
+      if (!prompt) throw { tag: 'failed', val: `this component has no prompt '${name}'` };
+      let messages;
+      try {
+        messages = prompt.render(Object.fromEntries(args));
+      } catch (e) {
+        throw gadgetError(e);
+      }
+      return {
+        description: prompt.description,
+        messages: messages.map(([role, value]) => ({ role, content: part(value) })),
+      };
+    },
+    complete() {
+      return [];
+    },
+  };
+}
+
+// Whether `uri` matches a URI template of simple `{name}` expressions.
+function matches(template, uri) {
+  const pattern = template
+    .split(/(\{[A-Za-z0-9_]+\})/)
+    .map((piece) => (piece.startsWith('{') ? '[^/]+' : piece.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+    .join('');
+  return new RegExp(`^${pattern}$`).test(uri);
 }

@@ -350,9 +350,16 @@ fn build_js(dir: &Path, output: &Path, engine: JsEngine) -> Result<()> {
     let support = support_dir.path();
     write_sdk_wit(&support.join("wit"))?;
     let engine_name = engine.name();
+    // The contract's `catalog` export: the app's, else one that serves
+    // nothing.
+    let catalog = if app.contains("export const catalog") {
+        ""
+    } else {
+        "\nexport const catalog = exportCatalog();\n"
+    };
     std::fs::write(
         support.join("app.js"),
-        format!("const GADGET_JS_ENGINE = '{engine_name}';\n{JS_SDK}\n{app}"),
+        format!("const GADGET_JS_ENGINE = '{engine_name}';\n{JS_SDK}\n{app}{catalog}"),
     )?;
     let mut command = Command::new(&tool);
     match engine {
@@ -361,7 +368,7 @@ fn build_js(dir: &Path, output: &Path, engine: JsEngine) -> Result<()> {
             .arg(support.join("wit"))
             .arg("--js")
             .arg(support.join("app.js"))
-            .args(["-n", "plugin-config", "--sync", "-o"])
+            .args(["-n", "plugin-config-v3", "--sync", "-o"])
             .arg(output),
         // `-d fetch-event`: a gadget exports the contract, not an HTTP
         // handler. No `--aot`: weval is downloaded at build time.
@@ -369,7 +376,7 @@ fn build_js(dir: &Path, output: &Path, engine: JsEngine) -> Result<()> {
             .arg(support.join("app.js"))
             .arg("-w")
             .arg(support.join("wit"))
-            .args(["-n", "plugin-config", "-d", "fetch-event", "-o"])
+            .args(["-n", "plugin-config-v3", "-d", "fetch-event", "-o"])
             .arg(output),
     };
     run(command.stdout(std::process::Stdio::null()), tool_name)

@@ -49,15 +49,30 @@ mod bare2 {
     });
 }
 
-/// A bare instance-pre of either contract version.
+/// The same for `gadget:plugin@0.3.0` components (results in parts,
+/// `ask`, the catalog), which is what the SDKs build now. Its types are
+/// its own.
+mod bare3 {
+    wasmtime::component::bindgen!({
+        path: "../../wit/gadget@0.3.0",
+        world: "plugin",
+        exports: { default: async },
+    });
+}
+
+/// A bare instance-pre of any contract version.
 enum BarePre {
     V1(bare::PluginPre<Bare>),
     V2(bare2::PluginPre<Bare>),
+    V3(bare3::PluginPre<Bare>),
 }
 
 impl BarePre {
     fn new(linker: &Linker<Bare>, component: &wasmtime::component::Component) -> BarePre {
         let pre = linker.instantiate_pre(component).unwrap();
+        if let Ok(pre) = bare3::PluginPre::new(pre.clone()) {
+            return BarePre::V3(pre);
+        }
         match bare2::PluginPre::new(pre.clone()) {
             Ok(pre) => BarePre::V2(pre),
             Err(_) => BarePre::V1(bare::PluginPre::new(pre).unwrap()),
@@ -80,6 +95,7 @@ impl BarePre {
         match self {
             BarePre::V1(pre) => invoke!(pre),
             BarePre::V2(pre) => invoke!(pre),
+            BarePre::V3(pre) => invoke!(pre),
         }
     }
 }
@@ -169,6 +185,51 @@ impl bare2::gadget::plugin::llm::Host for Bare {
     ) -> Result<bare2::gadget::plugin::llm::Completion, bare2::gadget::plugin::llm::LlmError> {
         Err(bare2::gadget::plugin::llm::LlmError::Denied(
             "no llm in the bare baseline".into(),
+        ))
+    }
+}
+
+impl bare3::gadget::plugin::types::Host for Bare {}
+
+impl bare3::gadget::plugin::host::Host for Bare {
+    fn log(&mut self, _: bare3::gadget::plugin::types::Level, _: String, _: String) {}
+    fn report_cost(&mut self, _: f64) {}
+    fn progress(&mut self, _: String) {}
+    fn report_progress(&mut self, _: f64, _: Option<f64>, _: Option<String>) {}
+    fn update(&mut self, _: String, _: Option<String>) {}
+    fn cancelled(&mut self) -> bool {
+        false
+    }
+    fn call_info(&mut self) -> bare3::gadget::plugin::types::InvocationInfo {
+        bare3::gadget::plugin::types::InvocationInfo {
+            invocation_id: String::new(),
+            gadget_name: String::new(),
+            time_left_ms: 0,
+        }
+    }
+}
+
+impl bare3::gadget::plugin::llm::Host for Bare {
+    fn complete(
+        &mut self,
+        _: bare3::gadget::plugin::llm::CompletionRequest,
+    ) -> Result<bare3::gadget::plugin::llm::Completion, bare3::gadget::plugin::llm::LlmError> {
+        Err(bare3::gadget::plugin::llm::LlmError::Denied(
+            "no llm in the bare baseline".into(),
+        ))
+    }
+}
+
+impl bare3::gadget::plugin::ask::Host for Bare {
+    fn answerable(&mut self) -> bare3::gadget::plugin::ask::Kinds {
+        bare3::gadget::plugin::ask::Kinds::empty()
+    }
+    fn ask(
+        &mut self,
+        _: Vec<bare3::gadget::plugin::ask::InputRequest>,
+    ) -> Result<Vec<bare3::gadget::plugin::ask::Answer>, bare3::gadget::plugin::ask::AskError> {
+        Err(bare3::gadget::plugin::ask::AskError::Unavailable(
+            "no one answers in the bare baseline".into(),
         ))
     }
 }
@@ -414,6 +475,7 @@ async fn call_overhead(component: &Path, gadget: &str, params_value: Value) {
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).unwrap();
     bare::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).unwrap();
     bare2::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).unwrap();
+    bare3::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).unwrap();
     let bare_component = wasmtime::component::Component::from_file(&engine, component).unwrap();
     let pre = BarePre::new(&linker, &bare_component);
     // The bare call gets the parameters the host would pass (defaults in).

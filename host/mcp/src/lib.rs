@@ -18,6 +18,7 @@ pub mod metrics;
 mod replay;
 pub mod server;
 pub mod stdio;
+mod task_call;
 pub mod tasks;
 mod trace;
 pub mod upstream;

@@ -26,9 +26,7 @@ use gadget_core::ask::{AskFailure, InputRequest, Kinds, Reply};
 use gadget_core::signal::AbortSignal;
 use gadget_core::tool::{Answer, HumanInput, Replies};
 
-use crate::approval::APPROVAL_KEY;
-use crate::inputs::{capabilities_for, input_request, kinds_of, reply_of};
-use crate::server::GadgetServer;
+use crate::inputs::{capabilities_for, input_request, reply_of};
 
 /// The most tasks one replica keeps, running or ended: each holds its
 /// result (up to the result limit) until it expires, so this caps their
@@ -384,122 +382,6 @@ impl TaskPerson {
             }
         }
         (!missing).then_some(replies)
-    }
-}
-
-impl GadgetServer {
-    /// Whether this call runs as a task: the gadget's manifest lists it
-    /// under `[tasks]` and the request declared the extension (for the
-    /// session, or in its own `_meta`). A gadget that runs only as a task
-    /// refuses a client without it (`-32021`, naming the extension). A
-    /// call that waits for approval runs within the request until it is
-    /// approved (the approval is a round trip of the request itself).
-    pub(crate) fn as_task(
-        &self,
-        gadget: &dyn gadget_core::tool::Tool,
-        params: &Value,
-        request: &rmcp::model::CallToolRequestParams,
-        context: &rmcp::service::RequestContext<rmcp::RoleServer>,
-        started: Instant,
-    ) -> Result<bool, McpError> {
-        use gadget_core::access::TaskSupport;
-        let support = gadget.declared().tasks;
-        if support == TaskSupport::Forbidden {
-            return Ok(false);
-        }
-        let declared = context
-            .client_capabilities()
-            .is_some_and(|c| c.supports_tasks());
-        if !declared {
-            if support == TaskSupport::Required {
-                self.metrics.rejected(gadget.name(), started.elapsed());
-                return Err(McpError::missing_required_client_capability(
-                    rmcp::model::ClientCapabilities::builder()
-                        .enable_tasks()
-                        .build(),
-                ));
-            }
-            return Ok(false);
-        }
-        let approved = request
-            .input_responses
-            .as_ref()
-            .is_some_and(|r| r.contains_key(APPROVAL_KEY));
-        let waits = matches!(
-            self.rules
-                .check(gadget.name(), params, gadget.schema().schema_for_rules()),
-            gadget_core::approval::Admission::Ask { .. }
-        );
-        Ok(approved || !waits)
-    }
-
-    /// Starts the call as a task and answers with its handle; the call
-    /// runs on (its abort signal is the task's, raised by `tasks/cancel`,
-    /// the server's shutdown or the task's expiry), and how it ends is
-    /// the task's status: a result (a gadget's own error included) is
-    /// `completed`; a crash of the component or a protocol error is
-    /// `failed`.
-    pub(crate) async fn start_task(
-        &self,
-        gadget: Arc<dyn gadget_core::tool::Tool>,
-        params: Value,
-        request: &rmcp::model::CallToolRequestParams,
-        context: &rmcp::service::RequestContext<rmcp::RoleServer>,
-        started: Instant,
-    ) -> Result<CallToolResponse, McpError> {
-        let scope = match self.scope(&*gadget, &params, request, None, context, started) {
-            Ok(scope) => scope,
-            Err(refused) => return Ok((*refused).into()),
-        };
-        let task = self.tasks.create().map_err(|e| {
-            self.metrics.rejected(gadget.name(), started.elapsed());
-            McpError::internal_error(e.to_string(), None)
-        })?;
-        let mut scope = Arc::unwrap_or_clone(scope);
-        scope.human = Some(Arc::new(TaskPerson {
-            task: task.clone(),
-            kinds: kinds_of(context.client_capabilities().as_ref()),
-        }));
-        let id = format!(
-            "mcp_{}",
-            self.calls
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-                + 1
-        );
-        let (observer, forward) = self.notifier(&id, gadget.name(), context);
-        self.metrics.started();
-        let server = self.clone();
-        let context = context.clone();
-        let handle = task.clone();
-        tokio::spawn(async move {
-            let name = gadget.name().to_string();
-            let finished = server
-                .run_until(
-                    gadget,
-                    params,
-                    &id,
-                    Arc::new(scope),
-                    observer,
-                    handle.signal(),
-                    std::future::pending(),
-                )
-                .await;
-            let _ = forward.await;
-            let crashed = match &finished.report.outcome {
-                Err(error) if error.kind() == gadget_core::call::FailureKind::Crashed => {
-                    Some(error.to_string())
-                }
-                _ => None,
-            };
-            let ended = server.result(&name, &id, finished, &context, started).await;
-            handle.finish(match crashed {
-                Some(why) => Err(McpError::internal_error(why, None)),
-                None => ended,
-            });
-        });
-        Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
-            task.created(),
-        )))
     }
 }
 

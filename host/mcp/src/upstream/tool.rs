@@ -153,11 +153,6 @@ impl UpstreamTool {
     }
 
     async fn call(&self, call: ToolCall) -> CallReport {
-        enum Ended<T> {
-            Answered(T),
-            TimedOut,
-            Cancelled,
-        }
         let started = Instant::now();
         let failed =
             |message: String| CallReport::of(Err(CallError::Failed { message }), started.elapsed());
@@ -243,7 +238,39 @@ impl UpstreamTool {
         let (seen, logged) = server.unwatch(&token);
         progress.extend(seen);
         logs.extend(logged);
-        let result = match ended {
+        let result = self
+            .outcome_of_round(&server, &peer, ended, handle, timeout)
+            .await;
+        let mut report = CallReport::of(result, started.elapsed());
+        report.progress = progress;
+        report.logs = logs;
+        report
+    }
+}
+
+/// How the last round of a call ended.
+enum Ended<T> {
+    Answered(T),
+    TimedOut,
+    Cancelled,
+}
+
+/// What a round's request got back.
+type Answer =
+    Result<Result<ServerResult, rmcp::ServiceError>, tokio::sync::oneshot::error::RecvError>;
+
+impl UpstreamTool {
+    /// The call's outcome from how its last round ended: a deadline or a
+    /// cancellation is told to the server (so it can stop the work).
+    async fn outcome_of_round(
+        &self,
+        server: &Upstream,
+        peer: &rmcp::Peer<rmcp::RoleClient>,
+        ended: Ended<Answer>,
+        handle: rmcp::service::RequestHandle<rmcp::RoleClient>,
+        timeout: std::time::Duration,
+    ) -> Result<Outcome, CallError> {
+        match ended {
             Ended::TimedOut => {
                 // The server is told, so it can stop the work.
                 let _ = handle
@@ -294,11 +321,7 @@ impl UpstreamTool {
                     ),
                 })
             }
-        };
-        let mut report = CallReport::of(result, started.elapsed());
-        report.progress = progress;
-        report.logs = logs;
-        report
+        }
     }
 }
 

@@ -64,6 +64,20 @@ pub(crate) fn capabilities_for(kinds: Kinds) -> ClientCapabilities {
     serde_json::from_value(Value::Object(value)).unwrap_or_default()
 }
 
+/// `Unavailable`, naming the capability, when a client that declared
+/// `kinds` cannot be asked `request`.
+pub(crate) fn declared(kinds: Kinds, request: &InputRequest) -> Result<(), AskFailure> {
+    let kind = request.question.kind();
+    if kinds.contains(kind) {
+        return Ok(());
+    }
+    Err(AskFailure::Unavailable(format!(
+        "this client did not declare what a '{}' question needs ({})",
+        kind.name(),
+        serde_json::to_string(&capabilities_for(kind)).unwrap_or_default()
+    )))
+}
+
 /// The request (method and params) that asks `question` of the client.
 pub(crate) fn request_json(gadget: &str, question: &Question) -> Value {
     let cut = |text: &str| gadget_core::ledger::truncate(text.to_string(), MAX_QUESTION_BYTES);
@@ -215,14 +229,7 @@ impl gadget_exec::HumanInput for ClientPerson {
         Box::pin(async move {
             let mut replies = Vec::with_capacity(requests.len());
             for request in requests {
-                let kind = request.question.kind();
-                if !self.kinds.contains(kind) {
-                    return Err(AskFailure::Unavailable(format!(
-                        "this client did not declare what a '{}' question needs ({})",
-                        kind.name(),
-                        serde_json::to_string(&capabilities_for(kind)).unwrap_or_default()
-                    )));
-                }
+                declared(self.kinds, request)?;
                 let sent = match input_request(gadget, request) {
                     Some(McpInputRequest::Elicitation(r)) => ServerRequest::ElicitRequest(r),
                     Some(McpInputRequest::CreateMessage(r)) => {

@@ -26,7 +26,7 @@ use gadget_core::ask::{AskFailure, InputRequest, Kinds, Reply};
 use gadget_core::signal::AbortSignal;
 use gadget_core::tool::{Answer, HumanInput, Replies};
 
-use crate::inputs::{capabilities_for, input_request, reply_of};
+use crate::inputs::{declared, input_request, reply_of};
 
 /// The most tasks one replica keeps, running or ended: each holds its
 /// result (up to the result limit) until it expires, so this caps their
@@ -68,6 +68,7 @@ struct State {
 pub(crate) struct TaskEntry {
     id: String,
     created_ms: u64,
+    ttl: Duration,
     expires: Instant,
     signal: AbortSignal,
     state: Mutex<State>,
@@ -135,7 +136,7 @@ impl TaskEntry {
             gadget_core::audit::rfc3339(self.created_ms),
             gadget_core::audit::rfc3339(state.updated_ms),
         )
-        .with_ttl_ms(TASK_TTL.as_millis() as u64)
+        .with_ttl_ms(self.ttl.as_millis() as u64)
         .with_poll_interval_ms(TASK_POLL_INTERVAL.as_millis() as u64)
     }
 
@@ -185,9 +186,19 @@ fn now_ms() -> u64 {
 }
 
 /// The tasks of this replica.
-#[derive(Default)]
 pub(crate) struct TaskStore {
     tasks: Mutex<HashMap<String, Arc<TaskEntry>>>,
+    /// How long a task is kept: [`TASK_TTL`] (a test shortens it).
+    ttl: Duration,
+}
+
+impl Default for TaskStore {
+    fn default() -> Self {
+        TaskStore {
+            tasks: Mutex::default(),
+            ttl: TASK_TTL,
+        }
+    }
 }
 
 /// Why a task was not created.
@@ -224,7 +235,8 @@ impl TaskStore {
         let entry = Arc::new(TaskEntry {
             id: id.clone(),
             created_ms,
-            expires: now + TASK_TTL,
+            ttl: self.ttl,
+            expires: now + self.ttl,
             signal: AbortSignal::new(),
             state: Mutex::new(State {
                 phase: Phase::Working,
@@ -318,14 +330,7 @@ impl HumanInput for TaskPerson {
         Box::pin(async move {
             let mut open = InputRequests::new();
             for request in requests {
-                let kind = request.question.kind();
-                if !self.kinds.contains(kind) {
-                    return Err(AskFailure::Unavailable(format!(
-                        "this client did not declare what a '{}' question needs ({})",
-                        kind.name(),
-                        serde_json::to_string(&capabilities_for(kind)).unwrap_or_default()
-                    )));
-                }
+                declared(self.kinds, request)?;
                 let Some(asked): Option<McpInputRequest> = input_request(gadget, request) else {
                     return Err(AskFailure::Invalid(format!(
                         "question '{}' cannot be sent as an MCP request",
@@ -400,6 +405,20 @@ mod tests {
         }
         let refused = store.create().err().unwrap();
         assert!(refused.to_string().contains("1024 tasks"), "{refused}");
+    }
+
+    #[test]
+    fn an_expired_task_is_gone_and_stopped_if_it_still_ran() {
+        let store = TaskStore {
+            ttl: Duration::ZERO,
+            ..TaskStore::default()
+        };
+        let task = store.create().unwrap();
+        assert_eq!(store.get(task.id()).err().unwrap().code.0, -32602);
+        // The next task made drops it, raising its abort signal.
+        store.create().unwrap();
+        assert!(task.signal().is_raised());
+        assert!(!store.tasks().contains_key(task.id()));
     }
 
     #[test]

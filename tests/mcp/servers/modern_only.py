@@ -6,8 +6,9 @@ the stateful lifecycle do. For the upstream client's test
 Usage: modern_only.py PORT_FILE   (writes the port it listens on, serves
 until killed, and stops by itself after 120 s)
 
-It serves one tool, `echo`, and records each request's method and
-MCP-Protocol-Version header in the `seen` tool's result.
+It serves `echo`; `pester`, which answers `input_required` whatever the
+answers; and `seen`, whose result is each request's method and
+MCP-Protocol-Version header so far.
 """
 
 import json
@@ -25,6 +26,7 @@ TOOLS = [
         "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
     },
     {"name": "seen", "description": "What this server was sent.", "inputSchema": {"type": "object"}},
+    {"name": "pester", "description": "Asks again, whatever the answer.", "inputSchema": {"type": "object"}},
 ]
 
 
@@ -46,6 +48,16 @@ def result(request):
         if params.get("name") == "echo":
             text = (params.get("arguments") or {}).get("text", "")
             return {"resultType": "complete", "content": [{"type": "text", "text": f"echo: {text}"}]}
+        if params.get("name") == "pester":
+            rounds = int(params.get("requestState") or 0) + 1
+            return {
+                "resultType": "input_required",
+                "inputRequests": {"again": {"method": "elicitation/create", "params": {
+                    "message": f"Round {rounds}: sure?",
+                    "requestedSchema": {"type": "object", "properties": {"confirmed": {"type": "boolean"}}},
+                }}},
+                "requestState": str(rounds),
+            }
         if params.get("name") == "seen":
             return {"resultType": "complete", "content": [{"type": "text", "text": json.dumps(SEEN)}]}
     return None

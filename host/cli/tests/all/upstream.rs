@@ -655,3 +655,33 @@ fn a_server_that_speaks_only_2026_07_28_is_reachable() {
         "{seen:?}"
     );
 }
+
+#[test]
+fn a_server_that_keeps_asking_is_answered_a_bounded_number_of_rounds() {
+    let modern = ModernOnly::start();
+    let policy = Policy::new(&format!(
+        "[mcp-servers.modern]\nurl = \"http://127.0.0.1:{}/mcp\"\n",
+        modern.port
+    ));
+    let answers = policy.path().join("answers.txt");
+    std::fs::write(&answers, "{\"confirmed\": true}\n".repeat(20)).unwrap();
+    let response = policy.path().join("response.txt");
+    std::fs::write(
+        &response,
+        "!!!GADGET_START:modern_pester:p\n!!!GADGET_END\n",
+    )
+    .unwrap();
+    let out = policy.gadget(&[
+        "run",
+        "--answers",
+        answers.to_str().unwrap(),
+        response.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success(), "{}", said(&out));
+    let limit = gadget_mcp::upstream::MAX_INPUT_ROUNDS;
+    assert!(
+        said(&out).contains(&format!("still asked for input after {limit} rounds")),
+        "{}",
+        said(&out)
+    );
+}

@@ -33,7 +33,7 @@ pub use connection::{
 };
 pub use sampling::Sampling;
 pub use spec::{DEFAULT_CALL_TIMEOUT, ORIGIN_PREFIX, Transport, UpstreamSpec, changes};
-pub use tool::{MAX_RESULT_BYTES, UpstreamTool};
+pub use tool::{MAX_INPUT_ROUNDS, MAX_RESULT_BYTES, UpstreamTool};
 
 /// Every configured server's tools, as one set. Which tools are served at
 /// all is the caller's filter (the policy's `[gadgets]` rules).

@@ -264,40 +264,19 @@ def run_extension(node, server, revision, write):
     return ok
 
 
-def run_client_set(node, revision, write):
-    """The client leg of a requirement set: one run of the suite's client
-    mode, scored scenarios against the baseline."""
-    with tempfile.TemporaryDirectory() as out:
-        command = [str(node), str(SUITE_BIN), "client", "--command", CLIENT_COMMAND,
-                   "--requirements", revision[len(CLIENT_PREFIX):], "--output-dir", out]
-        if not write:
-            command += ["--expected-failures", str(baseline_path(revision))]
-        try:
-            run = subprocess.run(command, cwd=SUITE_DIR, capture_output=True, text=True,
-                                 timeout=SET_SECONDS)
-        except subprocess.TimeoutExpired:
-            print(f"error: {revision} ran over {SET_SECONDS} s", file=sys.stderr)
-            return False
-        checks = [c for c in checks_of(out)]
-        table(revision, checks, scored_scenarios(node, revision))
-        if write:
-            write_baseline(revision, checks)
-            print(f"wrote {baseline_path(revision).relative_to(ROOT)}")
-            return True
-        if run.returncode != 0:
-            print(f"error: {revision}: the suite exited {run.returncode} (a failure not in "
-                  f"{baseline_path(revision).name}, or a stale entry there)", file=sys.stderr)
-            print(run.stdout[-4000:], file=sys.stderr)
-            return False
-        return True
-
-
 def run_set(node, server, revision, write):
+    """One requirement set in one run of the suite, scored scenarios against
+    the baseline: against `server`, or (a client set, `server` None) with
+    scripts/conformance_client.py as the client."""
     if revision in EXTENSION_SETS:
         return run_extension(node, server, revision, write)
+    if revision.startswith(CLIENT_PREFIX):
+        mode = ["client", "--command", CLIENT_COMMAND,
+                "--requirements", revision[len(CLIENT_PREFIX):]]
+    else:
+        mode = ["server", "--url", server.url, "--requirements", revision]
     with tempfile.TemporaryDirectory() as out:
-        command = [str(node), str(SUITE_BIN), "server", "--url", server.url,
-                   "--requirements", revision, "--output-dir", out]
+        command = [str(node), str(SUITE_BIN), *mode, "--output-dir", out]
         if not write:
             command += ["--expected-failures", str(baseline_path(revision))]
         try:
@@ -336,7 +315,7 @@ def main():
     ok = True
     for revision in args.set or REQUIREMENT_SETS:
         if revision.startswith(CLIENT_PREFIX):
-            ok &= run_client_set(node, revision, args.write_baseline)
+            ok &= run_set(node, None, revision, args.write_baseline)
             continue
         home = tempfile.mkdtemp(prefix="gadget-conformance-")
         server = Server(home, SERVE_ARGS.get(revision, ()))

@@ -6,8 +6,9 @@ the stateful lifecycle do. For the upstream client's test
 Usage: modern_only.py PORT_FILE   (writes the port it listens on, serves
 until killed, and stops by itself after 120 s)
 
-It serves `echo`; `pester`, which answers `input_required` whatever the
-answers; and `seen`, whose result is each request's method and
+It serves `echo`; `pester`, which asks 40 questions (`input_required`)
+whatever the answers, and `answered`, how many answers each retry carried;
+and `seen`, whose result is each request's method and
 MCP-Protocol-Version header so far.
 """
 
@@ -18,6 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 VERSION = "2026-07-28"
 SEEN = []
+# How many answers each retry of `pester` carried.
+ANSWERED = []
 
 TOOLS = [
     {
@@ -26,7 +29,8 @@ TOOLS = [
         "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
     },
     {"name": "seen", "description": "What this server was sent.", "inputSchema": {"type": "object"}},
-    {"name": "pester", "description": "Asks again, whatever the answer.", "inputSchema": {"type": "object"}},
+    {"name": "pester", "description": "Asks 40 questions again, whatever the answers.", "inputSchema": {"type": "object"}},
+    {"name": "answered", "description": "How many answers each retry of pester carried.", "inputSchema": {"type": "object"}},
 ]
 
 
@@ -50,14 +54,19 @@ def result(request):
             return {"resultType": "complete", "content": [{"type": "text", "text": f"echo: {text}"}]}
         if params.get("name") == "pester":
             rounds = int(params.get("requestState") or 0) + 1
+            if rounds > 1:
+                ANSWERED.append(len(params.get("inputResponses") or {}))
+            question = {"method": "elicitation/create", "params": {
+                "message": f"Round {rounds}: sure?",
+                "requestedSchema": {"type": "object", "properties": {"confirmed": {"type": "boolean"}}},
+            }}
             return {
                 "resultType": "input_required",
-                "inputRequests": {"again": {"method": "elicitation/create", "params": {
-                    "message": f"Round {rounds}: sure?",
-                    "requestedSchema": {"type": "object", "properties": {"confirmed": {"type": "boolean"}}},
-                }}},
+                "inputRequests": {f"q{i}": question for i in range(40)},
                 "requestState": str(rounds),
             }
+        if params.get("name") == "answered":
+            return {"resultType": "complete", "content": [{"type": "text", "text": json.dumps(ANSWERED)}]}
         if params.get("name") == "seen":
             return {"resultType": "complete", "content": [{"type": "text", "text": json.dumps(SEEN)}]}
     return None

@@ -657,7 +657,7 @@ fn a_server_that_speaks_only_2026_07_28_is_reachable() {
 }
 
 #[test]
-fn a_server_that_keeps_asking_is_answered_a_bounded_number_of_rounds() {
+fn a_server_that_keeps_asking_is_answered_a_bounded_number_of_rounds_and_questions() {
     let modern = ModernOnly::start();
     let policy = Policy::new(&format!(
         "[mcp-servers.modern]\nurl = \"http://127.0.0.1:{}/mcp\"\n",
@@ -681,6 +681,17 @@ fn a_server_that_keeps_asking_is_answered_a_bounded_number_of_rounds() {
     let limit = gadget_mcp::upstream::MAX_INPUT_ROUNDS;
     assert!(
         said(&out).contains(&format!("still asked for input after {limit} rounds")),
+        "{}",
+        said(&out)
+    );
+    // Of the 40 questions a round asks, the first 16 are answered (what
+    // one ask of a gadget may hold), in every one of the rounds.
+    let out = policy.gadget(&["call", "modern_answered", "--params", "{}"]);
+    let answered: Vec<usize> =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    assert_eq!(
+        answered,
+        vec![gadget_host::ask::MAX_QUESTIONS_PER_ASK; limit],
         "{}",
         said(&out)
     );

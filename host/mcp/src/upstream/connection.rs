@@ -19,6 +19,7 @@ use rmcp::model::{ElicitRequestParams, ElicitResult};
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 
 use super::elicitation::Asker;
+use gadget_core::ask::MAX_QUESTIONS_PER_ASK;
 use rmcp::model::ProtocolVersion;
 use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, NotificationContext, RequestContext, RunningService,
@@ -598,7 +599,9 @@ impl Upstream {
     /// (protocol 2026-07-28), by key: its elicitations go to `asker` (the
     /// call's person), its sampling to the server's grant, roots are none
     /// (the host names no roots). A question that cannot be answered is
-    /// left out, so the server asks again or fails the call.
+    /// left out, so the server asks again or fails the call; so are those
+    /// past the first [`MAX_QUESTIONS_PER_ASK`] of one round, which a person
+    /// would otherwise be asked without end.
     pub(super) async fn answer_inputs(
         &self,
         asker: Option<Asker>,
@@ -606,7 +609,7 @@ impl Upstream {
     ) -> rmcp::model::InputResponses {
         use rmcp::model::InputRequest;
         let mut responses = rmcp::model::InputResponses::new();
-        for (key, request) in requests {
+        for (key, request) in requests.into_iter().take(MAX_QUESTIONS_PER_ASK) {
             let answer = match request {
                 InputRequest::Elicitation(request) => {
                     let result =

@@ -8,6 +8,13 @@ writes a policy naming the scenario's server, lists its tools through
 `gadget` and runs a model's call of each one (`gadget run`) with arguments
 its schema accepts, as a gadget-host user would; what the server asks
 (elicitation) is answered from `--answers` (a form's JSON, accepting).
+
+The auth scenarios are met by the upstream client's OAuth: the scenario's
+authorization server grants without a person, and the tokens are kept
+(GADGET_STATE_DIR, this run's own) from the listing to the calls, as they
+are between a user's runs. What an operator would configure comes from the
+scenario's context: a client registered out of band (pre-registration),
+and where the host's client ID metadata document is published.
 """
 
 import json
@@ -20,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 GADGET = ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release" / "gadget"
 PREFIX = "conformance_"
+# Where the suite's scenarios expect a client's ID metadata document.
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 # Each gadget command is bounded: the suite's own per-scenario timeout is
 # 30 s, and a hung command must not outlive it.
 COMMAND_SECONDS = 20
@@ -39,10 +48,27 @@ def arguments_for(schema):
 
 
 def gadget(policy, *args):
+    env = dict(os.environ, GADGET_STATE_DIR=str(policy.parent / "state"), CONFORMANCE_SECRET=SECRET)
     return subprocess.run(
         [str(GADGET), "--config", str(policy), "--plugins", str(policy.parent / "no-plugins"), *args],
-        capture_output=True, text=True, timeout=COMMAND_SECONDS,
+        capture_output=True, text=True, timeout=COMMAND_SECONDS, env=env,
     )
+
+
+def oauth_table():
+    """The policy's `oauth` for the scenario: its pre-registered client, if
+    it gives one, and the client ID metadata document's address."""
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    fields = [f"client-metadata-url = {json.dumps(CLIENT_METADATA_URL)}"]
+    if context.get("client_id") and context.get("client_secret"):
+        global SECRET
+        SECRET = context["client_secret"]
+        fields.append(f"client-id = {json.dumps(context['client_id'])}")
+        fields.append('client-secret-env = "CONFORMANCE_SECRET"')
+    return "{ " + ", ".join(fields) + " }"
+
+
+SECRET = ""
 
 
 def main():
@@ -50,7 +76,8 @@ def main():
     with tempfile.TemporaryDirectory() as home:
         policy = Path(home) / "policy.toml"
         (Path(home) / "no-plugins").mkdir()
-        policy.write_text(f'[mcp-servers.conformance]\nurl = {json.dumps(url)}\nprefix = "{PREFIX}"\n')
+        policy.write_text(f'[mcp-servers.conformance]\nurl = {json.dumps(url)}\nprefix = "{PREFIX}"\n'
+                          f'oauth = {oauth_table()}\n')
         listed = gadget(policy, "schemas", "--format", "mcp")
         sys.stderr.write(listed.stderr)
         if listed.returncode != 0:

@@ -369,6 +369,7 @@ impl Session<'_> {
                 Some(host) => lock::lock(&host.registry, &global.lock_file),
                 None => bad_input(),
             },
+            Command::Login { name, forget } => upstream::login(policy, name, *forget).await,
             Command::Pull { reference } => oci::pull(global, reference).await,
             Command::Push { source, reference } => oci::push(global, source, reference).await,
             Command::Keygen {

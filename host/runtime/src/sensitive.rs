@@ -7,8 +7,8 @@
 //! or a `host = ".."` that resolves higher than meant, then fails closed.
 //!
 //! And the host's own state ([`HostState`]: the compile cache and OCI
-//! store, the audit journal, the lock file, the signers' keys, and the
-//! policy file for writing): a grant that is, holds or lies in one of them
+//! store, the audit journal, the lock file, the signers' keys, the MCP
+//! servers' OAuth tokens, and the policy file for writing): a grant that is, holds or lies in one of them
 //! is refused whatever it says, since a gadget that could write there
 //! could forge what the host trusts (a signature, a lock, a history).
 
@@ -51,6 +51,8 @@ pub enum HostStateKind {
     TrustKey,
     /// The policy file, for a grant that could write it.
     PolicyFile,
+    /// The upstream MCP servers' OAuth tokens.
+    OAuthTokens,
 }
 
 impl HostStateKind {
@@ -62,6 +64,7 @@ impl HostStateKind {
             HostStateKind::LockFile => "the lock file",
             HostStateKind::TrustKey => "a [trust.signers] key",
             HostStateKind::PolicyFile => "the policy file",
+            HostStateKind::OAuthTokens => "the MCP servers' OAuth tokens",
         }
     }
 
@@ -73,6 +76,7 @@ impl HostStateKind {
             HostStateKind::LockFile => "--lock-file FILE or GADGET_LOCK_FILE",
             HostStateKind::TrustKey => "[trust.signers.NAME] key = \"...\"",
             HostStateKind::PolicyFile => "--config FILE, or mode = \"ro\" with sensitive = true",
+            HostStateKind::OAuthTokens => "GADGET_STATE_DIR",
         }
     }
 }

@@ -148,6 +148,17 @@ pub(super) enum Command {
         after_help = "Examples:\n  gadget serve\n  GADGET_TOKEN=... gadget serve --listen 0.0.0.0:8765 --auth-token-env GADGET_TOKEN --allowed-host gadgets.example.com"
     )]
     Serve(mcp::ServeArgs),
+    /// Authorize gadget-host with an upstream MCP server that asks for OAuth ([mcp-servers.NAME] url = ...): open the address it prints, approve, and the tokens are kept for later runs.
+    #[command(
+        after_help = "Examples:\n  gadget login github\n  gadget login github --forget   # remove its kept tokens"
+    )]
+    Login {
+        /// The server's name in the policy's [mcp-servers].
+        name: String,
+        /// Remove the kept tokens instead (the next use authorizes anew).
+        #[arg(long)]
+        forget: bool,
+    },
     /// Print the gadgets as native tool definitions (OpenAI, Anthropic or MCP), as JSON.
     #[command(
         after_help = "Examples:\n  gadget schemas --format openai > tools.json\n  gadget schemas --format anthropic"

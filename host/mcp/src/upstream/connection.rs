@@ -24,13 +24,14 @@ use rmcp::model::ProtocolVersion;
 use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, NotificationContext, RequestContext, RunningService,
 };
-use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::{AuthClient, StreamableHttpClientTransport};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
 
 use gadget_core::ledger::{CallEvent, CallObserver, LogEntry, LogLevel, LogSource, truncate};
 use gadget_core::tool::Tool;
 
+use super::oauth::{Authorizer, MAX_AUTHORIZATIONS};
 use super::sampling::Sampling;
 use super::spec::{Transport, UpstreamSpec, changed_sender};
 
@@ -288,6 +289,50 @@ impl ClientHandler for Handler {
     }
 }
 
+/// One attempt at a session with an HTTP server; a failure says whether
+/// the server asked for authorization (its challenge).
+async fn connect(
+    handler: Handler,
+    url: &str,
+    bearer: Option<&str>,
+    authorizer: &Authorizer,
+) -> Result<RunningService<RoleClient, Handler>, (String, Option<String>)> {
+    let transport = || {
+        let mut config =
+            StreamableHttpClientTransportConfig::with_uri(url).control_request_timeout(START_TIMEOUT);
+        if let Some(token) = bearer {
+            config = config.auth_header(token.to_string());
+        }
+        StreamableHttpClientTransport::<AuthClient<reqwest::Client>>::with_client(
+            authorizer.http(),
+            config,
+        )
+    };
+    // Protocol 2026-07-28 first (`server/discover`, stateless requests), so
+    // a server that dropped the handshake is reachable; a server that
+    // answers it as an unknown method gets the 2025-11-25 handshake.
+    let lifecycle = ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    };
+    let discover = match handler.clone().serve_with_lifecycle(transport(), lifecycle).await {
+        Ok(running) => return Ok(running),
+        Err(e) => e,
+    };
+    if let Some(challenge) = discover.auth_challenge() {
+        return Err((discover.to_string(), Some(challenge.to_string())));
+    }
+    // A server that answers `server/discover` with something else than a
+    // discovery or an error (some answer any method with an empty result)
+    // is asked the old way, on a new connection.
+    handler.serve(transport()).await.map_err(|e| {
+        (
+            format!("{url} did not complete the MCP handshake: {e} (and server/discover: {discover})"),
+            e.auth_challenge().map(str::to_string),
+        )
+    })
+}
+
 /// The HTTP client upstream servers are reached with: rustls with ring
 /// and the Mozilla roots (as the host's other clients), no proxy from
 /// the environment, bounded connection time.
@@ -330,6 +375,8 @@ pub struct Upstream {
     /// Set once the first listing was attempted: the tools are known (or
     /// the failure is).
     listed: AtomicBool,
+    /// An HTTP server's OAuth side (made on first start).
+    authorizer: tokio::sync::OnceCell<Arc<Authorizer>>,
 }
 
 impl Upstream {
@@ -353,6 +400,7 @@ impl Upstream {
             tools: RwLock::new(Arc::new(Vec::new())),
             make_tool,
             listed: AtomicBool::new(false),
+            authorizer: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -487,55 +535,78 @@ impl Upstream {
                     .map_err(|e| format!("it did not complete the MCP handshake: {e}"))?;
                 Ok((running, group))
             }
-            Transport::Http { url, bearer } => {
-                let transport = || {
-                    let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                        .control_request_timeout(START_TIMEOUT);
-                    if let Some(token) = bearer {
-                        config = config.auth_header(token.clone());
+            Transport::Http { url, bearer, oauth } => {
+                let authorizer = self
+                    .authorizer
+                    .get_or_try_init(|| async {
+                        Authorizer::new(&self.spec.name, url, oauth.clone(), http_client()?)
+                            .await
+                            .map(Arc::new)
+                    })
+                    .await?;
+                let mut authorizations = 0;
+                loop {
+                    let seen = authorizer.generation();
+                    match connect(handler.clone(), url, bearer.as_deref(), authorizer).await {
+                        Ok(running) => return Ok((running, None)),
+                        Err((why, Some(challenge)))
+                            if bearer.is_none() && authorizations < MAX_AUTHORIZATIONS =>
+                        {
+                            authorizations += 1;
+                            authorizer
+                                .authorize(&challenge, seen)
+                                .await
+                                .map_err(|e| format!("{url} asks for authorization ({why}); {e}"))?;
+                        }
+                        Err((why, _)) => return Err(why),
                     }
-                    Ok::<_, String>(StreamableHttpClientTransport::with_client(
-                        http_client()?,
-                        config,
-                    ))
-                };
-                // Protocol 2026-07-28 first (`server/discover`, stateless
-                // requests), so a server that dropped the handshake is
-                // reachable; a server that answers it as an unknown
-                // method gets the 2025-11-25 handshake.
-                let lifecycle = ClientLifecycleMode::Auto {
-                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                    legacy_version: Some(ProtocolVersion::V_2025_11_25),
-                };
-                let running = match handler.clone().serve_with_lifecycle(transport()?, lifecycle).await {
-                    Ok(running) => running,
-                    // A server that answers `server/discover` with
-                    // something else than a discovery or an error (some
-                    // answer any method with an empty result) is asked
-                    // the old way, on a new connection.
-                    Err(discover) => handler
-                        .serve(transport()?)
-                        .await
-                        .map_err(|e| {
-                            format!("{url} did not complete the MCP handshake: {e} (and server/discover: {discover})")
-                        })?,
-                };
-                Ok((running, None))
+                }
             }
         }
+    }
+
+    /// For a request that met `challenge` (401 or 403) after being sent
+    /// with authorization `seen`: authorizes, if this server is authorized
+    /// with OAuth (not a fixed bearer token).
+    pub(super) async fn authorize(&self, challenge: &str, seen: u64) -> Result<(), String> {
+        match (&self.spec.transport, self.authorizer.get()) {
+            (Transport::Http { bearer: None, .. }, Some(authorizer)) => {
+                authorizer.authorize(challenge, seen).await
+            }
+            _ => Err("it is not authorized with OAuth (a bearer token is configured)".into()),
+        }
+    }
+
+    /// Which authorization requests are sent with now (see
+    /// [`Upstream::authorize`]).
+    pub(super) fn authorization(&self) -> u64 {
+        self.authorizer.get().map_or(0, |a| a.generation())
     }
 
     async fn list_tools(self: &Arc<Self>, peer: &Peer<RoleClient>) -> Result<(), String> {
         // Bounded like every request to it: a server that never answers
         // its listing must not hang `gadget list` (or anything else).
         let bound = self.spec.timeout.min(REQUEST_TIMEOUT);
-        let listed = match tokio::time::timeout(bound, peer.list_all_tools()).await {
-            Ok(listed) => listed.map_err(|e| format!("tools/list failed: {e}"))?,
-            Err(_) => {
-                return Err(format!(
-                    "tools/list got no answer within {} ms",
-                    bound.as_millis()
-                ));
+        let mut authorizations = 0;
+        let listed = loop {
+            let seen = self.authorization();
+            match tokio::time::timeout(bound, peer.list_all_tools()).await {
+                Ok(Ok(listed)) => break listed,
+                Ok(Err(e)) => match e.auth_challenge() {
+                    Some(challenge) if authorizations < MAX_AUTHORIZATIONS => {
+                        authorizations += 1;
+                        self.authorize(challenge, seen)
+                            .await
+                            .map_err(|why| format!("tools/list failed: {e}; {why}"))?;
+                    }
+                    _ => return Err(format!("tools/list failed: {e}")),
+                },
+                Err(_) => {
+                    return Err(format!(
+                        "tools/list got no answer within {} ms",
+                        bound.as_millis()
+                    ));
+                }
             }
         };
         let total = listed.len();

@@ -14,10 +14,14 @@
 //! the host is refused unless granted: sampling only within the model and
 //! budget the operator gives that server (`llm`); an elicitation goes to
 //! the person who answers the running call's questions (ask-human's
-//! handler), and is declined when there is none.
+//! handler), and is declined when there is none. A server reached over
+//! HTTP that asks for OAuth is authorized ([`oauth`](self::Authorizer)):
+//! at once when its authorization server grants without a person, else by
+//! a person at a terminal (`gadget login NAME`), the tokens kept.
 
 mod connection;
 mod elicitation;
+mod oauth;
 mod sampling;
 mod spec;
 mod tool;
@@ -30,6 +34,10 @@ pub use connection::{
     LOG_WINDOW, MAX_LOG_BYTES, MAX_LOGS_PER_CALL, MAX_LOGS_PER_WINDOW, MAX_PROGRESS_PER_CALL,
     MAX_RESTART_BACKOFF, MAX_TOOLS, MIN_RESTART_BACKOFF, REQUEST_TIMEOUT, START_TIMEOUT, Upstream,
     end_every_server,
+};
+pub use oauth::{
+    AUTHORIZATION_PROBE_TIMEOUT, AUTHORIZATION_WAIT, Authorizer, CLIENT_NAME, MAX_AUTHORIZATIONS,
+    MAX_CALLBACK_REQUEST_BYTES, OAuthSpec, ShowAuthorization,
 };
 pub use sampling::Sampling;
 pub use spec::{DEFAULT_CALL_TIMEOUT, ORIGIN_PREFIX, Transport, UpstreamSpec, changes};

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::oauth::OAuthSpec;
 use super::sampling::Sampling;
 
 /// A call's deadline when the policy sets none.
@@ -39,8 +40,12 @@ pub enum Transport {
         dir: Option<PathBuf>,
     },
     /// A Streamable HTTP endpoint, with a bearer token when the operator
-    /// gave one.
-    Http { url: String, bearer: Option<String> },
+    /// gave one; else authorized with OAuth when the server asks for it.
+    Http {
+        url: String,
+        bearer: Option<String>,
+        oauth: OAuthSpec,
+    },
 }
 
 /// One `[mcp-servers.NAME]`, resolved by the front end.

@@ -20,6 +20,7 @@ use gadget_core::params::ParamSchema;
 use gadget_core::tool::{BoxFuture, Origin, Tool, ToolCall, ToolCard};
 
 use super::connection::Upstream;
+use super::oauth::MAX_AUTHORIZATIONS;
 use super::spec::ORIGIN_PREFIX;
 
 /// Largest result taken from one call, in bytes of text: the rest is cut
@@ -193,7 +194,12 @@ impl UpstreamTool {
         // Each round a request; a server on protocol 2026-07-28 that asks
         // answers `input_required`, and is called again with the answers
         // and its state, within the call's one deadline.
+        let mut authorizations = 0;
         let (ended, token, handle) = loop {
+            // Which authorization the round is sent with: a refusal
+            // (401, 403 insufficient_scope) authorizes once for all the
+            // calls it met, and the round is sent again.
+            let seen = server.authorization();
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
             let mut handle = match peer
                 .send_cancellable_request(request, PeerRequestOptions::no_options())
@@ -231,6 +237,21 @@ impl UpstreamTool {
                         .await;
                     params.input_responses = Some(answers);
                     params.request_state = asked.request_state;
+                }
+                Ended::Answered(Ok(Err(e)))
+                    if authorizations < MAX_AUTHORIZATIONS && e.auth_challenge().is_some() =>
+                {
+                    authorizations += 1;
+                    let (seen_progress, logged) = server.unwatch(&token);
+                    progress.extend(seen_progress);
+                    logs.extend(logged);
+                    let challenge = e.auth_challenge().unwrap_or_default().to_string();
+                    if let Err(why) = server.authorize(&challenge, seen).await {
+                        return failed(format!(
+                            "MCP server '{}' refused the call ({e}); {why}",
+                            self.server_name
+                        ));
+                    }
                 }
                 ended => break (ended, token, handle),
             }

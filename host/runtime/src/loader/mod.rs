@@ -162,6 +162,10 @@ impl LoadOptions {
                 .iter()
                 .map(|f| HostState::new(HostStateKind::Journal, f)),
         );
+        state.extend(
+            crate::policy::oauth_token_dir()
+                .map(|dir| HostState::new(HostStateKind::OAuthTokens, dir)),
+        );
         state
     }
 }

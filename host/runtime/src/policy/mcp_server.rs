@@ -14,7 +14,16 @@
 //! [mcp-servers.tickets]
 //! url = "https://mcp.example.com/mcp"   # Streamable HTTP
 //! bearer-token-env = "TICKETS_TOKEN"    # sent as Authorization: Bearer
+//!
+//! [mcp-servers.github]
+//! url = "https://mcp.example.com/mcp"   # no token: OAuth when it asks
+//! oauth = { client-id = "gadget-host-prod", client-secret-env = "GH_SECRET", scopes = ["repo:read"] }
 //! ```
+//!
+//! A url server without `bearer-token-env` is authorized with OAuth 2.1
+//! when it answers 401 (`gadget login NAME` for one that wants a person);
+//! `oauth` only refines how (a client registered out of band, a client ID
+//! metadata document, scopes, the loopback port).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -49,10 +58,32 @@ pub struct McpServerPolicy {
     pub dir: Option<PathBuf>,
     /// How long one of its calls may take, ms; default 60000.
     pub timeout_ms: Option<u64>,
+    /// How OAuth authorizes with it (a url server without a bearer token).
+    pub oauth: Option<OAuthPolicy>,
     /// Its `sampling/createMessage` requests are answered with the first
     /// of these models, within these budgets (`max-usd-per-call` per
     /// request, `max-usd-per-run` while the host runs); absent: refused.
     pub llm: Option<LlmPolicy>,
+}
+
+/// `[mcp-servers.NAME.oauth]`: every field optional.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct OAuthPolicy {
+    /// A client registered with the authorization server out of band
+    /// (else a client ID metadata document, else dynamic registration).
+    pub client_id: Option<String>,
+    /// The host's environment variable holding that client's secret.
+    pub client_secret_env: Option<String>,
+    /// An https URL where the host's client ID metadata document is
+    /// published (used when the authorization server supports those).
+    pub client_metadata_url: Option<String>,
+    /// Scopes always asked for, beside those the server's challenge names.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// The port of the loopback listener the authorization response comes
+    /// back to (default: any free port).
+    pub redirect_port: Option<u16>,
 }
 
 impl McpServerPolicy {
@@ -60,6 +91,21 @@ impl McpServerPolicy {
     pub fn prefix_for(&self, name: &str) -> String {
         self.prefix.clone().unwrap_or_else(|| format!("{name}_"))
     }
+}
+
+/// Where upstream servers' OAuth tokens are kept, one file per server:
+/// `$GADGET_STATE_DIR/oauth`, else `$XDG_STATE_HOME/gadget-host/oauth`,
+/// else `~/.local/state/gadget-host/oauth`. It is the host's own state: no
+/// file grant may open it.
+pub fn oauth_token_dir() -> Option<PathBuf> {
+    let state = if let Some(dir) = std::env::var_os("GADGET_STATE_DIR").filter(|d| !d.is_empty()) {
+        PathBuf::from(dir)
+    } else if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        PathBuf::from(dir).join("gadget-host")
+    } else {
+        PathBuf::from(std::env::var_os("HOME")?).join(".local/state/gadget-host")
+    };
+    Some(state.join("oauth"))
 }
 
 /// Checks each `[mcp-servers.NAME]`; relative directories become relative
@@ -103,6 +149,28 @@ pub(super) fn check(
                 "",
                 "env and dir are for a command (stdio), not a url".into(),
             ));
+        }
+        if let Some(oauth) = &server.oauth {
+            if server.url.is_none() || server.bearer_token_env.is_some() {
+                return Err(at(
+                    ".oauth",
+                    "OAuth is for a url server without bearer-token-env".into(),
+                ));
+            }
+            if oauth.client_secret_env.is_some() && oauth.client_id.is_none() {
+                return Err(at(
+                    ".oauth.client-secret-env",
+                    "a secret belongs to a client-id registered out of band".into(),
+                ));
+            }
+            if let Some(url) = &oauth.client_metadata_url
+                && !url.starts_with("https://")
+            {
+                return Err(at(
+                    ".oauth.client-metadata-url",
+                    format!("'{url}' is not an https:// URL"),
+                ));
+            }
         }
         if server.command.is_some() && server.bearer_token_env.is_some() {
             return Err(at(

@@ -686,7 +686,7 @@ mod mcp_server;
 mod plugin;
 mod trust;
 pub use audit::{AuditPolicy, TelemetryPolicy};
-pub use mcp_server::McpServerPolicy;
+pub use mcp_server::{McpServerPolicy, OAuthPolicy, oauth_token_dir};
 pub use plugin::{ConfigSource, FileGrant, LlmPolicy, MAX_PREFIX_BYTES, PluginPolicy};
 pub use trust::{Require, SignerSpec, TrustPolicy};
 

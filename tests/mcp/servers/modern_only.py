@@ -3,8 +3,13 @@
 the stateful lifecycle do. For the upstream client's test
 (host/cli/tests/all/upstream.rs). Standard library only.
 
-Usage: modern_only.py PORT_FILE   (writes the port it listens on, serves
-until killed, and stops by itself after 120 s)
+Usage: modern_only.py PORT_FILE [--oauth]   (writes the port it listens
+on, serves until killed, and stops by itself after 120 s)
+
+With --oauth, /mcp wants a bearer token from the authorization server it
+also is (protected resource metadata, authorization server metadata,
+dynamic registration, PKCE S256, `iss` in the response): its authorization
+page wants a person, who approves by following the page's link.
 
 It serves `echo`; `pester`, which asks 40 questions (`input_required`)
 whatever the answers, and `answered`, how many answers each retry carried;
@@ -12,10 +17,19 @@ and `seen`, whose result is each request's method and
 MCP-Protocol-Version header so far.
 """
 
+import base64
+import hashlib
 import json
+import secrets
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlencode, urlparse
+
+OAUTH = "--oauth" in sys.argv
+# code -> (code_challenge, redirect_uri); the tokens issued.
+CODES = {}
+TOKENS = set()
 
 VERSION = "2026-07-28"
 SEEN = []
@@ -76,8 +90,81 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def base(self):
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def send_json(self, status, value, headers=()):
+        data = json.dumps(value).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def oauth_get(self):
+        """The authorization server's and the resource's documents, and
+        the page a person approves on."""
+        url = urlparse(self.path)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        if url.path == "/.well-known/oauth-protected-resource/mcp":
+            return self.send_json(200, {"resource": self.base() + "/mcp", "authorization_servers": [self.base()]})
+        if url.path == "/.well-known/oauth-authorization-server":
+            return self.send_json(200, {
+                "issuer": self.base(), "authorization_endpoint": self.base() + "/authorize",
+                "token_endpoint": self.base() + "/token", "registration_endpoint": self.base() + "/register",
+                "response_types_supported": ["code"], "code_challenge_methods_supported": ["S256"],
+                "authorization_response_iss_parameter_supported": True,
+                "token_endpoint_auth_methods_supported": ["none"],
+            })
+        if url.path == "/authorize":
+            # A person is needed: the page links to the approval.
+            code = secrets.token_hex(8)
+            CODES[code] = (query.get("code_challenge"), query["redirect_uri"])
+            back = query["redirect_uri"] + "?" + urlencode({"code": code, "state": query.get("state", ""), "iss": self.base()})
+            page = f"Approve gadget-host? approve: /approve?{urlencode({'to': back})}".encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            return self.wfile.write(page)
+        if url.path == "/approve":
+            self.send_response(302)
+            self.send_header("Location", query["to"])
+            self.send_header("Content-Length", "0")
+            return self.end_headers()
+        self.send_response(404)
+        self.end_headers()
+
+    def oauth_post(self, body):
+        """Registration and the token endpoint; False for /mcp."""
+        path = urlparse(self.path).path
+        if path == "/register":
+            registration = json.loads(body)
+            return self.send_json(201, {"client_id": "client-" + secrets.token_hex(4),
+                                        "redirect_uris": registration.get("redirect_uris", []),
+                                        "token_endpoint_auth_method": "none"}) or True
+        if path == "/token":
+            form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
+            challenge, _ = CODES.pop(form.get("code"), (None, None))
+            verifier = form.get("code_verifier", "").encode()
+            computed = base64.urlsafe_b64encode(hashlib.sha256(verifier).digest()).rstrip(b"=").decode()
+            if challenge is None or computed != challenge:
+                return self.send_json(400, {"error": "invalid_grant"}) or True
+            token = "tok-" + secrets.token_hex(8)
+            TOKENS.add(token)
+            return self.send_json(200, {"access_token": token, "token_type": "Bearer", "expires_in": 3600}) or True
+        auth = self.headers.get("Authorization", "")
+        if not auth.startswith("Bearer ") or auth[len("Bearer "):] not in TOKENS:
+            challenge = f'Bearer resource_metadata="{self.base()}/.well-known/oauth-protected-resource/mcp"'
+            return self.send_json(401, {"error": "invalid_token"}, [("WWW-Authenticate", challenge)]) or True
+        return False
+
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if OAUTH and self.oauth_post(body):
+            return
         try:
             request = json.loads(body)
         except ValueError:
@@ -110,6 +197,8 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self):
+        if OAUTH and not self.path.startswith("/mcp"):
+            return self.oauth_get()
         self.send_response(405)
         self.end_headers()
 

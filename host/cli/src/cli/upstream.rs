@@ -143,11 +143,18 @@ pub async fn login(policy: &Policy, name: &str, forget: bool) -> Result<ExitCode
     let Some(server) = policy.mcp_servers.get(name) else {
         bail!(
             "the policy names no [mcp-servers.{name}] (it names: {})",
-            policy.mcp_servers.keys().cloned().collect::<Vec<_>>().join(", ")
+            policy
+                .mcp_servers
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     };
     let (Some(url), None) = (&server.url, &server.bearer_token_env) else {
-        bail!("mcp-servers.{name} is not authorized with OAuth: only a url server without bearer-token-env is");
+        bail!(
+            "mcp-servers.{name} is not authorized with OAuth: only a url server without bearer-token-env is"
+        );
     };
     let mut oauth = oauth_spec(name, url, server.oauth.as_ref())?;
     let Some(file) = oauth.token_file.clone() else {

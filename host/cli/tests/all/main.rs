@@ -33,4 +33,5 @@ mod swatches;
 mod telemetry;
 mod transcripts;
 mod upstream;
+mod upstream_oauth;
 mod upstream_policy;

@@ -50,6 +50,8 @@ impl Policy {
             .current_dir(self.path())
             .env_remove("GADGET_CONFIG")
             .env_remove("GADGET_PLUGINS")
+            // OAuth tokens stay with the test, never in the user's state.
+            .env("GADGET_STATE_DIR", self.path().join("state"))
             .args(["--config", "policy.toml"]);
         command
     }
@@ -579,19 +581,25 @@ fn streamable_http_servers_are_upstreams_too_with_their_bearer_token() {
 
 /// `tests/mcp/servers/modern_only.py`: a server that speaks only protocol
 /// 2026-07-28 (no `initialize`; it refuses the old handshake).
-struct ModernOnly {
+pub(crate) struct ModernOnly {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     _dir: tempfile::TempDir,
 }
 
 impl ModernOnly {
-    fn start() -> ModernOnly {
+    pub(crate) fn start() -> ModernOnly {
+        ModernOnly::start_with(&[])
+    }
+
+    /// With `--oauth`: its own authorization server guards it.
+    pub(crate) fn start_with(args: &[&str]) -> ModernOnly {
         let dir = tempfile::tempdir().unwrap();
         let port_file = dir.path().join("port");
         let child = Command::new("python3")
             .arg(common::workspace().join("tests/mcp/servers/modern_only.py"))
             .arg(&port_file)
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

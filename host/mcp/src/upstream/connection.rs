@@ -24,8 +24,8 @@ use rmcp::model::ProtocolVersion;
 use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, NotificationContext, RequestContext, RunningService,
 };
-use rmcp::transport::{AuthClient, StreamableHttpClientTransport};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{AuthClient, StreamableHttpClientTransport};
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
 
 use gadget_core::ledger::{CallEvent, CallObserver, LogEntry, LogLevel, LogSource, truncate};
@@ -298,8 +298,8 @@ async fn connect(
     authorizer: &Authorizer,
 ) -> Result<RunningService<RoleClient, Handler>, (String, Option<String>)> {
     let transport = || {
-        let mut config =
-            StreamableHttpClientTransportConfig::with_uri(url).control_request_timeout(START_TIMEOUT);
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url)
+            .control_request_timeout(START_TIMEOUT);
         if let Some(token) = bearer {
             config = config.auth_header(token.to_string());
         }
@@ -315,7 +315,11 @@ async fn connect(
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: Some(ProtocolVersion::V_2025_11_25),
     };
-    let discover = match handler.clone().serve_with_lifecycle(transport(), lifecycle).await {
+    let discover = match handler
+        .clone()
+        .serve_with_lifecycle(transport(), lifecycle)
+        .await
+    {
         Ok(running) => return Ok(running),
         Err(e) => e,
     };
@@ -327,7 +331,9 @@ async fn connect(
     // is asked the old way, on a new connection.
     handler.serve(transport()).await.map_err(|e| {
         (
-            format!("{url} did not complete the MCP handshake: {e} (and server/discover: {discover})"),
+            format!(
+                "{url} did not complete the MCP handshake: {e} (and server/discover: {discover})"
+            ),
             e.auth_challenge().map(str::to_string),
         )
     })
@@ -553,10 +559,9 @@ impl Upstream {
                             if bearer.is_none() && authorizations < MAX_AUTHORIZATIONS =>
                         {
                             authorizations += 1;
-                            authorizer
-                                .authorize(&challenge, seen)
-                                .await
-                                .map_err(|e| format!("{url} asks for authorization ({why}); {e}"))?;
+                            authorizer.authorize(&challenge, seen).await.map_err(|e| {
+                                format!("{url} asks for authorization ({why}); {e}")
+                            })?;
                         }
                         Err((why, _)) => return Err(why),
                     }

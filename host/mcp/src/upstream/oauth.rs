@@ -146,7 +146,14 @@ impl Authorizer {
         }
         let mut scopes = self.spec.scopes.clone();
         if challenge.contains("insufficient_scope") {
-            scopes.extend(self.client.auth_manager.lock().await.get_current_scopes().await);
+            scopes.extend(
+                self.client
+                    .auth_manager
+                    .lock()
+                    .await
+                    .get_current_scopes()
+                    .await,
+            );
             // Tokens kept from an earlier run: their grant, as recorded.
             if let Some(file) = &self.spec.token_file
                 && let Ok(Some(kept)) = TokenFile(file.clone()).load().await
@@ -266,12 +273,7 @@ impl Authorizer {
         (person.0)(&self.server, authorization_url);
         tokio::time::timeout(AUTHORIZATION_WAIT, callback(listener, redirect_uri))
             .await
-            .map_err(|_| {
-                format!(
-                    "nobody approved within {} s",
-                    AUTHORIZATION_WAIT.as_secs()
-                )
-            })?
+            .map_err(|_| format!("nobody approved within {} s", AUTHORIZATION_WAIT.as_secs()))?
     }
 }
 
@@ -346,7 +348,9 @@ async fn callback(listener: tokio::net::TcpListener, redirect_uri: &str) -> Resu
             .unwrap_or("");
         if !target.starts_with(&format!("{CALLBACK_PATH}?")) {
             let _ = stream
-                .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .write_all(
+                    b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                )
                 .await;
             continue;
         }
@@ -360,7 +364,9 @@ async fn callback(listener: tokio::net::TcpListener, redirect_uri: &str) -> Resu
                 .as_bytes(),
             )
             .await;
-        let base = redirect_uri.strip_suffix(CALLBACK_PATH).unwrap_or(redirect_uri);
+        let base = redirect_uri
+            .strip_suffix(CALLBACK_PATH)
+            .unwrap_or(redirect_uri);
         return Ok(format!("{base}{target}"));
     }
 }
@@ -373,9 +379,9 @@ struct TokenFile(PathBuf);
 impl CredentialStore for TokenFile {
     async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
         match std::fs::read(&self.0) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-                AuthError::CredentialStoreError(format!("{}: {e}", self.0.display()))
-            }),
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| AuthError::CredentialStoreError(format!("{}: {e}", self.0.display()))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(AuthError::CredentialStoreError(format!(
                 "{}: {e}",
@@ -423,7 +429,9 @@ mod tests {
     #[test]
     fn scopes_are_read_from_a_challenge() {
         assert_eq!(
-            challenged_scopes(r#"Bearer error="insufficient_scope", scope="mcp:basic mcp:write", resource_metadata="x""#),
+            challenged_scopes(
+                r#"Bearer error="insufficient_scope", scope="mcp:basic mcp:write", resource_metadata="x""#
+            ),
             ["mcp:basic", "mcp:write"]
         );
         assert!(challenged_scopes("Bearer resource_metadata=\"x\"").is_empty());
@@ -435,7 +443,10 @@ mod tests {
             "http://127.0.0.1:1/callback?error=access_denied&error_description=no+thanks&state=s",
         )
         .unwrap_err();
-        assert_eq!(refused, "the authorization server refused: access_denied (no thanks)");
+        assert_eq!(
+            refused,
+            "the authorization server refused: access_denied (no thanks)"
+        );
         assert!(refused_by_server("http://127.0.0.1:1/callback?code=c&state=s").is_ok());
     }
 }

@@ -1,10 +1,12 @@
 /*
  * gadget.c: the C SDK's glue between gadget.h and the bindings wit-bindgen
- * generated from wit/gadget@0.1.0/gadget.wit (gen/plugin.h).
+ * generated for world plugin-http-v3 (contract wit/gadget@0.3.0/gadget.wit,
+ * gen/plugin_http_v3.h): calls, parameters, host services, HTTP and the LLM.
+ * Result parts, asking and the catalog are in content.c.
  *
  * Ownership, as the canonical ABI wants it: the strings the host passes to
  * `invoke` belong to us and are freed here; the strings we return are
- * copies (plugin_http_string_dup) that the generated post-return functions free.
+ * copies (plugin_http_v3_string_dup) that the generated post-return functions free.
  */
 #include "gadget.h"
 
@@ -15,7 +17,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "plugin_http.h"
+#include "internal.h"
+#include "plugin_http_v3.h"
 
 /* Provided by GADGET_EXPORT in the gadget's source. */
 extern const gadget_def *const gadget_defs;
@@ -25,7 +28,6 @@ enum {
     KIND_NONE,
     KIND_RESULT,
     KIND_FINISH,
-    KIND_ASK_HUMAN,
     KIND_INVALID_ARGUMENTS,
     KIND_FAILED,
     KIND_CANCELLED,
@@ -33,7 +35,7 @@ enum {
 
 /* ---- Strings ---- */
 
-static char *to_cstring(const plugin_http_string_t *s) {
+char *gadget__to_cstring(const plugin_http_v3_string_t *s) {
     char *out = malloc(s->len + 1);
     if (out == NULL) abort();
     memcpy(out, s->ptr, s->len);
@@ -41,12 +43,12 @@ static char *to_cstring(const plugin_http_string_t *s) {
     return out;
 }
 
-static void set_option(plugin_http_option_string_t *opt, const char *s) {
+void gadget__set_option(plugin_http_v3_option_string_t *opt, const char *s) {
     opt->is_some = s != NULL;
-    if (s != NULL) plugin_http_string_dup(&opt->val, s);
+    if (s != NULL) plugin_http_v3_string_dup(&opt->val, s);
 }
 
-static char *vformat(const char *format, va_list args) {
+char *gadget__vformat(const char *format, va_list args) {
     va_list copy;
     va_copy(copy, args);
     int len = vsnprintf(NULL, 0, format, copy);
@@ -62,19 +64,42 @@ static gadget_status end(gadget_call *call, int kind, char *text) {
     free(call->text);
     call->kind = kind;
     call->text = text;
-    return kind <= KIND_ASK_HUMAN ? GADGET_OK : GADGET_ERROR;
+    return kind <= KIND_FINISH ? GADGET_OK : GADGET_ERROR;
 }
 
 #define END_WITH(kind)                                   \
     va_list args;                                        \
     va_start(args, format);                              \
-    char *text = vformat(format, args);                  \
+    char *text = gadget__vformat(format, args);                  \
     va_end(args);                                        \
     return end(call, kind, text);
 
 gadget_status gadget_result(gadget_call *call, const char *format, ...) { END_WITH(KIND_RESULT) }
 gadget_status gadget_finish(gadget_call *call, const char *format, ...) { END_WITH(KIND_FINISH) }
-gadget_status gadget_ask_human(gadget_call *call, const char *format, ...) { END_WITH(KIND_ASK_HUMAN) }
+/* llmist's ask-human outcome, on contract 0.3.0: asked with `ask`, and the
+ * answer is the call's result. */
+gadget_status gadget_ask_human(gadget_call *call, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    char *question = gadget__vformat(format, args);
+    va_end(args);
+    char *answer = NULL, *error = NULL;
+    int asked = gadget_ask_text(question, &answer, &error);
+    free(question);
+    gadget_status status;
+    if (asked == 0) {
+        status = end(call, KIND_RESULT, answer);
+    } else if (asked == 1) {
+        status = gadget_failed(call, "the person declined to answer");
+    } else if (asked == GADGET_ASK_CANCELLED) {
+        status = gadget_cancelled(call);
+    } else {
+        status = gadget_failed(call, "the question could not be asked: %s",
+                               error == NULL ? "no answer in time" : error);
+    }
+    free(error);
+    return status;
+}
 gadget_status gadget_invalid_arguments(gadget_call *call, const char *format, ...) {
     END_WITH(KIND_INVALID_ARGUMENTS)
 }
@@ -294,55 +319,55 @@ bool gadget_param_bool(const gadget_call *call, const char *key, bool *out) {
 /* ---- Host services ---- */
 
 void gadget_log(gadget_level level, const char *message, const char *fields_json) {
-    plugin_http_string_t msg, fields;
-    plugin_http_string_set(&msg, message);
-    plugin_http_string_set(&fields, fields_json == NULL ? "" : fields_json);
-    gadget_plugin_host_log((gadget_plugin_host_level_t)level, &msg, &fields);
+    plugin_http_v3_string_t msg, fields;
+    plugin_http_v3_string_set(&msg, message);
+    plugin_http_v3_string_set(&fields, fields_json == NULL ? "" : fields_json);
+    gadget_plugin_0_3_0_host_log((gadget_plugin_0_3_0_host_level_t)level, &msg, &fields);
 }
 
 void gadget_info(const char *message) { gadget_log(GADGET_INFO, message, NULL); }
 void gadget_warn(const char *message) { gadget_log(GADGET_WARN, message, NULL); }
 
-void gadget_report_cost(double usd) { gadget_plugin_host_report_cost(usd); }
+void gadget_report_cost(double usd) { gadget_plugin_0_3_0_host_report_cost(usd); }
 
 void gadget_progress(const char *message) {
-    plugin_http_string_t msg;
-    plugin_http_string_set(&msg, message);
-    gadget_plugin_host_progress(&msg);
+    plugin_http_v3_string_t msg;
+    plugin_http_v3_string_set(&msg, message);
+    gadget_plugin_0_3_0_host_progress(&msg);
 }
 
-bool gadget_is_cancelled(void) { return gadget_plugin_host_cancelled(); }
+bool gadget_is_cancelled(void) { return gadget_plugin_0_3_0_host_cancelled(); }
 
 uint64_t gadget_time_left_ms(void) {
-    gadget_plugin_host_invocation_info_t info;
-    gadget_plugin_host_call_info(&info);
+    gadget_plugin_0_3_0_host_invocation_info_t info;
+    gadget_plugin_0_3_0_host_call_info(&info);
     uint64_t left = info.time_left_ms;
-    gadget_plugin_host_invocation_info_free(&info);
+    gadget_plugin_0_3_0_host_invocation_info_free(&info);
     return left;
 }
 
 /* ---- The component's exports ---- */
 
-void exports_gadget_plugin_gadget_specs(exports_gadget_plugin_gadget_list_gadget_spec_t *ret) {
+void exports_gadget_plugin_0_3_0_gadget_specs(exports_gadget_plugin_0_3_0_gadget_list_gadget_spec_t *ret) {
     ret->len = gadget_def_count;
     ret->ptr = calloc(gadget_def_count ? gadget_def_count : 1, sizeof *ret->ptr);
     if (ret->ptr == NULL) abort();
     for (size_t i = 0; i < gadget_def_count; i++) {
         const gadget_def *def = &gadget_defs[i];
-        exports_gadget_plugin_gadget_gadget_spec_t *spec = &ret->ptr[i];
-        plugin_http_string_dup(&spec->name, def->name);
-        set_option(&spec->label, def->label);
-        plugin_http_string_dup(&spec->description, def->description);
-        plugin_http_string_dup(&spec->parameters_schema, def->schema == NULL ? "" : def->schema);
+        exports_gadget_plugin_0_3_0_gadget_gadget_spec_t *spec = &ret->ptr[i];
+        plugin_http_v3_string_dup(&spec->name, def->name);
+        gadget__set_option(&spec->label, def->label);
+        plugin_http_v3_string_dup(&spec->description, def->description);
+        plugin_http_v3_string_dup(&spec->parameters_schema, def->schema == NULL ? "" : def->schema);
         spec->examples.len = def->example_count;
         spec->examples.ptr =
             calloc(def->example_count ? def->example_count : 1, sizeof *spec->examples.ptr);
         if (spec->examples.ptr == NULL) abort();
         for (size_t j = 0; j < def->example_count; j++) {
             const gadget_example *ex = &def->examples[j];
-            plugin_http_string_dup(&spec->examples.ptr[j].params, ex->params);
-            set_option(&spec->examples.ptr[j].output, ex->output);
-            set_option(&spec->examples.ptr[j].comment, ex->comment);
+            plugin_http_v3_string_dup(&spec->examples.ptr[j].params, ex->params);
+            gadget__set_option(&spec->examples.ptr[j].output, ex->output);
+            gadget__set_option(&spec->examples.ptr[j].comment, ex->comment);
         }
         spec->timeout_ms.is_some = def->timeout_ms > 0;
         spec->timeout_ms.val = def->timeout_ms;
@@ -352,17 +377,17 @@ void exports_gadget_plugin_gadget_specs(exports_gadget_plugin_gadget_list_gadget
     }
 }
 
-bool exports_gadget_plugin_gadget_invoke(plugin_http_string_t *invocation_id, plugin_http_string_t *name,
-                                         plugin_http_string_t *params,
-                                         exports_gadget_plugin_gadget_outcome_t *ret,
-                                         exports_gadget_plugin_gadget_gadget_error_t *err) {
+bool exports_gadget_plugin_0_3_0_gadget_invoke(plugin_http_v3_string_t *invocation_id, plugin_http_v3_string_t *name,
+                                         plugin_http_v3_string_t *params,
+                                         exports_gadget_plugin_0_3_0_gadget_outcome_t *ret,
+                                         exports_gadget_plugin_0_3_0_gadget_gadget_error_t *err) {
     gadget_call call = {0};
-    char *id_c = to_cstring(invocation_id);
-    char *name_c = to_cstring(name);
-    char *params_c = to_cstring(params);
-    plugin_http_string_free(invocation_id);
-    plugin_http_string_free(name);
-    plugin_http_string_free(params);
+    char *id_c = gadget__to_cstring(invocation_id);
+    char *name_c = gadget__to_cstring(name);
+    char *params_c = gadget__to_cstring(params);
+    plugin_http_v3_string_free(invocation_id);
+    plugin_http_v3_string_free(name);
+    plugin_http_v3_string_free(params);
     call.invocation_id = id_c;
     call.name = name_c;
     call.params = params_c;
@@ -385,37 +410,34 @@ bool exports_gadget_plugin_gadget_invoke(plugin_http_string_t *invocation_id, pl
     switch (call.kind) {
         case KIND_RESULT:
         case KIND_FINISH: {
-            ret->tag = call.kind == KIND_RESULT ? GADGET_PLUGIN_TYPES_OUTCOME_RESULT
-                                                : GADGET_PLUGIN_TYPES_OUTCOME_FINISH;
-            gadget_plugin_types_call_result_t *r =
+            ret->tag = call.kind == KIND_RESULT ? GADGET_PLUGIN_0_3_0_TYPES_OUTCOME_RESULT
+                                                : GADGET_PLUGIN_0_3_0_TYPES_OUTCOME_FINISH;
+            gadget_plugin_0_3_0_types_call_result_t *r =
                 call.kind == KIND_RESULT ? &ret->val.result : &ret->val.finish;
-            plugin_http_string_dup(&r->result, text);
+            gadget__result_parts(&call, text, r);
             r->cost.is_some = call.has_cost;
             r->cost.val = call.cost;
-            set_option(&r->details, call.details);
+            gadget__set_option(&r->details, call.details);
             break;
         }
-        case KIND_ASK_HUMAN:
-            ret->tag = GADGET_PLUGIN_TYPES_OUTCOME_ASK_HUMAN;
-            plugin_http_string_dup(&ret->val.ask_human, text);
-            break;
         case KIND_INVALID_ARGUMENTS:
             ok = false;
-            err->tag = GADGET_PLUGIN_TYPES_GADGET_ERROR_INVALID_ARGUMENTS;
-            plugin_http_string_dup(&err->val.invalid_arguments, text);
+            err->tag = GADGET_PLUGIN_0_3_0_TYPES_GADGET_ERROR_INVALID_ARGUMENTS;
+            plugin_http_v3_string_dup(&err->val.invalid_arguments, text);
             break;
         case KIND_CANCELLED:
             ok = false;
-            err->tag = GADGET_PLUGIN_TYPES_GADGET_ERROR_CANCELLED;
+            err->tag = GADGET_PLUGIN_0_3_0_TYPES_GADGET_ERROR_CANCELLED;
             break;
         default:
             ok = false;
-            err->tag = GADGET_PLUGIN_TYPES_GADGET_ERROR_FAILED;
-            plugin_http_string_dup(&err->val.failed, text);
+            err->tag = GADGET_PLUGIN_0_3_0_TYPES_GADGET_ERROR_FAILED;
+            plugin_http_v3_string_dup(&err->val.failed, text);
             break;
     }
     free(call.text);
     free(call.details);
+    gadget__parts_free(&call);
     free(id_c);
     free(name_c);
     free(params_c);
@@ -458,7 +480,7 @@ static int http_failure(const wasi_http_types_error_code_t *code, char **error) 
 static char *header_value(wasi_http_types_list_tuple2_field_name_field_value_t *entries,
                           const char *name) {
     for (size_t i = 0; i < entries->len; i++) {
-        plugin_http_string_t *key = &entries->ptr[i].f0;
+        plugin_http_v3_string_t *key = &entries->ptr[i].f0;
         if (key->len == strlen(name) && strncasecmp((const char *)key->ptr, name, key->len) == 0) {
             wasi_http_types_field_value_t *v = &entries->ptr[i].f1;
             char *out = malloc(v->len + 1);
@@ -515,8 +537,8 @@ int gadget_http_get(const char *url, const char *const *headers, gadget_http_res
     wasi_http_types_borrow_outgoing_request_t borrowed =
         wasi_http_types_borrow_outgoing_request(request);
     wasi_http_types_method_t method = {.tag = WASI_HTTP_TYPES_METHOD_GET};
-    plugin_http_string_t authority = {(uint8_t *)rest, authority_len};
-    plugin_http_string_t path_with_query = {(uint8_t *)path, strlen(path)};
+    plugin_http_v3_string_t authority = {(uint8_t *)rest, authority_len};
+    plugin_http_v3_string_t path_with_query = {(uint8_t *)path, strlen(path)};
     wasi_http_types_own_outgoing_body_t body;
     if (!wasi_http_types_method_outgoing_request_set_method(borrowed, &method) ||
         !wasi_http_types_method_outgoing_request_set_scheme(borrowed, &scheme) ||
@@ -580,7 +602,7 @@ int gadget_http_get(const char *url, const char *const *headers, gadget_http_res
     char *bytes = malloc(cap + 1);
     int rc = 0;
     for (;;) {
-        plugin_http_list_u8_t chunk;
+        plugin_http_v3_list_u8_t chunk;
         wasi_io_streams_stream_error_t stream_error;
         if (!wasi_io_streams_method_input_stream_blocking_read(
                 wasi_io_streams_borrow_input_stream(stream), 65536, &chunk, &stream_error)) {
@@ -604,7 +626,7 @@ int gadget_http_get(const char *url, const char *const *headers, gadget_http_res
         }
         memcpy(bytes + len, chunk.ptr, chunk.len);
         len += chunk.len;
-        plugin_http_list_u8_free(&chunk);
+        plugin_http_v3_list_u8_free(&chunk);
     }
     wasi_io_streams_input_stream_drop_own(stream);
     wasi_http_types_incoming_body_drop_own(incoming);
@@ -633,19 +655,19 @@ int gadget_llm_complete(const char *system, const char *user, const char *model,
                         uint32_t max_tokens, gadget_completion *out, char **error) {
     memset(out, 0, sizeof *out);
     *error = NULL;
-    gadget_plugin_llm_message_t messages[2];
+    gadget_plugin_0_3_0_llm_message_t messages[2];
     size_t count = 0;
     if (system) {
-        messages[count].role = GADGET_PLUGIN_LLM_ROLE_SYSTEM;
+        messages[count].role = GADGET_PLUGIN_0_3_0_LLM_ROLE_SYSTEM;
         messages[count].content.ptr = (uint8_t *)system;
         messages[count].content.len = strlen(system);
         count++;
     }
-    messages[count].role = GADGET_PLUGIN_LLM_ROLE_USER;
+    messages[count].role = GADGET_PLUGIN_0_3_0_LLM_ROLE_USER;
     messages[count].content.ptr = (uint8_t *)user;
     messages[count].content.len = strlen(user);
     count++;
-    gadget_plugin_llm_completion_request_t request = {0};
+    gadget_plugin_0_3_0_llm_completion_request_t request = {0};
     request.messages.ptr = messages;
     request.messages.len = count;
     if (model) {
@@ -657,24 +679,24 @@ int gadget_llm_complete(const char *system, const char *user, const char *model,
         request.max_tokens.is_some = true;
         request.max_tokens.val = max_tokens;
     }
-    gadget_plugin_llm_completion_t answer;
-    gadget_plugin_llm_llm_error_t failure;
-    if (!gadget_plugin_llm_complete(&request, &answer, &failure)) {
+    gadget_plugin_0_3_0_llm_completion_t answer;
+    gadget_plugin_0_3_0_llm_llm_error_t failure;
+    if (!gadget_plugin_0_3_0_llm_complete(&request, &answer, &failure)) {
         const char *what = "LLM provider failed: ";
-        const plugin_http_string_t *detail = &failure.val.provider;
+        const plugin_http_v3_string_t *detail = &failure.val.provider;
         switch (failure.tag) {
-        case GADGET_PLUGIN_LLM_LLM_ERROR_DENIED:
+        case GADGET_PLUGIN_0_3_0_LLM_LLM_ERROR_DENIED:
             what = "LLM denied: ";
             detail = &failure.val.denied;
             break;
-        case GADGET_PLUGIN_LLM_LLM_ERROR_BUDGET_EXCEEDED:
+        case GADGET_PLUGIN_0_3_0_LLM_LLM_ERROR_BUDGET_EXCEEDED:
             what = "LLM budget exceeded: ";
             detail = &failure.val.budget_exceeded;
             break;
-        case GADGET_PLUGIN_LLM_LLM_ERROR_PROVIDER:
+        case GADGET_PLUGIN_0_3_0_LLM_LLM_ERROR_PROVIDER:
             break;
         default:
-            gadget_plugin_llm_llm_error_free(&failure);
+            gadget_plugin_0_3_0_llm_llm_error_free(&failure);
             return GADGET_LLM_DEADLINE;
         }
         size_t len = strlen(what) + detail->len + 1;
@@ -682,15 +704,15 @@ int gadget_llm_complete(const char *system, const char *user, const char *model,
         if (*error) {
             snprintf(*error, len, "%s%.*s", what, (int)detail->len, (const char *)detail->ptr);
         }
-        gadget_plugin_llm_llm_error_free(&failure);
+        gadget_plugin_0_3_0_llm_llm_error_free(&failure);
         return -1;
     }
-    out->text = to_cstring(&answer.text);
-    out->model = to_cstring(&answer.model);
+    out->text = gadget__to_cstring(&answer.text);
+    out->model = gadget__to_cstring(&answer.model);
     out->input_tokens = answer.input_tokens;
     out->output_tokens = answer.output_tokens;
     out->cost = answer.cost;
-    gadget_plugin_llm_completion_free(&answer);
+    gadget_plugin_0_3_0_llm_completion_free(&answer);
     return 0;
 }
 

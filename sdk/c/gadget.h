@@ -1,10 +1,14 @@
 /*
  * gadget.h: the C SDK for gadget-host gadgets.
  *
- * A gadget is a function that gets the call (its validated parameters as
- * JSON text, with helpers to read them) and ends it with one of the
- * gadget_result / gadget_finish / gadget_ask_human / gadget_invalid_arguments
- * / gadget_failed / gadget_cancelled functions. The component lists its
+ * Contract gadget:plugin@0.3.0. A gadget is a function that gets the call
+ * (its validated parameters as JSON text, with helpers to read them) and
+ * ends it with one of the gadget_result / gadget_finish / gadget_ask_human /
+ * gadget_invalid_arguments / gadget_failed / gadget_cancelled functions. A
+ * result may carry parts beside its text (images, sounds, resources, links,
+ * structured JSON); a running gadget may ask questions and carry on with the
+ * answers (gadget_ask); a component may serve resources and prompts
+ * (GADGET_EXPORT_CATALOG). The component lists its
  * gadgets in an array of gadget_def and exports it with GADGET_EXPORT:
  *
  *     #include "gadget.h"
@@ -67,6 +71,9 @@ typedef struct gadget_call {
     bool has_cost;
     double cost;
     char *details;
+    struct gadget_part *parts;
+    size_t part_count, part_cap;
+    char *structured;
 } gadget_call;
 
 /* One example call, shown to the model and checked by the host at load. */
@@ -103,7 +110,8 @@ gadget_status gadget_result(gadget_call *call, const char *format, ...)
 /* The task is complete: the agent loop ends after this response. */
 gadget_status gadget_finish(gadget_call *call, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
-/* A question for a person; the answer becomes the call's result. */
+/* A question for a person; the answer becomes the call's result (asked
+ * with gadget_ask; to carry on with the answer, call gadget_ask_text). */
 gadget_status gadget_ask_human(gadget_call *call, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 /* The parameters are unusable; say what to change. */
@@ -119,6 +127,25 @@ gadget_status gadget_cancelled(gadget_call *call);
 void gadget_set_cost(gadget_call *call, double usd);
 /* Adds details for people (a JSON text) to a result. */
 void gadget_set_details(gadget_call *call, const char *json);
+
+/* ---- Results in parts (contract 0.3.0) ----
+ *
+ * A result is its text (gadget_result's, when not empty), then the parts
+ * added before it, in order. The host's result limit covers them all; a
+ * model that cannot take a part is shown its type and size. mime_type and
+ * other optional texts may be NULL where marked. */
+void gadget_add_text(gadget_call *call, const char *text);
+void gadget_add_image(gadget_call *call, const char *mime_type, const uint8_t *data, size_t len);
+void gadget_add_audio(gadget_call *call, const char *mime_type, const uint8_t *data, size_t len);
+/* A resource's contents, embedded (mime_type may be NULL). */
+void gadget_add_resource_text(gadget_call *call, const char *uri, const char *mime_type,
+                              const char *text);
+void gadget_add_resource_blob(gadget_call *call, const char *uri, const char *mime_type,
+                              const uint8_t *data, size_t len);
+/* A link to a resource the client may read (mime_type may be NULL). */
+void gadget_add_link(gadget_call *call, const char *uri, const char *name, const char *mime_type);
+/* The result as JSON too (MCP's structuredContent); must be valid JSON. */
+void gadget_set_structured(gadget_call *call, const char *json);
 
 /* ---- Reading parameters (top-level members of the params object) ---- */
 
@@ -149,6 +176,9 @@ void gadget_warn(const char *message);
 void gadget_report_cost(double usd);
 /* A short status line for people. */
 void gadget_progress(const char *message);
+/* Progress as numbers: done so far, of total (a negative total: unknown),
+ * with an optional message (NULL). Each report must be more than the last. */
+void gadget_report_progress(double done, double total, const char *message);
 /* True once the deadline has passed or the run was cancelled: check it in
  * long loops and end with gadget_cancelled. */
 bool gadget_is_cancelled(void);
@@ -185,7 +215,7 @@ int gadget_http_get(const char *url, const char *const *headers, gadget_http_res
                     char **error);
 void gadget_http_response_free(gadget_http_response *response);
 
-/* ---- The host's LLM (gadget:plugin@0.2.0's llm import) ----
+/* ---- The host's LLM (the contract's llm import) ----
  *
  * The manifest asks with [permissions] llm = true; the operator grants models
  * and a per-call budget. The host adds each completion's cost to the call's
@@ -213,6 +243,144 @@ typedef struct {
 int gadget_llm_complete(const char *system, const char *user, const char *model,
                         uint32_t max_tokens, gadget_completion *out, char **error);
 void gadget_completion_free(gadget_completion *completion);
+
+/* ---- Asking and carrying on (contract 0.3.0) ----
+ *
+ * Questions for the person at the terminal (gadget run, gadget agent) or the
+ * MCP client (gadget mcp, gadget serve), answered while the gadget runs. Ask
+ * before acting, and the same questions in the same order for the same
+ * parameters: over stateless HTTP the host runs the gadget again and answers
+ * its earlier asks from the recorded answers. Waiting does not count
+ * against the deadline. */
+
+typedef enum {
+    GADGET_QUESTION_TEXT = 0,   /* text: the question */
+    GADGET_QUESTION_FORM = 1,   /* text: the message; schema: the answer's JSON Schema */
+    GADGET_QUESTION_SAMPLE = 2, /* text: the user's message to the client's model */
+    GADGET_QUESTION_ROOTS = 3,  /* the client's roots */
+} gadget_question_kind;
+
+typedef struct {
+    const char *key; /* letters, digits, '_' and '-'; unique within one ask */
+    gadget_question_kind kind;
+    const char *text;
+    const char *schema;  /* FORM: a JSON Schema of an object */
+    const char *system;  /* SAMPLE: a system prompt, or NULL */
+    uint32_t max_tokens; /* SAMPLE: 0 for 1000 */
+} gadget_question;
+
+typedef enum {
+    GADGET_ANSWER_TEXT = 0,      /* value: the words */
+    GADGET_ANSWER_FORM = 1,      /* value: the JSON object */
+    GADGET_ANSWER_SAMPLE = 2,    /* value: the model's text */
+    GADGET_ANSWER_ROOTS = 3,     /* value: [{"uri": "...", "name": "..."}, ...] */
+    GADGET_ANSWER_DECLINED = 4,  /* value: NULL */
+    GADGET_ANSWER_CANCELLED = 5, /* value: NULL */
+} gadget_answer_kind;
+
+typedef struct {
+    gadget_answer_kind kind;
+    char *value;
+} gadget_answer;
+
+/* Which kinds can be answered in this call (a gadget can do without). */
+#define GADGET_CAN_TEXT 1u
+#define GADGET_CAN_FORM 2u
+#define GADGET_CAN_SAMPLE 4u
+#define GADGET_CAN_ROOTS 8u
+unsigned gadget_answerable(void);
+
+/* Nobody here can answer (the message says what would). */
+#define GADGET_ASK_UNAVAILABLE (-4)
+/* The questions are malformed (the message says which). */
+#define GADGET_ASK_INVALID (-5)
+/* No answer within the host's bound for waiting. */
+#define GADGET_ASK_TIMEOUT (-6)
+/* The call was cancelled while waiting: end with gadget_cancelled. */
+#define GADGET_ASK_CANCELLED (-3)
+
+/* Asks every question at once. Returns 0 and fills answers[0..count) (free
+ * with gadget_answers_free), or one of the codes above with *error set to a
+ * message (free it; NULL for TIMEOUT and CANCELLED). */
+int gadget_ask(const gadget_question *questions, size_t count, gadget_answer *answers,
+               char **error);
+void gadget_answers_free(gadget_answer *answers, size_t count);
+/* One text question: 0 with *answer set (free it), 1 if declined or
+ * dismissed, or a code above with *error set. */
+int gadget_ask_text(const char *question, char **answer, char **error);
+
+/* ---- Resources and prompts (contract 0.3.0) ----
+ *
+ * A component may serve resources (fixed URIs and URI templates such as
+ * "notes://{name}") and prompts, read once at load; each read, prompt and
+ * completion runs in a fresh instance under the plugin's grants, as a call
+ * does. Export them once with GADGET_EXPORT_CATALOG(catalog); without it the
+ * component serves none. Optional texts may be NULL. */
+
+typedef struct {
+    const char *uri, *name, *title, *description, *mime_type;
+    long long size; /* bytes; -1: unknown */
+} gadget_resource;
+
+typedef struct {
+    const char *uri_template, *name, *title, *description, *mime_type;
+} gadget_resource_template;
+
+typedef struct {
+    const char *name, *description;
+    bool required;
+    const char *const *examples; /* offered when a client completes it */
+    size_t example_count;
+} gadget_prompt_argument;
+
+typedef struct {
+    const char *name, *title, *description;
+    const gadget_prompt_argument *arguments;
+    size_t argument_count;
+} gadget_prompt;
+
+/* What a read gives back: add contents, or say why not. */
+typedef struct gadget_read gadget_read;
+void gadget_read_text(gadget_read *read, const char *uri, const char *mime_type, const char *text);
+void gadget_read_blob(gadget_read *read, const char *uri, const char *mime_type,
+                      const uint8_t *data, size_t len);
+gadget_status gadget_read_not_found(gadget_read *read);
+gadget_status gadget_read_failed(gadget_read *read, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* What a prompt renders to: messages, each one part. */
+typedef struct gadget_prompt_reply gadget_prompt_reply;
+typedef enum { GADGET_USER = 0, GADGET_ASSISTANT = 1 } gadget_speaker;
+void gadget_prompt_description(gadget_prompt_reply *reply, const char *description);
+void gadget_prompt_text(gadget_prompt_reply *reply, gadget_speaker role, const char *text);
+void gadget_prompt_image(gadget_prompt_reply *reply, gadget_speaker role, const char *mime_type,
+                         const uint8_t *data, size_t len);
+gadget_status gadget_prompt_failed(gadget_prompt_reply *reply, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+typedef struct {
+    const gadget_resource *resources;
+    size_t resource_count;
+    const gadget_resource_template *templates;
+    size_t template_count;
+    const gadget_prompt *prompts;
+    size_t prompt_count;
+    /* Reads uri (one of resources, or one a template matches). */
+    gadget_status (*read)(const char *uri, gadget_read *out);
+    /* Renders prompt name; arguments_json is an object of string values,
+     * checked by the host (every required one there, none unknown). */
+    gadget_status (*prompt)(const char *name, const char *arguments_json, gadget_prompt_reply *out);
+    /* Values for argument of a prompt (is_prompt) or a template (reference is
+     * its URI template) that match value, best first: fills values[0..cap)
+     * with strings that outlive the call (static ones), returns how many.
+     * NULL: the examples are all a client is offered. */
+    size_t (*complete)(bool is_prompt, const char *reference, const char *argument,
+                       const char *value, const char **values, size_t cap);
+} gadget_catalog;
+
+/* Exports the component's resources and prompts: use once, at file scope. */
+#define GADGET_EXPORT_CATALOG(catalog) \
+    const gadget_catalog *const gadget_catalog_def = &(catalog);
 
 #ifdef __cplusplus
 }

@@ -76,18 +76,20 @@ fn write_sdk_wit(wit: &Path) -> Result<()> {
 /// WIT (`sdk/c/regen.sh`).
 const C_SDK: &[(&str, &[u8])] = &[
     ("gadget.h", include_bytes!("../../../../sdk/c/gadget.h")),
+    ("internal.h", include_bytes!("../../../../sdk/c/internal.h")),
     ("gadget.c", include_bytes!("../../../../sdk/c/gadget.c")),
+    ("content.c", include_bytes!("../../../../sdk/c/content.c")),
     (
-        "gen/plugin_http.h",
-        include_bytes!("../../../../sdk/c/gen/plugin_http.h"),
+        "gen/plugin_http_v3.h",
+        include_bytes!("../../../../sdk/c/gen/plugin_http_v3.h"),
     ),
     (
-        "gen/plugin_http.c",
-        include_bytes!("../../../../sdk/c/gen/plugin_http.c"),
+        "gen/plugin_http_v3.c",
+        include_bytes!("../../../../sdk/c/gen/plugin_http_v3.c"),
     ),
     (
-        "gen/plugin_http_component_type.o",
-        include_bytes!("../../../../sdk/c/gen/plugin_http_component_type.o"),
+        "gen/plugin_http_v3_component_type.o",
+        include_bytes!("../../../../sdk/c/gen/plugin_http_v3_component_type.o"),
     ),
 ];
 
@@ -627,8 +629,9 @@ fn build_c(dir: &Path, output: &Path) -> Result<()> {
         .arg(output)
         .args(c_sources(dir)?)
         .arg(support.join("gadget.c"))
-        .arg(support.join("gen/plugin_http.c"))
-        .arg(support.join("gen/plugin_http_component_type.o"));
+        .arg(support.join("content.c"))
+        .arg(support.join("gen/plugin_http_v3.c"))
+        .arg(support.join("gen/plugin_http_v3_component_type.o"));
     run(&mut command, "clang")
 }
 

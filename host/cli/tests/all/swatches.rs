@@ -1,6 +1,7 @@
 //! Contract 0.3.0 through the SDKs, end to end: a Rust gadget
-//! (examples/palette, gadget-sdk) and a Python gadget
-//! (examples/python-palette, the Python SDK) that ask twice (a form, then a
+//! (examples/palette, gadget-sdk), a Python gadget
+//! (examples/python-palette, the Python SDK) and a C gadget
+//! (examples/c-palette, the C SDK) that ask twice (a form, then a
 //! text question) and return an image, under `gadget run` (answers from a
 //! file), `gadget mcp` (the official Python MCP client answering
 //! elicitations mid-call) and `gadget serve` (protocol 2026-07-28: the call
@@ -18,14 +19,18 @@ use crate::languages::built;
 use crate::mcp::run_client;
 use crate::serve::Server;
 
-/// The two examples: plugin directory and the swatch gadget's name.
-fn examples() -> [(PathBuf, &'static str); 2] {
+/// The examples: plugin directory and the swatch gadget's name.
+fn examples() -> [(PathBuf, &'static str); 3] {
     common::guests();
     [
         (common::workspace().join("examples/palette"), "Swatch"),
         (
             built(&common::workspace().join("examples/python-palette")),
             "PySwatch",
+        ),
+        (
+            built(&common::workspace().join("examples/c-palette")),
+            "CSwatch",
         ),
     ]
 }
@@ -123,6 +128,7 @@ fn sdk_gadgets_report_progress_and_serve_their_catalog() {
     for ((plugins, _), (blend, prefix, prompt)) in examples().into_iter().zip([
         ("Blend", "palette", "paint"),
         ("PyBlend", "pypalette", "py-paint"),
+        ("CBlend", "cpalette", "c-paint"),
     ]) {
         let out = Command::new(common::gadget_bin())
             .arg("--plugins")

@@ -16,8 +16,8 @@ for version in 0.2.0 0.3.0; do
     mkdir -p "$wit/deps/gadget-plugin-$version"
     cp "wit/gadget@$version/gadget.wit" "$wit/deps/gadget-plugin-$version/"
 done
-wit-bindgen go "$wit" --world plugin-http --out-dir "$out"
+wit-bindgen go "$wit" --world plugin-http-v3 --out-dir "$out"
 rm -rf sdk/go/gen && mkdir -p sdk/go/gen
 cp -r "$out"/gadget_plugin_* "$out"/wasi_* "$out"/wit_exports.go sdk/go/gen/
 rm -rf "$out" "$wit"
-echo "regenerated sdk/go/gen from sdk/wit/ and wit/gadget@0.2.0/"
+echo "regenerated sdk/go/gen from sdk/wit/ (world plugin-http-v3, contract 0.3.0)"

@@ -1,4 +1,6 @@
-// Package gadget is the Go SDK for gadget-host gadgets.
+// Package gadget is the Go SDK for gadget-host gadgets (contract
+// gadget:plugin@0.3.0: results in parts, asking and carrying on, numeric
+// progress, resources and prompts; see content.go and catalog.go).
 //
 // A plugin is a directory of Go files in package app that register their
 // gadgets when the component starts:
@@ -40,8 +42,8 @@ import (
 	"errors"
 	"fmt"
 
-	"wit_component/gadget_plugin_host"
-	"wit_component/gadget_plugin_types"
+	"wit_component/gadget_plugin_0_3_0_host"
+	"wit_component/gadget_plugin_0_3_0_types"
 
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
 )
@@ -76,10 +78,15 @@ const (
 
 // Result is how a call ended well: a result, a finish or a question.
 type Result struct {
-	Text    string
-	Cost    float64 // USD returned with the result (added to reported costs)
-	Details any     // for people, serialised as JSON; nil for none
-	kind    outcomeKind
+	Text string
+	// Parts after the text (images, sounds, resources, links), in order;
+	// the host's result limit covers them all.
+	Parts []Part
+	// The result as JSON too (MCP's structuredContent); nil for none.
+	Structured any
+	Cost       float64 // USD returned with the result (added to reported costs)
+	Details    any     // for people, serialised as JSON; nil for none
+	kind       outcomeKind
 }
 
 // Text is a plain result for the model.
@@ -88,7 +95,8 @@ func Text(text string) Result { return Result{Text: text} }
 // Finish says the task is complete: the agent loop ends after this response.
 func Finish(text string) Result { return Result{Text: text, kind: kindFinish} }
 
-// AskHuman asks a person; the answer becomes the call's result.
+// AskHuman asks a person; the answer becomes the call's result (asked with
+// the ask import; to carry on with the answer, use ctx.AskText).
 func AskHuman(question string) Result { return Result{Text: question, kind: kindAskHuman} }
 
 // InvalidArguments is an error saying the parameters are unusable.
@@ -109,14 +117,14 @@ type Context struct {
 	InvocationID string
 }
 
-func (c *Context) log(level gadget_plugin_types.Level, message string, fields map[string]any) {
+func (c *Context) log(level gadget_plugin_0_3_0_types.Level, message string, fields map[string]any) {
 	text := ""
 	if fields != nil {
 		if b, err := json.Marshal(fields); err == nil {
 			text = string(b)
 		}
 	}
-	gadget_plugin_host.Log(level, message, text)
+	gadget_plugin_0_3_0_host.Log(level, message, text)
 }
 
 // Debug, Info, Warn and Error write log entries for people (never shown to
@@ -127,22 +135,22 @@ func (c *Context) Warn(message string, fields map[string]any)  { c.log(3, messag
 func (c *Context) Error(message string, fields map[string]any) { c.log(4, message, fields) }
 
 // ReportCost reports a cost in USD; kept even if the call later fails.
-func (c *Context) ReportCost(usd float64) { gadget_plugin_host.ReportCost(usd) }
+func (c *Context) ReportCost(usd float64) { gadget_plugin_0_3_0_host.ReportCost(usd) }
 
 // Progress is a short status line for people.
-func (c *Context) Progress(message string) { gadget_plugin_host.Progress(message) }
+func (c *Context) Progress(message string) { gadget_plugin_0_3_0_host.Progress(message) }
 
 // Update is a partial result for live display (never shown to the model).
 func (c *Context) Update(partial string) {
-	gadget_plugin_host.Update(partial, witTypes.None[string]())
+	gadget_plugin_0_3_0_host.Update(partial, witTypes.None[string]())
 }
 
 // Cancelled is true once the deadline has passed or the run was cancelled:
 // check it in long loops and return ErrCancelled.
-func (c *Context) Cancelled() bool { return gadget_plugin_host.Cancelled() }
+func (c *Context) Cancelled() bool { return gadget_plugin_0_3_0_host.Cancelled() }
 
 // TimeLeftMs is the time until the call's deadline.
-func (c *Context) TimeLeftMs() uint64 { return gadget_plugin_host.CallInfo().TimeLeftMs }
+func (c *Context) TimeLeftMs() uint64 { return gadget_plugin_0_3_0_host.CallInfo().TimeLeftMs }
 
 var registry []Def
 
@@ -167,18 +175,18 @@ func option[T comparable](value T) witTypes.Option[T] {
 }
 
 // Specs lists the registered gadgets (the component's `specs` export).
-func Specs() []gadget_plugin_types.GadgetSpec {
-	specs := make([]gadget_plugin_types.GadgetSpec, 0, len(registry))
+func Specs() []gadget_plugin_0_3_0_types.GadgetSpec {
+	specs := make([]gadget_plugin_0_3_0_types.GadgetSpec, 0, len(registry))
 	for _, def := range registry {
-		examples := make([]gadget_plugin_types.Example, 0, len(def.Examples))
+		examples := make([]gadget_plugin_0_3_0_types.Example, 0, len(def.Examples))
 		for _, ex := range def.Examples {
-			examples = append(examples, gadget_plugin_types.Example{
+			examples = append(examples, gadget_plugin_0_3_0_types.Example{
 				Params:  ex.Params,
 				Output:  option(ex.Output),
 				Comment: option(ex.Comment),
 			})
 		}
-		specs = append(specs, gadget_plugin_types.GadgetSpec{
+		specs = append(specs, gadget_plugin_0_3_0_types.GadgetSpec{
 			Name:             def.Name,
 			Label:            option(def.Label),
 			Description:      def.Description,
@@ -193,8 +201,8 @@ func Specs() []gadget_plugin_types.GadgetSpec {
 }
 
 type (
-	outcome  = gadget_plugin_types.Outcome
-	failure  = gadget_plugin_types.GadgetError
+	outcome  = gadget_plugin_0_3_0_types.Outcome
+	failure  = gadget_plugin_0_3_0_types.GadgetError
 	response = witTypes.Result[outcome, failure]
 )
 
@@ -209,19 +217,19 @@ func Invoke(invocationID string, name string, params string) (result response) {
 		}
 	}
 	if def == nil {
-		return fail(gadget_plugin_types.MakeGadgetErrorFailed(fmt.Sprintf("this component has no gadget %q", name)))
+		return fail(gadget_plugin_0_3_0_types.MakeGadgetErrorFailed(fmt.Sprintf("this component has no gadget %q", name)))
 	}
 	var decoded map[string]any
 	if params == "" {
 		params = "{}"
 	}
 	if err := json.Unmarshal([]byte(params), &decoded); err != nil {
-		return fail(gadget_plugin_types.MakeGadgetErrorFailed("parameters are not a JSON object: " + err.Error()))
+		return fail(gadget_plugin_0_3_0_types.MakeGadgetErrorFailed("parameters are not a JSON object: " + err.Error()))
 	}
 	// A panic is a failure the model sees, not a crash of the instance.
 	defer func() {
 		if p := recover(); p != nil {
-			result = fail(gadget_plugin_types.MakeGadgetErrorFailed(fmt.Sprintf("gadget %q panicked: %v", name, p)))
+			result = fail(gadget_plugin_0_3_0_types.MakeGadgetErrorFailed(fmt.Sprintf("gadget %q panicked: %v", name, p)))
 		}
 	}()
 	value, err := def.Run(decoded, &Context{InvocationID: invocationID})
@@ -229,20 +237,33 @@ func Invoke(invocationID string, name string, params string) (result response) {
 		var invalid InvalidArguments
 		switch {
 		case errors.As(err, &invalid):
-			return fail(gadget_plugin_types.MakeGadgetErrorInvalidArguments(invalid.Message))
+			return fail(gadget_plugin_0_3_0_types.MakeGadgetErrorInvalidArguments(invalid.Message))
 		case errors.Is(err, ErrCancelled):
-			return fail(gadget_plugin_types.MakeGadgetErrorCancelled())
+			return fail(gadget_plugin_0_3_0_types.MakeGadgetErrorCancelled())
 		default:
-			return fail(gadget_plugin_types.MakeGadgetErrorFailed(err.Error()))
+			return fail(gadget_plugin_0_3_0_types.MakeGadgetErrorFailed(err.Error()))
 		}
 	}
 	if value.kind == kindAskHuman {
-		return witTypes.Ok[outcome, failure](gadget_plugin_types.MakeOutcomeAskHuman(value.Text))
+		answer, err := askText(value.Text)
+		switch {
+		case errors.Is(err, ErrCancelled):
+			return fail(gadget_plugin_0_3_0_types.MakeGadgetErrorCancelled())
+		case err != nil:
+			return fail(gadget_plugin_0_3_0_types.MakeGadgetErrorFailed("the question could not be asked: " + err.Error()))
+		}
+		value = Text(answer)
 	}
-	callResult := gadget_plugin_types.CallResult{
-		Result:  value.Text,
-		Cost:    option(value.Cost),
-		Details: witTypes.None[string](),
+	callResult := gadget_plugin_0_3_0_types.CallResult{
+		Content:    resultContents(value.Text, value.Parts),
+		Structured: witTypes.None[string](),
+		Cost:       option(value.Cost),
+		Details:    witTypes.None[string](),
+	}
+	if value.Structured != nil {
+		if b, err := json.Marshal(value.Structured); err == nil {
+			callResult.Structured = witTypes.Some(string(b))
+		}
 	}
 	if value.Details != nil {
 		if b, err := json.Marshal(value.Details); err == nil {
@@ -250,7 +271,7 @@ func Invoke(invocationID string, name string, params string) (result response) {
 		}
 	}
 	if value.kind == kindFinish {
-		return witTypes.Ok[outcome, failure](gadget_plugin_types.MakeOutcomeFinish(callResult))
+		return witTypes.Ok[outcome, failure](gadget_plugin_0_3_0_types.MakeOutcomeFinish(callResult))
 	}
-	return witTypes.Ok[outcome, failure](gadget_plugin_types.MakeOutcomeResult(callResult))
+	return witTypes.Ok[outcome, failure](gadget_plugin_0_3_0_types.MakeOutcomeResult(callResult))
 }

@@ -10,7 +10,7 @@ import (
 	"errors"
 	"fmt"
 
-	"wit_component/gadget_plugin_llm"
+	"wit_component/gadget_plugin_0_3_0_llm"
 
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
 )
@@ -49,24 +49,24 @@ var ErrLLMDeadline = errors.New("the call's deadline passed during a completion"
 
 // Complete asks the host's LLM for one answer to messages.
 func Complete(messages []Message, options CompletionOptions) (Completion, error) {
-	request := gadget_plugin_llm.CompletionRequest{
+	request := gadget_plugin_0_3_0_llm.CompletionRequest{
 		Model:       witTypes.None[string](),
 		MaxTokens:   witTypes.None[uint32](),
 		Temperature: witTypes.None[float32](),
 	}
 	for _, m := range messages {
-		var role gadget_plugin_llm.Role
+		var role gadget_plugin_0_3_0_llm.Role
 		switch m.Role {
 		case "system":
-			role = gadget_plugin_llm.Role_System
+			role = gadget_plugin_0_3_0_llm.Role_System
 		case "user":
-			role = gadget_plugin_llm.Role_User
+			role = gadget_plugin_0_3_0_llm.Role_User
 		case "assistant":
-			role = gadget_plugin_llm.Role_Assistant
+			role = gadget_plugin_0_3_0_llm.Role_Assistant
 		default:
 			return Completion{}, fmt.Errorf("message role %q is not system, user or assistant", m.Role)
 		}
-		request.Messages = append(request.Messages, gadget_plugin_llm.Message{Role: role, Content: m.Content})
+		request.Messages = append(request.Messages, gadget_plugin_0_3_0_llm.Message{Role: role, Content: m.Content})
 	}
 	if options.Model != "" {
 		request.Model = witTypes.Some(options.Model)
@@ -77,15 +77,15 @@ func Complete(messages []Message, options CompletionOptions) (Completion, error)
 	if options.Temperature != nil {
 		request.Temperature = witTypes.Some(*options.Temperature)
 	}
-	answer := gadget_plugin_llm.Complete(request)
+	answer := gadget_plugin_0_3_0_llm.Complete(request)
 	if answer.IsErr() {
 		e := answer.Err()
 		switch e.Tag() {
-		case gadget_plugin_llm.LlmError_Denied:
+		case gadget_plugin_0_3_0_llm.LlmError_Denied:
 			return Completion{}, fmt.Errorf("LLM denied: %s", e.Denied())
-		case gadget_plugin_llm.LlmError_BudgetExceeded:
+		case gadget_plugin_0_3_0_llm.LlmError_BudgetExceeded:
 			return Completion{}, fmt.Errorf("LLM budget exceeded: %s", e.BudgetExceeded())
-		case gadget_plugin_llm.LlmError_Provider:
+		case gadget_plugin_0_3_0_llm.LlmError_Provider:
 			return Completion{}, fmt.Errorf("LLM provider failed: %s", e.Provider())
 		default:
 			return Completion{}, ErrLLMDeadline

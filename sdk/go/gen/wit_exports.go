@@ -2,6 +2,7 @@
 //
 // This code was generated from the following packages:
 //     gadget:plugin@0.2.0
+//     gadget:plugin@0.3.0
 //     wasi:io@0.2.12
 //     wasi:clocks@0.2.12
 //     wasi:random@0.2.12
@@ -15,23 +16,25 @@ package main
 
 import (
         "runtime"
-        "wit_component/export_gadget_plugin_gadget"
-"wit_component/gadget_plugin_types"
+        "wit_component/export_gadget_plugin_0_3_0_catalog"
+"wit_component/export_gadget_plugin_0_3_0_gadget"
+"wit_component/gadget_plugin_0_3_0_catalog"
+"wit_component/gadget_plugin_0_3_0_types"
 witRuntime "go.bytecodealliance.org/pkg/wit/runtime"
 witTypes "go.bytecodealliance.org/pkg/wit/types"
 "unsafe"
 )
 
 var staticPinner = runtime.Pinner{}
-var exportReturnArea = uintptr(witRuntime.Allocate(&staticPinner, (40+4*4), 8))
+var exportReturnArea = uintptr(witRuntime.Allocate(&staticPinner, (48+6*4), 8))
 var syncExportPinner = runtime.Pinner{}
 
 
-//go:wasmexport gadget:plugin/gadget@0.2.0#specs
-func wasm_export_gadget_plugin_gadget_specs() uintptr {
+//go:wasmexport gadget:plugin/gadget@0.3.0#specs
+func wasm_export_gadget_plugin_0_3_0_gadget_specs() uintptr {
         
         pinner := &syncExportPinner
-        result := export_gadget_plugin_gadget.Specs()
+        result := export_gadget_plugin_0_3_0_gadget.Specs()
 slice8 := result
 length10 := uint32(len(slice8))
 result9 := witRuntime.Allocate(pinner, uintptr(length10 * (16+12*4)), 4)
@@ -164,21 +167,21 @@ return exportReturnArea
         
 }
 
-//go:wasmexport cabi_post_gadget:plugin/gadget@0.2.0#specs
-func wasm_export_post_return_gadget_plugin_gadget_specs(result uintptr) {
+//go:wasmexport cabi_post_gadget:plugin/gadget@0.3.0#specs
+func wasm_export_post_return_gadget_plugin_0_3_0_gadget_specs(result uintptr) {
         syncExportPinner.Unpin()
 }
 
 
-//go:wasmexport gadget:plugin/gadget@0.2.0#invoke
-func wasm_export_gadget_plugin_gadget_invoke(arg0 uintptr, arg1 uint32, arg2 uintptr, arg3 uint32, arg4 uintptr, arg5 uint32) uintptr {
+//go:wasmexport gadget:plugin/gadget@0.3.0#invoke
+func wasm_export_gadget_plugin_0_3_0_gadget_invoke(arg0 uintptr, arg1 uint32, arg2 uintptr, arg3 uint32, arg4 uintptr, arg5 uint32) uintptr {
         
         pinner := &syncExportPinner
         value := unsafe.String((*uint8)(unsafe.Pointer(arg0)), arg1)
 value0 := unsafe.String((*uint8)(unsafe.Pointer(arg2)), arg3)
 value1 := unsafe.String((*uint8)(unsafe.Pointer(arg4)), arg5)
 witRuntime.Unpin()
-result := export_gadget_plugin_gadget.Invoke(value, value0, value1)
+result := export_gadget_plugin_0_3_0_gadget.Invoke(value, value0, value1)
 
 switch result.Tag() {
 case witTypes.ResultOk:
@@ -186,23 +189,211 @@ case witTypes.ResultOk:
         *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 0)) = int8(int32(0))
 
 switch payload.Tag() {
-case gadget_plugin_types.Outcome_Result:
+case gadget_plugin_0_3_0_types.Outcome_Result:
         payload := payload.Result()
         *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 8)) = int8(int32(0))
-utf8 := unsafe.Pointer(unsafe.StringData((payload).Result))
+slice := (payload).Content
+length := uint32(len(slice))
+result14 := witRuntime.Allocate(pinner, uintptr(length * (14*4)), 4)
+for index, element := range slice {
+        base := unsafe.Add(result14, index * (14*4))
+        
+switch element.Tag() {
+case gadget_plugin_0_3_0_types.Content_Text:
+        payload := element.Text()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), 0)) = int8(int32(0))
+utf8 := unsafe.Pointer(unsafe.StringData(payload))
 pinner.Pin(utf8)
-*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (16+1*4))) = uint32(uint32(len((payload).Result)))
-*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), 16)) = uint32(uintptr(uintptr(utf8)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)) = uint32(uintptr(uintptr(utf8)))
 
-switch (payload).Cost.Tag() {
+        
+
+case gadget_plugin_0_3_0_types.Content_Image:
+        payload := element.Image()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), 0)) = int8(int32(1))
+utf82 := unsafe.Pointer(unsafe.StringData((payload).MimeType))
+pinner.Pin(utf82)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2*4))) = uint32(uint32(len((payload).MimeType)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)) = uint32(uintptr(uintptr(utf82)))
+data := unsafe.Pointer(unsafe.SliceData((payload).Data))
+pinner.Pin(data)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (4*4))) = uint32(uint32(len((payload).Data)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (3*4))) = uint32(uintptr(uintptr(data)))
+
+        
+
+case gadget_plugin_0_3_0_types.Content_Audio:
+        payload := element.Audio()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), 0)) = int8(int32(2))
+utf83 := unsafe.Pointer(unsafe.StringData((payload).MimeType))
+pinner.Pin(utf83)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2*4))) = uint32(uint32(len((payload).MimeType)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)) = uint32(uintptr(uintptr(utf83)))
+data4 := unsafe.Pointer(unsafe.SliceData((payload).Data))
+pinner.Pin(data4)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (4*4))) = uint32(uint32(len((payload).Data)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (3*4))) = uint32(uintptr(uintptr(data4)))
+
+        
+
+case gadget_plugin_0_3_0_types.Content_Resource:
+        payload := element.Resource()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), 0)) = int8(int32(3))
+utf85 := unsafe.Pointer(unsafe.StringData((payload).Uri))
+pinner.Pin(utf85)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2*4))) = uint32(uint32(len((payload).Uri)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)) = uint32(uintptr(uintptr(utf85)))
+
+switch (payload).MimeType.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (3*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (payload).MimeType.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (3*4))) = int8(int32(1))
+utf86 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf86)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (5*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (4*4))) = uint32(uintptr(uintptr(utf86)))
+
+        
+default:
+        panic("unreachable")
+}
+
+switch (payload).Body.Tag() {
+case gadget_plugin_0_3_0_types.ResourceBody_Text:
+        payload := (payload).Body.Text()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (6*4))) = int8(int32(0))
+utf87 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf87)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (8*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (7*4))) = uint32(uintptr(uintptr(utf87)))
+
+        
+
+case gadget_plugin_0_3_0_types.ResourceBody_Blob:
+        payload := (payload).Body.Blob()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (6*4))) = int8(int32(1))
+data8 := unsafe.Pointer(unsafe.SliceData(payload))
+pinner.Pin(data8)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (8*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (7*4))) = uint32(uintptr(uintptr(data8)))
+
+        
+
+default:
+        panic("unreachable")
+}
+
+        
+
+case gadget_plugin_0_3_0_types.Content_ResourceLink:
+        payload := element.ResourceLink()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), 0)) = int8(int32(4))
+utf89 := unsafe.Pointer(unsafe.StringData((payload).Uri))
+pinner.Pin(utf89)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2*4))) = uint32(uint32(len((payload).Uri)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)) = uint32(uintptr(uintptr(utf89)))
+utf810 := unsafe.Pointer(unsafe.StringData((payload).Name))
+pinner.Pin(utf810)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (4*4))) = uint32(uint32(len((payload).Name)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (3*4))) = uint32(uintptr(uintptr(utf810)))
+
+switch (payload).Title.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (5*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (payload).Title.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (5*4))) = int8(int32(1))
+utf811 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf811)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (7*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (6*4))) = uint32(uintptr(uintptr(utf811)))
+
+        
+default:
+        panic("unreachable")
+}
+
+switch (payload).Description.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (8*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (payload).Description.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (8*4))) = int8(int32(1))
+utf812 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf812)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (10*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (9*4))) = uint32(uintptr(uintptr(utf812)))
+
+        
+default:
+        panic("unreachable")
+}
+
+switch (payload).MimeType.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (11*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (payload).MimeType.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (11*4))) = int8(int32(1))
+utf813 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf813)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (13*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (12*4))) = uint32(uintptr(uintptr(utf813)))
+
+        
+default:
+        panic("unreachable")
+}
+
+        
+
+default:
+        panic("unreachable")
+}
+
+}
+
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (16+1*4))) = uint32(length)
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), 16)) = uint32(uintptr(uintptr(result14)))
+
+switch (payload).Structured.Tag() {
 case witTypes.OptionNone:
         *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), (16+2*4))) = int8(int32(0))
 
         
 case witTypes.OptionSome:
-        payload := (payload).Cost.Some()
+        payload := (payload).Structured.Some()
         *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), (16+2*4))) = int8(int32(1))
-*(*float64)(unsafe.Add(unsafe.Pointer(exportReturnArea), (24+2*4))) = payload
+utf815 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf815)
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (16+4*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (16+3*4))) = uint32(uintptr(uintptr(utf815)))
+
+        
+default:
+        panic("unreachable")
+}
+
+switch (payload).Cost.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), (24+4*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (payload).Cost.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), (24+4*4))) = int8(int32(1))
+*(*float64)(unsafe.Add(unsafe.Pointer(exportReturnArea), (32+4*4))) = payload
 
         
 default:
@@ -211,16 +402,16 @@ default:
 
 switch (payload).Details.Tag() {
 case witTypes.OptionNone:
-        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), (32+2*4))) = int8(int32(0))
+        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), (40+4*4))) = int8(int32(0))
 
         
 case witTypes.OptionSome:
         payload := (payload).Details.Some()
-        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), (32+2*4))) = int8(int32(1))
-utf82 := unsafe.Pointer(unsafe.StringData(payload))
-pinner.Pin(utf82)
-*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (32+4*4))) = uint32(uint32(len(payload)))
-*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (32+3*4))) = uint32(uintptr(uintptr(utf82)))
+        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), (40+4*4))) = int8(int32(1))
+utf816 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf816)
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (40+6*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (40+5*4))) = uint32(uintptr(uintptr(utf816)))
 
         
 default:
@@ -229,23 +420,211 @@ default:
 
         
 
-case gadget_plugin_types.Outcome_Finish:
+case gadget_plugin_0_3_0_types.Outcome_Finish:
         payload := payload.Finish()
         *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 8)) = int8(int32(1))
-utf83 := unsafe.Pointer(unsafe.StringData((payload).Result))
-pinner.Pin(utf83)
-*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (16+1*4))) = uint32(uint32(len((payload).Result)))
-*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), 16)) = uint32(uintptr(uintptr(utf83)))
+slice31 := (payload).Content
+length33 := uint32(len(slice31))
+result32 := witRuntime.Allocate(pinner, uintptr(length33 * (14*4)), 4)
+for index, element := range slice31 {
+        base := unsafe.Add(result32, index * (14*4))
+        
+switch element.Tag() {
+case gadget_plugin_0_3_0_types.Content_Text:
+        payload := element.Text()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), 0)) = int8(int32(0))
+utf817 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf817)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)) = uint32(uintptr(uintptr(utf817)))
 
-switch (payload).Cost.Tag() {
+        
+
+case gadget_plugin_0_3_0_types.Content_Image:
+        payload := element.Image()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), 0)) = int8(int32(1))
+utf818 := unsafe.Pointer(unsafe.StringData((payload).MimeType))
+pinner.Pin(utf818)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2*4))) = uint32(uint32(len((payload).MimeType)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)) = uint32(uintptr(uintptr(utf818)))
+data19 := unsafe.Pointer(unsafe.SliceData((payload).Data))
+pinner.Pin(data19)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (4*4))) = uint32(uint32(len((payload).Data)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (3*4))) = uint32(uintptr(uintptr(data19)))
+
+        
+
+case gadget_plugin_0_3_0_types.Content_Audio:
+        payload := element.Audio()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), 0)) = int8(int32(2))
+utf820 := unsafe.Pointer(unsafe.StringData((payload).MimeType))
+pinner.Pin(utf820)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2*4))) = uint32(uint32(len((payload).MimeType)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)) = uint32(uintptr(uintptr(utf820)))
+data21 := unsafe.Pointer(unsafe.SliceData((payload).Data))
+pinner.Pin(data21)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (4*4))) = uint32(uint32(len((payload).Data)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (3*4))) = uint32(uintptr(uintptr(data21)))
+
+        
+
+case gadget_plugin_0_3_0_types.Content_Resource:
+        payload := element.Resource()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), 0)) = int8(int32(3))
+utf822 := unsafe.Pointer(unsafe.StringData((payload).Uri))
+pinner.Pin(utf822)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2*4))) = uint32(uint32(len((payload).Uri)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)) = uint32(uintptr(uintptr(utf822)))
+
+switch (payload).MimeType.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (3*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (payload).MimeType.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (3*4))) = int8(int32(1))
+utf823 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf823)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (5*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (4*4))) = uint32(uintptr(uintptr(utf823)))
+
+        
+default:
+        panic("unreachable")
+}
+
+switch (payload).Body.Tag() {
+case gadget_plugin_0_3_0_types.ResourceBody_Text:
+        payload := (payload).Body.Text()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (6*4))) = int8(int32(0))
+utf824 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf824)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (8*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (7*4))) = uint32(uintptr(uintptr(utf824)))
+
+        
+
+case gadget_plugin_0_3_0_types.ResourceBody_Blob:
+        payload := (payload).Body.Blob()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (6*4))) = int8(int32(1))
+data25 := unsafe.Pointer(unsafe.SliceData(payload))
+pinner.Pin(data25)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (8*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (7*4))) = uint32(uintptr(uintptr(data25)))
+
+        
+
+default:
+        panic("unreachable")
+}
+
+        
+
+case gadget_plugin_0_3_0_types.Content_ResourceLink:
+        payload := element.ResourceLink()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), 0)) = int8(int32(4))
+utf826 := unsafe.Pointer(unsafe.StringData((payload).Uri))
+pinner.Pin(utf826)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2*4))) = uint32(uint32(len((payload).Uri)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)) = uint32(uintptr(uintptr(utf826)))
+utf827 := unsafe.Pointer(unsafe.StringData((payload).Name))
+pinner.Pin(utf827)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (4*4))) = uint32(uint32(len((payload).Name)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (3*4))) = uint32(uintptr(uintptr(utf827)))
+
+switch (payload).Title.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (5*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (payload).Title.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (5*4))) = int8(int32(1))
+utf828 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf828)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (7*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (6*4))) = uint32(uintptr(uintptr(utf828)))
+
+        
+default:
+        panic("unreachable")
+}
+
+switch (payload).Description.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (8*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (payload).Description.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (8*4))) = int8(int32(1))
+utf829 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf829)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (10*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (9*4))) = uint32(uintptr(uintptr(utf829)))
+
+        
+default:
+        panic("unreachable")
+}
+
+switch (payload).MimeType.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (11*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (payload).MimeType.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (11*4))) = int8(int32(1))
+utf830 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf830)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (13*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (12*4))) = uint32(uintptr(uintptr(utf830)))
+
+        
+default:
+        panic("unreachable")
+}
+
+        
+
+default:
+        panic("unreachable")
+}
+
+}
+
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (16+1*4))) = uint32(length33)
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), 16)) = uint32(uintptr(uintptr(result32)))
+
+switch (payload).Structured.Tag() {
 case witTypes.OptionNone:
         *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), (16+2*4))) = int8(int32(0))
 
         
 case witTypes.OptionSome:
-        payload := (payload).Cost.Some()
+        payload := (payload).Structured.Some()
         *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), (16+2*4))) = int8(int32(1))
-*(*float64)(unsafe.Add(unsafe.Pointer(exportReturnArea), (24+2*4))) = payload
+utf834 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf834)
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (16+4*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (16+3*4))) = uint32(uintptr(uintptr(utf834)))
+
+        
+default:
+        panic("unreachable")
+}
+
+switch (payload).Cost.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), (24+4*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (payload).Cost.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), (24+4*4))) = int8(int32(1))
+*(*float64)(unsafe.Add(unsafe.Pointer(exportReturnArea), (32+4*4))) = payload
 
         
 default:
@@ -254,31 +633,21 @@ default:
 
 switch (payload).Details.Tag() {
 case witTypes.OptionNone:
-        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), (32+2*4))) = int8(int32(0))
+        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), (40+4*4))) = int8(int32(0))
 
         
 case witTypes.OptionSome:
         payload := (payload).Details.Some()
-        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), (32+2*4))) = int8(int32(1))
-utf84 := unsafe.Pointer(unsafe.StringData(payload))
-pinner.Pin(utf84)
-*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (32+4*4))) = uint32(uint32(len(payload)))
-*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (32+3*4))) = uint32(uintptr(uintptr(utf84)))
+        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), (40+4*4))) = int8(int32(1))
+utf835 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf835)
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (40+6*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (40+5*4))) = uint32(uintptr(uintptr(utf835)))
 
         
 default:
         panic("unreachable")
 }
-
-        
-
-case gadget_plugin_types.Outcome_AskHuman:
-        payload := payload.AskHuman()
-        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 8)) = int8(int32(2))
-utf85 := unsafe.Pointer(unsafe.StringData(payload))
-pinner.Pin(utf85)
-*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (16+1*4))) = uint32(uint32(len(payload)))
-*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), 16)) = uint32(uintptr(uintptr(utf85)))
 
         
 
@@ -292,27 +661,27 @@ case witTypes.ResultErr:
         *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 0)) = int8(int32(1))
 
 switch payload.Tag() {
-case gadget_plugin_types.GadgetError_InvalidArguments:
+case gadget_plugin_0_3_0_types.GadgetError_InvalidArguments:
         payload := payload.InvalidArguments()
         *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 8)) = int8(int32(0))
-utf86 := unsafe.Pointer(unsafe.StringData(payload))
-pinner.Pin(utf86)
+utf836 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf836)
 *(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (8+2*4))) = uint32(uint32(len(payload)))
-*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (8+1*4))) = uint32(uintptr(uintptr(utf86)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (8+1*4))) = uint32(uintptr(uintptr(utf836)))
 
         
 
-case gadget_plugin_types.GadgetError_Failed:
+case gadget_plugin_0_3_0_types.GadgetError_Failed:
         payload := payload.Failed()
         *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 8)) = int8(int32(1))
-utf87 := unsafe.Pointer(unsafe.StringData(payload))
-pinner.Pin(utf87)
+utf837 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf837)
 *(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (8+2*4))) = uint32(uint32(len(payload)))
-*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (8+1*4))) = uint32(uintptr(uintptr(utf87)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (8+1*4))) = uint32(uintptr(uintptr(utf837)))
 
         
 
-case gadget_plugin_types.GadgetError_Cancelled:
+case gadget_plugin_0_3_0_types.GadgetError_Cancelled:
         
         *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 8)) = int8(int32(2))
 
@@ -331,8 +700,752 @@ return exportReturnArea
         
 }
 
-//go:wasmexport cabi_post_gadget:plugin/gadget@0.2.0#invoke
-func wasm_export_post_return_gadget_plugin_gadget_invoke(result uintptr) {
+//go:wasmexport cabi_post_gadget:plugin/gadget@0.3.0#invoke
+func wasm_export_post_return_gadget_plugin_0_3_0_gadget_invoke(result uintptr) {
+        syncExportPinner.Unpin()
+}
+
+
+//go:wasmexport gadget:plugin/catalog@0.3.0#resources
+func wasm_export_gadget_plugin_0_3_0_catalog_resources() uintptr {
+        
+        pinner := &syncExportPinner
+        result := export_gadget_plugin_0_3_0_catalog.Resources()
+slice := result
+length := uint32(len(slice))
+result4 := witRuntime.Allocate(pinner, uintptr(length * (24+12*4)), 8)
+for index, element := range slice {
+        base := unsafe.Add(result4, index * (24+12*4))
+        utf8 := unsafe.Pointer(unsafe.StringData((element).Uri))
+pinner.Pin(utf8)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)) = uint32(uint32(len((element).Uri)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 0)) = uint32(uintptr(uintptr(utf8)))
+utf80 := unsafe.Pointer(unsafe.StringData((element).Name))
+pinner.Pin(utf80)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (3*4))) = uint32(uint32(len((element).Name)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2*4))) = uint32(uintptr(uintptr(utf80)))
+
+switch (element).Title.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (4*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (element).Title.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (4*4))) = int8(int32(1))
+utf81 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf81)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (6*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (5*4))) = uint32(uintptr(uintptr(utf81)))
+
+        
+default:
+        panic("unreachable")
+}
+
+switch (element).Description.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (7*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (element).Description.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (7*4))) = int8(int32(1))
+utf82 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf82)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (9*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (8*4))) = uint32(uintptr(uintptr(utf82)))
+
+        
+default:
+        panic("unreachable")
+}
+
+switch (element).MimeType.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (10*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (element).MimeType.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (10*4))) = int8(int32(1))
+utf83 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf83)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (12*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (11*4))) = uint32(uintptr(uintptr(utf83)))
+
+        
+default:
+        panic("unreachable")
+}
+
+switch (element).Size.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (8+12*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (element).Size.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (8+12*4))) = int8(int32(1))
+*(*int64)(unsafe.Add(unsafe.Pointer(base), (16+12*4))) = int64(payload)
+
+        
+default:
+        panic("unreachable")
+}
+
+}
+
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), 4)) = uint32(length)
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), 0)) = uint32(uintptr(uintptr(result4)))
+return exportReturnArea
+
+        
+}
+
+//go:wasmexport cabi_post_gadget:plugin/catalog@0.3.0#resources
+func wasm_export_post_return_gadget_plugin_0_3_0_catalog_resources(result uintptr) {
+        syncExportPinner.Unpin()
+}
+
+
+//go:wasmexport gadget:plugin/catalog@0.3.0#resource-templates
+func wasm_export_gadget_plugin_0_3_0_catalog_resource_templates() uintptr {
+        
+        pinner := &syncExportPinner
+        result := export_gadget_plugin_0_3_0_catalog.ResourceTemplates()
+slice := result
+length := uint32(len(slice))
+result4 := witRuntime.Allocate(pinner, uintptr(length * (13*4)), 4)
+for index, element := range slice {
+        base := unsafe.Add(result4, index * (13*4))
+        utf8 := unsafe.Pointer(unsafe.StringData((element).UriTemplate))
+pinner.Pin(utf8)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)) = uint32(uint32(len((element).UriTemplate)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 0)) = uint32(uintptr(uintptr(utf8)))
+utf80 := unsafe.Pointer(unsafe.StringData((element).Name))
+pinner.Pin(utf80)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (3*4))) = uint32(uint32(len((element).Name)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2*4))) = uint32(uintptr(uintptr(utf80)))
+
+switch (element).Title.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (4*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (element).Title.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (4*4))) = int8(int32(1))
+utf81 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf81)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (6*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (5*4))) = uint32(uintptr(uintptr(utf81)))
+
+        
+default:
+        panic("unreachable")
+}
+
+switch (element).Description.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (7*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (element).Description.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (7*4))) = int8(int32(1))
+utf82 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf82)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (9*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (8*4))) = uint32(uintptr(uintptr(utf82)))
+
+        
+default:
+        panic("unreachable")
+}
+
+switch (element).MimeType.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (10*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (element).MimeType.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (10*4))) = int8(int32(1))
+utf83 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf83)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (12*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (11*4))) = uint32(uintptr(uintptr(utf83)))
+
+        
+default:
+        panic("unreachable")
+}
+
+}
+
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), 4)) = uint32(length)
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), 0)) = uint32(uintptr(uintptr(result4)))
+return exportReturnArea
+
+        
+}
+
+//go:wasmexport cabi_post_gadget:plugin/catalog@0.3.0#resource-templates
+func wasm_export_post_return_gadget_plugin_0_3_0_catalog_resource_templates(result uintptr) {
+        syncExportPinner.Unpin()
+}
+
+
+//go:wasmexport gadget:plugin/catalog@0.3.0#prompts
+func wasm_export_gadget_plugin_0_3_0_catalog_prompts() uintptr {
+        
+        pinner := &syncExportPinner
+        result := export_gadget_plugin_0_3_0_catalog.Prompts()
+slice10 := result
+length12 := uint32(len(slice10))
+result11 := witRuntime.Allocate(pinner, uintptr(length12 * (10*4)), 4)
+for index, element := range slice10 {
+        base := unsafe.Add(result11, index * (10*4))
+        utf8 := unsafe.Pointer(unsafe.StringData((element).Name))
+pinner.Pin(utf8)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)) = uint32(uint32(len((element).Name)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 0)) = uint32(uintptr(uintptr(utf8)))
+
+switch (element).Title.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (2*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (element).Title.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (2*4))) = int8(int32(1))
+utf80 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf80)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (4*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (3*4))) = uint32(uintptr(uintptr(utf80)))
+
+        
+default:
+        panic("unreachable")
+}
+
+switch (element).Description.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (5*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (element).Description.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (5*4))) = int8(int32(1))
+utf81 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf81)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (7*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (6*4))) = uint32(uintptr(uintptr(utf81)))
+
+        
+default:
+        panic("unreachable")
+}
+slice7 := (element).Arguments
+length9 := uint32(len(slice7))
+result8 := witRuntime.Allocate(pinner, uintptr(length9 * (8*4)), 4)
+for index, element := range slice7 {
+        base := unsafe.Add(result8, index * (8*4))
+        utf82 := unsafe.Pointer(unsafe.StringData((element).Name))
+pinner.Pin(utf82)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)) = uint32(uint32(len((element).Name)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 0)) = uint32(uintptr(uintptr(utf82)))
+
+switch (element).Description.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (2*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (element).Description.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (2*4))) = int8(int32(1))
+utf83 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf83)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (4*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (3*4))) = uint32(uintptr(uintptr(utf83)))
+
+        
+default:
+        panic("unreachable")
+}
+var result4 int32
+if (element).Required {
+        result4 = 1
+} else {
+        result4 = 0
+}
+*(*int8)(unsafe.Add(unsafe.Pointer(base), (5*4))) = int8(result4)
+slice := (element).Examples
+length := uint32(len(slice))
+result6 := witRuntime.Allocate(pinner, uintptr(length * (2*4)), 4)
+for index, element := range slice {
+        base := unsafe.Add(result6, index * (2*4))
+        utf85 := unsafe.Pointer(unsafe.StringData(element))
+pinner.Pin(utf85)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)) = uint32(uint32(len(element)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 0)) = uint32(uintptr(uintptr(utf85)))
+
+}
+
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (7*4))) = uint32(length)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (6*4))) = uint32(uintptr(uintptr(result6)))
+
+}
+
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (9*4))) = uint32(length9)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (8*4))) = uint32(uintptr(uintptr(result8)))
+
+}
+
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), 4)) = uint32(length12)
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), 0)) = uint32(uintptr(uintptr(result11)))
+return exportReturnArea
+
+        
+}
+
+//go:wasmexport cabi_post_gadget:plugin/catalog@0.3.0#prompts
+func wasm_export_post_return_gadget_plugin_0_3_0_catalog_prompts(result uintptr) {
+        syncExportPinner.Unpin()
+}
+
+
+//go:wasmexport gadget:plugin/catalog@0.3.0#read-resource
+func wasm_export_gadget_plugin_0_3_0_catalog_read_resource(arg0 uintptr, arg1 uint32) uintptr {
+        
+        pinner := &syncExportPinner
+        value := unsafe.String((*uint8)(unsafe.Pointer(arg0)), arg1)
+witRuntime.Unpin()
+result := export_gadget_plugin_0_3_0_catalog.ReadResource(value)
+
+switch result.Tag() {
+case witTypes.ResultOk:
+        payload := result.Ok()
+        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 0)) = int8(int32(0))
+slice := payload
+length := uint32(len(slice))
+result2 := witRuntime.Allocate(pinner, uintptr(length * (8*4)), 4)
+for index, element := range slice {
+        base := unsafe.Add(result2, index * (8*4))
+        utf8 := unsafe.Pointer(unsafe.StringData((element).Uri))
+pinner.Pin(utf8)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)) = uint32(uint32(len((element).Uri)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 0)) = uint32(uintptr(uintptr(utf8)))
+
+switch (element).MimeType.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (2*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (element).MimeType.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (2*4))) = int8(int32(1))
+utf80 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf80)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (4*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (3*4))) = uint32(uintptr(uintptr(utf80)))
+
+        
+default:
+        panic("unreachable")
+}
+
+switch (element).Body.Tag() {
+case gadget_plugin_0_3_0_types.ResourceBody_Text:
+        payload := (element).Body.Text()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (5*4))) = int8(int32(0))
+utf81 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf81)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (7*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (6*4))) = uint32(uintptr(uintptr(utf81)))
+
+        
+
+case gadget_plugin_0_3_0_types.ResourceBody_Blob:
+        payload := (element).Body.Blob()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (5*4))) = int8(int32(1))
+data := unsafe.Pointer(unsafe.SliceData(payload))
+pinner.Pin(data)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (7*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (6*4))) = uint32(uintptr(uintptr(data)))
+
+        
+
+default:
+        panic("unreachable")
+}
+
+}
+
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (2*4))) = uint32(length)
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), 4)) = uint32(uintptr(uintptr(result2)))
+
+        
+case witTypes.ResultErr:
+        payload := result.Err()
+        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 0)) = int8(int32(1))
+
+switch payload.Tag() {
+case gadget_plugin_0_3_0_catalog.ReadError_NotFound:
+        
+        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 4)) = int8(int32(0))
+
+        
+
+case gadget_plugin_0_3_0_catalog.ReadError_Failed:
+        payload := payload.Failed()
+        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 4)) = int8(int32(1))
+utf83 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf83)
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (3*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (2*4))) = uint32(uintptr(uintptr(utf83)))
+
+        
+
+default:
+        panic("unreachable")
+}
+
+        
+default:
+        panic("unreachable")
+}
+return exportReturnArea
+
+        
+}
+
+//go:wasmexport cabi_post_gadget:plugin/catalog@0.3.0#read-resource
+func wasm_export_post_return_gadget_plugin_0_3_0_catalog_read_resource(result uintptr) {
+        syncExportPinner.Unpin()
+}
+
+
+//go:wasmexport gadget:plugin/catalog@0.3.0#get-prompt
+func wasm_export_gadget_plugin_0_3_0_catalog_get_prompt(arg0 uintptr, arg1 uint32, arg2 uintptr, arg3 uint32) uintptr {
+        
+        pinner := &syncExportPinner
+        value := unsafe.String((*uint8)(unsafe.Pointer(arg0)), arg1)
+result := make([]witTypes.Tuple2[string, string], 0, arg3)
+for index := 0; index < int(arg3); index++ {
+        base := unsafe.Add(unsafe.Pointer(arg2), index * (4*4))
+        value0 := unsafe.String((*uint8)(unsafe.Pointer(uintptr(*(*uint32)(unsafe.Add(unsafe.Pointer(base), 0))))), *(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)))
+value1 := unsafe.String((*uint8)(unsafe.Pointer(uintptr(*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2*4)))))), *(*uint32)(unsafe.Add(unsafe.Pointer(base), (3*4))))
+
+        result = append(result, witTypes.Tuple2[string, string]{F0: value0, F1: value1})
+}
+
+witRuntime.Unpin()
+result2 := export_gadget_plugin_0_3_0_catalog.GetPrompt(value, result)
+
+switch result2.Tag() {
+case witTypes.ResultOk:
+        payload := result2.Ok()
+        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 0)) = int8(int32(0))
+
+switch (payload).Description.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 4)) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (payload).Description.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 4)) = int8(int32(1))
+utf8 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf8)
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (3*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (2*4))) = uint32(uintptr(uintptr(utf8)))
+
+        
+default:
+        panic("unreachable")
+}
+slice := (payload).Messages
+length := uint32(len(slice))
+result16 := witRuntime.Allocate(pinner, uintptr(length * (15*4)), 4)
+for index, element := range slice {
+        base := unsafe.Add(result16, index * (15*4))
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), 0)) = int8(int32((element).Role))
+
+switch (element).Content.Tag() {
+case gadget_plugin_0_3_0_types.Content_Text:
+        payload := (element).Content.Text()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), 4)) = int8(int32(0))
+utf83 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf83)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (3*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2*4))) = uint32(uintptr(uintptr(utf83)))
+
+        
+
+case gadget_plugin_0_3_0_types.Content_Image:
+        payload := (element).Content.Image()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), 4)) = int8(int32(1))
+utf84 := unsafe.Pointer(unsafe.StringData((payload).MimeType))
+pinner.Pin(utf84)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (3*4))) = uint32(uint32(len((payload).MimeType)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2*4))) = uint32(uintptr(uintptr(utf84)))
+data := unsafe.Pointer(unsafe.SliceData((payload).Data))
+pinner.Pin(data)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (5*4))) = uint32(uint32(len((payload).Data)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (4*4))) = uint32(uintptr(uintptr(data)))
+
+        
+
+case gadget_plugin_0_3_0_types.Content_Audio:
+        payload := (element).Content.Audio()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), 4)) = int8(int32(2))
+utf85 := unsafe.Pointer(unsafe.StringData((payload).MimeType))
+pinner.Pin(utf85)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (3*4))) = uint32(uint32(len((payload).MimeType)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2*4))) = uint32(uintptr(uintptr(utf85)))
+data6 := unsafe.Pointer(unsafe.SliceData((payload).Data))
+pinner.Pin(data6)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (5*4))) = uint32(uint32(len((payload).Data)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (4*4))) = uint32(uintptr(uintptr(data6)))
+
+        
+
+case gadget_plugin_0_3_0_types.Content_Resource:
+        payload := (element).Content.Resource()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), 4)) = int8(int32(3))
+utf87 := unsafe.Pointer(unsafe.StringData((payload).Uri))
+pinner.Pin(utf87)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (3*4))) = uint32(uint32(len((payload).Uri)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2*4))) = uint32(uintptr(uintptr(utf87)))
+
+switch (payload).MimeType.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (4*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (payload).MimeType.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (4*4))) = int8(int32(1))
+utf88 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf88)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (6*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (5*4))) = uint32(uintptr(uintptr(utf88)))
+
+        
+default:
+        panic("unreachable")
+}
+
+switch (payload).Body.Tag() {
+case gadget_plugin_0_3_0_types.ResourceBody_Text:
+        payload := (payload).Body.Text()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (7*4))) = int8(int32(0))
+utf89 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf89)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (9*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (8*4))) = uint32(uintptr(uintptr(utf89)))
+
+        
+
+case gadget_plugin_0_3_0_types.ResourceBody_Blob:
+        payload := (payload).Body.Blob()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (7*4))) = int8(int32(1))
+data10 := unsafe.Pointer(unsafe.SliceData(payload))
+pinner.Pin(data10)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (9*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (8*4))) = uint32(uintptr(uintptr(data10)))
+
+        
+
+default:
+        panic("unreachable")
+}
+
+        
+
+case gadget_plugin_0_3_0_types.Content_ResourceLink:
+        payload := (element).Content.ResourceLink()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), 4)) = int8(int32(4))
+utf811 := unsafe.Pointer(unsafe.StringData((payload).Uri))
+pinner.Pin(utf811)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (3*4))) = uint32(uint32(len((payload).Uri)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2*4))) = uint32(uintptr(uintptr(utf811)))
+utf812 := unsafe.Pointer(unsafe.StringData((payload).Name))
+pinner.Pin(utf812)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (5*4))) = uint32(uint32(len((payload).Name)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (4*4))) = uint32(uintptr(uintptr(utf812)))
+
+switch (payload).Title.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (6*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (payload).Title.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (6*4))) = int8(int32(1))
+utf813 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf813)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (8*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (7*4))) = uint32(uintptr(uintptr(utf813)))
+
+        
+default:
+        panic("unreachable")
+}
+
+switch (payload).Description.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (9*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (payload).Description.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (9*4))) = int8(int32(1))
+utf814 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf814)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (11*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (10*4))) = uint32(uintptr(uintptr(utf814)))
+
+        
+default:
+        panic("unreachable")
+}
+
+switch (payload).MimeType.Tag() {
+case witTypes.OptionNone:
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (12*4))) = int8(int32(0))
+
+        
+case witTypes.OptionSome:
+        payload := (payload).MimeType.Some()
+        *(*int8)(unsafe.Add(unsafe.Pointer(base), (12*4))) = int8(int32(1))
+utf815 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf815)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (14*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), (13*4))) = uint32(uintptr(uintptr(utf815)))
+
+        
+default:
+        panic("unreachable")
+}
+
+        
+
+default:
+        panic("unreachable")
+}
+
+}
+
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (5*4))) = uint32(length)
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (4*4))) = uint32(uintptr(uintptr(result16)))
+
+        
+case witTypes.ResultErr:
+        payload := result2.Err()
+        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 0)) = int8(int32(1))
+
+switch payload.Tag() {
+case gadget_plugin_0_3_0_types.GadgetError_InvalidArguments:
+        payload := payload.InvalidArguments()
+        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 4)) = int8(int32(0))
+utf817 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf817)
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (3*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (2*4))) = uint32(uintptr(uintptr(utf817)))
+
+        
+
+case gadget_plugin_0_3_0_types.GadgetError_Failed:
+        payload := payload.Failed()
+        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 4)) = int8(int32(1))
+utf818 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf818)
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (3*4))) = uint32(uint32(len(payload)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (2*4))) = uint32(uintptr(uintptr(utf818)))
+
+        
+
+case gadget_plugin_0_3_0_types.GadgetError_Cancelled:
+        
+        *(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 4)) = int8(int32(2))
+
+        
+
+default:
+        panic("unreachable")
+}
+
+        
+default:
+        panic("unreachable")
+}
+return exportReturnArea
+
+        
+}
+
+//go:wasmexport cabi_post_gadget:plugin/catalog@0.3.0#get-prompt
+func wasm_export_post_return_gadget_plugin_0_3_0_catalog_get_prompt(result uintptr) {
+        syncExportPinner.Unpin()
+}
+
+
+//go:wasmexport gadget:plugin/catalog@0.3.0#complete
+func wasm_export_gadget_plugin_0_3_0_catalog_complete(arg0 int32, arg1 uintptr, arg2 uint32, arg3 uintptr, arg4 uint32, arg5 uintptr, arg6 uint32, arg7 uintptr, arg8 uint32) uintptr {
+        
+        pinner := &syncExportPinner
+        var variant gadget_plugin_0_3_0_catalog.CompletionRef
+switch arg0 {
+case 0:
+        value := unsafe.String((*uint8)(unsafe.Pointer(arg1)), arg2)
+
+        variant = gadget_plugin_0_3_0_catalog.MakeCompletionRefPrompt(value)
+
+case 1:
+        value0 := unsafe.String((*uint8)(unsafe.Pointer(arg1)), arg2)
+
+        variant = gadget_plugin_0_3_0_catalog.MakeCompletionRefResource(value0)
+
+default:
+        panic("unreachable")
+}
+value1 := unsafe.String((*uint8)(unsafe.Pointer(arg3)), arg4)
+value2 := unsafe.String((*uint8)(unsafe.Pointer(arg5)), arg6)
+result := make([]witTypes.Tuple2[string, string], 0, arg8)
+for index := 0; index < int(arg8); index++ {
+        base := unsafe.Add(unsafe.Pointer(arg7), index * (4*4))
+        value3 := unsafe.String((*uint8)(unsafe.Pointer(uintptr(*(*uint32)(unsafe.Add(unsafe.Pointer(base), 0))))), *(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)))
+value4 := unsafe.String((*uint8)(unsafe.Pointer(uintptr(*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2*4)))))), *(*uint32)(unsafe.Add(unsafe.Pointer(base), (3*4))))
+
+        result = append(result, witTypes.Tuple2[string, string]{F0: value3, F1: value4})
+}
+
+witRuntime.Unpin()
+result5 := export_gadget_plugin_0_3_0_catalog.Complete(variant, value1, value2, result)
+slice := result5
+length := uint32(len(slice))
+result6 := witRuntime.Allocate(pinner, uintptr(length * (2*4)), 4)
+for index, element := range slice {
+        base := unsafe.Add(result6, index * (2*4))
+        utf8 := unsafe.Pointer(unsafe.StringData(element))
+pinner.Pin(utf8)
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)) = uint32(uint32(len(element)))
+*(*uint32)(unsafe.Add(unsafe.Pointer(base), 0)) = uint32(uintptr(uintptr(utf8)))
+
+}
+
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), 4)) = uint32(length)
+*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), 0)) = uint32(uintptr(uintptr(result6)))
+return exportReturnArea
+
+        
+}
+
+//go:wasmexport cabi_post_gadget:plugin/catalog@0.3.0#complete
+func wasm_export_post_return_gadget_plugin_0_3_0_catalog_complete(result uintptr) {
         syncExportPinner.Unpin()
 }
 

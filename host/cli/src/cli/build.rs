@@ -17,8 +17,8 @@ use gadget_runtime::manifest::Manifest;
 
 use super::new::Lang;
 
-/// The contract, by version: C, Go and JavaScript gadgets target 0.2.0,
-/// Python gadgets 0.3.0 (the SDK's worlds include them by version).
+/// The contract, by version: every SDK builds against 0.3.0; the SDK's
+/// worlds include the contract by version, so both versions are written.
 const WIT_0_2_0: &str = include_str!("../../../../wit/gadget@0.2.0/gadget.wit");
 const WIT_0_3_0: &str = include_str!("../../../../wit/gadget@0.3.0/gadget.wit");
 
@@ -484,7 +484,12 @@ fn build_go(dir: &Path, output: &Path) -> Result<()> {
     let module_dir = build_dir()?;
     let module = module_dir.path();
     copy_tree(&sdk.join("gen"), module)?;
-    for part in ["gopkg", "gadget", "export_gadget_plugin_gadget"] {
+    for part in [
+        "gopkg",
+        "gadget",
+        "export_gadget_plugin_0_3_0_gadget",
+        "export_gadget_plugin_0_3_0_catalog",
+    ] {
         copy_tree(&sdk.join(part), &module.join(part))?;
     }
     std::fs::create_dir_all(module.join("app"))?;
@@ -538,7 +543,7 @@ fn go_cache_dir() -> PathBuf {
 }
 
 /// A core module built against the SDK's WIT → a component of world
-/// `plugin-http` (the contract plus wasi:http's outgoing handler).
+/// `plugin-http-v3` (contract 0.3.0 plus wasi:http's outgoing handler).
 fn componentize(module: &mut Vec<u8>) -> Result<Vec<u8>> {
     let wit_dir = build_dir()?;
     write_sdk_wit(wit_dir.path())?;
@@ -547,7 +552,7 @@ fn componentize(module: &mut Vec<u8>) -> Result<Vec<u8>> {
         .push_dir(wit_dir.path())
         .map_err(|e| anyhow::anyhow!("{e:#}"))?;
     let world = resolve
-        .select_world(&[package], Some("plugin-http"))
+        .select_world(&[package], Some("plugin-http-v3"))
         .map_err(|e| anyhow::anyhow!("{e:#}"))?;
     wit_component::embed_component_metadata(
         module,

@@ -1,7 +1,8 @@
 //! Contract 0.3.0 through the SDKs, end to end: a Rust gadget
 //! (examples/palette, gadget-sdk), a Python gadget
-//! (examples/python-palette, the Python SDK) and a C gadget
-//! (examples/c-palette, the C SDK) that ask twice (a form, then a
+//! (examples/python-palette, the Python SDK), a C gadget
+//! (examples/c-palette, the C SDK) and a Go gadget (examples/go-palette,
+//! the Go SDK) that ask twice (a form, then a
 //! text question) and return an image, under `gadget run` (answers from a
 //! file), `gadget mcp` (the official Python MCP client answering
 //! elicitations mid-call) and `gadget serve` (protocol 2026-07-28: the call
@@ -20,7 +21,7 @@ use crate::mcp::run_client;
 use crate::serve::Server;
 
 /// The examples: plugin directory and the swatch gadget's name.
-fn examples() -> [(PathBuf, &'static str); 3] {
+fn examples() -> [(PathBuf, &'static str); 4] {
     common::guests();
     [
         (common::workspace().join("examples/palette"), "Swatch"),
@@ -31,6 +32,10 @@ fn examples() -> [(PathBuf, &'static str); 3] {
         (
             built(&common::workspace().join("examples/c-palette")),
             "CSwatch",
+        ),
+        (
+            built(&common::workspace().join("examples/go-palette")),
+            "GoSwatch",
         ),
     ]
 }
@@ -129,6 +134,7 @@ fn sdk_gadgets_report_progress_and_serve_their_catalog() {
         ("Blend", "palette", "paint"),
         ("PyBlend", "pypalette", "py-paint"),
         ("CBlend", "cpalette", "c-paint"),
+        ("GoBlend", "gopalette", "go-paint"),
     ]) {
         let out = Command::new(common::gadget_bin())
             .arg("--plugins")

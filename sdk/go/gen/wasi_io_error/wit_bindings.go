@@ -2,6 +2,7 @@
 //
 // This code was generated from the following packages:
 //     gadget:plugin@0.2.0
+//     gadget:plugin@0.3.0
 //     wasi:io@0.2.12
 //     wasi:clocks@0.2.12
 //     wasi:random@0.2.12

@@ -2,6 +2,7 @@
 //
 // This code was generated from the following packages:
 //     gadget:plugin@0.2.0
+//     gadget:plugin@0.3.0
 //     wasi:io@0.2.12
 //     wasi:clocks@0.2.12
 //     wasi:random@0.2.12
@@ -11,7 +12,7 @@
 //     wasi:http@0.2.12
 //     gadget:sdk@0.2.0
 
-package gadget_plugin_types
+package gadget_plugin_0_3_0_types
 
 import (
         witTypes "go.bytecodealliance.org/pkg/wit/types"
@@ -61,10 +62,152 @@ Exclusive bool
 MaxConcurrent witTypes.Option[uint32]
 }
 
+// Bytes with their media type (an image or a sound).
+type Media struct {
+        // The MIME type, such as `image/png` or `audio/wav`.
+MimeType string
+Data []uint8
+}
+
+const (
+ResourceBody_Text uint8 = 0
+ResourceBody_Blob uint8 = 1
+)
+
+// What a resource holds: text, or bytes.
+type ResourceBody struct {
+        tag uint8
+        value any
+}
+
+func (self ResourceBody) Tag() uint8 {
+        return self.tag
+}
+
+
+                            func (self ResourceBody) Text() string {
+        if self.tag != ResourceBody_Text {
+                panic("tag mismatch")
+        }
+        return self.value.(string)
+}
+
+                            func (self ResourceBody) Blob() []uint8 {
+        if self.tag != ResourceBody_Blob {
+                panic("tag mismatch")
+        }
+        return self.value.([]uint8)
+}
+
+func MakeResourceBodyText(value string) ResourceBody {
+        return ResourceBody{ResourceBody_Text, value}
+}
+func MakeResourceBodyBlob(value []uint8) ResourceBody {
+        return ResourceBody{ResourceBody_Blob, value}
+}
+
+
+
+// A resource's contents, named by its URI.
+type ResourceContents struct {
+        Uri string
+MimeType witTypes.Option[string]
+Body ResourceBody
+}
+
+// A pointer to a resource the client may read (`resources/read`)
+// rather than its contents.
+type ResourceLink struct {
+        Uri string
+Name string
+Title witTypes.Option[string]
+Description witTypes.Option[string]
+MimeType witTypes.Option[string]
+}
+
+const (
+Content_Text uint8 = 0
+Content_Image uint8 = 1
+Content_Audio uint8 = 2
+// A resource's contents, embedded in the result.
+Content_Resource uint8 = 3
+Content_ResourceLink uint8 = 4
+)
+
+// One part of a result. A model that cannot take a part's kind is
+// shown what it is (its type and size) instead.
+type Content struct {
+        tag uint8
+        value any
+}
+
+func (self Content) Tag() uint8 {
+        return self.tag
+}
+
+
+                            func (self Content) Text() string {
+        if self.tag != Content_Text {
+                panic("tag mismatch")
+        }
+        return self.value.(string)
+}
+
+                            func (self Content) Image() Media {
+        if self.tag != Content_Image {
+                panic("tag mismatch")
+        }
+        return self.value.(Media)
+}
+
+                            func (self Content) Audio() Media {
+        if self.tag != Content_Audio {
+                panic("tag mismatch")
+        }
+        return self.value.(Media)
+}
+
+                            func (self Content) Resource() ResourceContents {
+        if self.tag != Content_Resource {
+                panic("tag mismatch")
+        }
+        return self.value.(ResourceContents)
+}
+
+                            func (self Content) ResourceLink() ResourceLink {
+        if self.tag != Content_ResourceLink {
+                panic("tag mismatch")
+        }
+        return self.value.(ResourceLink)
+}
+
+func MakeContentText(value string) Content {
+        return Content{Content_Text, value}
+}
+func MakeContentImage(value Media) Content {
+        return Content{Content_Image, value}
+}
+func MakeContentAudio(value Media) Content {
+        return Content{Content_Audio, value}
+}
+func MakeContentResource(value ResourceContents) Content {
+        return Content{Content_Resource, value}
+}
+func MakeContentResourceLink(value ResourceLink) Content {
+        return Content{Content_ResourceLink, value}
+}
+
+
+
 // A successful result.
 type CallResult struct {
-        // The text the model sees as the result of the call.
-Result string
+        // What the model (or the MCP client) sees, in order. The host's
+// result limit covers the sum of the parts.
+Content []Content
+// The same result as a JSON value (text), for clients that read
+// structured output (MCP's `structuredContent`); must be valid
+// JSON, or the host drops it with a warning.
+Structured witTypes.Option[string]
 // What this call cost in US dollars, added to whatever the gadget
 // reported through `host.report-cost`. Must be finite and not
 // negative; the host refuses (and logs) anything else.
@@ -81,10 +224,6 @@ Outcome_Result uint8 = 0
 // current response still runs, and then the agent loop ends
 // (llmist's TaskCompletionSignal).
 Outcome_Finish uint8 = 1
-// The gadget needs a person to answer this question. The host's
-// human-input handler answers it, and the answer becomes the
-// call's result (llmist's HumanInputRequiredException).
-Outcome_AskHuman uint8 = 2
 )
 
 // How a call ended, when it did not fail.
@@ -112,21 +251,11 @@ func (self Outcome) Tag() uint8 {
         return self.value.(CallResult)
 }
 
-                            func (self Outcome) AskHuman() string {
-        if self.tag != Outcome_AskHuman {
-                panic("tag mismatch")
-        }
-        return self.value.(string)
-}
-
 func MakeOutcomeResult(value CallResult) Outcome {
         return Outcome{Outcome_Result, value}
 }
 func MakeOutcomeFinish(value CallResult) Outcome {
         return Outcome{Outcome_Finish, value}
-}
-func MakeOutcomeAskHuman(value string) Outcome {
-        return Outcome{Outcome_AskHuman, value}
 }
 
 

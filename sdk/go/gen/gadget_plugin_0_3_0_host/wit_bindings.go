@@ -2,6 +2,7 @@
 //
 // This code was generated from the following packages:
 //     gadget:plugin@0.2.0
+//     gadget:plugin@0.3.0
 //     wasi:io@0.2.12
 //     wasi:clocks@0.2.12
 //     wasi:random@0.2.12
@@ -11,24 +12,24 @@
 //     wasi:http@0.2.12
 //     gadget:sdk@0.2.0
 
-package gadget_plugin_host
+package gadget_plugin_0_3_0_host
 
 import (
-        "wit_component/gadget_plugin_types"
+        "wit_component/gadget_plugin_0_3_0_types"
 witRuntime "go.bytecodealliance.org/pkg/wit/runtime"
 witTypes "go.bytecodealliance.org/pkg/wit/types"
 "unsafe"
 "runtime"
 )
 
-type Level = gadget_plugin_types.Level
-type InvocationInfo = gadget_plugin_types.InvocationInfo
+type Level = gadget_plugin_0_3_0_types.Level
+type InvocationInfo = gadget_plugin_0_3_0_types.InvocationInfo
 
-//go:wasmimport gadget:plugin/host@0.2.0 log
+//go:wasmimport gadget:plugin/host@0.3.0 log
 func wasm_import_log(arg0 int32, arg1 uintptr, arg2 uint32, arg3 uintptr, arg4 uint32) 
 
 
-func Log(level gadget_plugin_types.Level, message string, fields string)  {
+func Log(level gadget_plugin_0_3_0_types.Level, message string, fields string)  {
         pinner := &runtime.Pinner{}
 defer pinner.Unpin()
 
@@ -41,7 +42,7 @@ wasm_import_log(int32(level), uintptr(utf8), uint32(len(message)), uintptr(utf80
 
 }
 
-//go:wasmimport gadget:plugin/host@0.2.0 report-cost
+//go:wasmimport gadget:plugin/host@0.3.0 report-cost
 func wasm_import_report_cost(arg0 float64) 
 
 
@@ -52,7 +53,7 @@ func ReportCost(usd float64)  {
 
 }
 
-//go:wasmimport gadget:plugin/host@0.2.0 progress
+//go:wasmimport gadget:plugin/host@0.3.0 progress
 func wasm_import_progress(arg0 uintptr, arg1 uint32) 
 
 
@@ -67,7 +68,55 @@ wasm_import_progress(uintptr(utf8), uint32(len(message)))
 
 }
 
-//go:wasmimport gadget:plugin/host@0.2.0 update
+//go:wasmimport gadget:plugin/host@0.3.0 report-progress
+func wasm_import_report_progress(arg0 float64, arg1 int32, arg2 float64, arg3 int32, arg4 uintptr, arg5 uint32) 
+
+
+func ReportProgress(done float64, total witTypes.Option[float64], message witTypes.Option[string])  {
+        pinner := &runtime.Pinner{}
+defer pinner.Unpin()
+
+        
+        var option int32
+var option0 float64
+switch total.Tag() {
+case witTypes.OptionNone:
+        
+        option = int32(0)
+option0 = 0
+case witTypes.OptionSome:
+        payload := total.Some()
+        
+        option = int32(1)
+option0 = payload
+default:
+        panic("unreachable")
+}
+var option1 int32
+var option2 uintptr
+var option3 uint32
+switch message.Tag() {
+case witTypes.OptionNone:
+        
+        option1 = int32(0)
+option2 = 0
+option3 = 0
+case witTypes.OptionSome:
+        payload := message.Some()
+        utf8 := unsafe.Pointer(unsafe.StringData(payload))
+pinner.Pin(utf8)
+
+        option1 = int32(1)
+option2 = uintptr(utf8)
+option3 = uint32(len(payload))
+default:
+        panic("unreachable")
+}
+wasm_import_report_progress(done, option, option0, option1, option2, option3)
+
+}
+
+//go:wasmimport gadget:plugin/host@0.3.0 update
 func wasm_import_update(arg0 uintptr, arg1 uint32, arg2 int32, arg3 uintptr, arg4 uint32) 
 
 
@@ -102,7 +151,7 @@ wasm_import_update(uintptr(utf8), uint32(len(partial)), option, option1, option2
 
 }
 
-//go:wasmimport gadget:plugin/host@0.2.0 cancelled
+//go:wasmimport gadget:plugin/host@0.3.0 cancelled
 func wasm_import_cancelled() int32
 
 
@@ -114,11 +163,11 @@ return (result != 0)
 
 }
 
-//go:wasmimport gadget:plugin/host@0.2.0 call-info
+//go:wasmimport gadget:plugin/host@0.3.0 call-info
 func wasm_import_call_info(arg0 uintptr) 
 
 
-func CallInfo() gadget_plugin_types.InvocationInfo {
+func CallInfo() gadget_plugin_0_3_0_types.InvocationInfo {
         pinner := &runtime.Pinner{}
 defer pinner.Unpin()
 
@@ -126,7 +175,7 @@ defer pinner.Unpin()
         wasm_import_call_info(returnArea)
 value := unsafe.String((*uint8)(unsafe.Pointer(uintptr(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), 0))))), *(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), 4)))
 value0 := unsafe.String((*uint8)(unsafe.Pointer(uintptr(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (2*4)))))), *(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (3*4))))
-result := gadget_plugin_types.InvocationInfo{InvocationId: value, GadgetName: value0, TimeLeftMs: uint64(*(*int64)(unsafe.Add(unsafe.Pointer(returnArea), (4*4))))};
+result := gadget_plugin_0_3_0_types.InvocationInfo{InvocationId: value, GadgetName: value0, TimeLeftMs: uint64(*(*int64)(unsafe.Add(unsafe.Pointer(returnArea), (4*4))))};
 return result
 
 }

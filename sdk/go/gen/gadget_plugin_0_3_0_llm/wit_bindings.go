@@ -2,6 +2,7 @@
 //
 // This code was generated from the following packages:
 //     gadget:plugin@0.2.0
+//     gadget:plugin@0.3.0
 //     wasi:io@0.2.12
 //     wasi:clocks@0.2.12
 //     wasi:random@0.2.12
@@ -11,7 +12,7 @@
 //     wasi:http@0.2.12
 //     gadget:sdk@0.2.0
 
-package gadget_plugin_llm
+package gadget_plugin_0_3_0_llm
 
 import (
         witRuntime "go.bytecodealliance.org/pkg/wit/runtime"
@@ -119,7 +120,7 @@ func MakeLlmErrorDeadline() LlmError {
 
 
 
-//go:wasmimport gadget:plugin/llm@0.2.0 complete
+//go:wasmimport gadget:plugin/llm@0.3.0 complete
 func wasm_import_complete(arg0 uintptr, arg1 uint32, arg2 int32, arg3 uintptr, arg4 uint32, arg5 int32, arg6 int32, arg7 int32, arg8 float32, arg9 uintptr) 
 
 

@@ -2,6 +2,7 @@
 //
 // This code was generated from the following packages:
 //     gadget:plugin@0.2.0
+//     gadget:plugin@0.3.0
 //     wasi:io@0.2.12
 //     wasi:clocks@0.2.12
 //     wasi:random@0.2.12
@@ -11,12 +12,12 @@
 //     wasi:http@0.2.12
 //     gadget:sdk@0.2.0
 
-package gadget_plugin_gadget
+package gadget_plugin_0_3_0_gadget
 
 import (
-        "wit_component/gadget_plugin_types"
+        "wit_component/gadget_plugin_0_3_0_types"
 )
 
-type GadgetSpec = gadget_plugin_types.GadgetSpec
-type Outcome = gadget_plugin_types.Outcome
-type GadgetError = gadget_plugin_types.GadgetError
+type GadgetSpec = gadget_plugin_0_3_0_types.GadgetSpec
+type Outcome = gadget_plugin_0_3_0_types.Outcome
+type GadgetError = gadget_plugin_0_3_0_types.GadgetError

@@ -123,7 +123,7 @@ fn oauth_spec(name: &str, url: &str, policy: Option<&OAuthPolicy>) -> Result<OAu
                 "MCP server '{server}' asks for authorization: open this address in a browser and approve (waiting up to {} s):\n  {url}",
                 gadget_mcp::upstream::AUTHORIZATION_WAIT.as_secs()
             );
-        }) as Arc<dyn Fn(&str, &str) + Send + Sync>)
+        }) as Arc<gadget_mcp::upstream::ShowFn>)
     });
     Ok(OAuthSpec {
         client_id: policy.client_id.clone(),

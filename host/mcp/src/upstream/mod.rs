@@ -37,7 +37,7 @@ pub use connection::{
 };
 pub use oauth::{
     AUTHORIZATION_PROBE_TIMEOUT, AUTHORIZATION_WAIT, Authorizer, CLIENT_NAME, MAX_AUTHORIZATIONS,
-    MAX_CALLBACK_REQUEST_BYTES, OAuthSpec, ShowAuthorization,
+    MAX_CALLBACK_REQUEST_BYTES, OAuthSpec, ShowAuthorization, ShowFn,
 };
 pub use sampling::Sampling;
 pub use spec::{DEFAULT_CALL_TIMEOUT, ORIGIN_PREFIX, Transport, UpstreamSpec, changes};

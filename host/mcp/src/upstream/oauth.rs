@@ -51,7 +51,10 @@ const CALLBACK_PATH: &str = "/callback";
 /// terminal); without one, a server that needs a person fails, naming
 /// `gadget login`.
 #[derive(Clone)]
-pub struct ShowAuthorization(pub Arc<dyn Fn(&str, &str) + Send + Sync>);
+pub struct ShowAuthorization(pub Arc<ShowFn>);
+
+/// Takes the server's name and the authorization URL.
+pub type ShowFn = dyn Fn(&str, &str) + Send + Sync;
 
 impl std::fmt::Debug for ShowAuthorization {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

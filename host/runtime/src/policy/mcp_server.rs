@@ -108,6 +108,34 @@ pub fn oauth_token_dir() -> Option<PathBuf> {
     Some(state.join("oauth"))
 }
 
+/// Checks a server's `oauth` table: where the refusal is, and why.
+fn check_oauth(server: &McpServerPolicy) -> Result<(), (&'static str, String)> {
+    let Some(oauth) = &server.oauth else {
+        return Ok(());
+    };
+    if server.url.is_none() || server.bearer_token_env.is_some() {
+        return Err((
+            ".oauth",
+            "OAuth is for a url server without bearer-token-env".into(),
+        ));
+    }
+    if oauth.client_secret_env.is_some() && oauth.client_id.is_none() {
+        return Err((
+            ".oauth.client-secret-env",
+            "a secret belongs to a client-id registered out of band".into(),
+        ));
+    }
+    if let Some(url) = &oauth.client_metadata_url
+        && !url.starts_with("https://")
+    {
+        return Err((
+            ".oauth.client-metadata-url",
+            format!("'{url}' is not an https:// URL"),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks each `[mcp-servers.NAME]`; relative directories become relative
 /// to `base` (the policy file's directory).
 pub(super) fn check(
@@ -150,28 +178,7 @@ pub(super) fn check(
                 "env and dir are for a command (stdio), not a url".into(),
             ));
         }
-        if let Some(oauth) = &server.oauth {
-            if server.url.is_none() || server.bearer_token_env.is_some() {
-                return Err(at(
-                    ".oauth",
-                    "OAuth is for a url server without bearer-token-env".into(),
-                ));
-            }
-            if oauth.client_secret_env.is_some() && oauth.client_id.is_none() {
-                return Err(at(
-                    ".oauth.client-secret-env",
-                    "a secret belongs to a client-id registered out of band".into(),
-                ));
-            }
-            if let Some(url) = &oauth.client_metadata_url
-                && !url.starts_with("https://")
-            {
-                return Err(at(
-                    ".oauth.client-metadata-url",
-                    format!("'{url}' is not an https:// URL"),
-                ));
-            }
-        }
+        check_oauth(server).map_err(|(field, e)| at(field, e))?;
         if server.command.is_some() && server.bearer_token_env.is_some() {
             return Err(at(
                 ".bearer-token-env",

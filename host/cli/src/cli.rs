@@ -123,6 +123,14 @@ fn init_tracing(verbose: u8, quiet: bool, format: LogFormat, serving: bool) {
         2 => "debug",
         _ => "trace",
     };
+    // rmcp's transport worker logs its end as an ERROR, the expected first
+    // 401 of a server that asks for OAuth included; the host says itself
+    // why an upstream server failed, so that line is kept for -vv.
+    let default = if verbose < 2 {
+        format!("{default},rmcp::transport::worker=off")
+    } else {
+        default.to_string()
+    };
     let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     // wasmtime-wasi logs guest data below warn: raw stdout bytes at debug,

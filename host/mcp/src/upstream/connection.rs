@@ -552,13 +552,14 @@ impl Upstream {
                     let seen = authorizer.generation();
                     match connect(handler.clone(), url, bearer.as_deref(), authorizer).await {
                         Ok(running) => return Ok((running, None)),
-                        Err((why, Some(challenge)))
+                        Err((_, Some(challenge)))
                             if bearer.is_none() && authorizations < MAX_AUTHORIZATIONS =>
                         {
                             authorizations += 1;
-                            authorizer.authorize(&challenge, seen).await.map_err(|e| {
-                                format!("{url} asks for authorization ({why}); {e}")
-                            })?;
+                            authorizer
+                                .authorize(&challenge, seen)
+                                .await
+                                .map_err(|e| format!("{url} asks for OAuth authorization; {e}"))?;
                         }
                         Err((why, _)) => return Err(why),
                     }

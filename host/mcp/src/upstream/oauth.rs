@@ -194,7 +194,7 @@ impl Authorizer {
         let manager = self
             .authorization(challenge, unique)
             .await
-            .map_err(|e| format!("authorizing with its authorization server: {e}"))?;
+            .map_err(|e| format!("authorizing: {e}"))?;
         *self.client.auth_manager.lock().await = manager;
         self.authorized.store(true, Ordering::Release);
         self.generation.fetch_add(1, Ordering::AcqRel);
@@ -285,8 +285,8 @@ impl Authorizer {
         }
         let Some(person) = &self.spec.person else {
             return Err(format!(
-                "its authorization server wants a person to approve gadget-host; \
-                 run `gadget login {}` on a terminal first (the tokens are kept for later runs)",
+                "a person must approve gadget-host at its authorization server: \
+                 run `gadget login {}` on a terminal (the tokens are kept for later runs)",
                 self.server
             ));
         };

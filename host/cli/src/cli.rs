@@ -117,7 +117,10 @@ const GUEST_DATA_TARGETS: [&str; 3] = ["wasmtime_wasi", "wasmtime_wasi_http", "w
 fn init_tracing(verbose: u8, quiet: bool, format: LogFormat, serving: bool) {
     let default = match verbose {
         0 if quiet => "error",
-        0 if serving => "info",
+        // A server logs its start, reloads, drain and errors; each call's
+        // record is the journal's and the spans' (rmcp logs three INFO
+        // lines per request, one of them the client's parameters).
+        0 if serving => "info,rmcp=warn",
         0 => "warn",
         1 => "info",
         2 => "debug",
@@ -148,11 +151,31 @@ fn init_tracing(verbose: u8, quiet: bool, format: LogFormat, serving: bool) {
         // Colour codes only for a person at a terminal, not in a log file.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false);
+    JSON_LOGS.store(
+        matches!(format, LogFormat::Json),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         // A log collector filters by target (`gadget` for gadgets' logs).
         LogFormat::Json => builder.with_target(true).json().try_init(),
     };
+}
+
+/// Set when logs are JSON (`--log-format json`): then what a server says
+/// to its operator is a log record too, never a plain line among them.
+static JSON_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A line for the operator of a server: plain on stderr, or an INFO (an
+/// ERROR when `error`) record when logs are JSON.
+pub(crate) fn tell_operator(message: &str, error: bool) {
+    if !JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("{message}");
+    } else if error {
+        tracing::error!("{message}");
+    } else {
+        tracing::info!("{message}");
+    }
 }
 
 /// The policy as the command line makes it: the file's, then `--grant`,

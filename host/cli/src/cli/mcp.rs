@@ -72,7 +72,7 @@ pub async fn mcp(
     let key = match gadget_mcp::approval::ApprovalKey::from_env() {
         Ok(key) => key,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::cli::tell_operator(&format!("error: {e}"), true);
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
@@ -154,12 +154,15 @@ pub async fn serve(
             Ok(raw) => match gadget_mcp::http::BearerToken::new(&raw) {
                 Ok(token) => Some(token),
                 Err(e) => {
-                    eprintln!("error: --auth-token-env {var}: {e}");
+                    crate::cli::tell_operator(&format!("error: --auth-token-env {var}: {e}"), true);
                     return Ok(ExitCode::from(EXIT_BAD_INPUT));
                 }
             },
             Err(_) => {
-                eprintln!("error: --auth-token-env {var}: the variable is not set");
+                crate::cli::tell_operator(
+                    &format!("error: --auth-token-env {var}: the variable is not set"),
+                    true,
+                );
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             }
         },
@@ -178,7 +181,7 @@ pub async fn serve(
         approval_key: match gadget_mcp::approval::ApprovalKey::from_env() {
             Ok(key) => key,
             Err(e) => {
-                eprintln!("error: {e}");
+                crate::cli::tell_operator(&format!("error: {e}"), true);
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             }
         },
@@ -188,16 +191,21 @@ pub async fn serve(
         options,
         tokio_util::sync::CancellationToken::new(),
         Some(reload),
-        |addr| eprintln!("serving {gadgets} gadgets over MCP at http://{addr}/mcp (health /healthz, metrics /metrics)"),
+        |addr| {
+            crate::cli::tell_operator(
+                &format!("serving {gadgets} gadgets over MCP at http://{addr}/mcp (health /healthz, metrics /metrics)"),
+                false,
+            )
+        },
     )
     .await;
     match served {
         Ok(()) => {
-            eprintln!("stopped");
+            crate::cli::tell_operator("stopped", false);
             Ok(ExitCode::SUCCESS)
         }
         Err(e @ gadget_mcp::http::ServeError::Unauthenticated(_)) => {
-            eprintln!("error: {e}");
+            crate::cli::tell_operator(&format!("error: {e}"), true);
             Ok(ExitCode::from(EXIT_BAD_INPUT))
         }
         Err(e) => Err(e.into()),

@@ -13,6 +13,7 @@ mod containment;
 mod content;
 mod executor;
 mod first_hour;
+mod first_hour_again;
 mod gates;
 mod hostile;
 mod http_grants;

@@ -77,10 +77,29 @@ def check_manifests(uid):
                 fail(f"{path.name}: runAsNonRoot needs runAsUser: {uid}, the image's numeric USER")
             container = pod["spec"]["containers"][0]
             ports = {p["containerPort"]: p.get("name") for p in container.get("ports", [])}
+            check_rollout(path.name, pod["spec"], container)
             scrape = pod["metadata"].get("annotations", {}).get("prometheus.io/port")
             if scrape is not None and int(scrape) not in ports:
                 fail(f"{path.name}: prometheus.io/port {scrape} is not a container port ({sorted(ports)})")
             yield doc, container
+
+
+def check_rollout(name, spec, container):
+    """A rolling update loses no call: the pod keeps serving while the
+    Service and the proxies stop sending to it (a preStop pause of at least
+    two readiness periods, before SIGTERM starts the drain), and the grace
+    period covers the pause, the drain and a margin."""
+    pause = container.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds")
+    readiness = container.get("readinessProbe", {}).get("periodSeconds", 10)
+    if pause is None or pause < 2 * readiness:
+        fail(f"{name}: no preStop sleep of at least {2 * readiness} s (two readiness periods): "
+             "a Service keeps sending to a pod that already refuses calls while it drains")
+    drain_ms = next((int(a.split("=", 1)[1]) for a in container.get("args", [])
+                     if a.startswith("--drain-timeout=")), 30000)
+    grace = spec.get("terminationGracePeriodSeconds", 30)
+    if grace < pause + drain_ms / 1000 + 5:
+        fail(f"{name}: terminationGracePeriodSeconds {grace} does not cover the preStop pause "
+             f"({pause} s), the drain ({drain_ms / 1000:g} s) and a 5 s margin")
 
 
 def free_port():

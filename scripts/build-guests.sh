@@ -7,14 +7,18 @@ cd "$(dirname "$0")/.."
 
 target_dir="${CARGO_TARGET_DIR:-target}"
 packages=()
+# A plugin copied into plugins/ that is not a workspace member (another
+# language, or a Rust one with its own [workspace]) is built by `gadget
+# build`, not here.
+member() { [ -f "$1/Cargo.toml" ] && ! grep -q '^\[workspace\]' "$1/Cargo.toml"; }
 for dir in plugins/*/ examples/hello-gadget/ examples/palette/ tests/fixtures/*/; do
-    [ -f "$dir/Cargo.toml" ] || continue
+    member "$dir" || continue
     packages+=(-p "$(sed -n 's/^name = "\(.*\)"/\1/p' "$dir/Cargo.toml" | head -1)")
 done
 cargo build --quiet --target wasm32-wasip2 --profile guest "${packages[@]}"
 
 for dir in plugins/*/ examples/hello-gadget/ examples/palette/; do
-    [ -f "$dir/plugin.toml" ] || continue
+    [ -f "$dir/plugin.toml" ] && member "$dir" || continue
     crate="$(sed -n 's/^name = "\(.*\)"/\1/p' "$dir/Cargo.toml" | head -1)"
     component="$(sed -n 's/^component = "\(.*\)"/\1/p' "$dir/plugin.toml" | head -1)"
     cp "$target_dir/wasm32-wasip2/guest/${crate//-/_}.wasm" "$dir/$component"

@@ -26,7 +26,10 @@ fn call_calculator(port: u16) {
     .unwrap();
     let mut answer = String::new();
     let _ = stream.read_to_string(&mut answer);
-    assert!(answer.contains("\"3\"") || answer.contains(": 3"), "{answer}");
+    assert!(
+        answer.contains("\"3\"") || answer.contains(": 3"),
+        "{answer}"
+    );
 }
 
 /// `gadget serve` at its default level, with `format`, through three
@@ -87,4 +90,65 @@ fn serve_logs_its_start_and_stop_not_each_call() {
     }
     assert!(json.contains("serving "), "{json}");
     assert!(!json.contains("serve_inner"), "{json}");
+}
+
+/// Removes the directories it names when the test ends, however it ends.
+struct Removed(Vec<std::path::PathBuf>);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        for dir in &self.0 {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// What the Dockerfile invites: plugins made by `gadget new` copied into
+/// the checkout's plugins/, a Python one and a Rust one (with its own
+/// `[workspace]`). Cargo at the root still works (it took every folder of
+/// plugins/ as a member), and the guest build skips what is not a member.
+#[test]
+fn any_plugin_copied_into_plugins_leaves_cargo_working() {
+    let root = common::workspace();
+    let tag = std::process::id();
+    let python = root.join(format!("plugins/copied-python-{tag}"));
+    let rust = root.join(format!("plugins/copied-rust-{tag}"));
+    let _removed = Removed(vec![python.clone(), rust.clone()]);
+    for (dir, lang) in [(&python, "python"), (&rust, "rust")] {
+        let out = Command::new(common::gadget_bin())
+            .args(["new", "copied", "--lang", lang, "--dir"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let metadata = Command::new("cargo")
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--manifest-path",
+        ])
+        .arg(root.join("Cargo.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        metadata.status.success(),
+        "{}",
+        String::from_utf8_lossy(&metadata.stderr)
+    );
+    let members: serde_json::Value = serde_json::from_slice(&metadata.stdout).unwrap();
+    let names: Vec<&str> = members["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert!(names.contains(&"gadget-plugin-calculator"), "{names:?}");
+    assert!(!names.iter().any(|n| n.contains("copied")), "{names:?}");
 }

@@ -459,9 +459,10 @@ impl LiveView {
         }
     }
 
-    /// A spinner line for call `id`, kept until the call's next state.
+    /// A spinner line for call `id`, kept until the call's next state. A
+    /// half-written line of text stays where it is (on its own line above
+    /// the spinners) until its newline: committing it here cut it in two.
     fn spinner(&mut self, id: &str, gadget: &str, template: &str) -> indicatif::ProgressBar {
-        self.finish_text();
         let bar = self.multi.add(indicatif::ProgressBar::new_spinner());
         bar.set_style(indicatif::ProgressStyle::with_template(template).expect("a valid template"));
         bar.set_prefix(safe(&format!("{gadget} ({id})")).into_owned());

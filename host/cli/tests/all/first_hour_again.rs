@@ -152,3 +152,93 @@ fn any_plugin_copied_into_plugins_leaves_cargo_working() {
     assert!(names.contains(&"gadget-plugin-calculator"), "{names:?}");
     assert!(!names.iter().any(|n| n.contains("copied")), "{names:?}");
 }
+
+/// `command` with its stdout and stderr on a pseudo-terminal (as a person
+/// runs it); everything it wrote there, ANSI control sequences and
+/// carriage returns removed.
+fn on_a_terminal(mut command: Command) -> String {
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty fills two descriptors; no name, termios or size.
+    let opened = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(opened, 0, "openpty");
+    // SAFETY: each descriptor is owned by exactly one File from here on.
+    let (master, slave) = unsafe {
+        use std::os::fd::FromRawFd;
+        (
+            std::fs::File::from_raw_fd(master),
+            std::fs::File::from_raw_fd(slave),
+        )
+    };
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave)
+        .spawn()
+        .unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut master = master;
+        let mut seen = Vec::new();
+        let mut chunk = [0u8; 4096];
+        // Ends with EIO once the child (the last holder of the slave) exits.
+        while let Ok(n) = master.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&chunk[..n]);
+        }
+        seen
+    });
+    let status = child.wait().unwrap();
+    drop(command);
+    let seen = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
+    assert!(status.success(), "{status}: {seen}");
+    let mut plain = String::new();
+    let mut chars = seen.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\x1b' => {
+                if chars.peek() == Some(&'[') {
+                    chars.next();
+                    while let Some(c) = chars.next() {
+                        if c.is_ascii_alphabetic() {
+                            break;
+                        }
+                    }
+                }
+            }
+            '\r' => {}
+            c => plain.push(c),
+        }
+    }
+    plain
+}
+
+/// The README's demo on a terminal: the model's text is streamed while
+/// the calls' spinners run, and its last sentence, written across the
+/// spinners' lifetime, is shown whole (a spinner used to commit the half
+/// written line: "The two wai" / "✓ TextStats ..." / "ts run side by side").
+#[test]
+fn streamed_text_is_never_cut_by_a_spinner() {
+    let mut command = Command::new(common::gadget_bin());
+    command
+        .arg("--plugins")
+        .arg(common::shipped_plugins())
+        .args(["run", "--replay", "10"])
+        .arg(common::workspace().join("examples/transcripts/parallel.txt"))
+        .env("XDG_CACHE_HOME", tempfile::tempdir().unwrap().keep());
+    let shown = on_a_terminal(command);
+    for line in [
+        "I'll gather everything for the trip at once: none of these depend on each other.",
+        "The two waits run side by side, so the whole response takes about 0.8 s, not 1.6.",
+    ] {
+        assert!(shown.contains(line), "not shown whole: {line}\n{shown}");
+    }
+}

@@ -151,31 +151,12 @@ fn init_tracing(verbose: u8, quiet: bool, format: LogFormat, serving: bool) {
         // Colour codes only for a person at a terminal, not in a log file.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false);
-    JSON_LOGS.store(
-        matches!(format, LogFormat::Json),
-        std::sync::atomic::Ordering::Relaxed,
-    );
+    out::set_json_logs(matches!(format, LogFormat::Json));
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         // A log collector filters by target (`gadget` for gadgets' logs).
         LogFormat::Json => builder.with_target(true).json().try_init(),
     };
-}
-
-/// Set when logs are JSON (`--log-format json`): then what a server says
-/// to its operator is a log record too, never a plain line among them.
-static JSON_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// A line for the operator of a server: plain on stderr, or an INFO (an
-/// ERROR when `error`) record when logs are JSON.
-pub(crate) fn tell_operator(message: &str, error: bool) {
-    if !JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed) {
-        eprintln!("{message}");
-    } else if error {
-        tracing::error!("{message}");
-    } else {
-        tracing::info!("{message}");
-    }
 }
 
 /// The policy as the command line makes it: the file's, then `--grant`,

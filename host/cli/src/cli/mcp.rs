@@ -72,7 +72,7 @@ pub async fn mcp(
     let key = match gadget_mcp::approval::ApprovalKey::from_env() {
         Ok(key) => key,
         Err(e) => {
-            crate::cli::tell_operator(&format!("error: {e}"), true);
+            super::out::tell_operator(&format!("error: {e}"), true);
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
@@ -154,12 +154,12 @@ pub async fn serve(
             Ok(raw) => match gadget_mcp::http::BearerToken::new(&raw) {
                 Ok(token) => Some(token),
                 Err(e) => {
-                    crate::cli::tell_operator(&format!("error: --auth-token-env {var}: {e}"), true);
+                    super::out::tell_operator(&format!("error: --auth-token-env {var}: {e}"), true);
                     return Ok(ExitCode::from(EXIT_BAD_INPUT));
                 }
             },
             Err(_) => {
-                crate::cli::tell_operator(
+                super::out::tell_operator(
                     &format!("error: --auth-token-env {var}: the variable is not set"),
                     true,
                 );
@@ -181,7 +181,7 @@ pub async fn serve(
         approval_key: match gadget_mcp::approval::ApprovalKey::from_env() {
             Ok(key) => key,
             Err(e) => {
-                crate::cli::tell_operator(&format!("error: {e}"), true);
+                super::out::tell_operator(&format!("error: {e}"), true);
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             }
         },
@@ -192,7 +192,7 @@ pub async fn serve(
         tokio_util::sync::CancellationToken::new(),
         Some(reload),
         |addr| {
-            crate::cli::tell_operator(
+            super::out::tell_operator(
                 &format!("serving {gadgets} gadgets over MCP at http://{addr}/mcp (health /healthz, metrics /metrics)"),
                 false,
             )
@@ -201,11 +201,11 @@ pub async fn serve(
     .await;
     match served {
         Ok(()) => {
-            crate::cli::tell_operator("stopped", false);
+            super::out::tell_operator("stopped", false);
             Ok(ExitCode::SUCCESS)
         }
         Err(e @ gadget_mcp::http::ServeError::Unauthenticated(_)) => {
-            crate::cli::tell_operator(&format!("error: {e}"), true);
+            super::out::tell_operator(&format!("error: {e}"), true);
             Ok(ExitCode::from(EXIT_BAD_INPUT))
         }
         Err(e) => Err(e.into()),

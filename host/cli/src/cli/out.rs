@@ -28,3 +28,24 @@ pub(super) fn human_bytes(bytes: u64) -> String {
         format!("{bytes} B")
     }
 }
+
+/// Set when logs are JSON (`--log-format json`): then what a server says
+/// to its operator is a log record too, never a plain line among them.
+static JSON_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A line for the operator of a server: plain on stderr, or an INFO (an
+/// ERROR when `error`) record when logs are JSON.
+pub(super) fn tell_operator(message: &str, error: bool) {
+    if !JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("{message}");
+    } else if error {
+        tracing::error!("{message}");
+    } else {
+        tracing::info!("{message}");
+    }
+}
+
+/// Says whether logs are JSON (set once, when logging starts).
+pub(super) fn set_json_logs(json: bool) {
+    JSON_LOGS.store(json, std::sync::atomic::Ordering::Relaxed);
+}

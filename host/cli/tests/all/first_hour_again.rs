@@ -207,7 +207,7 @@ fn on_a_terminal(mut command: Command) -> String {
             '\x1b' => {
                 if chars.peek() == Some(&'[') {
                     chars.next();
-                    while let Some(c) = chars.next() {
+                    for c in chars.by_ref() {
                         if c.is_ascii_alphabetic() {
                             break;
                         }

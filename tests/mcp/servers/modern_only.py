@@ -30,6 +30,7 @@ OAUTH = "--oauth" in sys.argv
 # code -> (code_challenge, redirect_uri); the tokens issued.
 CODES = {}
 TOKENS = set()
+REFRESH = set()
 
 VERSION = "2026-07-28"
 SEEN = []
@@ -129,6 +130,10 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(page)))
             self.end_headers()
             return self.wfile.write(page)
+        if url.path == "/revoke":
+            # Every access token stops working (refresh tokens still do).
+            TOKENS.clear()
+            return self.send_json(200, {"revoked": True})
         if url.path == "/approve":
             self.send_response(302)
             self.send_header("Location", query["to"])
@@ -147,14 +152,20 @@ class Handler(BaseHTTPRequestHandler):
                                         "token_endpoint_auth_method": "none"}) or True
         if path == "/token":
             form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
-            challenge, _ = CODES.pop(form.get("code"), (None, None))
-            verifier = form.get("code_verifier", "").encode()
-            computed = base64.urlsafe_b64encode(hashlib.sha256(verifier).digest()).rstrip(b"=").decode()
-            if challenge is None or computed != challenge:
-                return self.send_json(400, {"error": "invalid_grant"}) or True
-            token = "tok-" + secrets.token_hex(8)
+            if form.get("grant_type") == "refresh_token":
+                if form.get("refresh_token") not in REFRESH:
+                    return self.send_json(400, {"error": "invalid_grant"}) or True
+            else:
+                challenge, _ = CODES.pop(form.get("code"), (None, None))
+                verifier = form.get("code_verifier", "").encode()
+                computed = base64.urlsafe_b64encode(hashlib.sha256(verifier).digest()).rstrip(b"=").decode()
+                if challenge is None or computed != challenge:
+                    return self.send_json(400, {"error": "invalid_grant"}) or True
+            token, refresh = "tok-" + secrets.token_hex(8), "ref-" + secrets.token_hex(8)
             TOKENS.add(token)
-            return self.send_json(200, {"access_token": token, "token_type": "Bearer", "expires_in": 3600}) or True
+            REFRESH.add(refresh)
+            return self.send_json(200, {"access_token": token, "refresh_token": refresh,
+                                        "token_type": "Bearer", "expires_in": 3600}) or True
         auth = self.headers.get("Authorization", "")
         if not auth.startswith("Bearer ") or auth[len("Bearer "):] not in TOKENS:
             challenge = f'Bearer resource_metadata="{self.base()}/.well-known/oauth-protected-resource/mcp"'

@@ -2,7 +2,8 @@
 //! --oauth`, whose authorization page wants a person): without a person
 //! the refusal names `gadget login`; `gadget login` prints where to
 //! approve and takes the authorization response on its loopback listener;
-//! the tokens are kept, private, and later runs use them; `--forget` ends
+//! the tokens are kept, private, and later runs use them (refreshed when
+//! the server stops accepting one); `--forget` ends
 //! that. (The suite's client leg covers the rest: discovery variants,
 //! registration kinds, scopes, `iss`, a mismatched resource or issuer.)
 
@@ -101,6 +102,14 @@ fn a_server_that_wants_a_person_is_authorized_by_gadget_login_and_its_tokens_are
     assert_eq!(mode & 0o077, 0, "{mode:o}");
 
     // A later run uses them: no person needed.
+    let out = policy.gadget(&echo);
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(said(&out).contains("echo: hi"), "{}", said(&out));
+
+    // A token the server stops accepting is refreshed, still with no
+    // person (the refresh token was kept with it).
+    let (status, _, _) = get(&format!("{base}/revoke"));
+    assert!(status.contains("200"), "{status}");
     let out = policy.gadget(&echo);
     assert!(out.status.success(), "{}", said(&out));
     assert!(said(&out).contains("echo: hi"), "{}", said(&out));

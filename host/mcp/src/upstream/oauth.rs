@@ -109,6 +109,8 @@ pub struct Authorizer {
     /// Whether requests carry a token (one was kept or obtained): until
     /// then the manager is not asked on every request.
     authorized: Arc<AtomicBool>,
+    /// The last authorization was a refresh.
+    refreshed: AtomicBool,
 }
 
 impl Authorizer {
@@ -141,6 +143,7 @@ impl Authorizer {
             authorizing: tokio::sync::Mutex::new(()),
             generation: AtomicU64::new(0),
             authorized: Arc::new(AtomicBool::new(kept)),
+            refreshed: AtomicBool::new(false),
         })
     }
 
@@ -165,6 +168,27 @@ impl Authorizer {
     pub async fn authorize(&self, challenge: &str, seen: u64) -> Result<(), String> {
         let _one = self.authorizing.lock().await;
         if self.generation() != seen {
+            return Ok(());
+        }
+        // A rejected token (expired early, revoked) is refreshed first when
+        // there is a refresh token: no person, no new registration. Once:
+        // a refreshed token that is rejected too calls for a whole
+        // authorization (the resource may trust another server now).
+        if !challenge.contains("insufficient_scope")
+            && self.authorized.load(Ordering::Acquire)
+            && !self.refreshed.swap(false, Ordering::AcqRel)
+            && self
+                .client
+                .auth_manager
+                .lock()
+                .await
+                .refresh_token()
+                .await
+                .is_ok()
+        {
+            self.refreshed.store(true, Ordering::Release);
+            self.generation.fetch_add(1, Ordering::AcqRel);
+            tracing::info!(mcp_server = %self.server, "its OAuth token was refreshed");
             return Ok(());
         }
         let mut scopes = self.spec.scopes.clone();

@@ -18,7 +18,9 @@ import (
 
 // Part is one part of a result after its text: TextPart, Image, Audio,
 // EmbeddedText, EmbeddedBlob or Link.
-type Part struct{ content gadget_plugin_0_3_0_types.Content }
+type Part struct {
+	content gadget_plugin_0_3_0_types.Content
+}
 
 // TextPart is more text, as a part of its own.
 func TextPart(text string) Part { return Part{gadget_plugin_0_3_0_types.MakeContentText(text)} }
@@ -54,7 +56,7 @@ func Link(uri, name, mimeType string) Part {
 	})}
 }
 
-// contents is a result's content: its text (when not empty), then its parts.
+// resultContents is a result's content: its text (when not empty), then its parts.
 func resultContents(text string, parts []Part) []gadget_plugin_0_3_0_types.Content {
 	out := make([]gadget_plugin_0_3_0_types.Content, 0, len(parts)+1)
 	if text != "" {
@@ -79,7 +81,9 @@ func (c *Context) ReportProgress(done, total float64, message string) {
 
 // Question is one question of an ask, under its key: TextQuestion,
 // FormQuestion, SampleQuestion or RootsQuestion.
-type Question struct{ request gadget_plugin_0_3_0_ask.InputRequest }
+type Question struct {
+	request gadget_plugin_0_3_0_ask.InputRequest
+}
 
 // TextQuestion is a question answered in words.
 func TextQuestion(key, text string) Question {

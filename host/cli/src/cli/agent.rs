@@ -25,6 +25,7 @@ use gadget_agent::{
     RetryPolicy, StopReason,
 };
 use gadget_core::viewer;
+use gadget_exec::ExecEvent;
 use gadget_runtime::policy::LlmSettings;
 use gadget_runtime::registry::Registry;
 
@@ -163,6 +164,7 @@ pub async fn agent(
     let output = Arc::new(Mutex::new(Output {
         view,
         json: options.json,
+        native: options.tool_format == ToolFormatArg::Native,
         answer_only: options.answer_only,
         save,
         failure: None,
@@ -455,6 +457,9 @@ fn watch_interrupt(stop: gadget_agent::StopHandle) -> tokio::task::JoinHandle<()
 struct Output {
     view: View,
     json: bool,
+    /// Native tool calls: the model's text never goes through the
+    /// executor (which shows it in the block format), so it is shown here.
+    native: bool,
     /// The transcript to stderr, the answer alone to stdout at the end.
     answer_only: bool,
     save: Option<std::io::BufWriter<std::fs::File>>,
@@ -490,23 +495,24 @@ impl Output {
                     model,
                     estimated_input_tokens,
                     ..
-                } => {
-                    eprintln!(
+                } => self.view.end_text(&mut out).map(|()| {
+                    self.view.aside(&format!(
                         "── iteration {iteration}: {provider}:{model}, about {estimated_input_tokens} tokens in ──"
-                    );
-                    Ok(())
-                }
+                    ))
+                }),
                 AgentEvent::Retry {
                     attempt,
                     delay,
                     error,
                     ..
-                } => {
-                    eprintln!("retry {attempt} in {} ms: {error}", delay.as_millis());
-                    Ok(())
-                }
-                AgentEvent::IterationEnd(record) => {
-                    eprintln!(
+                } => self.view.end_text(&mut out).map(|()| {
+                    self.view.aside(&format!(
+                        "retry {attempt} in {} ms: {error}",
+                        delay.as_millis()
+                    ))
+                }),
+                AgentEvent::IterationEnd(record) => self.view.end_text(&mut out).map(|()| {
+                    self.view.aside(&format!(
                         "\niteration {}: {} call(s) ({} ok, {} failed, {} skipped); tokens {} in / {} out; LLM {}, gadgets ${:.6}; {:.0} ms",
                         record.iteration,
                         record.calls,
@@ -518,11 +524,16 @@ impl Output {
                         usd(record.llm_cost),
                         record.gadget_cost,
                         record.duration_ms
-                    );
-                    Ok(())
-                }
-                // The text outside calls is printed by the view as it is
-                // parsed; the raw stream is for --json and --save.
+                    ))
+                }),
+                // In the block format the text outside calls is shown by
+                // the view as the executor parses it; natively, as it
+                // streams. The raw stream is for --json and --save.
+                AgentEvent::Text { content, .. } if self.native => self
+                    .view
+                    .event(&mut out, &ExecEvent::Text {
+                        content: content.clone(),
+                    }),
                 AgentEvent::Text { .. } | AgentEvent::Response { .. } => Ok(()),
             }
         };
@@ -544,8 +555,13 @@ impl Output {
         if self.json {
             println!("{summary}");
         } else {
-            if let View::Live(live) = &mut self.view {
-                live.finish_text();
+            let mut out: Box<dyn Write> = if self.answer_only {
+                Box::new(std::io::stderr())
+            } else {
+                Box::new(std::io::stdout())
+            };
+            if let Err(e) = self.view.end_text(&mut out) {
+                self.failure.get_or_insert(e);
             }
             let stop = match outcome.stop {
                 StopReason::Answered => "answered".to_string(),
@@ -558,7 +574,7 @@ impl Output {
                 StopReason::Interrupted => "interrupted".into(),
                 StopReason::Failed => "failed".into(),
             };
-            eprintln!(
+            self.view.aside(&format!(
                 "\nsession: {} iteration(s), {stop}; tokens {} in / {} out; LLM {} + gadgets ${:.6} = ${:.6}",
                 outcome.iterations.len(),
                 outcome.input_tokens,
@@ -566,9 +582,9 @@ impl Output {
                 usd(outcome.llm_cost),
                 outcome.gadget_cost,
                 outcome.total_cost
-            );
+            ));
             if let Some(error) = &outcome.error {
-                eprintln!("error: {error}");
+                self.view.aside(&format!("error: {error}"));
             }
             if self.answer_only
                 && let Some(answer) = &outcome.answer

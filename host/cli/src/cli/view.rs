@@ -129,6 +129,30 @@ impl View {
         }
     }
 
+    /// Ends the text streamed so far (a line of the front end's own
+    /// follows): plain output gets the segment's newline, a terminal
+    /// commits the half-written line above the spinners.
+    pub(super) fn end_text(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        match self {
+            View::Json => Ok(()),
+            View::Plain(text) => text.end(out),
+            View::Live(live) => {
+                live.finish_text();
+                Ok(())
+            }
+        }
+    }
+
+    /// A line of the front end's own on stderr. On a terminal the
+    /// spinners step aside for it: written past them, it was erased by
+    /// their next redraw, and the line they were drawing stayed behind.
+    pub(super) fn aside(&self, line: &str) {
+        match self {
+            View::Live(live) => live.multi.suspend(|| eprintln!("{line}")),
+            _ => eprintln!("{line}"),
+        }
+    }
+
     pub(super) fn summary(
         &mut self,
         out: &mut impl Write,

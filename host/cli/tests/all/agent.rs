@@ -25,6 +25,17 @@ fn add(id: &str, a: u32, b: u32) -> String {
 
 /// Runs `gadget agent` with the shipped plugins against `server`.
 pub(crate) fn agent(server: &LlmServer, policy: Option<&str>, args: &[&str]) -> Output {
+    let (mut command, _home) = agent_command(server, policy, args);
+    command.output().expect("run gadget agent")
+}
+
+/// `gadget agent` with the shipped plugins against `server`, and the
+/// temporary home it runs in (kept while the command runs).
+pub(crate) fn agent_command(
+    server: &LlmServer,
+    policy: Option<&str>,
+    args: &[&str],
+) -> (Command, tempfile::TempDir) {
     let home = tempfile::tempdir().unwrap();
     let mut command = Command::new(common::gadget_bin());
     command
@@ -47,7 +58,7 @@ pub(crate) fn agent(server: &LlmServer, policy: Option<&str>, args: &[&str]) -> 
         .arg(server.url() + "/v1")
         .args(["--api-key-env", "TEST_LLM_KEY"])
         .args(args);
-    command.output().expect("run gadget agent")
+    (command, home)
 }
 
 pub(crate) fn events(out: &Output) -> Vec<Value> {

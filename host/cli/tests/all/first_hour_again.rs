@@ -153,19 +153,29 @@ fn any_plugin_copied_into_plugins_leaves_cargo_working() {
     assert!(!names.iter().any(|n| n.contains("copied")), "{names:?}");
 }
 
+/// Rows and columns of the test terminal: tall enough that nothing a
+/// run prints scrolls off (the screen is read whole at the end).
+const TERMINAL_SIZE: (u16, u16) = (400, 160);
+
 /// `command` with its stdout and stderr on a pseudo-terminal (as a person
-/// runs it); everything it wrote there, ANSI control sequences and
-/// carriage returns removed.
-fn on_a_terminal(mut command: Command) -> String {
+/// runs it): what the screen shows once it exits, every line a spinner
+/// erased gone, as a person would read it.
+pub(crate) fn on_a_terminal(mut command: Command) -> String {
     let (mut master, mut slave) = (0, 0);
-    // SAFETY: openpty fills two descriptors; no name, termios or size.
+    let size = libc::winsize {
+        ws_row: TERMINAL_SIZE.0,
+        ws_col: TERMINAL_SIZE.1,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty fills two descriptors; no name or termios.
     let opened = unsafe {
         libc::openpty(
             &mut master,
             &mut slave,
             std::ptr::null_mut(),
             std::ptr::null(),
-            std::ptr::null(),
+            &size,
         )
     };
     assert_eq!(opened, 0, "openpty");
@@ -198,27 +208,22 @@ fn on_a_terminal(mut command: Command) -> String {
     });
     let status = child.wait().unwrap();
     drop(command);
-    let seen = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
-    assert!(status.success(), "{status}: {seen}");
-    let mut plain = String::new();
-    let mut chars = seen.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\x1b' => {
-                if chars.peek() == Some(&'[') {
-                    chars.next();
-                    for c in chars.by_ref() {
-                        if c.is_ascii_alphabetic() {
-                            break;
-                        }
-                    }
-                }
-            }
-            '\r' => {}
-            c => plain.push(c),
-        }
-    }
-    plain
+    let seen = reader.join().unwrap();
+    let mut screen = vt100::Parser::new(
+        std::num::NonZero::new(TERMINAL_SIZE.0).unwrap(),
+        std::num::NonZero::new(TERMINAL_SIZE.1).unwrap(),
+        0,
+    );
+    screen.process(&seen);
+    // Row by row: a full row is a row, not the start of a wrapped line.
+    let shown: Vec<String> = screen
+        .screen()
+        .rows(0, TERMINAL_SIZE.1)
+        .map(|row| row.trim_end().to_string())
+        .collect();
+    let shown = shown.join("\n").trim_end().to_string();
+    assert!(status.success(), "{status}: {shown}");
+    shown
 }
 
 /// The README's demo on a terminal: the model's text is streamed while
@@ -240,5 +245,70 @@ fn streamed_text_is_never_cut_by_a_spinner() {
         "The two waits run side by side, so the whole response takes about 0.8 s, not 1.6.",
     ] {
         assert!(shown.contains(line), "not shown whole: {line}\n{shown}");
+    }
+}
+
+/// The model's answer, as the scripted model streams it: a whole line,
+/// then a last line in two pieces with pauses between (so a terminal shows
+/// it growing while the response is still open).
+const ANSWER_LINES: [&str; 2] = [
+    "Six sevens, worked out step by step.",
+    "The answer is 42, and nothing needed a gadget.",
+];
+
+fn streamed_answer() -> crate::llm_server::Reply {
+    crate::llm_server::openai_reply(
+        &[
+            ("Six sevens, worked out step by step.\n", 0),
+            ("The answer is 42,", 300),
+            (" and nothing needed a gadget.", 300),
+        ],
+        (20, 15),
+    )
+}
+
+/// `gadget agent` in both tool formats, piped and on a terminal: the
+/// answer shows once, whole, with the iteration's line after it (native
+/// mode showed no text at all; on a terminal the block format showed the
+/// answer twice and could erase the iteration line).
+#[test]
+fn the_agent_shows_its_answer_once_in_both_formats() {
+    use crate::agent::{agent, agent_command};
+    use crate::llm_server::LlmServer;
+    for format in ["block", "native"] {
+        let args = [
+            "--model",
+            "openai:test-model",
+            "--tool-format",
+            format,
+            "What is six times seven?",
+        ];
+        let server = LlmServer::start(vec![streamed_answer()]);
+        let out = agent(&server, None, &args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{format}: {stdout}");
+        for line in ANSWER_LINES {
+            assert_eq!(stdout.matches(line).count(), 1, "{format}, piped: {stdout}");
+        }
+
+        let server = LlmServer::start(vec![streamed_answer()]);
+        let (command, _home) = agent_command(&server, None, &args);
+        let shown = on_a_terminal(command);
+        for line in ANSWER_LINES {
+            assert_eq!(
+                shown.lines().filter(|l| l.trim_end() == line).count(),
+                1,
+                "{format}, on a terminal: {line}\n{shown}"
+            );
+        }
+        let answer = shown.find(ANSWER_LINES[1]).unwrap();
+        let iteration = shown
+            .find("iteration 1: 0 call(s)")
+            .unwrap_or_else(|| panic!("{format}: no iteration line\n{shown}"));
+        assert!(answer < iteration, "{format}: {shown}");
+        assert!(
+            shown.contains("── iteration 1: openai:test-model"),
+            "{shown}"
+        );
     }
 }

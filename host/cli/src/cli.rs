@@ -47,6 +47,7 @@ mod run;
 mod safe;
 mod sign;
 mod telemetry;
+mod testing;
 mod upstream;
 mod view;
 
@@ -319,6 +320,7 @@ impl Session<'_> {
                 params,
                 id,
                 json,
+                dry_run,
                 approval,
             } => {
                 // Unusable parameters are bad input (exit 2), as README says.
@@ -332,6 +334,11 @@ impl Session<'_> {
                 let Some(host) = self.host(Calls::Few, None).await? else {
                     return bad_input();
                 };
+                if *dry_run {
+                    // Nothing runs, so nothing is journaled.
+                    let tools = host.tools(policy)?;
+                    return call::dry_run(&host.registry, &*tools, name, params, id, *json);
+                }
                 let journal = self.journal()?;
                 let scope = gadget_core::scope::CallScope {
                     approvals: approval.approvals(rules, &approve::Tty::default())?,
@@ -394,6 +401,29 @@ impl Session<'_> {
                 output,
                 detached,
             } => sign::sign(key, component, output.as_deref(), *detached),
+            Command::Test { target } => {
+                // A path is a plugin tested alone, whatever --plugins says.
+                let alone = target.as_deref().filter(|t| {
+                    std::path::Path::new(t).exists() || gadget_runtime::oci::OciRef::is_oci(t)
+                });
+                let global = match alone {
+                    Some(path) => &GlobalArgs {
+                        plugins: vec![path.into()],
+                        ..global.clone()
+                    },
+                    None => global,
+                };
+                let Some(host) = host::start(global, policy, Calls::Few, None).await? else {
+                    return bad_input();
+                };
+                let tools = host.tools(policy)?;
+                let named = if alone.is_some() {
+                    None
+                } else {
+                    target.as_deref()
+                };
+                testing::test(&host.registry, &*tools, named).await
+            }
             Command::Check { path } => {
                 let runtime = host::runtime(policy, Calls::Few)?;
                 let options = load_options(global, policy)?;

@@ -67,13 +67,21 @@ impl Gadget for Calculator {
     }
 }
 
+/// Significant digits a result is shown with: a double holds 15 exactly,
+/// so `0.3 - 0.1` reads `0.2`, not the binary residue `0.19999999999999998`
+/// (the details keep the raw value).
+const SHOWN_SIGNIFICANT_DIGITS: usize = 15;
+
 /// Integers print without a fractional part (`38`, not `38.0`), as the
-/// model would write them.
+/// model would write them; others with at most 15 significant digits.
 fn format_number(value: f64) -> String {
-    if value.fract() == 0.0 && value.abs() < 1e15 {
-        format!("{}", value as i64)
+    let rounded: f64 = format!("{value:.*e}", SHOWN_SIGNIFICANT_DIGITS - 1)
+        .parse()
+        .unwrap_or(value);
+    if rounded.fract() == 0.0 && rounded.abs() < 1e15 {
+        format!("{}", rounded as i64)
     } else {
-        format!("{value}")
+        format!("{rounded}")
     }
 }
 

@@ -120,8 +120,19 @@ pub(super) enum Command {
         /// Print the whole outcome as JSON: result, details, cost, logs, progress, duration, error kind.
         #[arg(long)]
         json: bool,
+        /// Only validate: print the parameters as the gadget would get them (defaults filled in), run nothing.
+        #[arg(long)]
+        dry_run: bool,
         #[command(flatten)]
         approval: approve::ApprovalArgs,
+    },
+    /// Run every example of every gadget (and a plugin directory's tests.toml cases) against the real component; exit 1 on a failure.
+    #[command(
+        after_help = "Examples:\n  gadget test plugins/calculator\n  gadget build word-count && gadget test word-count\n  gadget test Calculator          # a loaded gadget (or plugin) by name\n  gadget test                     # every loaded gadget\n\ntests.toml in a plugin directory adds cases the model is not shown:\n  [[case]]\n  gadget = \"WordCount\"\n  params = { text = \"\" }\n  error = \"no words\"            # or output = \"...\" (exact), contains = \"...\""
+    )]
+    Test {
+        /// A plugin directory or component to test alone, or a loaded gadget's or plugin's name. Default: every loaded gadget.
+        target: Option<String>,
     },
     /// Parse block-format text from stdin and print the events as JSON lines.
     #[command(

@@ -51,6 +51,74 @@ pub fn read_params(params: Option<String>) -> Result<Value> {
     Ok(value)
 }
 
+/// The tool `name` and its validated parameters (defaults filled in), or
+/// why there is no call to make.
+fn prepare(
+    registry: &Registry,
+    tools: &dyn Tools,
+    name: &str,
+    params: Value,
+) -> Result<(Arc<dyn gadget_core::tool::Tool>, Value), CallRejected> {
+    match tools.find(name) {
+        Some(tool) => match gadget_exec::call::prepare(&*tool, params) {
+            Ok(params) => Ok((tool, params)),
+            Err(failure) => Err(CallRejected::InvalidParameters(failure)),
+        },
+        // Denied by the operator, claimed twice, or unknown: the registry
+        // knows which.
+        None => Err(registry.rejection(name)),
+    }
+}
+
+/// A call refused before it ran: the reason, exit 2.
+fn reject(name: &str, id: &str, rejected: &CallRejected, json: bool) -> Result<ExitCode> {
+    let kind = match rejected {
+        CallRejected::UnknownGadget { .. } | CallRejected::Denied { .. } => {
+            FailureKind::UnknownGadget
+        }
+        CallRejected::InvalidParameters(_) => FailureKind::InvalidParameters,
+    };
+    if json {
+        print_json(&RejectedJson {
+            gadget: name,
+            invocation_id: id,
+            error: ErrorJson {
+                kind,
+                message: rejected.to_string(),
+            },
+        })?;
+    } else {
+        eprintln!("error: {}", safe(&rejected.to_string()));
+    }
+    Ok(ExitCode::from(EXIT_BAD_INPUT))
+}
+
+/// `gadget call --dry-run`: the parameters as the gadget would get them
+/// (validated, defaults filled in), and nothing run.
+pub fn dry_run(
+    registry: &Registry,
+    tools: &dyn Tools,
+    name: &str,
+    params: Value,
+    id: &str,
+    json: bool,
+) -> Result<ExitCode> {
+    let (tool, params) = match prepare(registry, tools, name, params) {
+        Ok(prepared) => prepared,
+        Err(rejected) => return reject(name, id, &rejected, json),
+    };
+    if json {
+        print_json(&json!({"gadget": tool.name(), "params": params, "dry_run": true}))?;
+    } else {
+        eprintln!(
+            "✓ {}: the parameters fit its schema (--dry-run: nothing ran)",
+            tool.name()
+        );
+        println!("{}", safe(&serde_json::to_string_pretty(&params)?));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Runs one call of a gadget or of one of the policy's agents, through
 /// the one call path every front end uses.
 pub async fn call(
@@ -63,38 +131,10 @@ pub async fn call(
     // The session's approvals and journal; the id is set here.
     mut options: gadget_exec::call::CallOptions,
 ) -> Result<ExitCode> {
-    let prepared = match tools.find(name) {
-        Some(tool) => match gadget_exec::call::prepare(&*tool, params) {
-            Ok(params) => Ok((tool, params)),
-            Err(failure) => Err(CallRejected::InvalidParameters(failure)),
-        },
-        // Denied by the operator, claimed twice, or unknown: the registry
-        // knows which.
-        None => Err(registry.rejection(name)),
-    };
+    let prepared = prepare(registry, tools, name, params);
     let (tool, params) = match prepared {
         Ok(prepared) => prepared,
-        Err(rejected) => {
-            let kind = match &rejected {
-                CallRejected::UnknownGadget { .. } | CallRejected::Denied { .. } => {
-                    FailureKind::UnknownGadget
-                }
-                CallRejected::InvalidParameters(_) => FailureKind::InvalidParameters,
-            };
-            if json {
-                print_json(&RejectedJson {
-                    gadget: name,
-                    invocation_id: id,
-                    error: ErrorJson {
-                        kind,
-                        message: rejected.to_string(),
-                    },
-                })?;
-            } else {
-                eprintln!("error: {}", safe(&rejected.to_string()));
-            }
-            return Ok(ExitCode::from(EXIT_BAD_INPUT));
-        }
+        Err(rejected) => return reject(name, id, &rejected, json),
     };
     options.id = id.to_string();
     let gadget = tool.name().to_string();

@@ -31,6 +31,10 @@ const COMMON_FILES: &[(&str, &str)] = &[
         ".gitignore",
         include_str!("../../../../sdk/template/gitignore"),
     ),
+    (
+        "tests.toml",
+        include_str!("../../../../sdk/template/tests.toml"),
+    ),
 ];
 
 /// The files of a language's template: where each goes, and its text.
@@ -88,7 +92,7 @@ pub fn new(name: &str, lang: Lang, dir: Option<&Path>) -> Result<ExitCode> {
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
     println!(
-        "created {} ({lang:?} plugin `{plugin}`, gadget `{gadget}`)\nnext:\n  gadget build {0}\n  gadget check {0}\n  gadget --plugins {0} call {gadget} --params '{{\"text\": \"hello world\"}}'",
+        "created {} ({lang:?} plugin `{plugin}`, gadget `{gadget}`)\nnext:\n  gadget build {0}\n  gadget test {0}\n  gadget --plugins {0} call {gadget} --params '{{\"text\": \"hello world\"}}'",
         dir.display()
     );
     Ok(ExitCode::SUCCESS)

@@ -312,3 +312,118 @@ fn the_agent_shows_its_answer_once_in_both_formats() {
         );
     }
 }
+
+/// `gadget` with the given arguments, in a cache of its own.
+fn gadget(args: &[&str]) -> std::process::Output {
+    Command::new(common::gadget_bin())
+        .env("XDG_CACHE_HOME", tempfile::tempdir().unwrap().keep())
+        .env_remove("GADGET_CONFIG")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `gadget test DIR` runs the spec's examples and the directory's
+/// tests.toml against the real component: a wrong expected output fails
+/// the run (exit 1) with what was expected and what came; `gadget test
+/// NAME` tests one loaded gadget. (`gadget check` never ran an example.)
+#[test]
+fn gadget_test_runs_every_example_and_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let shipped = common::shipped_plugins().join("calculator");
+    for file in ["plugin.toml", "calculator.wasm"] {
+        std::fs::copy(shipped.join(file), dir.path().join(file)).unwrap();
+    }
+    let plugin = dir.path().to_str().unwrap();
+    let cases = r#"
+        [[case]]
+        gadget = "Calculator"
+        params = { operation = "divide", a = 1, b = 0 }
+        error = "b must not be 0"
+        error-kind = "invalid-arguments"
+
+        [[case]]
+        gadget = "Calculator"
+        name = "a wrong expectation"
+        params = { operation = "add", a = 15, b = 23 }
+        output = "39"
+    "#;
+    std::fs::write(dir.path().join("tests.toml"), cases).unwrap();
+    let out = gadget(&["test", plugin]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("✓ Calculator example 1"), "{shown}");
+    assert!(
+        shown.contains("✓ Calculator tests.toml case 1 (")
+            && shown.contains("fails as expected: invalid-arguments error: division by zero"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("✗ Calculator tests.toml case 2 (a wrong expectation)")
+            && shown.contains("expected: 39\n")
+            && shown.contains("got:      38\n"),
+        "{shown}"
+    );
+    assert!(shown.ends_with("5 passed, 1 failed\n"), "{shown}");
+
+    std::fs::write(
+        dir.path().join("tests.toml"),
+        cases.replace("\"39\"", "\"38\""),
+    )
+    .unwrap();
+    let out = gadget(&["test", plugin]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{shown}");
+    assert!(shown.ends_with("6 passed, 0 failed\n"), "{shown}");
+
+    // A loaded gadget by name; a name nothing has is bad input.
+    let plugins = common::shipped_plugins();
+    let plugins = plugins.to_str().unwrap();
+    let out = gadget(&["--plugins", plugins, "test", "AddDays"]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{shown}");
+    assert!(shown.contains("✓ AddDays example 1"), "{shown}");
+    assert!(!shown.contains("Calculator"), "{shown}");
+    let out = gadget(&["--plugins", plugins, "test", "NoSuchGadget"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// `gadget call --dry-run`: the parameters as the gadget would get them,
+/// defaults filled in, and nothing run; parameters that do not fit are
+/// refused as a call's would be.
+#[test]
+fn call_dry_run_validates_and_runs_nothing() {
+    let plugins = common::shipped_plugins();
+    let plugins = plugins.to_str().unwrap();
+    let out = gadget(&[
+        "--plugins",
+        plugins,
+        "call",
+        "Sequence",
+        "--dry-run",
+        "--json",
+        "--params",
+        r#"{"start": 1, "end": 3}"#,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        shown,
+        serde_json::json!({"gadget": "Sequence", "dry_run": true,
+                           "params": {"start": 1, "end": 3, "step": 1}})
+    );
+    let out = gadget(&[
+        "--plugins",
+        plugins,
+        "call",
+        "Sequence",
+        "--dry-run",
+        "--params",
+        r#"{"start": 1}"#,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("\"end\" is a required property"),
+        "{out:?}"
+    );
+}

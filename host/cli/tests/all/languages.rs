@@ -312,6 +312,14 @@ fn new_build_check_call(lang: &str) {
         stdout(&out),
         stderr(&out)
     );
+    // The template's example and its tests.toml case pass as created.
+    let out = gadget(&["test", plugin.to_str().unwrap()], None);
+    assert!(
+        out.status.success() && stdout(&out).ends_with("2 passed, 0 failed\n"),
+        "test: {}{}",
+        stdout(&out),
+        stderr(&out)
+    );
     let out = Command::new(common::gadget_bin())
         .args(["--no-cache", "--plugins"])
         .arg(&plugin)

@@ -32,6 +32,9 @@ cargo clippy --quiet --target wasm32-wasip2 --profile guest \
 # Release profile: the same build the benchmarks and the CLI use, and the
 # containment tests (memory bombs, floods) run faster optimised.
 cargo test --release "${host[@]}"
+# The Rust SDK's own tests, natively: its unit-test helper (`testing`) runs a
+# gadget's function with the host's imports recorded instead.
+cargo test --release -p gadget-sdk
 
 # The docs: every relative link and anchor in README.md and docs/ resolves.
 python3 scripts/check-docs.py

@@ -52,6 +52,11 @@ enum Kind {
 }
 
 impl Question {
+    /// The key its answer is filed under.
+    pub(crate) fn key(&self) -> &str {
+        &self.key
+    }
+
     /// A question answered in words.
     pub fn text(key: impl Into<String>, text: impl Into<String>) -> Question {
         Question {
@@ -157,6 +162,11 @@ pub enum Answer {
 pub struct Answers(Vec<(String, Answer)>);
 
 impl Answers {
+    /// Answers made without a host ([`crate::testing`]).
+    pub(crate) fn from_pairs(pairs: Vec<(String, Answer)>) -> Answers {
+        Answers(pairs)
+    }
+
     /// The answer filed under `key`.
     pub fn get(&self, key: &str) -> Option<&Answer> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, a)| a)

@@ -45,7 +45,10 @@ pub fn invoke<G: Gadget>(invocation_id: String, params: &str) -> Result<WitOutco
         params
     })
     .map_err(|e| WitError::InvalidArguments(e.to_string()))?;
-    let ctx = Context { invocation_id };
+    let ctx = Context {
+        invocation_id,
+        test: None,
+    };
     match G::invoke(params, &ctx).and_then(|outcome| answer_ask_human(outcome, &ctx)) {
         Ok(Outcome::Result(out)) => Ok(WitOutcome::Result(to_wit_result(out))),
         Ok(Outcome::Finish(out)) => Ok(WitOutcome::Finish(to_wit_result(out))),
@@ -91,6 +94,7 @@ fn to_wit_result(out: Output) -> wit::CallResult {
 fn catalog_context() -> Context {
     Context {
         invocation_id: String::new(),
+        test: None,
     }
 }
 

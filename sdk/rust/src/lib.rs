@@ -344,6 +344,9 @@ pub enum Level {
 #[derive(Debug)]
 pub struct Context {
     invocation_id: String,
+    /// In a unit test ([`testing`]): where the calls to the host go
+    /// instead (there is no host to import from).
+    test: Option<std::sync::Arc<std::sync::Mutex<testing::Recorded>>>,
 }
 
 impl Context {
@@ -354,12 +357,18 @@ impl Context {
 
     /// Time left before the call's deadline.
     pub fn time_left(&self) -> Duration {
+        if let Some(test) = &self.test {
+            return testing::lock(test).time_left;
+        }
         Duration::from_millis(host::call_info().time_left_ms)
     }
 
     /// True once the deadline has passed or the run was cancelled. Long
     /// work should check it and return [`GadgetError::Cancelled`].
     pub fn cancelled(&self) -> bool {
+        if let Some(test) = &self.test {
+            return testing::lock(test).cancelled;
+        }
         host::cancelled()
     }
 
@@ -375,12 +384,19 @@ impl Context {
 
     /// Writes a log entry for people (never shown to the model).
     pub fn log(&self, level: Level, message: impl AsRef<str>) {
+        if let Some(test) = &self.test {
+            return testing::lock(test).log(level, message.as_ref(), None);
+        }
         host::log(to_wit_level(level), message.as_ref(), "");
     }
 
     /// Writes a log entry with structured fields (any value that serializes
     /// to a JSON object).
     pub fn log_with(&self, level: Level, message: impl AsRef<str>, fields: impl Serialize) {
+        if let Some(test) = &self.test {
+            let fields = serde_json::to_value(&fields).ok();
+            return testing::lock(test).log(level, message.as_ref(), fields);
+        }
         let fields = serde_json::to_string(&fields).unwrap_or_default();
         host::log(to_wit_level(level), message.as_ref(), &fields);
     }
@@ -407,11 +423,20 @@ impl Context {
 
     /// Reports a cost in US dollars; kept even if the call later fails.
     pub fn report_cost(&self, usd: f64) {
+        if let Some(test) = &self.test {
+            testing::lock(test).cost += usd;
+            return;
+        }
         host::report_cost(usd);
     }
 
     /// A short status line for people.
     pub fn progress(&self, message: impl AsRef<str>) {
+        if let Some(test) = &self.test {
+            return testing::lock(test)
+                .progress
+                .push(message.as_ref().to_string());
+        }
         host::progress(message.as_ref());
     }
 
@@ -419,6 +444,15 @@ impl Context {
     /// optional status line (an MCP client sees a progress notification).
     /// Each report must be more than the last; the host drops one that is not.
     pub fn report_progress(&self, done: f64, total: Option<f64>, message: Option<&str>) {
+        if let Some(test) = &self.test {
+            let line = match (total, message) {
+                (Some(total), Some(m)) => format!("{done}/{total}: {m}"),
+                (Some(total), None) => format!("{done}/{total}"),
+                (None, Some(m)) => format!("{done}: {m}"),
+                (None, None) => format!("{done}"),
+            };
+            return testing::lock(test).progress.push(line);
+        }
         host::report_progress(done, total, message);
     }
 
@@ -429,6 +463,9 @@ impl Context {
         &self,
         questions: impl IntoIterator<Item = ask::Question>,
     ) -> Result<ask::Answers, ask::AskError> {
+        if let Some(test) = &self.test {
+            return testing::lock(test).ask(questions.into_iter().collect());
+        }
         ask::ask(questions.into_iter().collect())
     }
 
@@ -442,16 +479,35 @@ impl Context {
     /// The kinds of question this call can have answered, so a gadget can
     /// ask only what will be answered, or do without.
     pub fn answerable(&self) -> ask::Kinds {
+        if let Some(test) = &self.test {
+            let text = !testing::lock(test).answers.is_empty();
+            return ask::Kinds {
+                text,
+                form: text,
+                sample: false,
+                roots: false,
+            };
+        }
         ask::answerable()
     }
 
     /// A partial result for live display, never shown to the model.
     pub fn update(&self, partial: impl AsRef<str>) {
+        if let Some(test) = &self.test {
+            return testing::lock(test)
+                .updates
+                .push(partial.as_ref().to_string());
+        }
         host::update(partial.as_ref(), None);
     }
 
     /// A partial result with structured details.
     pub fn update_with(&self, partial: impl AsRef<str>, details: impl Serialize) {
+        if let Some(test) = &self.test {
+            return testing::lock(test)
+                .updates
+                .push(partial.as_ref().to_string());
+        }
         let details = serde_json::to_string(&details).ok();
         host::update(partial.as_ref(), details.as_deref());
     }
@@ -459,11 +515,17 @@ impl Context {
     /// One completion from the host's LLM (see [`llm`]); its cost is added
     /// to this call's cost by the host.
     pub fn complete(&self, request: llm::Request) -> Result<llm::Completion, llm::LlmError> {
+        if self.test.is_some() {
+            return Err(llm::LlmError::Denied(
+                "a unit test has no LLM: test what the gadget does with a completion through `gadget test` and a granted model".into(),
+            ));
+        }
         llm::complete(request)
     }
 }
 
 pub mod llm;
+pub mod testing;
 
 fn to_wit_level(level: Level) -> wit::Level {
     match level {

@@ -24,6 +24,18 @@ const WIT_0_3_0: &str = include_str!("../../../../wit/gadget@0.3.0/gadget.wit");
 
 /// The Python SDK module.
 const PYTHON_SDK: &str = include_str!("../../../../sdk/python/gadget_sdk/__init__.py");
+/// Its unit-test helper (`gadget_sdk.testing`), for `gadget test`.
+const PYTHON_SDK_TESTING: &str = include_str!("../../../../sdk/python/gadget_sdk/testing.py");
+
+/// The Python SDK written into `dir` (as `dir/gadget_sdk/`), for a
+/// componentize or a unit-test run to import.
+pub fn write_python_sdk(dir: &Path) -> Result<()> {
+    let package = dir.join("gadget_sdk");
+    std::fs::create_dir_all(&package).with_context(|| format!("creating {}", package.display()))?;
+    std::fs::write(package.join("__init__.py"), PYTHON_SDK)?;
+    std::fs::write(package.join("testing.py"), PYTHON_SDK_TESTING)?;
+    Ok(())
+}
 
 /// The world Python gadgets are built against (the contract plus
 /// wasi:http's outgoing handler) and the WASI WIT it needs, by file.
@@ -230,8 +242,7 @@ fn build_python(dir: &Path, output: &Path) -> Result<()> {
     let support_dir = build_dir()?;
     let support = support_dir.path();
     write_sdk_wit(&support.join("wit"))?;
-    std::fs::create_dir_all(support.join("sdk/gadget_sdk"))?;
-    std::fs::write(support.join("sdk/gadget_sdk/__init__.py"), PYTHON_SDK)?;
+    write_python_sdk(&support.join("sdk"))?;
     let result = run(
         Command::new(&tool)
             .arg("-d")
@@ -735,7 +746,7 @@ fn build_rust(dir: &Path, output: &Path) -> Result<()> {
 
 /// A private (0700) temporary directory, removed when dropped, whatever
 /// way the build ends.
-fn build_dir() -> Result<tempfile::TempDir> {
+pub fn build_dir() -> Result<tempfile::TempDir> {
     tempfile::Builder::new()
         .prefix("gadget-build-")
         .tempdir()

@@ -40,10 +40,16 @@ const COMMON_FILES: &[(&str, &str)] = &[
 /// The files of a language's template: where each goes, and its text.
 fn template(lang: Lang) -> &'static [(&'static str, &'static str)] {
     match lang {
-        Lang::Python => &[(
-            "app.py",
-            include_str!("../../../../sdk/python/template/app.py"),
-        )],
+        Lang::Python => &[
+            (
+                "app.py",
+                include_str!("../../../../sdk/python/template/app.py"),
+            ),
+            (
+                "test_app.py",
+                include_str!("../../../../sdk/python/template/test_app.py"),
+            ),
+        ],
         Lang::C => &[("main.c", include_str!("../../../../sdk/c/template/main.c"))],
         Lang::Js => &[("app.js", include_str!("../../../../sdk/js/template/app.js"))],
         Lang::Go => &[("app.go", include_str!("../../../../sdk/go/template/app.go"))],

@@ -3,9 +3,12 @@
 //! call path every front end uses, and is compared with its expected
 //! output (an example without one must at least succeed: the model is
 //! shown it as a call that works). A plugin directory's `tests.toml` adds
-//! cases the model is not shown, including expected errors. Each case is
-//! one line; a `N passed, N failed` line ends the run; a failure exits 1.
+//! cases the model is not shown, including expected errors; a Python
+//! plugin's unit tests (`test_*.py`, with the SDK's `testing` helper) run
+//! first. Each is one line; a `N passed, N failed` line ends the run; a
+//! failure exits 1.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -111,7 +114,24 @@ pub async fn test(
         );
         return Ok(ExitCode::from(EXIT_FAILED));
     }
+    // Written, not printed: `gadget test | head` ends the run quietly.
+    let mut out = std::io::stdout();
     let (mut passed, mut failed) = (0usize, 0usize);
+    for dir in python_test_dirs(registry, target) {
+        match python_unit_tests(&dir)? {
+            Ok(summary) => {
+                passed += 1;
+                writeln!(out, "  ✓ {}: unit tests ({summary})", dir.display())?;
+            }
+            Err(output) => {
+                failed += 1;
+                writeln!(out, "  ✗ {}: unit tests", dir.display())?;
+                for line in output.lines() {
+                    writeln!(out, "      {}", safe(line))?;
+                }
+            }
+        }
+    }
     for case in &planned {
         let started = Instant::now();
         let verdict = run_case(tools, case).await;
@@ -119,23 +139,81 @@ pub async fn test(
         match verdict {
             Ok(what) => {
                 passed += 1;
-                println!("  ✓ {} ({ms:.1} ms): {}", case.label, safe(&what));
+                writeln!(out, "  ✓ {} ({ms:.1} ms): {}", case.label, safe(&what))?;
             }
             Err(why) => {
                 failed += 1;
-                println!("  ✗ {} ({ms:.1} ms)", case.label);
+                writeln!(out, "  ✗ {} ({ms:.1} ms)", case.label)?;
                 for line in why.lines() {
-                    println!("      {}", safe(line));
+                    writeln!(out, "      {}", safe(line))?;
                 }
             }
         }
     }
-    println!("{passed} passed, {failed} failed");
+    writeln!(out, "{passed} passed, {failed} failed")?;
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_FAILED)
     })
+}
+
+/// The Python plugin directories among the gadgets `target` names that
+/// have unit tests (`test_*.py`).
+fn python_test_dirs(registry: &Registry, target: Option<&str>) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for gadget in registry.gadgets() {
+        let named = target.is_none_or(|name| {
+            gadget.card.spec.name.eq_ignore_ascii_case(name)
+                || gadget.plugin.name().eq_ignore_ascii_case(name)
+        });
+        if let PluginSource::Dir(dir) = &gadget.plugin.artifact.source
+            && named
+            && dir.join("app.py").is_file()
+            && !dirs.contains(dir)
+            && std::fs::read_dir(dir).is_ok_and(|entries| {
+                entries.flatten().any(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    name.starts_with("test_") && name.ends_with(".py")
+                })
+            })
+        {
+            dirs.push(dir.clone());
+        }
+    }
+    dirs
+}
+
+/// `python3 -m unittest` in a Python plugin directory, the SDK (with its
+/// `testing` helper) on the path: `Ok` with unittest's last line, `Err`
+/// with its output.
+fn python_unit_tests(dir: &Path) -> Result<Result<String, String>> {
+    let support = super::build::build_dir()?;
+    super::build::write_python_sdk(support.path())?;
+    let path = std::env::join_paths([dir, support.path()]).context("PYTHONPATH")?;
+    let out = std::process::Command::new("python3")
+        .args(["-m", "unittest", "discover", "-p", "test_*.py"])
+        .current_dir(dir)
+        .env("PYTHONPATH", path)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .with_context(|| format!("running python3 -m unittest in {}", dir.display()))?;
+    // unittest reports on stderr: "Ran N tests in ...", then "OK".
+    let report = String::from_utf8_lossy(&out.stderr).into_owned();
+    if out.status.success() {
+        let ran = report
+            .lines()
+            .find(|l| l.starts_with("Ran "))
+            .map(|l| l.split(" in ").next().unwrap_or(l).to_string())
+            .unwrap_or_else(|| "ran".into());
+        Ok(Ok(format!("python3 -m unittest: {ran}, OK")))
+    } else {
+        Ok(Err(format!(
+            "{}{report}",
+            String::from_utf8_lossy(&out.stdout)
+        )))
+    }
 }
 
 /// Every case of the gadgets `target` names, in load order: the spec's

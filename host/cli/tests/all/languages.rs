@@ -312,10 +312,30 @@ fn new_build_check_call(lang: &str) {
         stdout(&out),
         stderr(&out)
     );
+    // A Rust template's unit test runs natively, without the host.
+    if lang == "rust" {
+        let out = Command::new("cargo")
+            .args(["test", "--quiet"])
+            .current_dir(&plugin)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "cargo test: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+    }
     // The template's example and its tests.toml case pass as created.
     let out = gadget(&["test", plugin.to_str().unwrap()], None);
     assert!(
-        out.status.success() && stdout(&out).ends_with("2 passed, 0 failed\n"),
+        out.status.success()
+            && stdout(&out).ends_with(if lang == "python" {
+                // The template's unit test (test_app.py) too.
+                "3 passed, 0 failed\n"
+            } else {
+                "2 passed, 0 failed\n"
+            }),
         "test: {}{}",
         stdout(&out),
         stderr(&out)

@@ -1,6 +1,7 @@
 //! __GADGET__: a gadget for gadget-host, in Rust.
 //!
-//! Build: gadget build .    Check: gadget check .
+//! Build: gadget build .    Test: cargo test (this file's unit tests, no
+//! host) and gadget test . (the built component: examples and tests.toml).
 
 use gadget_sdk::{Context, Example, Gadget, GadgetError, Outcome, json};
 use schemars::JsonSchema;
@@ -35,3 +36,19 @@ impl Gadget for __GADGET__ {
 }
 
 gadget_sdk::export_gadgets!(__GADGET__);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gadget_sdk::testing;
+
+    #[test]
+    fn counts_words_and_its_examples_hold() {
+        let call = testing::call::<__GADGET__>(json!({ "text": "one two three" }));
+        assert_eq!(call.text().as_deref(), Some("3 words"));
+        assert_eq!(call.logs[0].message, "counted 3 words");
+        let empty = testing::call::<__GADGET__>(json!({ "text": "  " }));
+        assert!(matches!(empty.error(), Some(GadgetError::InvalidArguments(_))));
+        testing::assert_examples::<__GADGET__>();
+    }
+}

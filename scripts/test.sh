@@ -2,7 +2,8 @@
 # The README's test command (and CI's): set up, build, lint, run every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
+./scripts/setup.sh        # what the demo needs
+./scripts/setup-tests.sh  # and what the tests need besides
 
 # The host's crates, always selected together so that features unify the
 # same way in every command (another selection rebuilds wasmtime).

@@ -1,4 +1,4 @@
-"""A real MCP client (the official Python SDK, `mcp`, pinned by scripts/setup.sh)
+"""A real MCP client (the official Python SDK, `mcp`, pinned by scripts/setup-tests.sh)
 against `gadget mcp` (stdio) or `gadget serve` (Streamable HTTP): the
 integration tests in host/cli/tests/all/mcp.rs run it and read the JSON it
 prints (one object) to check what a client sees.

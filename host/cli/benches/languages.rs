@@ -3,7 +3,7 @@
 //! (the host's normal path: validate, instantiate, invoke, collect).
 //!
 //! Run: `cargo bench -p gadget-host --bench languages` after
-//! `scripts/setup.sh` (which builds the example plugins). A plugin that is
+//! `scripts/setup-tests.sh` (which builds the example plugins). A plugin that is
 //! not built is reported and skipped. Extra `DIR GADGET PARAMS` triples on
 //! the command line (after `--`) are measured too.
 
@@ -45,7 +45,7 @@ async fn measure(case: &Case) -> Option<String> {
         .map_or(0, |m| m.len());
     if size == 0 {
         return Some(format!(
-            "| {} | not built (run scripts/setup.sh) |",
+            "| {} | not built (run scripts/setup-tests.sh) |",
             case.lang
         ));
     }

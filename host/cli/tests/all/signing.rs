@@ -210,7 +210,7 @@ fn wasmsign2(args: &[&str], dir: &std::path::Path) -> (bool, String) {
         .current_dir(dir)
         .args(args)
         .output()
-        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/setup.sh)", bin.display()));
+        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/setup-tests.sh)", bin.display()));
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),

@@ -26,4 +26,4 @@ for dir in "${built[@]}"; do
     component="$(sed -n 's/^component = "\(.*\)"/\1/p' "$dir/plugin.toml" | head -1)"
     cp "$target_dir/wasm32-wasip2/guest/${crate//-/_}.wasm" "$dir/$component"
 done
-echo "built guest components: ${#packages[@]} crates"
+echo "built guest components: $(( ${#packages[@]} / 2 )) crates"

@@ -460,11 +460,11 @@ impl Agent {
     /// Counts one response's tokens and costs into `outcome`, and tells
     /// the observer.
     fn tally(&self, outcome: &mut AgentOutcome, iteration: usize, step: &mut Step, estimated: u64) {
-        // A response cut off (Ctrl-C, a broken stream) before the provider
-        // reported its usage still cost its tokens: counted from what was
-        // sent and received, so --max-cost and the totals never
-        // under-count.
-        if (step.interrupted || step.error.is_some())
+        // A response cut off (Ctrl-C, a broken stream, the executor
+        // stopping on an error) before the provider reported its usage
+        // still cost its tokens: counted from what was sent and received,
+        // so --max-cost and the totals never under-count.
+        if (step.interrupted || step.cut || step.error.is_some())
             && step.usage.input_tokens == 0
             && step.usage.output_tokens == 0
         {
@@ -618,6 +618,7 @@ impl Agent {
                         // The executor stopped reading (a call cap):
                         // nothing more of this response is needed.
                         if !native && tx.send(ResponseInput::Text(text)).await.is_err() {
+                            read.cut = true;
                             break;
                         }
                     }
@@ -633,6 +634,7 @@ impl Agent {
                         let input = GadgetCall::native(call.name.clone(), call.id.clone(), params);
                         read.calls.push(call);
                         if tx.send(ResponseInput::Call(input)).await.is_err() {
+                            read.cut = true;
                             break;
                         }
                     }
@@ -700,6 +702,7 @@ impl Agent {
             usage: read.usage,
             error: read.error,
             interrupted: read.interrupted,
+            cut: read.cut,
             summary,
             finish_result,
             duration: started.elapsed(),
@@ -717,6 +720,9 @@ struct Read {
     finish_reasons: Vec<String>,
     error: Option<ProviderError>,
     interrupted: bool,
+    /// The executor stopped reading (--stop-on-error, a call cap), so the
+    /// rest of the response, its usage report included, was not read.
+    cut: bool,
 }
 
 /// The most finish reasons kept of one response (one per choice).
@@ -748,6 +754,8 @@ struct Step {
     usage: Usage,
     error: Option<ProviderError>,
     interrupted: bool,
+    /// Read only in part (see [`Read::cut`]).
+    cut: bool,
     summary: ResponseSummary,
     finish_result: Option<String>,
     duration: Duration,

@@ -53,7 +53,10 @@ pub fn body(request: &ChatRequest) -> Value {
     for m in &request.messages {
         if let Some(id) = &m.tool_call_id {
             // Results of one turn's calls go together, in one user message.
-            let block = json!({"type": "tool_result", "tool_use_id": id, "content": m.content});
+            let mut block = json!({"type": "tool_result", "tool_use_id": id, "content": m.content});
+            if m.is_error {
+                block["is_error"] = json!(true);
+            }
             match messages.last_mut() {
                 Some(last)
                     if last["role"] == "user" && last["content"][0]["type"] == "tool_result" =>
@@ -279,5 +282,34 @@ impl Decode for Decoder {
 
     fn complete(&self) -> bool {
         self.stopped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::ChatMessage;
+
+    /// A failed call's result is marked as one (`is_error`), a good one
+    /// is not; both go in one user message.
+    #[test]
+    fn failed_tool_results_say_so() {
+        let request = ChatRequest {
+            messages: vec![
+                ChatMessage::user("go"),
+                ChatMessage::tool_result("toolu_1", "42", false),
+                ChatMessage::tool_result("toolu_2", "division by zero", true),
+            ],
+            model: "claude-sonnet-4-5".into(),
+            system: vec![],
+            max_tokens: 100,
+            temperature: None,
+            tools: vec![],
+        };
+        let body = body(&request);
+        let results = body["messages"][1]["content"].as_array().unwrap();
+        assert_eq!(results[0].get("is_error"), None);
+        assert_eq!(results[1]["is_error"], true);
+        assert_eq!(results[1]["content"], "division by zero");
     }
 }

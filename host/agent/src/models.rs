@@ -50,6 +50,41 @@ const BUILT_IN: &[(&str, &str, ModelInfo)] = &[
     ("anthropic", "claude-3-5-haiku", info(0.80, 4.00, 200_000)),
 ];
 
+/// Shortcuts a person types for a model (llmist resolves the same kind):
+/// a family's name for its current model, at its provider.
+const SHORTCUTS: &[(&str, &str)] = &[
+    ("haiku", "anthropic:claude-haiku-4-5"),
+    ("sonnet", "anthropic:claude-sonnet-4-5"),
+    ("opus", "anthropic:claude-opus-4-1"),
+    ("gpt4o", "openai:gpt-4o"),
+    ("gpt5", "openai:gpt-5"),
+    ("mini", "openai:gpt-5-mini"),
+    ("nano", "openai:gpt-5-nano"),
+];
+
+/// `PROVIDER:MODEL` for what a person typed: a shortcut (`haiku`), a bare
+/// model name whose provider its name tells (`gpt-4o-mini`, `o3`,
+/// `claude-sonnet-4-5`), or `PROVIDER:MODEL` as given. `None`: a bare name
+/// whose provider cannot be told.
+pub fn resolve_model(typed: &str) -> Option<String> {
+    let typed = typed.trim();
+    if typed.contains(':') {
+        return Some(typed.to_string());
+    }
+    let lower = typed.to_ascii_lowercase();
+    if let Some((_, model)) = SHORTCUTS.iter().find(|(short, _)| *short == lower) {
+        return Some(model.to_string());
+    }
+    let openai = ["gpt-", "chatgpt-", "o1", "o3", "o4"];
+    if openai.iter().any(|prefix| lower.starts_with(prefix)) {
+        return Some(format!("openai:{typed}"));
+    }
+    if lower.starts_with("claude-") {
+        return Some(format!("anthropic:{typed}"));
+    }
+    None
+}
+
 const fn info(input_per_mtok: f64, output_per_mtok: f64, context_window: u64) -> ModelInfo {
     ModelInfo {
         input_per_mtok,
@@ -108,6 +143,41 @@ fn matches_family(model: &str, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shortcuts_and_bare_names_resolve_to_a_provider() {
+        let resolved = |typed| resolve_model(typed);
+        assert_eq!(
+            resolved("haiku").as_deref(),
+            Some("anthropic:claude-haiku-4-5")
+        );
+        assert_eq!(
+            resolved("Sonnet").as_deref(),
+            Some("anthropic:claude-sonnet-4-5")
+        );
+        assert_eq!(
+            resolved("gpt-4o-mini").as_deref(),
+            Some("openai:gpt-4o-mini")
+        );
+        assert_eq!(resolved("o4-mini").as_deref(), Some("openai:o4-mini"));
+        assert_eq!(
+            resolved("claude-3-5-haiku-20241022").as_deref(),
+            Some("anthropic:claude-3-5-haiku-20241022")
+        );
+        assert_eq!(
+            resolved("openai:llama3.2").as_deref(),
+            Some("openai:llama3.2")
+        );
+        assert_eq!(resolved("llama3.2"), None);
+        // Every shortcut names a model the table prices.
+        for (short, model) in SHORTCUTS {
+            let (provider, name) = model.split_once(':').unwrap();
+            assert!(
+                ModelTable::default().lookup(provider, name).is_some(),
+                "{short}"
+            );
+        }
+    }
     use crate::provider::Usage;
 
     #[test]

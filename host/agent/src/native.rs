@@ -51,11 +51,11 @@ pub fn turn_messages<'a>(
     let results: Vec<ChatMessage> = calls
         .iter()
         .map(|call| {
-            let result = history
-                .iter()
-                .find(|entry| entry.id == call.id)
-                .map_or(NOT_RUN, |entry| entry.result.as_str());
-            ChatMessage::tool_result(call.id.clone(), result)
+            let entry = history.iter().find(|entry| entry.id == call.id);
+            let result = entry.map_or(NOT_RUN, |entry| entry.result.as_str());
+            // A call that did not run did not succeed either.
+            let failed = entry.is_none_or(|entry| entry.failed);
+            ChatMessage::tool_result(call.id.clone(), result, failed)
         })
         .collect();
     let mut messages = vec![ChatMessage::assistant_calls(text, calls)];
@@ -88,6 +88,7 @@ mod tests {
             gadget: "Calculator".into(),
             parameters: json!({"a": 1}),
             result: "1".into(),
+            failed: false,
         }];
         let messages = turn_messages("thinking", calls, &history);
         assert_eq!(messages.len(), 3);
@@ -107,5 +108,7 @@ mod tests {
             ),
             (Some("b"), NOT_RUN)
         );
+        // A call that never ran is no success: the provider is told.
+        assert!(!messages[1].is_error && messages[2].is_error);
     }
 }

@@ -55,7 +55,13 @@ pub fn body(request: &ChatRequest) -> Value {
         .collect();
     messages.extend(request.messages.iter().map(|m| {
         if let Some(id) = &m.tool_call_id {
-            return json!({"role": "tool", "tool_call_id": id, "content": m.content});
+            // The tool message has no error flag: its text says it.
+            let content = if m.is_error && !m.content.starts_with("Error:") {
+                format!("Error: {}", m.content)
+            } else {
+                m.content.clone()
+            };
+            return json!({"role": "tool", "tool_call_id": id, "content": content});
         }
         let mut message = json!({
             "role": match m.role { Role::User => "user", Role::Assistant => "assistant" },

@@ -35,6 +35,10 @@ pub struct ChatMessage {
     /// call: OpenAI's `tool` message, Anthropic's `tool_result` block).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// A tool result that is the call's error (Anthropic's `is_error`;
+    /// OpenAI's tool message has no such field, so its text says it).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
 }
 
 impl ChatMessage {
@@ -44,6 +48,7 @@ impl ChatMessage {
             content: content.into(),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            is_error: false,
         }
     }
 
@@ -53,6 +58,7 @@ impl ChatMessage {
             content: content.into(),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            is_error: false,
         }
     }
 
@@ -67,10 +73,16 @@ impl ChatMessage {
         }
     }
 
-    /// The result of native tool call `id`.
-    pub fn tool_result(id: impl Into<String>, content: impl Into<String>) -> ChatMessage {
+    /// The result of native tool call `id`; `failed`: it is the call's
+    /// error.
+    pub fn tool_result(
+        id: impl Into<String>,
+        content: impl Into<String>,
+        failed: bool,
+    ) -> ChatMessage {
         ChatMessage {
             tool_call_id: Some(id.into()),
+            is_error: failed,
             ..ChatMessage::user(content)
         }
     }

@@ -152,8 +152,12 @@ impl ParamSchema {
                 ));
             }
         }
+        // Formats are checked (`format: email` means one): the prompt
+        // shows them, so a call the model was told is wrong fails here,
+        // at the door, not inside the gadget. Unknown formats (schemars'
+        // `uint32`) are ignored, as JSON Schema says.
         let validator = jsonschema::options()
-            .should_validate_formats(false)
+            .should_validate_formats(true)
             .build(&schema)
             .map_err(|e| SchemaError::Invalid(e.to_string()))?;
         Ok(ParamSchema {
@@ -498,6 +502,36 @@ mod tests {
             .to_string(),
         )
         .unwrap()
+    }
+
+    /// What the prompt shows of a property is what the door enforces:
+    /// bounds and the formats JSON Schema names; a generator's numeric
+    /// hint (`uint32`) is no format and passes.
+    #[test]
+    fn formats_and_bounds_are_enforced() {
+        let schema = ParamSchema::compile(
+            &json!({
+                "type": "object",
+                "properties": {
+                    "to": { "type": "string", "format": "email" },
+                    "count": { "type": "integer", "minimum": 1, "maximum": 10, "format": "uint32" }
+                },
+                "required": ["to", "count"]
+            })
+            .to_string(),
+        )
+        .unwrap();
+        assert!(
+            schema
+                .validate("Mail", json!({"to": "ada@example.com", "count": 3}))
+                .is_ok()
+        );
+        let failure = schema
+            .validate("Mail", json!({"to": "not an address", "count": 11}))
+            .unwrap_err()
+            .to_string();
+        assert!(failure.contains("- to: "), "{failure}");
+        assert!(failure.contains("- count: "), "{failure}");
     }
 
     #[test]

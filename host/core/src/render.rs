@@ -162,6 +162,29 @@ pub fn validation_error(failure: &str, gadget: &GadgetDoc, markers: &Markers) ->
     )
 }
 
+/// A native tool call's parameters that do not fit, as the model sees
+/// them: the failure and the parameters in words, without the block
+/// format's examples (the model calls through the provider's tools, and
+/// a block example would teach it the other format).
+pub fn native_validation_error(failure: &str, gadget: &GadgetDoc) -> String {
+    let mut text = format!("Error: {failure}");
+    if let Some(schema) = gadget.schema.as_ref().filter(|s| {
+        s.get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|p| !p.is_empty())
+    }) {
+        text.push_str(&format!(
+            "
+
+Parameters of '{}':
+{}",
+            gadget.name,
+            schema_text(schema)
+        ));
+    }
+    text
+}
+
 /// The error a model reads when it names a gadget that is not loaded
 /// (llmist's wording): the names it could have written.
 pub fn unknown_gadget(name: &str, available: &[String]) -> String {
@@ -249,6 +272,10 @@ fn param_line(property: &schema::Property<'_>, indent: &str) -> String {
             .collect();
         line.push_str(" - one of: ");
         line.push_str(&values.join(", "));
+    }
+    let bounds = property.bounds();
+    if !bounds.is_empty() {
+        line.push_str(&format!(" ({})", bounds.join(", ")));
     }
     if let Some(default) = property.default() {
         line.push_str(&format!(" (default: {})", compact(default)));
@@ -360,6 +387,10 @@ pub struct HistoryEntry {
     pub parameters: Value,
     /// The result or error text the model sees.
     pub result: String,
+    /// The call failed: `result` is its error (a native tool result says
+    /// so, e.g. Anthropic's `is_error`; the block format writes it as
+    /// llmist does, the same `Result (id): ...` line).
+    pub failed: bool,
 }
 
 /// A message of the conversation.
@@ -489,6 +520,7 @@ mod tests {
             parameters: json!({"operation": "add", "a": 15, "b": 23,
                                "options": {"round": true, "tags": ["x", "y"]}}),
             result: "38".into(),
+            failed: false,
         }];
         let messages = history(&entries, &Markers::default());
         assert_eq!(
@@ -515,6 +547,35 @@ mod tests {
     }
 
     #[test]
+    fn bounds_and_formats_are_shown() {
+        let schema = json!({"type": "object", "properties": {
+            "n": {"type": "integer", "description": "How many.", "minimum": 1, "maximum": 100, "default": 5},
+            "ratio": {"type": "number", "exclusiveMinimum": 0},
+            "to": {"type": "string", "format": "email", "maxLength": 254},
+            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+            "id": {"type": "integer", "format": "uint32"}
+        }, "required": ["n"]});
+        let text = schema_text(&schema);
+        assert!(
+            text.contains("- n (integer): How many. (1 to 100) (default: 5)"),
+            "{text}"
+        );
+        assert!(text.contains("- ratio (number) (over 0)"), "{text}");
+        assert!(
+            text.contains("- to (string) (at most 254 characters, format: email)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("- tags (array of string) (at most 3 items)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("- id (integer)\n") || text.ends_with("- id (integer)"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn errors_quote_the_usage() {
         let doc = GadgetDoc {
             name: "Typed".into(),
@@ -536,6 +597,12 @@ mod tests {
                 &markers
             ),
             "Error: Invalid parameters for 'Typed':\n  - n: bad\n\nGadget Usage:\nTakes n.\n\n\nParameters:\n1 required\n\nREQUIRED Parameters:\n- n (number)"
+        );
+        // A native call is told its parameters, never a block example.
+        let native = native_validation_error("Invalid parameters for 'Typed':\n  - n: bad", &doc);
+        assert_eq!(
+            native,
+            "Error: Invalid parameters for 'Typed':\n  - n: bad\n\nParameters of 'Typed':\n1 required\n\nREQUIRED Parameters:\n- n (number)"
         );
     }
 }

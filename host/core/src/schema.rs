@@ -33,7 +33,84 @@ impl Property<'_> {
     pub fn enum_values(&self) -> Option<&Vec<Value>> {
         self.schema.get("enum").and_then(Value::as_array)
     }
+
+    /// What the schema bounds beyond its type, in words a model reads:
+    /// `1 to 100`, `at least 0`, `at most 200 characters`, `format:
+    /// email` (the host enforces each; a model that knows them need not
+    /// learn them from an error). Empty when nothing is bounded.
+    pub fn bounds(&self) -> Vec<String> {
+        let number = |key: &str| {
+            self.schema
+                .get(key)
+                .filter(|v| v.as_f64().is_some_and(|n| n.abs() < TYPE_LIMIT))
+        };
+        let mut bounds = Vec::new();
+        let low = number("minimum")
+            .map(|v| (v, false))
+            .or(number("exclusiveMinimum").map(|v| (v, true)));
+        let high = number("maximum")
+            .map(|v| (v, false))
+            .or(number("exclusiveMaximum").map(|v| (v, true)));
+        match (low, high) {
+            (Some((low, false)), Some((high, false))) => bounds.push(format!("{low} to {high}")),
+            (low, high) => {
+                if let Some((low, exclusive)) = low {
+                    bounds.push(if exclusive {
+                        format!("over {low}")
+                    } else {
+                        format!("at least {low}")
+                    });
+                }
+                if let Some((high, exclusive)) = high {
+                    bounds.push(if exclusive {
+                        format!("under {high}")
+                    } else {
+                        format!("at most {high}")
+                    });
+                }
+            }
+        }
+        let (unit, min_key, max_key) = match self.schema.get("type").and_then(Value::as_str) {
+            Some("array") => ("items", "minItems", "maxItems"),
+            _ => ("characters", "minLength", "maxLength"),
+        };
+        match (number(min_key), number(max_key)) {
+            (Some(low), Some(high)) => bounds.push(format!("{low} to {high} {unit}")),
+            (Some(low), None) => bounds.push(format!("at least {low} {unit}")),
+            (None, Some(high)) => bounds.push(format!("at most {high} {unit}")),
+            (None, None) => {}
+        }
+        if let Some(format) = self.schema.get("format").and_then(Value::as_str)
+            && KNOWN_FORMATS.contains(&format)
+        {
+            bounds.push(format!("format: {format}"));
+        }
+        bounds
+    }
 }
+
+/// A bound this far from zero is a type's range that a schema generator
+/// wrote (zod's `int()` writes ±(2^53 - 1), schemars a `u32`'s 2^32 - 1),
+/// not the author's choice: not shown.
+const TYPE_LIMIT: f64 = 2_147_483_647.0;
+
+/// The string formats the host checks (JSON Schema's own; a generator's
+/// numeric hints such as schemars' `uint32` are not formats a model
+/// writes, and the type and bounds already say them).
+pub const KNOWN_FORMATS: &[&str] = &[
+    "date",
+    "date-time",
+    "time",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "uuid",
+    "regex",
+];
 
 /// The names an object schema lists as `required`.
 pub fn required(schema: &Value) -> Vec<&str> {

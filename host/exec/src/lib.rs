@@ -566,6 +566,7 @@ impl Executor {
             gadget: entry.call.name.clone(),
             parameters,
             result: text,
+            failed: outcome.is_err(),
         });
         let (outcome, result, error) = match outcome {
             Ok((kind, text)) => (kind, Some(text), None),
@@ -772,10 +773,12 @@ impl Executor {
             .parameters_of(call)
             .map_err(|error| parse_failure(&error.to_string()))?;
         let params = call::prepare(&*tool, Value::Object(params)).map_err(|failure| {
-            Failure::new(
-                FailureKind::InvalidParameters,
-                render::validation_error(&failure.to_string(), &usage(), &self.config.markers),
-            )
+            let text = if call.is_native() {
+                render::native_validation_error(&failure.to_string(), &usage())
+            } else {
+                render::validation_error(&failure.to_string(), &usage(), &self.config.markers)
+            };
+            Failure::new(FailureKind::InvalidParameters, text)
         })?;
         Ok((tool, params))
     }

@@ -689,11 +689,19 @@ impl Runtime {
 /// The error a gadget returned, as the call's failure: its message
 /// bounded (and redacted by the ledger); stopping on the abort signal the
 /// deadline raised is a timeout, as the model should be told, and only a
-/// cancellation from outside is reported as one.
+/// cancellation from outside is reported as one. A failure returned once
+/// the deadline has passed is the deadline's doing too (a fetch cut at
+/// the deadline, a loop that saw the signal and gave up with an error):
+/// a timeout, so dependents, the journal and the spans get the cause.
 fn gadget_error(error: wit::GadgetError, state: &CallState, request: &CallRequest) -> CallError {
+    let timed_out = !state.time.externally_cancelled() && state.time.deadline_passed();
     match error {
         wit::GadgetError::InvalidArguments(message) => CallError::InvalidArguments {
             message: state.ledger.bounded(message, MAX_ERROR_MESSAGE_BYTES),
+        },
+        wit::GadgetError::Failed(_) if timed_out => CallError::Timeout {
+            gadget: request.gadget.clone(),
+            timeout_ms: request.limits.timeout.as_millis() as u64,
         },
         wit::GadgetError::Failed(message) => CallError::Failed {
             message: state.ledger.bounded(message, MAX_ERROR_MESSAGE_BYTES),

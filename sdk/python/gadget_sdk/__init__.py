@@ -144,8 +144,9 @@ def _http_failure(code: Any) -> HttpError:
     name = type(code).__name__.replace("ErrorCode_", "")
     if name == "HttpRequestDenied":
         return HttpDenied(
-            "the host refused the request: this origin is not granted to the plugin "
-            "(the operator grants origins in the policy file)"
+            "the host refused the request: its origin is not granted to the plugin, or its host "
+            "name resolves to an internal address that is not (the call's log names the grant "
+            "that would allow it)"
         )
     if name == "HttpResponseBodySize":
         return HttpError(f"the response body is over the host's {code.value}-byte limit")

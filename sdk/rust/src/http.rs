@@ -57,7 +57,7 @@ impl std::fmt::Display for HttpError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             HttpError::Denied => f.write_str(
-                "the host refused the request: this origin is not granted to the plugin (the operator grants origins in the policy file)",
+                "the host refused the request: its origin is not granted to the plugin, or its host name resolves to an internal address that is not (the call's log names the grant that would allow it)",
             ),
             HttpError::InvalidUrl(why) => write!(f, "invalid URL: {why}"),
             HttpError::Failed(why) => write!(f, "request failed: {why}"),

@@ -219,10 +219,18 @@ fn task_and_model(
     if task.trim().is_empty() {
         return Ok(Err("the task is empty".into()));
     }
-    let Some(model) = options.model.as_ref().or(settings.model.as_ref()) else {
+    let Some(typed) = options.model.as_ref().or(settings.model.as_ref()) else {
         return Ok(Err("no model: pass --model PROVIDER:MODEL (e.g. openai:gpt-4o-mini) or set [llm] model in the policy file".into()));
     };
-    Ok(Ok((task, model.clone())))
+    let Some(model) = gadget_agent::models::resolve_model(typed) else {
+        return Ok(Err(format!(
+            "--model '{typed}': which provider serves it? Write PROVIDER:MODEL (openai:{typed} for an OpenAI-compatible server such as Ollama, anthropic:...), or a shortcut: haiku, sonnet, opus, gpt4o, gpt5, mini, nano"
+        )));
+    };
+    if model != *typed && !options.json {
+        eprintln!("note: --model {typed} is {model}");
+    }
+    Ok(Ok((task, model)))
 }
 
 /// The loop's configuration from the command line.
@@ -325,7 +333,8 @@ fn model_table(settings: &LlmSettings) -> ModelTable {
 pub fn providers(settings: &LlmSettings, options: Option<&AgentOptions>) -> Arc<Providers> {
     let model = options
         .and_then(|o| o.model.clone())
-        .or(settings.model.clone());
+        .or(settings.model.clone())
+        .and_then(|typed| gadget_agent::models::resolve_model(&typed));
     let configured = model
         .as_deref()
         .and_then(|m| m.split_once(':'))

@@ -42,6 +42,9 @@ impl ApprovalArgs {
         } else if let Some(path) = &self.approvals {
             Arc::new(DecisionsFile::read(path)?)
         } else if let Some(tty) = tty.open() {
+            if let Some(live) = &tty.live {
+                live.prompt.set_asks_approvals();
+            }
             Arc::new(TerminalApprover { tty })
         } else {
             Arc::new(Nobody)
@@ -163,15 +166,16 @@ impl Approver for DecisionsFile {
 #[derive(Clone, Default)]
 pub struct Tty {
     lock: Arc<Mutex<()>>,
-    multi: Option<indicatif::MultiProgress>,
+    live: Option<super::view::Terminal>,
 }
 
 impl Tty {
-    /// Prompts go above `multi`'s bars (the live view) while they wait.
-    pub fn new(multi: Option<indicatif::MultiProgress>) -> Tty {
+    /// Prompts take the live view's place at the bottom of the screen
+    /// while they wait; its lines go on above them.
+    pub(super) fn new(live: Option<super::view::Terminal>) -> Tty {
         Tty {
             lock: Arc::default(),
-            multi,
+            live,
         }
     }
 
@@ -186,7 +190,7 @@ impl Tty {
 
     /// Writes `prompt` and reads one line (without its end).
     pub async fn line(&self, prompt: String) -> Result<String, String> {
-        let (lock, multi) = (self.lock.clone(), self.multi.clone());
+        let (lock, live) = (self.lock.clone(), self.live.clone());
         tokio::task::spawn_blocking(move || {
             let _one_at_a_time = lock.lock().unwrap_or_else(|p| p.into_inner());
             let ask = || -> std::io::Result<String> {
@@ -195,15 +199,21 @@ impl Tty {
                     .write(true)
                     .open("/dev/tty")?;
                 tty.write_all(prompt.as_bytes())?;
+                tty.flush()?;
                 let mut line = String::new();
                 std::io::BufRead::read_line(&mut std::io::BufReader::new(tty), &mut line)?;
                 Ok(line.trim_end_matches(['\r', '\n']).to_string())
             };
-            match &multi {
-                Some(multi) => multi.suspend(ask),
-                None => ask(),
+            // Not `suspend`: it holds the view's lock while the person
+            // thinks, and every result finished meanwhile waited on it.
+            if let Some(live) = &live {
+                live.open_prompt(prompt.rsplit('\n').next().unwrap_or_default());
             }
-            .map_err(|e| format!("Could not read an answer from the terminal: {e}"))
+            let answer = ask();
+            if let Some(live) = &live {
+                live.close_prompt();
+            }
+            answer.map_err(|e| format!("Could not read an answer from the terminal: {e}"))
         })
         .await
         .map_err(|e| format!("Could not read an answer from the terminal: {e}"))?

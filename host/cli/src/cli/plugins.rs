@@ -159,8 +159,8 @@ pub(super) fn oci_options(global: &GlobalArgs) -> OciOptions {
     }
 }
 
-/// Loads the plugins; reports each load error. `None` under `--strict`
-/// when any failed.
+/// Loads the plugins; reports each load error. `None` when none loaded
+/// and some failed, or under `--strict` when any failed.
 pub(super) async fn load(
     runtime: &Arc<Runtime>,
     global: &GlobalArgs,
@@ -209,6 +209,15 @@ pub(super) async fn load(
                 );
             }
         }
+    }
+    // Plugins were asked for and none loaded: every call would fail as
+    // unknown, so this is the command's failure, not a warning.
+    if !errors.is_empty() && registry.plugins().is_empty() {
+        eprintln!(
+            "error: no plugin loaded ({} failed, the reasons above)",
+            errors.len()
+        );
+        return Ok(None);
     }
     if global.strict && !errors.is_empty() {
         eprintln!(

@@ -209,7 +209,7 @@ impl ExecOptions {
         } else {
             View::Plain(Default::default())
         };
-        let tty = Tty::new(view.multi());
+        let tty = Tty::new(view.terminal());
         if let Some(human) = self.human_input(&tty)? {
             executor = executor.with_human_input(human);
         }

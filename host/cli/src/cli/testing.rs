@@ -86,6 +86,7 @@ enum Expect {
 }
 
 /// One case to run: which gadget, where it came from, what it expects.
+#[derive(Debug)]
 struct Planned {
     gadget: String,
     label: String,

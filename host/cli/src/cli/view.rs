@@ -54,15 +54,21 @@ pub(super) enum View {
 
 /// Text outside blocks as it arrives, in plain output: a segment starts
 /// without its leading blank lines and ends with one newline before the
-/// next event, exactly as the whole segment printed at once would be, but
-/// each piece is written (and flushed) the moment it is parsed.
+/// next block, exactly as the whole segment printed at once would be.
+/// Each line is written (and flushed) the moment it is complete; a line
+/// still being written stays back until its end, so the events of calls
+/// running meanwhile (a start, a result) go between lines, never inside
+/// one.
 #[derive(Debug, Default)]
 pub(super) struct PlainText {
-    /// The current segment has shown something.
+    /// The current segment has text (shown or not yet).
     started: bool,
-    /// Newlines at the end of what came so far: the segment's end, unless
-    /// more text follows.
-    held_newlines: usize,
+    /// What is not written yet: newlines after the last line written (the
+    /// segment's end, unless more text follows) and the line being written.
+    pending: String,
+    /// The last line written has no newline yet (it is written without
+    /// one: the newline may be the segment's end).
+    line_open: bool,
 }
 
 impl PlainText {
@@ -72,33 +78,68 @@ impl PlainText {
         } else {
             content.trim_start_matches('\n')
         };
-        let body = content.trim_end_matches('\n');
-        if !body.is_empty() {
-            self.started = true;
-            write!(out, "{}{}", "\n".repeat(self.held_newlines), safe(body))?;
-            self.held_newlines = 0;
-            out.flush()?;
+        if content.is_empty() {
+            return Ok(());
         }
-        if self.started {
-            self.held_newlines += content.len() - body.len();
+        self.started = true;
+        self.pending.push_str(content);
+        // Up to the last newline that has text after it: complete lines
+        // and the newlines between them; the rest (trailing newlines, the
+        // line being written) waits.
+        let body_end = self.pending.trim_end_matches('\n').len();
+        let ready = if body_end < self.pending.len() {
+            body_end
+        } else {
+            self.pending[..body_end].rfind('\n').unwrap_or(0)
+        };
+        if ready > 0 {
+            let lines: String = self.pending.drain(..ready).collect();
+            write!(out, "{}", safe(&lines))?;
+            self.line_open = true;
+            out.flush()?;
         }
         Ok(())
     }
 
-    /// Ends the current segment (another event follows): its one newline.
+    /// Another call's event is shown now: after the last whole line, and
+    /// the line being written stays back.
+    fn between_lines(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        if std::mem::take(&mut self.line_open) {
+            writeln!(out)?;
+            // That newline was the first one waiting.
+            if self.pending.starts_with('\n') {
+                self.pending.remove(0);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the current segment (a block began, or the response ended):
+    /// what waited, and its one newline.
     fn end(&mut self, out: &mut impl Write) -> std::io::Result<()> {
-        if std::mem::take(&mut self.started) {
+        let rest = std::mem::take(&mut self.pending);
+        let rest = rest.trim_end_matches('\n');
+        if !rest.is_empty() {
+            write!(out, "{}", safe(rest))?;
+            self.line_open = true;
+        }
+        if std::mem::take(&mut self.line_open) {
             writeln!(out)?;
         }
-        self.held_newlines = 0;
-        Ok(())
+        self.started = false;
+        out.flush()
     }
 }
 
 impl View {
-    pub(super) fn multi(&self) -> Option<indicatif::MultiProgress> {
+    /// The live view's spinners and its side of a terminal prompt, for
+    /// the prompts to step around.
+    pub(super) fn terminal(&self) -> Option<Terminal> {
         match self {
-            View::Live(live) => Some(live.multi.clone()),
+            View::Live(live) => Some(Terminal {
+                multi: live.multi.clone(),
+                prompt: live.prompt.clone(),
+            }),
             _ => None,
         }
     }
@@ -111,11 +152,13 @@ impl View {
                 out.flush()
             }
             View::Plain(text) => {
-                if let ExecEvent::Text { content } = event {
-                    return text.text(out, content);
+                match event {
+                    ExecEvent::Text { content } => return text.text(out, content),
+                    // A block began: the text before it is a segment.
+                    ExecEvent::CallParsed { .. } => text.end(out)?,
+                    // Another call's event, whenever it happens.
+                    _ => text.between_lines(out)?,
                 }
-                // Any other event ends the segment (a block began).
-                text.end(out)?;
                 if let Some(line) = plain_line(event) {
                     write!(out, "{}", safe(&line))?;
                     out.flush()?;
@@ -419,10 +462,71 @@ fn outcome_line(event: &ExecEvent) -> Option<String> {
     }
 }
 
+/// A question open on the terminal (an approval, a gadget's question),
+/// shared by the live view and the prompt: while it is open the spinners
+/// are off the screen and the view writes each line above the prompt and
+/// redraws the prompt's last line under it, so finished results show
+/// while the person decides, and nothing waits for them.
+#[derive(Clone, Default)]
+pub(super) struct PromptShared(std::sync::Arc<PromptState>);
+
+#[derive(Default)]
+struct PromptState {
+    /// The open prompt's last line (what the person types after).
+    open: std::sync::Mutex<Option<String>>,
+    /// Approvals are asked here: the prompt names the call, so the view
+    /// does not say it waits as well.
+    asks_approvals: std::sync::atomic::AtomicBool,
+}
+
+impl PromptShared {
+    fn open(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.0.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn set_asks_approvals(&self) {
+        self.0
+            .asks_approvals
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn asks_approvals(&self) -> bool {
+        self.0
+            .asks_approvals
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// The live view as a prompt sees it.
+#[derive(Clone)]
+pub(super) struct Terminal {
+    multi: indicatif::MultiProgress,
+    pub(super) prompt: PromptShared,
+}
+
+impl Terminal {
+    /// The prompt whose last line is `last_line` opens: the spinners leave
+    /// the screen.
+    pub(super) fn open_prompt(&self, last_line: &str) {
+        let _ = self.multi.clear();
+        self.multi
+            .set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        *self.prompt.open() = Some(last_line.to_string());
+    }
+
+    /// The prompt was answered: the spinners come back.
+    pub(super) fn close_prompt(&self) {
+        *self.prompt.open() = None;
+        self.multi
+            .set_draw_target(indicatif::ProgressDrawTarget::stdout());
+    }
+}
+
 /// The terminal view: finished lines scroll above one spinner per
 /// running call.
 pub(super) struct LiveView {
     multi: indicatif::MultiProgress,
+    prompt: PromptShared,
     running: HashMap<String, indicatif::ProgressBar>,
     /// Text not yet ended by a newline: printed as whole lines only, so
     /// the spinners never cut a line in two; meanwhile shown as it grows
@@ -437,6 +541,7 @@ impl LiveView {
             multi: indicatif::MultiProgress::with_draw_target(
                 indicatif::ProgressDrawTarget::stdout(),
             ),
+            prompt: PromptShared::default(),
             running: HashMap::new(),
             partial_text: String::new(),
             typing: None,
@@ -444,8 +549,20 @@ impl LiveView {
     }
 
     fn println(&self, text: &str) {
+        let open = self.prompt.open();
         // A closed terminal is not worth failing the run over.
-        let _ = self.multi.println(safe(text));
+        match open.as_deref() {
+            // Above the open prompt: its last line is cleared, the line
+            // written, the prompt's line written again under it.
+            Some(last_line) => {
+                let mut out = std::io::stdout().lock();
+                let _ = write!(out, "\r\x1b[2K{}\n{last_line}", safe(text));
+                let _ = out.flush();
+            }
+            None => {
+                let _ = self.multi.println(safe(text));
+            }
+        }
     }
 
     fn text(&mut self, content: &str) {
@@ -534,6 +651,8 @@ impl LiveView {
                     self.println(&line);
                 }
             }
+            // The terminal prompt that follows names the call and why.
+            ExecEvent::ApprovalRequested { .. } if self.prompt.asks_approvals() => {}
             other => {
                 if let Some(line) = plain_line(other) {
                     self.println(line.trim_end_matches('\n'));
@@ -546,6 +665,50 @@ impl LiveView {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Piped output: a line being streamed when another call's event
+    /// comes stays back until it is whole (the demo printed "The two wai",
+    /// a call's start, then "ts run side by side"); segments keep their
+    /// one newline.
+    #[test]
+    fn plain_text_is_never_cut_by_another_calls_event() {
+        let mut view = View::Plain(PlainText::default());
+        let mut out = Vec::new();
+        let text = |content: &str| ExecEvent::Text {
+            content: content.into(),
+        };
+        let progress = ExecEvent::Progress {
+            id: "n".into(),
+            gadget: "Sleep".into(),
+            message: "waiting".into(),
+        };
+        let parsed = ExecEvent::CallParsed {
+            id: "c".into(),
+            gadget: "Calc".into(),
+            dependencies: vec![],
+            parameters_raw: String::new(),
+            parse_error: None,
+        };
+        for event in [
+            text("\n\nFirst line.\nThe two wai"),
+            progress.clone(),
+            text("ts run side by side.\n"),
+            text("\n"),
+            parsed,
+            text("\nAfter the block"),
+            progress,
+            text(", done."),
+        ] {
+            view.event(&mut out, &event).unwrap();
+        }
+        if let View::Plain(text) = &mut view {
+            text.end(&mut out).unwrap();
+        }
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "First line.\n  … Sleep (n): waiting\nThe two waits run side by side.\n  … Sleep (n): waiting\nAfter the block, done.\n"
+        );
+    }
 
     #[test]
     fn long_results_are_cut_for_people() {

@@ -145,6 +145,35 @@ async fn a_gadget_stopping_on_the_deadline_signal_returns_the_timeout_not_a_trap
     next_call_is_served(&registry).await;
 }
 
+/// A gadget that saw the deadline's abort signal and returned an error of
+/// its own timed out: the model, dependents, the journal and the spans
+/// are told the cause (it was reported as the gadget's own failure).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_returned_after_the_deadline_is_the_timeout() {
+    let runtime = common::runtime(EpochMode::Manual);
+    let registry = Arc::new(common::misbehave(&runtime).await);
+    let handle = {
+        let registry = registry.clone();
+        tokio::spawn(async move { registry.call("GiveUpOnSignal", json!({}), "t1", None).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!handle.is_finished());
+    runtime.clock().advance(100);
+    let report = tokio::time::timeout(Duration::from_secs(10), handle)
+        .await
+        .expect("returns")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        report.outcome,
+        Err(CallError::Timeout {
+            gadget: "GiveUpOnSignal".into(),
+            timeout_ms: 100,
+        })
+    );
+    next_call_is_served(&registry).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn external_cancellation_raises_the_abort_signal() {
     let runtime = common::runtime(EpochMode::Ticker);

@@ -248,6 +248,33 @@ fn streamed_text_is_never_cut_by_a_spinner() {
     }
 }
 
+/// The README's demo piped (as `demo.sh` and CI show it): a call that
+/// starts while a sentence is streaming goes before the sentence, not
+/// inside it.
+#[test]
+fn piped_text_is_never_cut_by_a_call() {
+    let transcript = common::workspace().join("examples/transcripts/parallel.txt");
+    let out = gadget(&[
+        "--plugins",
+        common::shipped_plugins().to_str().unwrap(),
+        "run",
+        "--replay",
+        "10",
+        transcript.to_str().unwrap(),
+    ]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{shown}");
+    for line in [
+        "I'll gather everything for the trip at once: none of these depend on each other.",
+        "The two waits run side by side, so the whole response takes about 0.8 s, not 1.6.",
+    ] {
+        assert!(
+            shown.lines().any(|l| l == line),
+            "not shown whole: {line}\n{shown}"
+        );
+    }
+}
+
 /// The model's answer, as the scripted model streams it: a whole line,
 /// then a last line in two pieces with pauses between (so a terminal shows
 /// it growing while the response is still open).
@@ -426,4 +453,225 @@ fn call_dry_run_validates_and_runs_nothing() {
         String::from_utf8_lossy(&out.stderr).contains("\"end\" is a required property"),
         "{out:?}"
     );
+}
+
+/// `--plugins` takes a component file, as its help says; plugins asked
+/// for of which none loads are the command's failure (exit 2), not a
+/// warning before an empty "Available gadgets:".
+#[test]
+fn plugins_take_a_component_and_none_loading_is_an_error() {
+    let component = common::shipped_plugins().join("calculator/calculator.wasm");
+    let out = gadget(&["--plugins", component.to_str().unwrap(), "list"]);
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(listed.contains("Calculator"), "{listed}");
+
+    let transcript = common::workspace().join("examples/transcripts/parallel.txt");
+    let out = gadget(&[
+        "--plugins",
+        "/nonexistent/plugins",
+        "run",
+        transcript.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("error: no plugin loaded (1 failed"), "{err}");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// A model named as people name it: a shortcut or a bare model name gets
+/// its provider, and the note says which model that is.
+#[test]
+fn model_shortcuts_resolve_to_a_provider() {
+    use crate::agent::agent;
+    use crate::llm_server::LlmServer;
+    let server = LlmServer::start(vec![streamed_answer()]);
+    let out = agent(
+        &server,
+        None,
+        &["--model", "gpt-4o-mini", "Six times seven?"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("note: --model gpt-4o-mini is openai:gpt-4o-mini"),
+        "{err}"
+    );
+    let out = agent(&server, None, &["--model", "llama3.2", "Six times seven?"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("openai:llama3.2"), "{err}");
+}
+
+/// A response the executor stops reading (`--stop-on-error`) never
+/// reports its usage: its tokens are estimated from what was sent and
+/// received, as for a broken stream, so `--max-cost` does not under-count.
+#[test]
+fn a_response_cut_by_stop_on_error_still_costs_its_tokens() {
+    use crate::agent::{agent, events, summary};
+    use crate::llm_server::{LlmServer, block, openai_reply};
+    let failing = block(
+        "Calculator:bad",
+        &[("operation", "divide"), ("a", "1"), ("b", "0")],
+    );
+    let server = LlmServer::start(vec![openai_reply(
+        &[
+            ("Dividing now.", 0),
+            (&failing, 0),
+            ("\nAnd more text the executor no longer reads.", 1500),
+        ],
+        (500, 300),
+    )]);
+    let out = agent(
+        &server,
+        None,
+        &[
+            "--model",
+            "openai:gpt-4o-mini",
+            "--stop-on-error",
+            "--json",
+            "Divide one by zero.",
+        ],
+    );
+    let events = events(&out);
+    let summary = summary(&events);
+    assert!(summary["input_tokens"].as_u64().unwrap() > 0, "{summary}");
+    assert!(summary["output_tokens"].as_u64().unwrap() > 0, "{summary}");
+    assert!(summary["llm_cost"].as_f64().unwrap() > 0.0, "{summary}");
+}
+
+/// `command` on a pseudo-terminal that is its controlling terminal (its
+/// `/dev/tty`, where prompts ask), typing each answer once the output so
+/// far shows its cue; what the screen shows once it exits.
+fn answering_on_a_terminal(mut command: Command, answers: &[(&str, &str)]) -> String {
+    use std::os::unix::process::CommandExt;
+    use std::sync::{Arc, Mutex};
+    let (mut master, mut slave) = (0, 0);
+    let size = libc::winsize {
+        ws_row: TERMINAL_SIZE.0,
+        ws_col: TERMINAL_SIZE.1,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty fills two descriptors; no name or termios.
+    let opened = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    assert_eq!(opened, 0, "openpty");
+    // SAFETY: each descriptor is owned by exactly one File from here on.
+    let (master, slave) = unsafe {
+        use std::os::fd::FromRawFd;
+        (
+            std::fs::File::from_raw_fd(master),
+            std::fs::File::from_raw_fd(slave),
+        )
+    };
+    // SAFETY: setsid and TIOCSCTTY are async-signal-safe; the child makes
+    // the pseudo-terminal (its stdin) its controlling terminal.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave)
+        .spawn()
+        .unwrap();
+    drop(command);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut keyboard = master.try_clone().unwrap();
+    let reader = {
+        let seen = seen.clone();
+        std::thread::spawn(move || {
+            let mut master = master;
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = master.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+        })
+    };
+    for (cue, typed) in answers {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !String::from_utf8_lossy(&seen.lock().unwrap()).contains(cue) {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let shown = String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
+                panic!("never showed {cue:?} before the answer:\n{shown}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        keyboard.write_all(typed.as_bytes()).unwrap();
+    }
+    let status = child.wait().unwrap();
+    drop(keyboard);
+    reader.join().unwrap();
+    let mut screen = vt100::Parser::new(
+        std::num::NonZero::new(TERMINAL_SIZE.0).unwrap(),
+        std::num::NonZero::new(TERMINAL_SIZE.1).unwrap(),
+        0,
+    );
+    screen.process(&seen.lock().unwrap());
+    let rows: Vec<String> = screen
+        .screen()
+        .rows(0, TERMINAL_SIZE.1)
+        .map(|row| row.trim_end().to_string())
+        .collect();
+    let shown = rows.join("\n").trim_end().to_string();
+    assert!(status.success(), "{status}: {shown}");
+    shown
+}
+
+/// A call waiting for a person's approval on the terminal holds nothing
+/// else back: a call that finishes meanwhile shows its result above the
+/// prompt, and the wait is said once (it was said twice, and every result
+/// waited for the answer).
+#[test]
+fn an_approval_prompt_holds_no_result_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let transcript = dir.path().join("two.txt");
+    std::fs::write(
+        &transcript,
+        "Checking two things.\n\
+         !!!GADGET_START:Calculator:calc\n!!!ARG:operation\nadd\n!!!ARG:a\n1\n!!!ARG:b\n2\n!!!GADGET_END\n\
+         !!!GADGET_START:Sleep:nap\n!!!ARG:ms\n300\n!!!GADGET_END\n",
+    )
+    .unwrap();
+    let mut command = Command::new(common::gadget_bin());
+    command
+        .arg("--plugins")
+        .arg(common::shipped_plugins())
+        .args(["--approve-gadget", "Calculator", "run"])
+        .arg(&transcript)
+        .env("XDG_CACHE_HOME", dir.path())
+        .env_remove("GADGET_CONFIG");
+    let shown = answering_on_a_terminal(command, &[("✓ Sleep (nap)", "y\n")]);
+    assert_eq!(
+        shown.matches("waits for your approval").count(),
+        1,
+        "{shown}"
+    );
+    assert!(!shown.contains("waits for approval:"), "{shown}");
+    let slept = shown.find("✓ Sleep (nap)").unwrap();
+    let added = shown
+        .find("✓ Calculator (calc)")
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(slept < added, "{shown}");
 }

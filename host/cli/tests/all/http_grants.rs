@@ -211,6 +211,13 @@ fn a_granted_name_that_resolves_to_an_internal_address_is_refused() {
     assert!(logs.contains("localhost resolves to"), "{logs}");
     assert!(logs.contains("an internal address"), "{logs}");
     assert!(logs.contains("allow-addresses"), "{logs}");
+    // What the gadget itself is told does not say the origin is the
+    // problem (it is granted): it names both doors.
+    let told = refused["error"].to_string();
+    assert!(
+        told.contains("resolves to an internal address") && !told.contains("this origin"),
+        "{told}"
+    );
     assert!(server.hits().is_empty(), "{:?}", server.hits());
 
     // The operator allows the address explicitly: now it is reached.

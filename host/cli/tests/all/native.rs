@@ -145,8 +145,9 @@ fn openai_tool_calls_start_as_their_arguments_close() {
     };
     assert_eq!(result("call_a"), "5");
     assert_eq!(result("call_b"), "20");
+    // The failure says it is one: the tool message has no error flag.
     assert!(
-        result("call_c").to_lowercase().contains("zero"),
+        result("call_c").starts_with("Error: ") && result("call_c").contains("zero"),
         "{}",
         result("call_c")
     );
@@ -312,4 +313,5 @@ fn anthropic_tool_use_blocks_start_as_their_input_closes() {
         json!({"type": "tool_result", "tool_use_id": "toolu_1", "content": "42"})
     );
     assert_eq!(results[1]["tool_use_id"], "toolu_2");
+    assert_eq!(results[1].get("is_error"), None, "{results:#?}");
 }

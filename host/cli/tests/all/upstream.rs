@@ -17,7 +17,11 @@ pub(crate) fn reference_server(package: &str) -> PathBuf {
         .join("tests/mcp/servers/node_modules/@modelcontextprotocol")
         .join(package)
         .join("dist/index.js");
-    assert!(path.is_file(), "{} (run scripts/setup-tests.sh)", path.display());
+    assert!(
+        path.is_file(),
+        "{} (run scripts/setup-tests.sh)",
+        path.display()
+    );
     path
 }
 

@@ -179,6 +179,12 @@ pub fn discover(dirs: &[PathBuf]) -> (Vec<PluginSource>, Vec<LoadError>) {
             sources.push(PluginSource::Dir(dir.clone()));
             continue;
         }
+        // A component named itself (whatever its file name says: the
+        // loader tells a file that is not one).
+        if dir.is_file() {
+            sources.push(PluginSource::Wasm(dir.clone()));
+            continue;
+        }
         let entries = match std::fs::read_dir(dir) {
             Ok(entries) => entries,
             Err(e) => {

@@ -659,12 +659,7 @@ impl Agent {
             // The completion ends with its stream, while its calls may
             // still run.
             if let Some(chat) = chat {
-                let error = read
-                    .error
-                    .as_ref()
-                    .map(ToString::to_string)
-                    .or_else(|| read.interrupted.then(|| "stopped".to_string()));
-                chat.end(&read, error);
+                chat.end_with(&read);
             }
             read
         });
@@ -735,6 +730,17 @@ struct Chat {
 }
 
 impl Chat {
+    /// Ends the span with the stream's error, or "stopped" when it was
+    /// interrupted.
+    fn end_with(self, read: &Read) {
+        let error = read
+            .error
+            .as_ref()
+            .map(ToString::to_string)
+            .or_else(|| read.interrupted.then(|| "stopped".to_string()));
+        self.end(read, error);
+    }
+
     fn end(self, read: &Read, error: Option<String>) {
         self.span.finish_chat(
             self.telemetry,
@@ -768,14 +774,30 @@ struct Step {
 /// the session stops with an error instead of sending it.
 pub const MAX_REQUEST_BYTES: usize = 16 << 20;
 
-/// The text bytes of `request`: system parts and messages.
+/// The text bytes of `request`: system parts, messages, and the native
+/// tools and calls it carries.
 pub fn request_bytes(request: &ChatRequest) -> usize {
+    // Native tools are input too: their names, descriptions and schemas
+    // (the block format's instructions are in the system text instead).
+    let tools: usize = request
+        .tools
+        .iter()
+        .map(|tool| tool.name.len() + tool.description.len() + tool.parameters.to_string().len())
+        .sum();
+    let calls: usize = request
+        .messages
+        .iter()
+        .flat_map(|m| &m.tool_calls)
+        .map(|call| call.name.len() + call.arguments.to_string().len())
+        .sum();
     request.system.iter().map(String::len).sum::<usize>()
         + request
             .messages
             .iter()
             .map(|m| m.content.len())
             .sum::<usize>()
+        + tools
+        + calls
 }
 
 /// About how many tokens `request` is, before any tokenizer sees it.

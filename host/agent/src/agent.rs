@@ -774,33 +774,4 @@ struct Step {
 /// the session stops with an error instead of sending it.
 pub const MAX_REQUEST_BYTES: usize = 16 << 20;
 
-/// The text bytes of `request`: system parts, messages, and the native
-/// tools and calls it carries.
-pub fn request_bytes(request: &ChatRequest) -> usize {
-    // Native tools are input too: their names, descriptions and schemas
-    // (the block format's instructions are in the system text instead).
-    let tools: usize = request
-        .tools
-        .iter()
-        .map(|tool| tool.name.len() + tool.description.len() + tool.parameters.to_string().len())
-        .sum();
-    let calls: usize = request
-        .messages
-        .iter()
-        .flat_map(|m| &m.tool_calls)
-        .map(|call| call.name.len() + call.arguments.to_string().len())
-        .sum();
-    request.system.iter().map(String::len).sum::<usize>()
-        + request
-            .messages
-            .iter()
-            .map(|m| m.content.len())
-            .sum::<usize>()
-        + tools
-        + calls
-}
-
-/// About how many tokens `request` is, before any tokenizer sees it.
-pub fn estimate_tokens(request: &ChatRequest) -> u64 {
-    gadget_core::llm::estimate_tokens(request_bytes(request))
-}
+pub use crate::provider::{estimate_tokens, request_bytes};

@@ -114,6 +114,31 @@ pub struct ChatRequest {
     pub tools: Vec<ToolDefinition>,
 }
 
+/// The text bytes of `request`: system parts, messages, and the native
+/// tools and calls it carries.
+pub fn request_bytes(request: &ChatRequest) -> usize {
+    // Native tools are input too: their names, descriptions and schemas
+    // (the block format's instructions are in the system text instead).
+    let tools: usize = request
+        .tools
+        .iter()
+        .map(|tool| tool.name.len() + tool.description.len() + tool.parameters.to_string().len())
+        .sum();
+    let calls: usize = request
+        .messages
+        .iter()
+        .flat_map(|m| &m.tool_calls)
+        .map(|call| call.name.len() + call.arguments.to_string().len())
+        .sum();
+    let text: usize = request.messages.iter().map(|m| m.content.len()).sum();
+    request.system.iter().map(String::len).sum::<usize>() + text + tools + calls
+}
+
+/// About how many tokens `request` is, before any tokenizer sees it.
+pub fn estimate_tokens(request: &ChatRequest) -> u64 {
+    gadget_core::llm::estimate_tokens(request_bytes(request))
+}
+
 /// Tokens one response used, as the provider reports them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Usage {

@@ -54,79 +54,95 @@ pub(super) enum View {
 
 /// Text outside blocks as it arrives, in plain output: a segment starts
 /// without its leading blank lines and ends with one newline before the
-/// next block, exactly as the whole segment printed at once would be.
-/// Each line is written (and flushed) the moment it is complete; a line
-/// still being written stays back until its end, so the events of calls
-/// running meanwhile (a start, a result) go between lines, never inside
-/// one.
+/// next block, exactly as the whole segment printed at once would be, but
+/// each piece is written (and flushed) the moment it is parsed. Another
+/// call's event (a start, a result) goes between lines: after the line
+/// being written is complete, never inside it.
 #[derive(Debug, Default)]
 pub(super) struct PlainText {
-    /// The current segment has text (shown or not yet).
+    /// The current segment has shown something.
     started: bool,
-    /// What is not written yet: newlines after the last line written (the
-    /// segment's end, unless more text follows) and the line being written.
-    pending: String,
-    /// The last line written has no newline yet (it is written without
-    /// one: the newline may be the segment's end).
+    /// Newlines at the end of what came so far: the segment's end, unless
+    /// more text follows.
+    held_newlines: usize,
+    /// The cursor is after this segment's text (no newline written since).
     line_open: bool,
+    /// Other calls' event lines waiting for the open line to end.
+    deferred: Vec<String>,
 }
 
 impl PlainText {
     fn text(&mut self, out: &mut impl Write, content: &str) -> std::io::Result<()> {
-        let content = if self.started {
+        let mut content = if self.started {
             content
         } else {
             content.trim_start_matches('\n')
         };
-        if content.is_empty() {
-            return Ok(());
+        // Lines waiting on the open line go the moment it ends.
+        if !self.deferred.is_empty() && self.line_open {
+            if self.held_newlines == 0
+                && let Some(end) = content.find('\n')
+            {
+                write!(out, "{}", safe(&content[..end]))?;
+                self.held_newlines = 1;
+                content = &content[end + 1..];
+            }
+            if self.held_newlines > 0 {
+                self.flush_deferred(out)?;
+            }
         }
-        self.started = true;
-        self.pending.push_str(content);
-        // Up to the last newline that has text after it: complete lines
-        // and the newlines between them; the rest (trailing newlines, the
-        // line being written) waits.
-        let body_end = self.pending.trim_end_matches('\n').len();
-        let ready = if body_end < self.pending.len() {
-            body_end
-        } else {
-            self.pending[..body_end].rfind('\n').unwrap_or(0)
-        };
-        if ready > 0 {
-            let lines: String = self.pending.drain(..ready).collect();
-            write!(out, "{}", safe(&lines))?;
+        let body = content.trim_end_matches('\n');
+        if !body.is_empty() {
+            self.started = true;
+            write!(out, "{}{}", "\n".repeat(self.held_newlines), safe(body))?;
+            self.held_newlines = 0;
             self.line_open = true;
-            out.flush()?;
+        }
+        if self.started {
+            self.held_newlines += content.len() - body.len();
+        }
+        out.flush()
+    }
+
+    /// The open line is complete (a newline is held): it ends, then the
+    /// lines that waited for it.
+    fn flush_deferred(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        writeln!(out)?;
+        self.held_newlines -= 1;
+        self.line_open = false;
+        for line in self.deferred.drain(..) {
+            write!(out, "{}", safe(&line))?;
         }
         Ok(())
     }
 
-    /// Another call's event is shown now: after the last whole line, and
-    /// the line being written stays back.
-    fn between_lines(&mut self, out: &mut impl Write) -> std::io::Result<()> {
-        if std::mem::take(&mut self.line_open) {
-            writeln!(out)?;
-            // That newline was the first one waiting.
-            if self.pending.starts_with('\n') {
-                self.pending.remove(0);
-            }
+    /// Another call's event line (ending in a newline): now, between
+    /// lines, or once the line being written is complete.
+    fn between_lines(&mut self, out: &mut impl Write, line: String) -> std::io::Result<()> {
+        if self.line_open && self.held_newlines == 0 {
+            self.deferred.push(line);
+            return Ok(());
         }
-        Ok(())
+        if self.line_open {
+            writeln!(out)?;
+            self.held_newlines -= 1;
+            self.line_open = false;
+        }
+        write!(out, "{}", safe(&line))?;
+        out.flush()
     }
 
     /// Ends the current segment (a block began, or the response ended):
-    /// what waited, and its one newline.
+    /// its one newline, then what waited for it.
     fn end(&mut self, out: &mut impl Write) -> std::io::Result<()> {
-        let rest = std::mem::take(&mut self.pending);
-        let rest = rest.trim_end_matches('\n');
-        if !rest.is_empty() {
-            write!(out, "{}", safe(rest))?;
-            self.line_open = true;
-        }
         if std::mem::take(&mut self.line_open) {
             writeln!(out)?;
         }
+        for line in self.deferred.drain(..) {
+            write!(out, "{}", safe(&line))?;
+        }
         self.started = false;
+        self.held_newlines = 0;
         out.flush()
     }
 }
@@ -151,20 +167,16 @@ impl View {
                 writeln!(out, "{line}")?;
                 out.flush()
             }
-            View::Plain(text) => {
-                match event {
-                    ExecEvent::Text { content } => return text.text(out, content),
-                    // A block began: the text before it is a segment.
-                    ExecEvent::CallParsed { .. } => text.end(out)?,
-                    // Another call's event, whenever it happens.
-                    _ => text.between_lines(out)?,
-                }
-                if let Some(line) = plain_line(event) {
-                    write!(out, "{}", safe(&line))?;
-                    out.flush()?;
-                }
-                Ok(())
-            }
+            View::Plain(text) => match event {
+                ExecEvent::Text { content } => text.text(out, content),
+                // A block began: the text before it is a segment.
+                ExecEvent::CallParsed { .. } => text.end(out),
+                // Another call's event, whenever it happens.
+                _ => match plain_line(event) {
+                    Some(line) => text.between_lines(out, line),
+                    None => Ok(()),
+                },
+            },
             View::Live(live) => {
                 live.event(event);
                 Ok(())
@@ -666,10 +678,10 @@ impl LiveView {
 mod tests {
     use super::*;
 
-    /// Piped output: a line being streamed when another call's event
-    /// comes stays back until it is whole (the demo printed "The two wai",
-    /// a call's start, then "ts run side by side"); segments keep their
-    /// one newline.
+    /// Piped output: text is written as it comes, and another call's
+    /// event that comes while a line is being written waits for the line's
+    /// end (the demo printed "The two wai", a call's start, then "ts run
+    /// side by side"); segments keep their one newline.
     #[test]
     fn plain_text_is_never_cut_by_another_calls_event() {
         let mut view = View::Plain(PlainText::default());
@@ -706,7 +718,7 @@ mod tests {
         }
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "First line.\n  … Sleep (n): waiting\nThe two waits run side by side.\n  … Sleep (n): waiting\nAfter the block, done.\n"
+            "First line.\nThe two waits run side by side.\n  … Sleep (n): waiting\nAfter the block, done.\n  … Sleep (n): waiting\n"
         );
     }
 

@@ -216,14 +216,32 @@ fn policy_and_command_line_mistakes_say_what_to_write() {
         "name = \"broken\"\nversion = \"0.1.0\"\ndescription = \"x\"\ncomponent = \"missing.wasm\"\n",
     )
     .unwrap();
-    let out = Command::new(common::gadget_bin())
-        .arg("--plugins")
-        .arg(plugins.path())
-        .env_remove("GADGET_CONFIG")
-        .args(["call", "Broken"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let call_broken = || {
+        Command::new(common::gadget_bin())
+            .arg("--plugins")
+            .arg(plugins.path())
+            .env_remove("GADGET_CONFIG")
+            .args(["call", "Broken"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    // Nothing loaded at all: the command's failure, before any call.
+    let out = call_broken();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("error: no plugin loaded (1 failed, the reasons above)"),
+        "{}",
+        stderr(&out)
+    );
+    // Another plugin loaded: the call says one failed.
+    let calculator = plugins.path().join("calculator");
+    std::fs::create_dir(&calculator).unwrap();
+    for file in ["plugin.toml", "calculator.wasm"] {
+        let shipped = common::shipped_plugins().join("calculator").join(file);
+        std::fs::copy(shipped, calculator.join(file)).unwrap();
+    }
+    let out = call_broken();
     assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("1 plugin(s) failed to load"),

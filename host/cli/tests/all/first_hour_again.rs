@@ -161,32 +161,7 @@ const TERMINAL_SIZE: (u16, u16) = (400, 160);
 /// runs it): what the screen shows once it exits, every line a spinner
 /// erased gone, as a person would read it.
 pub(crate) fn on_a_terminal(mut command: Command) -> String {
-    let (mut master, mut slave) = (0, 0);
-    let size = libc::winsize {
-        ws_row: TERMINAL_SIZE.0,
-        ws_col: TERMINAL_SIZE.1,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: openpty fills two descriptors; no name or termios.
-    let opened = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            &size,
-        )
-    };
-    assert_eq!(opened, 0, "openpty");
-    // SAFETY: each descriptor is owned by exactly one File from here on.
-    let (master, slave) = unsafe {
-        use std::os::fd::FromRawFd;
-        (
-            std::fs::File::from_raw_fd(master),
-            std::fs::File::from_raw_fd(slave),
-        )
-    };
+    let (master, slave) = open_pty();
     let mut child = command
         .stdin(Stdio::null())
         .stdout(slave.try_clone().unwrap())
@@ -208,22 +183,56 @@ pub(crate) fn on_a_terminal(mut command: Command) -> String {
     });
     let status = child.wait().unwrap();
     drop(command);
-    let seen = reader.join().unwrap();
+    let shown = screen(&reader.join().unwrap());
+    assert!(status.success(), "{status}: {shown}");
+    shown
+}
+
+/// A pseudo-terminal of [`TERMINAL_SIZE`]: its master and slave sides.
+fn open_pty() -> (std::fs::File, std::fs::File) {
+    let (mut master, mut slave) = (0, 0);
+    let size = libc::winsize {
+        ws_row: TERMINAL_SIZE.0,
+        ws_col: TERMINAL_SIZE.1,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty fills two descriptors; no name or termios.
+    let opened = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    assert_eq!(opened, 0, "openpty");
+    // SAFETY: each descriptor is owned by exactly one File from here on.
+    unsafe {
+        use std::os::fd::FromRawFd;
+        (
+            std::fs::File::from_raw_fd(master),
+            std::fs::File::from_raw_fd(slave),
+        )
+    }
+}
+
+/// What a terminal shows after `bytes`, row by row (a full row is a row,
+/// not the start of a wrapped line), trailing blanks cut.
+fn screen(bytes: &[u8]) -> String {
     let mut screen = vt100::Parser::new(
         std::num::NonZero::new(TERMINAL_SIZE.0).unwrap(),
         std::num::NonZero::new(TERMINAL_SIZE.1).unwrap(),
         0,
     );
-    screen.process(&seen);
-    // Row by row: a full row is a row, not the start of a wrapped line.
-    let shown: Vec<String> = screen
+    screen.process(bytes);
+    let rows: Vec<String> = screen
         .screen()
         .rows(0, TERMINAL_SIZE.1)
         .map(|row| row.trim_end().to_string())
         .collect();
-    let shown = shown.join("\n").trim_end().to_string();
-    assert!(status.success(), "{status}: {shown}");
-    shown
+    rows.join("\n").trim_end().to_string()
 }
 
 /// The README's demo on a terminal: the model's text is streamed while
@@ -550,32 +559,7 @@ fn a_response_cut_by_stop_on_error_still_costs_its_tokens() {
 fn answering_on_a_terminal(mut command: Command, answers: &[(&str, &str)]) -> String {
     use std::os::unix::process::CommandExt;
     use std::sync::{Arc, Mutex};
-    let (mut master, mut slave) = (0, 0);
-    let size = libc::winsize {
-        ws_row: TERMINAL_SIZE.0,
-        ws_col: TERMINAL_SIZE.1,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: openpty fills two descriptors; no name or termios.
-    let opened = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            &size,
-        )
-    };
-    assert_eq!(opened, 0, "openpty");
-    // SAFETY: each descriptor is owned by exactly one File from here on.
-    let (master, slave) = unsafe {
-        use std::os::fd::FromRawFd;
-        (
-            std::fs::File::from_raw_fd(master),
-            std::fs::File::from_raw_fd(slave),
-        )
-    };
+    let (master, slave) = open_pty();
     // SAFETY: setsid and TIOCSCTTY are async-signal-safe; the child makes
     // the pseudo-terminal (its stdin) its controlling terminal.
     unsafe {
@@ -623,18 +607,7 @@ fn answering_on_a_terminal(mut command: Command, answers: &[(&str, &str)]) -> St
     let status = child.wait().unwrap();
     drop(keyboard);
     reader.join().unwrap();
-    let mut screen = vt100::Parser::new(
-        std::num::NonZero::new(TERMINAL_SIZE.0).unwrap(),
-        std::num::NonZero::new(TERMINAL_SIZE.1).unwrap(),
-        0,
-    );
-    screen.process(&seen.lock().unwrap());
-    let rows: Vec<String> = screen
-        .screen()
-        .rows(0, TERMINAL_SIZE.1)
-        .map(|row| row.trim_end().to_string())
-        .collect();
-    let shown = rows.join("\n").trim_end().to_string();
+    let shown = screen(&seen.lock().unwrap());
     assert!(status.success(), "{status}: {shown}");
     shown
 }

@@ -90,16 +90,22 @@ pub fn usage(markers: &Markers) -> String {
         .replace("{ARG}", &markers.arg)
 }
 
+/// The gadget's schema when it lists properties (a schema without any has
+/// nothing to show).
+fn listed_properties(gadget: &GadgetDoc) -> Option<&Value> {
+    gadget.schema.as_ref().filter(|s| {
+        s.get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|p| !p.is_empty())
+    })
+}
+
 /// One gadget's usage text: description, parameters, examples.
 pub fn instruction(gadget: &GadgetDoc, markers: &Markers) -> String {
     let mut parts: Vec<String> = vec![gadget.description.clone()];
     // A schema without properties has nothing to list (llmist prints an
     // empty "Parameters:" section).
-    if let Some(schema) = gadget.schema.as_ref().filter(|s| {
-        s.get("properties")
-            .and_then(Value::as_object)
-            .is_some_and(|p| !p.is_empty())
-    }) {
+    if let Some(schema) = listed_properties(gadget) {
         parts.push("\n\nParameters:".into());
         parts.push(schema_text(schema));
     }
@@ -168,11 +174,7 @@ pub fn validation_error(failure: &str, gadget: &GadgetDoc, markers: &Markers) ->
 /// a block example would teach it the other format).
 pub fn native_validation_error(failure: &str, gadget: &GadgetDoc) -> String {
     let mut text = format!("Error: {failure}");
-    if let Some(schema) = gadget.schema.as_ref().filter(|s| {
-        s.get("properties")
-            .and_then(Value::as_object)
-            .is_some_and(|p| !p.is_empty())
-    }) {
+    if let Some(schema) = listed_properties(gadget) {
         text.push_str(&format!(
             "
 

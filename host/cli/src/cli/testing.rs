@@ -159,17 +159,21 @@ pub async fn test(
     })
 }
 
+/// `target` names the gadget or its plugin (nothing: every gadget).
+fn is_target(gadget: &gadget_runtime::WasmGadget, target: Option<&str>) -> bool {
+    target.is_none_or(|name| {
+        gadget.card.spec.name.eq_ignore_ascii_case(name)
+            || gadget.plugin.name().eq_ignore_ascii_case(name)
+    })
+}
+
 /// The Python plugin directories among the gadgets `target` names that
 /// have unit tests (`test_*.py`).
 fn python_test_dirs(registry: &Registry, target: Option<&str>) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     for gadget in registry.gadgets() {
-        let named = target.is_none_or(|name| {
-            gadget.card.spec.name.eq_ignore_ascii_case(name)
-                || gadget.plugin.name().eq_ignore_ascii_case(name)
-        });
         if let PluginSource::Dir(dir) = &gadget.plugin.artifact.source
-            && named
+            && is_target(gadget, target)
             && dir.join("app.py").is_file()
             && !dirs.contains(dir)
             && std::fs::read_dir(dir).is_ok_and(|entries| {
@@ -223,13 +227,7 @@ fn python_unit_tests(dir: &Path) -> Result<Result<String, String>> {
 fn plan(registry: &Registry, target: Option<&str>) -> Result<Result<Vec<Planned>, String>> {
     let chosen: Vec<_> = registry
         .gadgets()
-        .filter(|gadget| match target {
-            None => true,
-            Some(name) => {
-                gadget.card.spec.name.eq_ignore_ascii_case(name)
-                    || gadget.plugin.name().eq_ignore_ascii_case(name)
-            }
-        })
+        .filter(|gadget| is_target(gadget, target))
         .collect();
     if chosen.is_empty() {
         let loaded: Vec<&str> = registry

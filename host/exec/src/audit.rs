@@ -13,15 +13,16 @@
 //! host's granted secrets, and parameter values are recorded only when the
 //! operator asks (`record-params`), redacted too.
 //!
-//! Records reach the file in batches (a buffer, written out when full,
-//! when a call ends [`FLUSH_INTERVAL`] after the last write, and when the
-//! journal is dropped); a crash can lose the last batch, never break the
-//! chain.
+//! Records reach the file in batches (a buffer, handed to the journal's
+//! writer thread when full, when a call ends [`FLUSH_INTERVAL`] after the
+//! last hand-over, and when the journal is flushed or dropped); the writer
+//! numbers, chains and hashes them, so the calls' threads do none of it.
+//! A crash can lose the last batch, never break the chain.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -30,8 +31,8 @@ use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
 use gadget_core::audit::{
-    GENESIS, MAX_RECORD_STRING_BYTES, MAX_RECORDS_PER_CALL, Record, RecordKind, bounded, hex,
-    line_hash, rfc3339,
+    GENESIS, MAX_RECORD_STRING_BYTES, MAX_RECORDS_PER_CALL, Record, RecordKind, bounded, line_hash,
+    rfc3339,
 };
 use gadget_core::call::{CallReport, Outcome};
 use gadget_core::events::Failure;
@@ -98,31 +99,48 @@ pub enum JournalError {
 }
 
 /// An append-only, hash-chained journal file.
+///
+/// A record is serialised on the thread of the call that makes it, into
+/// a buffer that thread reuses, and appended to the pending batch under a
+/// lock held for a copy; the writer thread numbers the records, chains
+/// and hashes them (and signs them, when keyed) and writes them, a batch
+/// at a time. So a call never hashes, formats a line or waits on a write,
+/// and the chain's state lives on one thread, unlocked.
 pub struct Journal {
     path: PathBuf,
     options: JournalOptions,
+    /// The session's name as a JSON string, escaped once.
+    session_json: String,
     redactor: Redactor,
-    state: Mutex<State>,
-    /// The file. Its lock is taken before the state's is let go, so
-    /// batches reach it in order, while the next records are already
-    /// being added to a new buffer (no call waits on a write).
-    out: Mutex<Box<dyn Write + Send>>,
-    /// When the journal was opened, and when (ms after it) the buffer was
-    /// last written out: read without a lock at each call's end.
+    pending: Mutex<Pending>,
+    /// The first write error (later records are not attempted), shared
+    /// with the writer; `failing` is read without the lock on every record.
+    failed: Arc<Mutex<Option<String>>>,
+    failing: Arc<AtomicBool>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// When the journal was opened, and when (ms after it) a batch was
+    /// last handed to the writer: read without a lock at each call's end.
     opened: Instant,
     flushed_ms: AtomicU64,
 }
 
-/// Bytes of records gathered before they are written out.
+/// Bytes of records gathered before they are handed to the writer.
 const BATCH_BYTES: usize = 64 << 10;
 
-struct State {
-    /// Records not yet written out.
+/// Records not yet handed to the writer, and the way to it. The batch is
+/// sent under the same lock it is filled under, so batches reach the
+/// writer (and the file) in the order their records were made.
+struct Pending {
+    /// Record bodies (a record's fields but its place in the chain), each
+    /// ended by a newline: compact JSON never holds one.
     batch: Vec<u8>,
-    seq: u64,
-    prev: String,
-    /// The first write error (later records are not attempted).
-    failed: Option<String>,
+    to_writer: Option<std::sync::mpsc::Sender<ToWriter>>,
+}
+
+enum ToWriter {
+    Batch(Vec<u8>),
+    /// Answered once everything sent before it is written.
+    Flushed(std::sync::mpsc::SyncSender<()>),
 }
 
 /// How long records may wait in the buffer once a call has ended: a
@@ -130,22 +148,139 @@ struct State {
 /// host writes in batches rather than once per call.
 pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 
-/// A record's fields besides its place in the chain, borrowed; `detail`
-/// typed for the records every call makes (no JSON tree built for them).
-#[derive(serde::Serialize)]
-struct Body<'a, D> {
-    time: String,
-    session: &'a str,
-    event: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    call: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    gadget: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    plugin: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    digest: Option<&'a str>,
-    detail: D,
+/// The fields naming a record's call: `,"call":..,"gadget":..,"plugin":
+/// ..,"digest":..` (those it has), escaped once and written into each of
+/// the call's records as they are: the fields' order of [`Record`].
+fn naming(call: Option<&str>, gadget: Option<&str>, origin: Option<&Origin>) -> Vec<u8> {
+    let mut text = Vec::with_capacity(160);
+    let fields = [
+        ("call", call),
+        ("gadget", gadget),
+        ("plugin", origin.map(|o| o.plugin.as_str())),
+        // A tool with no component (an MCP server's) has no digest.
+        (
+            "digest",
+            origin.map(|o| o.digest.as_str()).filter(|d| !d.is_empty()),
+        ),
+    ];
+    for (name, value) in fields {
+        if let Some(value) = value {
+            text.extend_from_slice(b",\"");
+            text.extend_from_slice(name.as_bytes());
+            text.extend_from_slice(b"\":");
+            // Writing a `str` into a `Vec` cannot fail.
+            let _ = serde_json::to_writer(&mut text, value);
+        }
+    }
+    text
+}
+
+thread_local! {
+    /// The buffer this thread serialises records into, kept between them.
+    static RECORD_TEXT: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(1024));
+    /// The last record time this thread wrote, and its text: records of
+    /// the same millisecond share it.
+    static RECORD_TIME: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((u64::MAX, String::new())) };
+}
+
+/// The chain as the writer thread keeps it.
+struct Chain {
+    seq: u64,
+    /// The previous line's hash, hex.
+    prev: [u8; 64],
+    key: Option<JournalKey>,
+}
+
+impl Chain {
+    fn new(seq: u64, prev: &str) -> Chain {
+        let mut hex_prev = [b'0'; 64];
+        if prev.len() == 64 {
+            hex_prev.copy_from_slice(prev.as_bytes());
+        }
+        Chain {
+            seq,
+            prev: hex_prev,
+            key: None,
+        }
+    }
+
+    /// Appends the line of record `body` (`{...}` without its braces) to
+    /// `lines`: its number first, then its fields, then the previous
+    /// line's hash (and, keyed, its MAC), the fields' order of [`Record`].
+    fn line(&mut self, body: &[u8], lines: &mut Vec<u8>) -> Result<(), &'static str> {
+        use std::io::Write as _;
+        let seq = self.seq + 1;
+        let mut head = [0u8; 32];
+        let head_len = {
+            let mut cursor = std::io::Cursor::new(&mut head[..]);
+            let _ = write!(cursor, "{{\"seq\":{seq},");
+            cursor.position() as usize
+        };
+        let mut pieces: [&[u8]; 5] = [&head[..head_len], body, b",\"prev\":\"", &self.prev, b"\"}"];
+        let mac = match &self.key {
+            None => None,
+            Some(key) => match gadget_core::audit::line_mac(&key.0, &pieces) {
+                Some(mac) => Some(format!("\",\"mac\":\"{mac}\"}}")),
+                None => return Err("the journal's key cannot sign a line"),
+            },
+        };
+        if let Some(mac) = &mac {
+            pieces[4] = mac.as_bytes();
+        }
+        let mut hasher = Sha256::new();
+        for piece in pieces {
+            hasher.update(piece);
+            lines.extend_from_slice(piece);
+        }
+        lines.push(b'\n');
+        self.seq = seq;
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        for (i, byte) in hasher.finalize().iter().enumerate() {
+            self.prev[2 * i] = DIGITS[usize::from(byte >> 4)];
+            self.prev[2 * i + 1] = DIGITS[usize::from(byte & 0xf)];
+        }
+        Ok(())
+    }
+}
+
+/// The writer thread: batches in, lines out, until the journal is dropped.
+fn write_batches(
+    inbox: std::sync::mpsc::Receiver<ToWriter>,
+    mut chain: Chain,
+    mut out: Box<dyn Write + Send>,
+    failed: Arc<Mutex<Option<String>>>,
+    failing: Arc<AtomicBool>,
+) {
+    let mut lines = Vec::with_capacity(BATCH_BYTES + BATCH_BYTES / 2);
+    let fail = |why: String| {
+        failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(why);
+        failing.store(true, Ordering::Relaxed);
+    };
+    for message in inbox {
+        let batch = match message {
+            ToWriter::Batch(batch) => batch,
+            ToWriter::Flushed(done) => {
+                let _ = done.send(());
+                continue;
+            }
+        };
+        if failing.load(Ordering::Relaxed) {
+            continue;
+        }
+        lines.clear();
+        for body in batch.split(|b| *b == b'\n').filter(|b| !b.is_empty()) {
+            if let Err(why) = chain.line(body, &mut lines) {
+                fail(why.to_string());
+                break;
+            }
+        }
+        if let Err(e) = out.write_all(&lines).and_then(|()| out.flush()) {
+            fail(e.to_string());
+        }
+    }
 }
 
 impl Journal {
@@ -191,57 +326,84 @@ impl Journal {
                 (record.seq, line_hash(&line))
             }
         };
-        Ok(Journal {
-            path: path.to_path_buf(),
-            redactor: Redactor::new(options.secrets.clone()),
-            options,
-            out: Mutex::new(Box::new(file)),
-            opened: Instant::now(),
-            flushed_ms: AtomicU64::new(0),
-            state: Mutex::new(State {
-                batch: Vec::with_capacity(BATCH_BYTES),
-                seq,
-                prev,
-                failed: None,
-            }),
-        })
+        Journal::start(path, Box::new(file), options, Chain::new(seq, &prev)).map_err(io)
     }
 
     /// A journal written to `out` (a pipe, a socket, a log shipper),
     /// starting a new chain; `name` stands for it in messages.
-    pub fn to_writer(name: &str, out: Box<dyn Write + Send>, options: JournalOptions) -> Journal {
-        Journal {
-            path: PathBuf::from(name),
+    pub fn to_writer(
+        name: &str,
+        out: Box<dyn Write + Send>,
+        options: JournalOptions,
+    ) -> Result<Journal, JournalError> {
+        let path = PathBuf::from(name);
+        Journal::start(&path, out, options, Chain::new(0, GENESIS))
+            .map_err(|source| JournalError::Io { path, source })
+    }
+
+    /// The journal, its writer thread started.
+    fn start(
+        path: &Path,
+        out: Box<dyn Write + Send>,
+        options: JournalOptions,
+        mut chain: Chain,
+    ) -> std::io::Result<Journal> {
+        chain.key = options.key.clone();
+        let failed = Arc::new(Mutex::new(None));
+        let failing = Arc::new(AtomicBool::new(false));
+        let (to_writer, inbox) = std::sync::mpsc::channel();
+        let writer = std::thread::Builder::new()
+            .name("gadget-journal".into())
+            .spawn({
+                let (failed, failing) = (failed.clone(), failing.clone());
+                move || write_batches(inbox, chain, out, failed, failing)
+            })?;
+        Ok(Journal {
+            path: path.to_path_buf(),
+            session_json: serde_json::to_string(&options.session).unwrap_or_default(),
             redactor: Redactor::new(options.secrets.clone()),
             options,
-            out: Mutex::new(out),
+            pending: Mutex::new(Pending {
+                batch: Vec::with_capacity(BATCH_BYTES),
+                to_writer: Some(to_writer),
+            }),
+            failed,
+            failing,
+            writer: Mutex::new(Some(writer)),
             opened: Instant::now(),
             flushed_ms: AtomicU64::new(0),
-            state: Mutex::new(State {
-                batch: Vec::with_capacity(BATCH_BYTES),
-                seq: 0,
-                prev: GENESIS.to_string(),
-                failed: None,
-            }),
-        }
+        })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// The first write error, if writing failed.
+    /// The first write error, if writing failed (asked before every call:
+    /// no lock unless it did).
     pub fn failure(&self) -> Option<String> {
-        self.lock().failed.clone()
+        if !self.failing.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Appends one record (redacted, strings bounded). The record is
-    /// serialised before the lock is taken; only its place in the chain
-    /// (number, previous hash, its own hash) is settled under it.
+    fn fail(&self, why: String) {
+        self.failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(why);
+        self.failing.store(true, Ordering::Relaxed);
+    }
+
+    /// Appends one record (redacted, strings bounded).
     fn record(
         &self,
         event: RecordKind,
@@ -251,101 +413,82 @@ impl Journal {
         detail: Value,
     ) {
         let detail = (!detail.is_null()).then(|| bounded(self.redactor.value(detail)));
-        self.append(event, call, gadget, origin, Detail(detail));
+        self.append(event, &naming(call, gadget, origin), Detail(detail));
     }
 
-    /// Appends one record whose detail is already redacted and bounded.
-    fn append<D: serde::Serialize>(
-        &self,
-        event: RecordKind,
-        call: Option<&str>,
-        gadget: Option<&str>,
-        origin: Option<&Origin>,
-        detail: D,
-    ) {
-        let body = Body {
-            time: rfc3339(now_ms()),
-            session: &self.options.session,
-            event: event.as_str(),
-            call,
-            gadget,
-            plugin: origin.map(|o| o.plugin.as_str()),
-            // A tool with no component (an MCP server's) has no digest.
-            digest: origin.map(|o| o.digest.as_str()).filter(|d| !d.is_empty()),
-            detail,
-        };
-        let mut text = Vec::with_capacity(512);
-        if let Err(e) = serde_json::to_writer(&mut text, &body) {
-            self.lock().failed.get_or_insert(e.to_string());
+    /// Appends one record whose detail is already redacted and bounded,
+    /// its call named by `naming`: written into this thread's buffer (the
+    /// fields of [`Record`] in their order, but its place in the chain),
+    /// then copied into the batch.
+    fn append<D: serde::Serialize>(&self, event: RecordKind, naming: &[u8], detail: D) {
+        if self.failing.load(Ordering::Relaxed) {
             return;
         }
-        // `{...}` without its braces, between the number and `prev`: the
-        // field order of [`Record`].
-        let inner = &text[1..text.len() - 1];
-        let mut guard = self.lock();
-        if guard.failed.is_some() {
-            return;
-        }
-        let state = &mut *guard;
-        let seq = state.seq + 1;
-        let head = format!("{{\"seq\":{seq},");
-        // The line is written and hashed in pieces, never assembled.
-        let mut pieces: [&[u8]; 5] = [
-            head.as_bytes(),
-            inner,
-            b",\"prev\":\"",
-            state.prev.as_bytes(),
-            b"\"}",
-        ];
-        // A keyed line: its MAC over the line without it, as the last field.
-        let mac = match &self.options.key {
-            None => None,
-            Some(key) => match gadget_core::audit::line_mac(&key.0, &pieces) {
-                Some(mac) => Some(format!("\",\"mac\":\"{mac}\"}}")),
-                None => {
-                    state
-                        .failed
-                        .get_or_insert("the journal's key cannot sign a line".into());
-                    return;
+        let now = now_ms();
+        let written = RECORD_TEXT.with_borrow_mut(|text| {
+            text.clear();
+            RECORD_TIME.with_borrow_mut(|(at, time)| {
+                if *at != now {
+                    *time = rfc3339(now);
+                    *at = now;
                 }
-            },
-        };
-        if let Some(mac) = &mac {
-            pieces[4] = mac.as_bytes();
-        }
-        let mut hasher = Sha256::new();
-        for piece in pieces {
-            hasher.update(piece);
-            state.batch.extend_from_slice(piece);
-        }
-        state.batch.push(b'\n');
-        state.seq = seq;
-        state.prev = hex(&hasher.finalize());
-        if state.batch.len() >= BATCH_BYTES {
-            self.write_out(guard);
+                text.extend_from_slice(time.as_bytes());
+            });
+            text.extend_from_slice(b"\",\"session\":");
+            text.extend_from_slice(self.session_json.as_bytes());
+            text.extend_from_slice(b",\"event\":\"");
+            text.extend_from_slice(event.as_str().as_bytes());
+            text.push(b'"');
+            text.extend_from_slice(naming);
+            text.extend_from_slice(b",\"detail\":");
+            serde_json::to_writer(&mut *text, &detail)?;
+            // The writer puts the number before and the chain after.
+            let mut pending = self.lock();
+            pending.batch.extend_from_slice(b"\"time\":\"");
+            pending.batch.extend_from_slice(text);
+            pending.batch.push(b'\n');
+            if pending.batch.len() >= BATCH_BYTES {
+                self.hand_over(&mut pending);
+            }
+            Ok::<(), serde_json::Error>(())
+        });
+        if let Err(e) = written {
+            self.fail(e.to_string());
         }
     }
 
-    /// Takes the batch and writes it, the state's lock let go first.
-    fn write_out(&self, mut state: std::sync::MutexGuard<'_, State>) {
-        let batch = std::mem::replace(&mut state.batch, Vec::with_capacity(BATCH_BYTES));
+    /// Sends the batch to the writer (under the lock: batches keep their
+    /// order).
+    fn hand_over(&self, pending: &mut Pending) {
         self.flushed_ms
             .store(self.opened.elapsed().as_millis() as u64, Ordering::Relaxed);
-        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
-        drop(state);
-        let written = out.write_all(&batch).and_then(|()| out.flush());
-        drop(out);
-        if let Err(e) = written {
-            self.lock().failed.get_or_insert(e.to_string());
+        if pending.batch.is_empty() {
+            return;
+        }
+        let batch = std::mem::replace(&mut pending.batch, Vec::with_capacity(BATCH_BYTES));
+        if let Some(to_writer) = &pending.to_writer {
+            let _ = to_writer.send(ToWriter::Batch(batch));
         }
     }
 
-    /// Writes what is buffered.
+    /// Writes what is buffered, and returns once it is written.
     pub fn flush(&self) {
-        self.write_out(self.lock());
+        let (done, written) = std::sync::mpsc::sync_channel(1);
+        {
+            let mut pending = self.lock();
+            self.hand_over(&mut pending);
+            let Some(to_writer) = &pending.to_writer else {
+                return;
+            };
+            if to_writer.send(ToWriter::Flushed(done)).is_err() {
+                return;
+            }
+        }
+        let _ = written.recv();
     }
 
-    /// Writes what is buffered if it has waited [`FLUSH_INTERVAL`].
+    /// Hands what is buffered to the writer if it has waited
+    /// [`FLUSH_INTERVAL`].
     fn flush_due(&self) {
         let now = self.opened.elapsed().as_millis() as u64;
         if now.saturating_sub(self.flushed_ms.load(Ordering::Relaxed))
@@ -353,7 +496,7 @@ impl Journal {
         {
             return;
         }
-        self.write_out(self.lock());
+        self.hand_over(&mut self.lock());
     }
 
     /// A call refused before it reached a tool (no such gadget, a gadget
@@ -397,8 +540,7 @@ impl Recorder for JournalRecorder {
     fn call(&self, call: &str, gadget: &str, origin: Option<Arc<Origin>>) -> Arc<dyn CallRecord> {
         Arc::new(CallRecorder {
             journal: self.0.clone(),
-            call: call.to_string(),
-            gadget: gadget.to_string(),
+            naming: naming(Some(call), Some(gadget), origin.as_deref()),
             origin,
             records: AtomicU64::new(0),
         })
@@ -408,8 +550,8 @@ impl Recorder for JournalRecorder {
 /// Records one call: its start, what it reports (capped), its end.
 struct CallRecorder {
     journal: Arc<Journal>,
-    call: String,
-    gadget: String,
+    /// The call's naming fields, as every record of it writes them.
+    naming: Vec<u8>,
     origin: Option<std::sync::Arc<Origin>>,
     /// Records of this call besides its start and end.
     records: AtomicU64,
@@ -417,23 +559,12 @@ struct CallRecorder {
 
 impl CallRecorder {
     fn append<D: serde::Serialize>(&self, event: RecordKind, detail: D) {
-        self.journal.append(
-            event,
-            Some(&self.call),
-            Some(&self.gadget),
-            self.origin.as_deref(),
-            detail,
-        );
+        self.journal.append(event, &self.naming, detail);
     }
 
     fn record(&self, event: RecordKind, detail: Value) {
-        self.journal.record(
-            event,
-            Some(&self.call),
-            Some(&self.gadget),
-            self.origin.as_deref(),
-            detail,
-        );
+        let detail = (!detail.is_null()).then(|| bounded(self.journal.redactor.value(detail)));
+        self.journal.append(event, &self.naming, Detail(detail));
     }
 }
 
@@ -525,8 +656,14 @@ impl std::fmt::Debug for Journal {
 }
 
 impl Drop for Journal {
+    /// Everything buffered is written, then the writer ends.
     fn drop(&mut self) {
         self.flush();
+        self.lock().to_writer = None;
+        let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(writer) = writer {
+            let _ = writer.join();
+        }
     }
 }
 

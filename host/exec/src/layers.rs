@@ -183,7 +183,6 @@ impl Layers {
 struct SpanLayer {
     telemetry: &'static Telemetry,
     span: std::sync::Mutex<Option<ToolSpan>>,
-    name: String,
     /// The span as the trace parent of what the call runs inside.
     trace: Option<TraceParent>,
 }
@@ -198,7 +197,6 @@ impl SpanLayer {
         SpanLayer {
             telemetry,
             span: std::sync::Mutex::new(Some(span)),
-            name: tool.name().to_string(),
             trace,
         }
     }
@@ -222,7 +220,7 @@ impl Layer for SpanLayer {
     fn finished(&self, report: &CallReport, _instant: bool) {
         let span = self.span.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(span) = span {
-            span.finish(self.telemetry, &self.name, report);
+            span.finish(self.telemetry, report);
         }
     }
 }

@@ -10,7 +10,7 @@
 //! costs one atomic load per call.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use opentelemetry::metrics::{Counter, Histogram};
@@ -26,6 +26,13 @@ pub use opentelemetry::Context as TraceContext;
 
 /// The instrumentation scope every span and metric is reported under.
 pub const SCOPE: &str = "gadget-host";
+
+/// Spans the SDK's batch processor holds before it drops one (unless
+/// `OTEL_BSP_MAX_QUEUE_SIZE` says otherwise). The SDK's 2,048 is 15 ms
+/// of a busy host's calls (130,000 a second on two cores): its exporting
+/// thread, starved that long by the calls, dropped spans. This is 125 ms
+/// of them, at most about 16 MiB of spans waiting.
+pub const SPAN_QUEUE_SPANS: usize = 16_384;
 
 static ACTIVE: OnceLock<Telemetry> = OnceLock::new();
 
@@ -79,10 +86,24 @@ pub fn enable() -> &'static Telemetry {
     })
 }
 
-/// The process's telemetry, when [`enable`]d.
+/// Set while telemetry is paused (see [`pause`]).
+static PAUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The process's telemetry, when [`enable`]d (and not paused).
 #[inline]
 pub fn active() -> Option<&'static Telemetry> {
+    if PAUSED.load(std::sync::atomic::Ordering::Relaxed) {
+        return None;
+    }
     ACTIVE.get()
+}
+
+/// Stops making spans and measurements for a while (`true`), or goes on
+/// (`false`); the providers and what they hold stay as they are. What
+/// tracing costs is measured this way, on and off in turns in one process
+/// (`enable` cannot be undone).
+pub fn pause(paused: bool) {
+    PAUSED.store(paused, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// The context a W3C `traceparent` (and `tracestate`) names, read by the
@@ -98,17 +119,82 @@ pub fn context_from(trace_parent: &str, trace_state: Option<&str>) -> Option<Con
     cx.span().span_context().is_valid().then_some(cx)
 }
 
-/// The W3C `traceparent` of the span current in `cx`.
+/// The W3C `traceparent` of the span current in `cx` (on every traced
+/// call's path: written without a formatter per field).
 pub fn trace_parent_of(cx: &Context) -> Option<String> {
     let span = cx.span();
     let sc = span.span_context();
-    sc.is_valid().then(|| {
-        format!(
-            "00-{}-{}-{:02x}",
-            sc.trace_id(),
-            sc.span_id(),
-            sc.trace_flags().to_u8()
-        )
+    if !sc.is_valid() {
+        return None;
+    }
+    let flags = [sc.trace_flags().to_u8()];
+    let mut text = String::with_capacity(55);
+    text.push_str("00-");
+    text.push_str(&gadget_core::audit::hex(&sc.trace_id().to_bytes()));
+    text.push('-');
+    text.push_str(&gadget_core::audit::hex(&sc.span_id().to_bytes()));
+    text.push('-');
+    text.push_str(&gadget_core::audit::hex(&flags));
+    Some(text)
+}
+
+/// What every span and measurement of one tool's calls says of the tool,
+/// made once per tool and thread: its values are shared, not copied.
+struct ToolAttributes {
+    /// Which tool this was made for (a reload may change the component
+    /// behind a name).
+    name: String,
+    digest: String,
+    span_name: String,
+    tool_name: Arc<str>,
+    attributes: Vec<KeyValue>,
+}
+
+/// The most tools whose attributes one thread keeps (a reload can bring
+/// new ones; past this the cache starts again).
+const TOOL_ATTRIBUTES_CACHED: usize = 256;
+
+thread_local! {
+    static TOOL_ATTRIBUTES: std::cell::RefCell<HashMap<String, std::rc::Rc<ToolAttributes>>> =
+        std::cell::RefCell::new(HashMap::new());
+}
+
+fn tool_attributes(tool: &dyn Tool) -> std::rc::Rc<ToolAttributes> {
+    let name = tool.name();
+    let origin = tool.origin();
+    let digest = origin.as_ref().map_or("", |o| o.digest.as_str());
+    TOOL_ATTRIBUTES.with_borrow_mut(|cache| {
+        if let Some(cached) = cache.get(name)
+            && cached.name == name
+            && cached.digest == digest
+        {
+            return cached.clone();
+        }
+        let tool_name: Arc<str> = Arc::from(name);
+        let mut attributes = vec![
+            KeyValue::new("gen_ai.operation.name", "execute_tool"),
+            KeyValue::new("gen_ai.tool.name", tool_name.clone()),
+            KeyValue::new("gen_ai.tool.type", "function"),
+        ];
+        if let Some(origin) = &origin {
+            let shared = |text: &str| Arc::<str>::from(text);
+            attributes.push(KeyValue::new("gadget.plugin", shared(&origin.plugin)));
+            attributes.push(KeyValue::new("gadget.digest", shared(&origin.digest)));
+            attributes.push(KeyValue::new("gadget.source", shared(&origin.source)));
+            attributes.push(KeyValue::new("gadget.signature", shared(&origin.signature)));
+        }
+        let made = std::rc::Rc::new(ToolAttributes {
+            name: name.to_string(),
+            digest: digest.to_string(),
+            span_name: format!("execute_tool {name}"),
+            tool_name,
+            attributes,
+        });
+        if cache.len() >= TOOL_ATTRIBUTES_CACHED {
+            cache.clear();
+        }
+        cache.insert(name.to_string(), made.clone());
+        made
     })
 }
 
@@ -116,6 +202,7 @@ pub fn trace_parent_of(cx: &Context) -> Option<String> {
 /// doors as child spans.
 pub struct ToolSpan {
     cx: Context,
+    tool_name: Arc<str>,
 }
 
 /// An `invoke_agent` or `chat` span: the context its children start in.
@@ -129,28 +216,20 @@ impl Telemetry {
     /// Starts `execute_tool {name}` for call `call_id` of `tool`, under
     /// `parent` (else a new trace).
     pub fn tool_span(&self, parent: Option<&Context>, tool: &dyn Tool, call_id: &str) -> ToolSpan {
-        let name = tool.name();
-        let mut attributes = vec![
-            KeyValue::new("gen_ai.operation.name", "execute_tool"),
-            KeyValue::new("gen_ai.tool.name", name.to_string()),
-            KeyValue::new("gen_ai.tool.call.id", call_id.to_string()),
-            KeyValue::new("gen_ai.tool.type", "function"),
-        ];
-        if let Some(origin) = tool.origin() {
-            attributes.push(KeyValue::new("gadget.plugin", origin.plugin.clone()));
-            attributes.push(KeyValue::new("gadget.digest", origin.digest.clone()));
-            attributes.push(KeyValue::new("gadget.source", origin.source.clone()));
-            attributes.push(KeyValue::new("gadget.signature", origin.signature.clone()));
-        }
+        let cached = tool_attributes(tool);
+        let mut attributes = Vec::with_capacity(cached.attributes.len() + 1);
+        attributes.extend_from_slice(&cached.attributes);
+        attributes.push(KeyValue::new("gen_ai.tool.call.id", call_id.to_string()));
         let builder = self
             .tracer
-            .span_builder(format!("execute_tool {name}"))
+            .span_builder(cached.span_name.clone())
             .with_kind(SpanKind::Internal)
             .with_attributes(attributes);
         let root = Context::new();
         let span = builder.start_with_context(&self.tracer, parent.unwrap_or(&root));
         ToolSpan {
             cx: parent.unwrap_or(&root).with_span(span),
+            tool_name: cached.tool_name.clone(),
         }
     }
 
@@ -258,7 +337,7 @@ impl ToolSpan {
     }
 
     /// Ends the span with the call's outcome, and counts the call.
-    pub fn finish(self, telemetry: &Telemetry, tool: &str, report: &CallReport) {
+    pub fn finish(self, telemetry: &Telemetry, report: &CallReport) {
         let outcome = match &report.outcome {
             Ok(Outcome::Result { .. }) => "ok",
             Ok(Outcome::Finish { .. }) => "finish",
@@ -279,7 +358,7 @@ impl ToolSpan {
         }
         span.end();
         let attributes = [
-            KeyValue::new("gen_ai.tool.name", tool.to_string()),
+            KeyValue::new("gen_ai.tool.name", self.tool_name.clone()),
             KeyValue::new("gadget.outcome", outcome),
         ];
         telemetry.calls.add(1, &attributes);
@@ -289,7 +368,7 @@ impl ToolSpan {
         if report.cost > 0.0 {
             telemetry.cost.add(
                 report.cost,
-                &[KeyValue::new("gen_ai.tool.name", tool.to_string())],
+                &[KeyValue::new("gen_ai.tool.name", self.tool_name.clone())],
             );
         }
     }

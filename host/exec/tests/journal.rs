@@ -166,11 +166,9 @@ async fn a_journal_that_cannot_be_written_lets_no_call_run_unrecorded() {
             Ok(())
         }
     }
-    let journal = Arc::new(Journal::to_writer(
-        "full.jsonl",
-        Box::new(Full),
-        JournalOptions::default(),
-    ));
+    let journal = Arc::new(
+        Journal::to_writer("full.jsonl", Box::new(Full), JournalOptions::default()).unwrap(),
+    );
     let mut executor = Executor::new(toolbox([echo()]), ExecConfig::default())
         .unwrap()
         .with_journal(journal.clone());

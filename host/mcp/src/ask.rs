@@ -50,14 +50,6 @@ pub(crate) fn answer_text(content: Option<Value>) -> String {
     }
 }
 
-/// Whether the client can show a person a form (`elicitation/create`).
-pub(crate) fn can_elicit(context: &RequestContext<RoleServer>) -> bool {
-    context
-        .client_capabilities()
-        .and_then(|c| c.elicitation)
-        .is_some_and(|e| e.form.is_some() || e.url.is_none())
-}
-
 /// Whether the session speaks protocol 2026-07-28 or later, where the
 /// server asks only through a call's input-required result.
 pub(crate) fn is_modern(context: &RequestContext<RoleServer>) -> bool {

@@ -14,13 +14,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use rmcp::ErrorData as McpError;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ContentBlock,
     ElicitRequest, ElicitResult, ElicitationCapability, FormElicitationCapability, InputRequest,
     InputRequests, InputRequiredResult, LoggingMessageNotificationParam, ProgressNotificationParam,
 };
-use rmcp::service::RequestContext;
-use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::Value;
 
 use gadget_core::approval::{ApprovalEvent, Approvals};
@@ -32,8 +31,9 @@ use gadget_core::tool::Tool as GadgetTool;
 use gadget_exec::call::{CallOptions, Finished};
 
 use crate::approval::{APPROVAL_KEY, ClientAsk, McpApprover};
-use crate::ask::{ASK_HUMAN_KEY, answer_result, can_elicit, elicitation, is_modern};
-use crate::inputs::{ClientPerson, capabilities_for, kinds_of};
+use crate::ask::{ASK_HUMAN_KEY, answer_result, elicitation};
+use crate::caller::Caller;
+use crate::inputs::{ClientPerson, capabilities_for};
 use crate::logs::{level_rank, mcp_level, operator_log};
 use crate::metrics::CallOutcome;
 use crate::replay::{Ended, Replay, StateRefused};
@@ -45,7 +45,7 @@ impl GadgetServer {
     pub(crate) async fn call(
         &self,
         mut request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        caller: &Caller,
     ) -> Result<CallToolResponse, McpError> {
         self.until_loaded().await;
         let started = Instant::now();
@@ -61,12 +61,12 @@ impl GadgetServer {
             Ok(prepared) => prepared,
             Err(refused) => return Ok((*refused).into()),
         };
-        if self.as_task(&*gadget, &params, &request, &context, started)? {
+        if self.as_task(&*gadget, &params, &request, caller, started)? {
             return self
-                .start_task(gadget, params, &request, &context, started)
+                .start_task(gadget, params, &request, caller, started)
                 .await;
         }
-        let replay = match self.replay(&*gadget, &params, &request, &context) {
+        let replay = match self.replay(&*gadget, &params, &request, caller) {
             Ok(replay) => replay,
             Err(refused) => {
                 self.metrics.rejected(gadget.name(), started.elapsed());
@@ -78,20 +78,21 @@ impl GadgetServer {
             &params,
             &request,
             replay.as_ref(),
-            &context,
+            caller,
             started,
         ) {
             Ok(scope) => scope,
             Err(refused) => return Ok((*refused).into()),
         };
         let id = format!("mcp_{}", self.calls.fetch_add(1, Ordering::Relaxed) + 1);
-        let (observer, forward) = self.notifier(&id, gadget.name(), &context);
+        let (observer, forward) = self.notifier(&id, gadget.name(), caller);
         self.metrics.started();
-        let finished = self
-            .run(gadget.clone(), params, &id, scope, observer, &context)
-            .await;
-        // Every notification of the call reaches the client before its result.
-        let _ = forward.await;
+        // Every notification of the call reaches the client before its
+        // result: the forwarding ends when the call drops its observer.
+        let (finished, ()) = tokio::join!(
+            self.run(gadget.clone(), params, &id, scope, observer, caller),
+            forward
+        );
         if let Some(replay) = &replay {
             match replay.ended() {
                 Ended::Answered => {}
@@ -123,7 +124,7 @@ impl GadgetServer {
                 }
             }
         }
-        self.result(gadget.name(), &id, finished, &context, started)
+        self.result(gadget.name(), &id, finished, caller, started)
             .await
     }
 
@@ -137,12 +138,12 @@ impl GadgetServer {
         gadget: &dyn GadgetTool,
         params: &Value,
         request: &CallToolRequestParams,
-        context: &RequestContext<RoleServer>,
+        caller: &Caller,
     ) -> Result<Option<Arc<Replay>>, StateRefused> {
-        if !is_modern(context) {
+        if !caller.modern {
             return Ok(None);
         }
-        let kinds = kinds_of(context.client_capabilities().as_ref());
+        let kinds = caller.kinds();
         let approval = request
             .input_responses
             .as_ref()
@@ -208,7 +209,7 @@ impl GadgetServer {
         params: &Value,
         request: &CallToolRequestParams,
         replay: Option<&Arc<Replay>>,
-        context: &RequestContext<RoleServer>,
+        caller: &Caller,
         started: Instant,
     ) -> Result<Arc<CallScope>, Box<CallToolResult>> {
         let name = gadget.name();
@@ -242,40 +243,45 @@ impl GadgetServer {
                 }
                 McpApprover::Answered(crate::approval::verdict_of(reply))
             }
-            None => McpApprover::Ask(self.client_ask(context)),
+            None => McpApprover::Ask(self.client_ask(caller)),
         };
         let approvals = (!self.rules.is_empty())
             .then(|| Arc::new(Approvals::new(self.rules.clone(), Arc::new(approver))));
         // Who answers what the gadget asks: the replay over stateless
         // HTTP; on older protocols the client mid-call, when the session
         // can take requests from the server.
-        let kinds = kinds_of(context.client_capabilities().as_ref());
-        let human = match replay {
-            Some(replay) => Some(replay.clone() as Arc<dyn gadget_exec::HumanInput>),
-            None => (self.server_requests && kinds != Kinds::NONE).then(|| {
+        let kinds = caller.kinds();
+        let human = match (replay, caller.out.peer()) {
+            (Some(replay), _) => Some(replay.clone() as Arc<dyn gadget_exec::HumanInput>),
+            (None, Some(peer)) => (self.server_requests && kinds != Kinds::NONE).then(|| {
                 Arc::new(ClientPerson {
-                    peer: context.peer.clone(),
+                    peer: peer.clone(),
                     kinds,
                 }) as Arc<dyn gadget_exec::HumanInput>
             }),
+            (None, None) => None,
         };
         Ok(Arc::new(CallScope {
             approvals,
             recorder: self.recorder.clone(),
-            trace: crate::trace::parent_of(context),
+            trace: caller.trace.clone(),
             human,
         }))
     }
 
-    /// The call's observer, and the task that forwards what it sees to
-    /// the client: progress and logs leave through a channel, since the
-    /// observer runs on the call's task and must not wait for the client.
+    /// The call's observer, and what forwards what it sees to the client
+    /// (to be run beside the call; it ends once the observer is dropped):
+    /// progress and logs leave through a channel, since the observer runs
+    /// inside the call and must not wait for the client.
     pub(crate) fn notifier(
         &self,
         id: &str,
         gadget: &str,
-        context: &RequestContext<RoleServer>,
-    ) -> (CallObserver, tokio::task::JoinHandle<()>) {
+        caller: &Caller,
+    ) -> (
+        CallObserver,
+        impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Notice>();
         let min_level = level_rank(*self.level.lock().unwrap_or_else(|p| p.into_inner()));
         let gadget_name = gadget.to_string();
@@ -324,9 +330,9 @@ impl GadgetServer {
             }
             _ => {}
         });
-        let progress_token = context.meta.get_progress_token();
-        let peer = context.peer.clone();
-        let forward = tokio::spawn(async move {
+        let progress_token = caller.progress_token.clone();
+        let out = caller.out.clone();
+        let forward = async move {
             // The last progress told: each must be more (MCP requires it).
             let mut last: Option<f64> = None;
             while let Some(notice) = rx.recv().await {
@@ -338,7 +344,7 @@ impl GadgetServer {
                             last = Some(step);
                             let mut param = ProgressNotificationParam::new(token.clone(), step);
                             param.message = Some(message);
-                            let _ = peer.notify_progress(param).await;
+                            out.progress(param).await;
                         }
                     }
                     // Numbers as the gadget gave them (the ledger let
@@ -352,15 +358,13 @@ impl GadgetServer {
                             let mut param = ProgressNotificationParam::new(token.clone(), done);
                             param.total = total;
                             param.message = message;
-                            let _ = peer.notify_progress(param).await;
+                            out.progress(param).await;
                         }
                     }
-                    Notice::Log(param) => {
-                        let _ = peer.notify_logging_message(param).await;
-                    }
+                    Notice::Log(param) => out.log(param).await,
                 }
             }
-        });
+        };
         (observer, forward)
     }
 
@@ -378,10 +382,10 @@ impl GadgetServer {
         id: &str,
         scope: Arc<CallScope>,
         observer: CallObserver,
-        context: &RequestContext<RoleServer>,
+        caller: &Caller,
     ) -> Finished {
         let signal = AbortSignal::new();
-        let client_gone = context.ct.cancelled();
+        let client_gone = caller.gone.cancelled();
         self.run_until(gadget, params, id, scope, observer, signal, client_gone)
             .await
     }
@@ -427,7 +431,7 @@ impl GadgetServer {
         name: &str,
         id: &str,
         finished: Finished,
-        context: &RequestContext<RoleServer>,
+        caller: &Caller,
         started: Instant,
     ) -> Result<CallToolResponse, McpError> {
         if let Some(request) = finished.deferred {
@@ -460,7 +464,7 @@ impl GadgetServer {
                 done
             }
             Ok(Outcome::AskHuman { question }) => {
-                let asked = self.ask(name, id, &question, context).await;
+                let asked = self.ask(name, id, &question, caller).await;
                 let outcome = match &asked {
                     Asked::Later(_) => CallOutcome::InputRequired,
                     Asked::Refused(_) => CallOutcome::HumanInput,
@@ -509,15 +513,14 @@ struct AskState {
 
 impl GadgetServer {
     /// How this request's client can be asked to approve a call.
-    fn client_ask(&self, context: &RequestContext<RoleServer>) -> ClientAsk {
-        let can_elicit = can_elicit(context);
-        let modern = is_modern(context);
-        if !can_elicit {
+    fn client_ask(&self, caller: &Caller) -> ClientAsk {
+        let peer = caller.out.peer().filter(|_| self.server_requests);
+        if !caller.can_elicit() {
             ClientAsk::Cannot("this client cannot ask a person (no elicitation capability)")
-        } else if modern {
+        } else if caller.modern {
             ClientAsk::RoundTrip
-        } else if self.server_requests {
-            ClientAsk::Request(context.peer.clone())
+        } else if let Some(peer) = peer {
+            ClientAsk::Request(peer.clone())
         } else {
             ClientAsk::Cannot(
                 "over stateless HTTP the server can ask a person only on protocol 2026-07-28 or later",
@@ -527,15 +530,9 @@ impl GadgetServer {
 
     /// Puts a gadget's question to the person at the client, in the way
     /// the connection allows.
-    async fn ask(
-        &self,
-        gadget: &str,
-        call_id: &str,
-        question: &str,
-        context: &RequestContext<RoleServer>,
-    ) -> Asked {
-        let can_elicit = can_elicit(context);
-        let modern = is_modern(context);
+    async fn ask(&self, gadget: &str, call_id: &str, question: &str, caller: &Caller) -> Asked {
+        let can_elicit = caller.can_elicit();
+        let modern = caller.modern;
         let cannot = |why: &str| {
             Asked::Answered(CallToolResult::error(vec![ContentBlock::text(format!(
                 "Gadget '{gadget}' needs a person to answer: {question}\n({why}: answer it in your next message to the model.)"
@@ -565,16 +562,16 @@ impl GadgetServer {
             let state = serde_json::to_string(&state).unwrap_or_default();
             return Asked::Later(InputRequiredResult::new(Some(requests), Some(state)));
         }
-        if !self.server_requests {
+        let Some(peer) = caller.out.peer().filter(|_| self.server_requests) else {
             return cannot(
                 "Over stateless HTTP the server can ask a person only on protocol 2026-07-28 or later",
             );
-        }
+        };
         // The person may take a while: the wait is not the gadget's (its
         // instance is gone), and a cancelled call stops waiting.
         let answer = tokio::select! {
-            answer = context.peer.create_elicitation(params) => answer,
-            _ = context.ct.cancelled() => {
+            answer = peer.create_elicitation(params) => answer,
+            _ = caller.gone.cancelled() => {
                 return Asked::Answered(CallToolResult::error(vec![ContentBlock::text(format!(
                     "Gadget '{gadget}' asked a person, and the call was cancelled before they answered."
                 ))]));

@@ -35,8 +35,12 @@ use tokio_util::sync::CancellationToken;
 
 use gadget_core::tool::Tools;
 
+use crate::direct::{AllowedHosts, DirectCall};
 use crate::metrics::Metrics;
 use crate::server::GadgetServer;
+
+/// Where MCP is served.
+const MCP_PATH: &str = "/mcp";
 
 /// Tool calls one replica runs at once unless told otherwise: each is an
 /// instance with up to its memory limit, so this bounds a replica's memory
@@ -188,6 +192,8 @@ struct Shared {
     calls: Arc<Semaphore>,
     auth: Option<HeaderValue>,
     draining: AtomicBool,
+    /// The `Host` values the direct path accepts (rmcp's list).
+    hosts: AllowedHosts,
 }
 
 /// Serves until `stop` is cancelled (or SIGTERM / Ctrl-C), then drains.
@@ -226,6 +232,7 @@ pub async fn serve(
     let mut config = StreamableHttpServerConfig::default();
     config.legacy_session_mode = options.sessions;
     config.json_response = true;
+    let hosts = AllowedHosts::new(&allowed_hosts);
     config.allowed_hosts = allowed_hosts;
     config.max_request_body_bytes = MAX_REQUEST_BODY_BYTES;
     // rmcp's own token ends its sessions: only once the drain is over, so
@@ -243,9 +250,10 @@ pub async fn serve(
         calls: Arc::new(Semaphore::new(options.max_concurrent_calls.max(1))),
         auth: options.auth_token.as_ref().map(|t| t.header.clone()),
         draining: AtomicBool::new(false),
+        hosts,
     });
     let guarded = axum::Router::new()
-        .nest_service("/mcp", mcp)
+        .nest_service(MCP_PATH, mcp)
         .route("/metrics", axum::routing::get(metrics_page))
         .layer(axum::middleware::from_fn_with_state(shared.clone(), guard));
     let router = axum::Router::new()
@@ -463,10 +471,18 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
                 .into_response();
         }
     };
-    let is_call = is_tool_call(&bytes);
-    let request = Request::from_parts(parts, Body::from(bytes));
+    // The common stateless call, answered here; anything else is rmcp's.
+    let direct = (parts.uri.path() == MCP_PATH)
+        .then(|| DirectCall::of(&parts.headers, &bytes, &shared.hosts))
+        .flatten();
+    if parts.uri.path() == MCP_PATH {
+        shared.metrics.request(direct.is_some());
+    }
+    let is_call = direct.is_some() || is_tool_call(&bytes);
     if !is_call {
-        return next.run(request).await;
+        return next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
     }
     if shared.draining.load(Ordering::SeqCst) {
         shared.metrics.refused_overload();
@@ -492,7 +508,13 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
         )
             .into_response();
     };
-    let response = next.run(request).await;
+    let response = match direct {
+        Some(call) => call.answer(&shared.server).await,
+        None => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+    };
     response.map(|body| {
         Body::new(PermitBody {
             body,
@@ -501,13 +523,32 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
     })
 }
 
-/// Whether a JSON-RPC body is (or, in a batch, holds) a `tools/call`.
+/// Whether a JSON-RPC body is (or, in a batch, holds) a `tools/call`:
+/// read for its `method` alone, nothing else kept. A body that does not
+/// read so (a repeated key, say) is read whole, as rmcp will read it, so
+/// that no call passes the cap unseen.
 fn is_tool_call(body: &[u8]) -> bool {
-    match serde_json::from_slice::<serde_json::Value>(body) {
-        Ok(serde_json::Value::Array(batch)) => batch.iter().any(|m| m["method"] == "tools/call"),
-        Ok(message) => message["method"] == "tools/call",
-        Err(_) => false,
+    #[derive(serde::Deserialize)]
+    struct Method<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
     }
+    let calls = |m: &Method| m.method.as_deref() == Some("tools/call");
+    let batch = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
+    let light = if batch {
+        serde_json::from_slice::<Vec<Method>>(body).map(|batch| batch.iter().any(calls))
+    } else {
+        serde_json::from_slice::<Method>(body).map(|message| calls(&message))
+    };
+    light.unwrap_or_else(
+        |_| match serde_json::from_slice::<serde_json::Value>(body) {
+            Ok(serde_json::Value::Array(batch)) => {
+                batch.iter().any(|m| m["method"] == "tools/call")
+            }
+            Ok(message) => message["method"] == "tools/call",
+            Err(_) => false,
+        },
+    )
 }
 
 /// Compares secrets in time that does not depend on where they differ.
@@ -555,6 +596,7 @@ mod tests {
             calls: Arc::new(Semaphore::new(1)),
             auth: None,
             draining: AtomicBool::new(draining),
+            hosts: AllowedHosts::new(&[]),
         });
         axum::Router::new()
             .route("/mcp", axum::routing::post(|| async { "reached" }))
@@ -688,6 +730,7 @@ mod tests {
             calls: Arc::new(Semaphore::new(1)),
             auth: Some(BearerToken::new("t0k3n\n").unwrap().header),
             draining: AtomicBool::new(false),
+            hosts: AllowedHosts::new(&[]),
         });
         let router = axum::Router::new()
             .route("/mcp", axum::routing::post(|| async { "reached" }))

@@ -9,8 +9,10 @@
 pub mod approval;
 mod ask;
 mod call;
+mod caller;
 mod catalog;
 mod content;
+mod direct;
 pub mod http;
 mod inputs;
 mod logs;

@@ -17,8 +17,9 @@ pub const LATENCY_BUCKETS_SECONDS: &[f64] = &[
 
 #[derive(Default)]
 pub struct Metrics {
-    /// (gadget, outcome) → calls.
-    calls: Mutex<BTreeMap<(String, String), u64>>,
+    /// gadget → outcome → calls (looked up without allocating: this is
+    /// on every call's path).
+    calls: Mutex<BTreeMap<String, BTreeMap<&'static str, u64>>>,
     /// Per bucket (cumulative at render), plus sum and count.
     buckets: Vec<AtomicU64>,
     latency_sum_micros: AtomicU64,
@@ -28,6 +29,9 @@ pub struct Metrics {
     idle: tokio::sync::Notify,
     refused_overload: AtomicU64,
     refused_unauthorized: AtomicU64,
+    /// MCP requests answered on `gadget serve`'s direct path, and by rmcp.
+    requests_direct: AtomicU64,
+    requests_sdk: AtomicU64,
 }
 
 impl Metrics {
@@ -76,12 +80,14 @@ impl Metrics {
     }
 
     fn count(&self, gadget: &str, outcome: CallOutcome, took: Duration) {
-        *self
-            .calls
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry((gadget.to_string(), outcome.label().to_string()))
-            .or_default() += 1;
+        {
+            let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+            let per_outcome = match calls.get_mut(gadget) {
+                Some(per_outcome) => per_outcome,
+                None => calls.entry(gadget.to_string()).or_default(),
+            };
+            *per_outcome.entry(outcome.label()).or_default() += 1;
+        }
         let seconds = took.as_secs_f64();
         if let Some(i) = LATENCY_BUCKETS_SECONDS.iter().position(|b| seconds <= *b) {
             self.buckets[i].fetch_add(1, Ordering::Relaxed);
@@ -93,6 +99,17 @@ impl Metrics {
 
     pub fn refused_overload(&self) {
         self.refused_overload.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An MCP request (a POST to `/mcp`), answered on the direct path
+    /// (`direct`) or by rmcp.
+    pub fn request(&self, direct: bool) {
+        let counter = if direct {
+            &self.requests_direct
+        } else {
+            &self.requests_sdk
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn refused_unauthorized(&self) {
@@ -111,13 +128,15 @@ impl Metrics {
             "# HELP gadget_calls_total Tool calls by gadget and outcome."
         );
         let _ = writeln!(out, "# TYPE gadget_calls_total counter");
-        for ((gadget, outcome), n) in self.calls.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-            let _ = writeln!(
-                out,
-                "gadget_calls_total{{gadget=\"{}\",outcome=\"{}\"}} {n}",
-                escape(gadget),
-                escape(outcome)
-            );
+        for (gadget, per_outcome) in self.calls.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            for (outcome, n) in per_outcome {
+                let _ = writeln!(
+                    out,
+                    "gadget_calls_total{{gadget=\"{}\",outcome=\"{}\"}} {n}",
+                    escape(gadget),
+                    escape(outcome)
+                );
+            }
         }
         let _ = writeln!(
             out,
@@ -172,6 +191,21 @@ impl Metrics {
             "gadget_requests_refused_total{{reason=\"unauthorized\"}} {}",
             self.refused_unauthorized.load(Ordering::Relaxed)
         );
+        let _ = writeln!(
+            out,
+            "# HELP gadget_mcp_requests_total MCP requests by how they were answered: direct (a stateless tools/call, answered by the host) or sdk (by the MCP SDK)."
+        );
+        let _ = writeln!(out, "# TYPE gadget_mcp_requests_total counter");
+        for (path, counter) in [
+            ("direct", &self.requests_direct),
+            ("sdk", &self.requests_sdk),
+        ] {
+            let _ = writeln!(
+                out,
+                "gadget_mcp_requests_total{{path=\"{path}\"}} {}",
+                counter.load(Ordering::Relaxed)
+            );
+        }
         out
     }
 }

@@ -109,7 +109,11 @@ pub(crate) enum Ended {
 pub(crate) struct Replay {
     key: ApprovalKey,
     gadget: String,
-    arguments: String,
+    /// The validated arguments, and their digest (SHA-256 of their
+    /// canonical JSON, hex), made only when a state is read or written:
+    /// most calls ask nothing.
+    params: Value,
+    arguments: std::sync::OnceLock<String>,
     kinds: Kinds,
     recorded: Vec<Round>,
     /// The round the client was asked, and its answers (`None`: a first
@@ -141,11 +145,11 @@ impl Replay {
         state: Option<&str>,
         responses: Option<InputResponses>,
     ) -> Result<Replay, StateRefused> {
-        let arguments = digest(params);
         let mut replay = Replay {
             key: key.clone(),
             gadget: gadget.to_string(),
-            arguments,
+            params: params.clone(),
+            arguments: std::sync::OnceLock::new(),
             kinds,
             recorded: Vec::new(),
             pending: None,
@@ -160,6 +164,10 @@ impl Replay {
             replay.approval = state.approval;
         }
         Ok(replay)
+    }
+
+    fn arguments(&self) -> &String {
+        self.arguments.get_or_init(|| digest(&self.params))
     }
 
     /// Verifies and reads an echoed state.
@@ -182,7 +190,7 @@ impl Replay {
         if !state.gadget.eq_ignore_ascii_case(&self.gadget) {
             return refuse(&format!("it belongs to a call of '{}'", state.gadget));
         }
-        if state.arguments != self.arguments {
+        if state.arguments != *self.arguments() {
             return refuse("the arguments differ from the call that asked");
         }
         let age = now_ms().saturating_sub(state.issued_ms);
@@ -222,7 +230,7 @@ impl Replay {
         };
         let state = AskState {
             gadget: self.gadget.clone(),
-            arguments: self.arguments.clone(),
+            arguments: self.arguments().clone(),
             rounds: run.rounds.clone(),
             pending: fingerprint(asked),
             issued_ms: now_ms(),

@@ -165,6 +165,10 @@ impl GadgetServer {
 
     /// Waits (at most [`LOAD_WAIT`]) for the tools being loaded.
     pub(crate) async fn until_loaded(&self) {
+        // Loaded (nearly always): no timer armed, nothing awaited.
+        if *self.loaded.borrow() {
+            return;
+        }
         let mut loaded = self.loaded.clone();
         let _ = tokio::time::timeout(LOAD_WAIT, loaded.wait_for(|done| *done)).await;
     }
@@ -327,7 +331,8 @@ impl ServerHandler for GadgetServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        self.call(request, context).await
+        self.call(request, &crate::caller::Caller::of(&context))
+            .await
     }
 
     async fn get_task(

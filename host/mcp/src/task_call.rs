@@ -10,7 +10,6 @@ use rmcp::model::CallToolResponse;
 use serde_json::Value;
 
 use crate::approval::APPROVAL_KEY;
-use crate::inputs::kinds_of;
 use crate::server::GadgetServer;
 use crate::tasks::TaskPerson;
 
@@ -26,7 +25,7 @@ impl GadgetServer {
         gadget: &dyn gadget_core::tool::Tool,
         params: &Value,
         request: &rmcp::model::CallToolRequestParams,
-        context: &rmcp::service::RequestContext<rmcp::RoleServer>,
+        caller: &crate::caller::Caller,
         started: Instant,
     ) -> Result<bool, McpError> {
         use gadget_core::access::TaskSupport;
@@ -34,9 +33,7 @@ impl GadgetServer {
         if support == TaskSupport::Forbidden {
             return Ok(false);
         }
-        let declared = context
-            .client_capabilities()
-            .is_some_and(|c| c.supports_tasks());
+        let declared = caller.supports_tasks();
         if !declared {
             if support == TaskSupport::Required {
                 self.metrics.rejected(gadget.name(), started.elapsed());
@@ -71,10 +68,10 @@ impl GadgetServer {
         gadget: Arc<dyn gadget_core::tool::Tool>,
         params: Value,
         request: &rmcp::model::CallToolRequestParams,
-        context: &rmcp::service::RequestContext<rmcp::RoleServer>,
+        caller: &crate::caller::Caller,
         started: Instant,
     ) -> Result<CallToolResponse, McpError> {
-        let scope = match self.scope(&*gadget, &params, request, None, context, started) {
+        let scope = match self.scope(&*gadget, &params, request, None, caller, started) {
             Ok(scope) => scope,
             Err(refused) => return Ok((*refused).into()),
         };
@@ -85,7 +82,7 @@ impl GadgetServer {
         let mut scope = Arc::unwrap_or_clone(scope);
         scope.human = Some(Arc::new(TaskPerson {
             task: task.clone(),
-            kinds: kinds_of(context.client_capabilities().as_ref()),
+            kinds: caller.kinds(),
         }));
         let id = format!(
             "mcp_{}",
@@ -93,13 +90,14 @@ impl GadgetServer {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
                 + 1
         );
-        let (observer, forward) = self.notifier(&id, gadget.name(), context);
+        let (observer, forward) = self.notifier(&id, gadget.name(), caller);
         self.metrics.started();
         let server = self.clone();
-        let context = context.clone();
+        let caller = caller.clone();
         let handle = task.clone();
         tokio::spawn(async move {
             let name = gadget.name().to_string();
+            let forward = tokio::spawn(forward);
             let finished = server
                 .run_until(
                     gadget,
@@ -118,7 +116,7 @@ impl GadgetServer {
                 }
                 _ => None,
             };
-            let ended = server.result(&name, &id, finished, &context, started).await;
+            let ended = server.result(&name, &id, finished, &caller, started).await;
             handle.finish(match crashed {
                 Some(why) => Err(McpError::internal_error(why, None)),
                 None => ended,

@@ -101,7 +101,7 @@ pub fn start(policy: &TelemetryPolicy) -> Result<Option<Telemetry>> {
         }
         let exporter = builder.build().context("the OTLP trace exporter")?;
         let provider = SdkTracerProvider::builder()
-            .with_batch_exporter(exporter)
+            .with_span_processor(batch_processor(exporter))
             .with_resource(resource.clone())
             .build();
         opentelemetry::global::set_tracer_provider(provider.clone());
@@ -235,4 +235,21 @@ impl opentelemetry_http::HttpClient for Client {
             .status(status)
             .body(bytes::Bytes::from(body))?)
     }
+}
+
+/// The SDK's batch span processor over `exporter`, its queue
+/// [`gadget_exec::telemetry::SPAN_QUEUE_SPANS`] deep unless the
+/// environment (`OTEL_BSP_MAX_QUEUE_SIZE`) sets it.
+fn batch_processor<E>(exporter: E) -> opentelemetry_sdk::trace::BatchSpanProcessor
+where
+    E: opentelemetry_sdk::trace::SpanExporter + 'static,
+{
+    use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor};
+    let mut config = BatchConfigBuilder::default();
+    if std::env::var_os("OTEL_BSP_MAX_QUEUE_SIZE").is_none() {
+        config = config.with_max_queue_size(gadget_exec::telemetry::SPAN_QUEUE_SPANS);
+    }
+    BatchSpanProcessor::builder(exporter)
+        .with_batch_config(config.build())
+        .build()
 }

@@ -436,3 +436,191 @@ fn the_typescript_sdks_client_lists_and_calls_over_http() {
     let server = Server::start(&[], "s3cret");
     crate::mcp::run_ts_client(&["http", &server.url(), "s3cret"]);
 }
+
+/// A 2026-07-28 `tools/call` of `name` with `arguments`, the client
+/// declaring `capabilities` (and, when given, a progress token).
+fn modern_call(name: &str, arguments: &str, capabilities: &str, progress: bool) -> String {
+    let token = if progress {
+        r#","progressToken":"p1""#
+    } else {
+        ""
+    };
+    format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"{name}","arguments":{arguments},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{capabilities}{token}}}}}}}"#
+    )
+}
+
+/// The JSON-RPC messages of a response (one JSON body, or SSE `data:`
+/// lines), with what differs between two answers of one request (a
+/// signed, timestamped `requestState`, a progress message's milliseconds)
+/// taken out.
+fn messages(body: &str) -> Vec<serde_json::Value> {
+    fn scrub(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(fields) => {
+                fields.remove("requestState");
+                if fields.contains_key("progressToken") {
+                    fields.remove("message");
+                }
+                fields.values_mut().for_each(scrub);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(scrub),
+            _ => {}
+        }
+    }
+    let texts: Vec<&str> = match body.trim_start().starts_with('{') {
+        true => vec![body],
+        false => body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .collect(),
+    };
+    texts
+        .into_iter()
+        .map(|text| {
+            let mut value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"));
+            scrub(&mut value);
+            value
+        })
+        .collect()
+}
+
+#[test]
+fn the_direct_path_answers_as_the_sdk_does() {
+    let server = Server::start(&[], "s3cret");
+    let elicit = r#"{"elicitation":{"form":{}}}"#;
+    let cases = [
+        (
+            "Calculator",
+            r#"{"operation":"add","a":2,"b":3}"#,
+            "{}",
+            false,
+        ),
+        (
+            "Calculator",
+            r#"{"operation":"add","a":"two"}"#,
+            "{}",
+            false,
+        ),
+        ("NoSuchGadget", "{}", "{}", false),
+        // A question without the capability to ask it: -32021, HTTP 400.
+        ("AskUser", r#"{"question":"Which?"}"#, "{}", false),
+        ("AskUser", r#"{"question":"Which?"}"#, elicit, false),
+        // Progress before the result: an SSE stream of both.
+        ("Sleep", r#"{"ms":1100}"#, "{}", true),
+    ];
+    for (name, arguments, capabilities, progress) in cases {
+        let body = modern_call(name, arguments, capabilities, progress);
+        let answer = |accept: &str| {
+            let (status, head, body) = server.request(
+                "POST",
+                "/mcp",
+                &[
+                    ("Authorization", "Bearer s3cret"),
+                    ("Content-Type", "application/json"),
+                    ("Accept", accept),
+                    ("MCP-Protocol-Version", "2026-07-28"),
+                    ("Mcp-Method", "tools/call"),
+                    ("Mcp-Name", name),
+                ],
+                &body,
+            );
+            let kind = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-type: "))
+                .unwrap_or_default()
+                .to_string();
+            (status, kind, messages(&body))
+        };
+        // The same request, once as the direct path takes it and once with
+        // a weighted Accept header (the same meaning), which it leaves to rmcp.
+        let direct = answer("application/json, text/event-stream");
+        let sdk = answer("application/json;q=1, text/event-stream");
+        assert_eq!(direct, sdk, "{name} {arguments} {capabilities}");
+    }
+    let progress = modern_call("Sleep", r#"{"ms":1100}"#, "{}", true);
+    let (_, head, body) = server.request(
+        "POST",
+        "/mcp",
+        &[
+            ("Authorization", "Bearer s3cret"),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "Sleep"),
+        ],
+        &progress,
+    );
+    assert!(head.contains("text/event-stream"), "{head}");
+    let sent = messages(&body);
+    assert_eq!(sent[0]["method"], "notifications/progress", "{body}");
+    assert_eq!(sent.last().unwrap()["result"]["isError"], false, "{body}");
+    let metrics = server.metrics();
+    for (path, n) in [("direct", 7), ("sdk", 6)] {
+        assert!(
+            metrics.contains(&format!("gadget_mcp_requests_total{{path=\"{path}\"}} {n}")),
+            "{path}: {metrics}"
+        );
+    }
+}
+
+#[test]
+fn what_the_direct_path_does_not_know_is_the_sdks() {
+    let server = Server::start(&[], "s3cret");
+    let body = modern_call(
+        "Calculator",
+        r#"{"operation":"add","a":2,"b":3}"#,
+        "{}",
+        false,
+    );
+    let base = [
+        ("Authorization", "Bearer s3cret"),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "Calculator"),
+    ];
+    // Each a header the SDK reads and refuses: it does so on either path.
+    for (header, value, status) in [
+        ("Mcp-Name", "Sleep", 400),
+        ("Mcp-Method", "tools/list", 400),
+        ("MCP-Protocol-Version", "2025-11-25", 400),
+        ("Accept", "application/json", 406),
+        ("Content-Type", "text/plain", 415),
+    ] {
+        let headers: Vec<(&str, &str)> = base
+            .iter()
+            .map(|&(name, v)| {
+                if name == header {
+                    (name, value)
+                } else {
+                    (name, v)
+                }
+            })
+            .collect();
+        let (got, _, answer) = server.request("POST", "/mcp", &headers, &body);
+        assert_eq!(got, status, "{header}: {value}: {answer}");
+    }
+    // A Host the server does not answer to (DNS rebinding) is refused.
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    let mut request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in base {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(&body);
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    assert!(response.starts_with("HTTP/1.1 403"), "{response}");
+    let metrics = server.metrics();
+    assert!(
+        metrics.contains("gadget_mcp_requests_total{path=\"direct\"} 0"),
+        "{metrics}"
+    );
+}

@@ -28,8 +28,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use sha2::{Digest as _, Sha256};
-
 use gadget_core::audit::{
     GENESIS, MAX_RECORD_STRING_BYTES, MAX_RECORDS_PER_CALL, Record, RecordKind, bounded, line_hash,
     rfc3339,
@@ -39,6 +37,9 @@ use gadget_core::events::Failure;
 use gadget_core::ledger::{CallEvent, truncate};
 use gadget_core::redact::Redactor;
 use gadget_core::scope::{CallRecord, Origin, Recorder};
+
+mod writer;
+use writer::{BATCH_BYTES, Chain, ToWriter, write_batches};
 
 /// Longest name or id of a refused call kept in its record, in bytes:
 /// whoever wrote it may have written anything.
@@ -124,9 +125,6 @@ pub struct Journal {
     flushed_ms: AtomicU64,
 }
 
-/// Bytes of records gathered before they are handed to the writer.
-const BATCH_BYTES: usize = 64 << 10;
-
 /// Records not yet handed to the writer, and the way to it. The batch is
 /// sent under the same lock it is filled under, so batches reach the
 /// writer (and the file) in the order their records were made.
@@ -135,12 +133,6 @@ struct Pending {
     /// ended by a newline: compact JSON never holds one.
     batch: Vec<u8>,
     to_writer: Option<std::sync::mpsc::Sender<ToWriter>>,
-}
-
-enum ToWriter {
-    Batch(Vec<u8>),
-    /// Answered once everything sent before it is written.
-    Flushed(std::sync::mpsc::SyncSender<()>),
 }
 
 /// How long records may wait in the buffer once a call has ended: a
@@ -181,106 +173,6 @@ thread_local! {
     /// The last record time this thread wrote, and its text: records of
     /// the same millisecond share it.
     static RECORD_TIME: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((u64::MAX, String::new())) };
-}
-
-/// The chain as the writer thread keeps it.
-struct Chain {
-    seq: u64,
-    /// The previous line's hash, hex.
-    prev: [u8; 64],
-    key: Option<JournalKey>,
-}
-
-impl Chain {
-    fn new(seq: u64, prev: &str) -> Chain {
-        let mut hex_prev = [b'0'; 64];
-        if prev.len() == 64 {
-            hex_prev.copy_from_slice(prev.as_bytes());
-        }
-        Chain {
-            seq,
-            prev: hex_prev,
-            key: None,
-        }
-    }
-
-    /// Appends the line of record `body` (`{...}` without its braces) to
-    /// `lines`: its number first, then its fields, then the previous
-    /// line's hash (and, keyed, its MAC), the fields' order of [`Record`].
-    fn line(&mut self, body: &[u8], lines: &mut Vec<u8>) -> Result<(), &'static str> {
-        use std::io::Write as _;
-        let seq = self.seq + 1;
-        let mut head = [0u8; 32];
-        let head_len = {
-            let mut cursor = std::io::Cursor::new(&mut head[..]);
-            let _ = write!(cursor, "{{\"seq\":{seq},");
-            cursor.position() as usize
-        };
-        let mut pieces: [&[u8]; 5] = [&head[..head_len], body, b",\"prev\":\"", &self.prev, b"\"}"];
-        let mac = match &self.key {
-            None => None,
-            Some(key) => match gadget_core::audit::line_mac(&key.0, &pieces) {
-                Some(mac) => Some(format!("\",\"mac\":\"{mac}\"}}")),
-                None => return Err("the journal's key cannot sign a line"),
-            },
-        };
-        if let Some(mac) = &mac {
-            pieces[4] = mac.as_bytes();
-        }
-        let mut hasher = Sha256::new();
-        for piece in pieces {
-            hasher.update(piece);
-            lines.extend_from_slice(piece);
-        }
-        lines.push(b'\n');
-        self.seq = seq;
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
-        for (i, byte) in hasher.finalize().iter().enumerate() {
-            self.prev[2 * i] = DIGITS[usize::from(byte >> 4)];
-            self.prev[2 * i + 1] = DIGITS[usize::from(byte & 0xf)];
-        }
-        Ok(())
-    }
-}
-
-/// The writer thread: batches in, lines out, until the journal is dropped.
-fn write_batches(
-    inbox: std::sync::mpsc::Receiver<ToWriter>,
-    mut chain: Chain,
-    mut out: Box<dyn Write + Send>,
-    failed: Arc<Mutex<Option<String>>>,
-    failing: Arc<AtomicBool>,
-) {
-    let mut lines = Vec::with_capacity(BATCH_BYTES + BATCH_BYTES / 2);
-    let fail = |why: String| {
-        failed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert(why);
-        failing.store(true, Ordering::Relaxed);
-    };
-    for message in inbox {
-        let batch = match message {
-            ToWriter::Batch(batch) => batch,
-            ToWriter::Flushed(done) => {
-                let _ = done.send(());
-                continue;
-            }
-        };
-        if failing.load(Ordering::Relaxed) {
-            continue;
-        }
-        lines.clear();
-        for body in batch.split(|b| *b == b'\n').filter(|b| !b.is_empty()) {
-            if let Err(why) = chain.line(body, &mut lines) {
-                fail(why.to_string());
-                break;
-            }
-        }
-        if let Err(e) = out.write_all(&lines).and_then(|()| out.flush()) {
-            fail(e.to_string());
-        }
-    }
 }
 
 impl Journal {
@@ -348,7 +240,7 @@ impl Journal {
         options: JournalOptions,
         mut chain: Chain,
     ) -> std::io::Result<Journal> {
-        chain.key = options.key.clone();
+        chain.key = options.key.as_ref().map(|key| key.0.clone());
         let failed = Arc::new(Mutex::new(None));
         let failing = Arc::new(AtomicBool::new(false));
         let (to_writer, inbox) = std::sync::mpsc::channel();

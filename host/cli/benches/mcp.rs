@@ -14,7 +14,8 @@
 //!    the one its request asked for (none lost, none mixed up); the
 //!    server's resident memory at the start and the end.
 //!
-//! Run: `cargo bench -p gadget-host --bench mcp` (needs the guests built).
+//! Run: `cargo bench -p gadget-host --bench mcp` (needs the guests built);
+//! `GADGET_BENCH_GADGET=path/to/gadget` serves with another build.
 
 /// The `gadget` binary's allocator, so (1) is measured as the binary runs.
 #[global_allocator]
@@ -255,7 +256,11 @@ async fn main() {
     let policy = dir.join("policy.toml");
     std::fs::write(&policy, "[limits]\nmax-timeout-ms = 100\n").unwrap();
     let port = 18_000 + (std::process::id() % 2_000) as u16;
-    let mut server = Command::new(env!("CARGO_BIN_EXE_gadget"))
+    // GADGET_BENCH_GADGET=path/to/gadget measures another build's server
+    // (an earlier commit's, say) against the same runtime figure.
+    let gadget = std::env::var_os("GADGET_BENCH_GADGET")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_gadget").into());
+    let mut server = Command::new(gadget)
         .arg("--plugins")
         .arg(plugins())
         .arg("--config")

@@ -35,6 +35,7 @@ use gadget_core::approval::{
     VerdictFuture,
 };
 use gadget_core::schedule::{CallSpec, DependencyPolicy, ScheduleConfig, Scheduler};
+use gadget_core::scope::{CallRecord, CallScope, Origin, Recorder};
 use gadget_exec::audit::{Journal, JournalOptions};
 use gadget_exec::{ExecConfig, ExecEvent, Executor};
 use gadget_runtime::loader::{self, LoadOptions, NoProgress, Registry};
@@ -81,13 +82,33 @@ async fn run_with(
     config: ExecConfig,
     text: &str,
     approvals: Option<Arc<Approvals>>,
-    journal: Option<Arc<Journal>>,
+    recorder: Option<Arc<dyn Recorder>>,
 ) -> (Duration, usize) {
     // On a worker thread, as `gadget run` runs its commands (cli.rs).
     let (registry, text) = (registry.clone(), text.to_string());
-    tokio::spawn(async move { run_here(&registry, config, &text, approvals, journal).await })
+    tokio::spawn(async move { run_here(&registry, config, &text, approvals, recorder).await })
         .await
         .unwrap()
+}
+
+/// Keeps no record: a call's layers with nothing in them to do, which is
+/// what the journal's layer costs before the journal's own work.
+struct NoRecord;
+
+impl Recorder for NoRecord {
+    fn failure(&self) -> Option<String> {
+        None
+    }
+    fn refused(&self, _: &str, _: &str, _: &gadget_core::events::Failure) {}
+    fn call(&self, _: &str, _: &str, _: Option<Arc<Origin>>) -> Arc<dyn CallRecord> {
+        Arc::new(NoRecord)
+    }
+}
+
+impl CallRecord for NoRecord {
+    fn started(&self, _: &serde_json::Value, _: Option<Duration>) {}
+    fn event(&self, _: &gadget_core::ledger::CallEvent) {}
+    fn finished(&self, _: &gadget_core::call::CallReport, _: bool) {}
 }
 
 /// Approves every call at once: what approval costs the host itself.
@@ -132,14 +153,18 @@ async fn run_here(
     config: ExecConfig,
     text: &str,
     approvals: Option<Arc<Approvals>>,
-    journal: Option<Arc<Journal>>,
+    recorder: Option<Arc<dyn Recorder>>,
 ) -> (Duration, usize) {
     let mut executor = Executor::new(registry.clone(), config).unwrap();
     if let Some(approvals) = approvals {
         executor = executor.with_approvals(approvals);
     }
-    if let Some(journal) = journal {
-        executor = executor.with_journal(journal);
+    if let Some(recorder) = recorder {
+        let scope = CallScope {
+            recorder: Some(recorder),
+            ..CallScope::default()
+        };
+        executor = executor.with_scope(Arc::new(scope));
     }
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     let chunks: Vec<String> = text
@@ -155,6 +180,19 @@ async fn run_here(
     });
     let summary = executor.run_response(rx, |_| {}).await;
     (started.elapsed(), summary.succeeded)
+}
+
+/// CPU time this process's threads have used, ns (each thread's
+/// `schedstat`: the journal's writer thread is one of them).
+fn process_cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -238,6 +276,7 @@ async fn main() {
     // Each journal run right after a run without it: on two shared cores
     // the machine's speed drifts more than the journal costs.
     let mut unjournaled_rates = Vec::new();
+    let mut layered_rates = Vec::new();
     let mut journal_bytes = 0;
     for round in 0..5 {
         let (took, ok) = run(&registry, ExecConfig::default(), &text).await;
@@ -254,12 +293,17 @@ async fn main() {
             ExecConfig::default(),
             &text,
             None,
-            Some(journal.clone()),
+            Some(journal.recorder()),
         )
         .await;
         assert_eq!(ok, CALLS);
         drop(journal);
         journal_rates.push(CALLS as f64 / took.as_secs_f64());
+        let nothing: Arc<dyn Recorder> = Arc::new(NoRecord);
+        let (took, ok) =
+            run_with(&registry, ExecConfig::default(), &text, None, Some(nothing)).await;
+        assert_eq!(ok, CALLS);
+        layered_rates.push(CALLS as f64 / took.as_secs_f64());
         journal_bytes = std::fs::metadata(&path).unwrap().len();
     }
     let journal_rate = median(journal_rates);
@@ -267,7 +311,7 @@ async fn main() {
     // What one call's two records cost on one thread, without the runtime
     // around it: the journal's own share of a call.
     let tool: Arc<dyn gadget_core::tool::Tool> = registry.get("Calculator").unwrap().clone();
-    let mut record_costs = Vec::new();
+    let (mut record_costs, mut record_cpu) = (Vec::new(), Vec::new());
     for round in 0..5 {
         let path = journal_dir.path().join(format!("records-{round}.jsonl"));
         let journal = Arc::new(Journal::open(&path, JournalOptions::default()).unwrap());
@@ -281,6 +325,7 @@ async fn main() {
             Duration::from_micros(20),
         );
         let journal_recorder = journal.recorder();
+        let cpu = process_cpu_ns();
         let started = Instant::now();
         for i in 0..CALLS {
             let recorder = journal_recorder.call(&format!("c{i}"), tool.name(), tool.origin());
@@ -289,6 +334,7 @@ async fn main() {
         }
         journal.flush();
         record_costs.push(started.elapsed().as_secs_f64() * 1e9 / CALLS as f64);
+        record_cpu.push((process_cpu_ns() - cpu) as f64 / CALLS as f64);
     }
 
     // 2. Overhead per call without WebAssembly: the built-in viewer.
@@ -421,8 +467,14 @@ async fn main() {
         journal_rate / unjournaled_rate * 100.0
     );
     println!(
-        "| the journal alone: a call's start and end records, one thread | {:.2} µs per call | |",
-        median(record_costs) / 1e3
+        "| the same with a recorder that keeps nothing (the layers' own cost, before the journal's work) | {:.0} calls/s | with it off, alternating: {unjournaled_rate:.0} calls/s ({:.0}%) |",
+        median(layered_rates.clone()),
+        median(layered_rates) / unjournaled_rate * 100.0
+    );
+    println!(
+        "| the journal alone: a call's start and end records from one thread, until written | {:.2} µs per call ({:.2} µs of CPU, the writer's included) | |",
+        median(record_costs) / 1e3,
+        median(record_cpu) / 1e3
     );
     println!(
         "| the same with OpenTelemetry tracing on (an `execute_tool` span per call; {traced_spans} of {} spans exported; five runs, each after one with it paused) | {:.0} calls/s | with it paused, alternating: {:.0} calls/s ({:.0}%) |",

@@ -10,13 +10,18 @@
 //!    cost per call; and the pure scheduler alone. The same under 20
 //!    approval rules that match no call, and with every call waiting for
 //!    an approval given at once (what the rules cost the host).
-//!    Throughput with the audit journal on, and its bytes per call.
+//!    Throughput with the audit journal on (runs alternating with it
+//!    off), its bytes per call, the same with a recorder that keeps
+//!    nothing (what the layers cost before the journal's own work), and
+//!    the journal alone: wall time and CPU, its writer thread's included.
 //! 3. Mid-stream start latency: a response sent block by block; the time
 //!    from sending the chunk that ends a block to its call starting.
 //! 4. 100 independent calls to a gadget that sleeps 200 ms: the wall time
 //!    should be near one sleep, not a hundred.
-//! 5. Rows 1 and 2 again with OpenTelemetry tracing on (a span per call):
-//!    its cost per call and its share of throughput.
+//! 5. Rows 1 and 2 again with OpenTelemetry tracing on (a span per call,
+//!    the batch processor configured as the binary configures it): its
+//!    share of throughput in runs alternating with tracing paused, its
+//!    cost per call, and how many of the spans the exporter received.
 //!
 //! Run: `cargo bench -p gadget-exec --bench executor` (needs the guests
 //! built: `scripts/build-guests.sh`).

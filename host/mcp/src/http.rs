@@ -12,7 +12,10 @@
 //!   against the allowed hosts (DNS rebinding);
 //! - graceful shutdown: readiness fails and new calls are refused, calls in
 //!   flight finish within the drain timeout (then their abort signal goes
-//!   up), then the server stops.
+//!   up), then the server stops;
+//! - the direct path ([`crate::direct`]): the common stateless
+//!   `tools/call` answered by the host once the guard has read it, every
+//!   other request left to rmcp.
 
 use std::net::SocketAddr;
 use std::pin::Pin;

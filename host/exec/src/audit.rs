@@ -218,7 +218,10 @@ impl Journal {
                 (record.seq, line_hash(&line))
             }
         };
-        Journal::start(path, Box::new(file), options, Chain::new(seq, &prev)).map_err(io)
+        let chain = Chain::new(seq, &prev).ok_or_else(|| JournalError::NotAJournal {
+            path: path.to_path_buf(),
+        })?;
+        Journal::start(path, Box::new(file), options, chain).map_err(io)
     }
 
     /// A journal written to `out` (a pipe, a socket, a log shipper),
@@ -229,7 +232,10 @@ impl Journal {
         options: JournalOptions,
     ) -> Result<Journal, JournalError> {
         let path = PathBuf::from(name);
-        Journal::start(&path, out, options, Chain::new(0, GENESIS))
+        let Some(chain) = Chain::new(0, GENESIS) else {
+            return Err(JournalError::NotAJournal { path });
+        };
+        Journal::start(&path, out, options, chain)
             .map_err(|source| JournalError::Io { path, source })
     }
 
@@ -295,17 +301,11 @@ impl Journal {
         self.failing.store(true, Ordering::Relaxed);
     }
 
-    /// Appends one record (redacted, strings bounded).
-    fn record(
-        &self,
-        event: RecordKind,
-        call: Option<&str>,
-        gadget: Option<&str>,
-        origin: Option<&Origin>,
-        detail: Value,
-    ) {
+    /// Appends one record of the call `naming` names (redacted, strings
+    /// bounded).
+    fn record(&self, event: RecordKind, naming: &[u8], detail: Value) {
         let detail = (!detail.is_null()).then(|| bounded(self.redactor.value(detail)));
-        self.append(event, &naming(call, gadget, origin), Detail(detail));
+        self.append(event, naming, Detail(detail));
     }
 
     /// Appends one record whose detail is already redacted and bounded,
@@ -400,9 +400,7 @@ impl Journal {
         let call = truncate(call.to_string(), MAX_REFUSED_NAME_BYTES);
         self.record(
             RecordKind::CallRefused,
-            Some(&call),
-            Some(&name),
-            None,
+            &naming(Some(&call), Some(&name), None),
             json!({ "kind": failure.kind, "message": failure.message }),
         );
     }
@@ -455,8 +453,7 @@ impl CallRecorder {
     }
 
     fn record(&self, event: RecordKind, detail: Value) {
-        let detail = (!detail.is_null()).then(|| bounded(self.journal.redactor.value(detail)));
-        self.journal.append(event, &self.naming, Detail(detail));
+        self.journal.record(event, &self.naming, detail);
     }
 }
 

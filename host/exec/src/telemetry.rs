@@ -141,9 +141,8 @@ pub fn trace_parent_of(cx: &Context) -> Option<String> {
 /// What every span and measurement of one tool's calls says of the tool,
 /// made once per tool and thread: its values are shared, not copied.
 struct ToolAttributes {
-    /// Which tool this was made for (a reload may change the component
+    /// The component it was made for (a reload may change the component
     /// behind a name).
-    name: String,
     digest: String,
     span_name: String,
     tool_name: Arc<str>,
@@ -165,7 +164,6 @@ fn tool_attributes(tool: &dyn Tool) -> std::rc::Rc<ToolAttributes> {
     let digest = origin.as_ref().map_or("", |o| o.digest.as_str());
     TOOL_ATTRIBUTES.with_borrow_mut(|cache| {
         if let Some(cached) = cache.get(name)
-            && cached.name == name
             && cached.digest == digest
         {
             return cached.clone();
@@ -184,7 +182,6 @@ fn tool_attributes(tool: &dyn Tool) -> std::rc::Rc<ToolAttributes> {
             attributes.push(KeyValue::new("gadget.signature", shared(&origin.signature)));
         }
         let made = std::rc::Rc::new(ToolAttributes {
-            name: name.to_string(),
             digest: digest.to_string(),
             span_name: format!("execute_tool {name}"),
             tool_name,

@@ -35,7 +35,7 @@ use rmcp::model::{
     ServerResult,
 };
 use serde::Deserialize;
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::caller::{Caller, Outbound};
@@ -51,6 +51,8 @@ pub(crate) struct DirectCall {
     id: RequestId,
     params: CallToolRequestParams,
     caller: Caller,
+    /// Where the call's result goes, after its notifications.
+    reply: UnboundedSender<ServerJsonRpcMessage>,
     /// Raised when the response is dropped before the call is over (the
     /// client went away): the call's abort signal.
     gone: CancellationToken,
@@ -174,12 +176,13 @@ impl DirectCall {
             progress_token: meta.get_progress_token(),
             trace: crate::trace::parent_from(meta, headers),
             gone: gone.clone(),
-            out: Outbound::Direct(sender),
+            out: Outbound::Direct(sender.clone()),
         };
         Some(DirectCall {
             id: envelope.id,
             params,
             caller,
+            reply: sender,
             gone,
             messages,
         })
@@ -192,6 +195,7 @@ impl DirectCall {
             id,
             params,
             caller,
+            reply,
             gone,
             mut messages,
         } = self;
@@ -202,15 +206,12 @@ impl DirectCall {
         // Boxed: the call's future is large, and a task moves its future
         // by value a few times on the way into its cell.
         tokio::spawn(Box::pin(async move {
-            let out = caller.out.clone();
             let message = match server.call(params, &caller).await {
                 Ok(response) => ServerJsonRpcMessage::response(ServerResult::from(response), id),
                 Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
             };
-            drop(caller);
-            if let Outbound::Direct(sender) = out {
-                let _ = sender.send(message);
-            }
+            // The response is gone when the receiver is: nothing to tell.
+            let _ = reply.send(message);
         }));
         let cancel_on_drop = gone.drop_guard();
         let Some(first) = messages.recv().await else {

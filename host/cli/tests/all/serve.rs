@@ -91,12 +91,24 @@ impl Server {
         headers: &[(&str, &str)],
         body: &str,
     ) -> (u16, String, String) {
+        self.request_to("127.0.0.1", method, path, headers, body)
+    }
+
+    /// [`Server::request`] naming `host` in its `Host` header.
+    pub(crate) fn request_to(
+        &self,
+        host: &str,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, String, String) {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
         let mut request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n",
             body.len()
         );
         for (name, value) in headers {
@@ -604,20 +616,8 @@ fn what_the_direct_path_does_not_know_is_the_sdks() {
         assert_eq!(got, status, "{header}: {value}: {answer}");
     }
     // A Host the server does not answer to (DNS rebinding) is refused.
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
-    let mut request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (name, value) in base {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(&body);
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
-    assert!(response.starts_with("HTTP/1.1 403"), "{response}");
+    let (status, _, answer) = server.request_to("evil.example", "POST", "/mcp", &base, &body);
+    assert_eq!(status, 403, "{answer}");
     let metrics = server.metrics();
     assert!(
         metrics.contains("gadget_mcp_requests_total{path=\"direct\"} 0"),

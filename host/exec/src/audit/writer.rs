@@ -30,16 +30,14 @@ pub(super) struct Chain {
 }
 
 impl Chain {
-    pub(super) fn new(seq: u64, prev: &str) -> Chain {
-        let mut hex_prev = [b'0'; 64];
-        if prev.len() == 64 {
-            hex_prev.copy_from_slice(prev.as_bytes());
-        }
-        Chain {
+    /// The chain going on after record `seq`, whose line's hash is `prev`
+    /// (64 hex digits; anything else is no chain to go on from).
+    pub(super) fn new(seq: u64, prev: &str) -> Option<Chain> {
+        Some(Chain {
             seq,
-            prev: hex_prev,
+            prev: prev.as_bytes().try_into().ok()?,
             key: None,
-        }
+        })
     }
 
     /// Appends the line of record `body` (`{...}` without its braces) to
@@ -117,6 +115,20 @@ pub(super) fn write_batches(
         }
         if let Err(e) = out.write_all(&lines).and_then(|()| out.flush()) {
             fail(e.to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chain_goes_on_only_from_a_whole_hash() {
+        assert!(Chain::new(0, gadget_core::audit::GENESIS).is_some());
+        assert!(Chain::new(7, &gadget_core::audit::line_hash("{}")).is_some());
+        for prev in ["", "abc", &"0".repeat(63), &"0".repeat(65)] {
+            assert!(Chain::new(1, prev).is_none(), "{prev:?}");
         }
     }
 }

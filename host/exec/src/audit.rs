@@ -13,9 +13,10 @@
 //! host's granted secrets, and parameter values are recorded only when the
 //! operator asks (`record-params`), redacted too.
 //!
-//! Records reach the file in batches (a buffer, handed to the journal's
-//! writer thread when full, when a call ends [`FLUSH_INTERVAL`] after the
-//! last hand-over, and when the journal is flushed or dropped); the writer
+//! Records reach the file in batches (buffers, one per thread as far as
+//! they go, handed to the journal's writer thread together when one is
+//! full, when a call ends [`FLUSH_INTERVAL`] after the last hand-over,
+//! and when the journal is flushed or dropped); the writer orders,
 //! numbers, chains and hashes them, so the calls' threads do none of it.
 //! A crash can lose the last batch, never break the chain.
 
@@ -38,8 +39,10 @@ use gadget_core::ledger::{CallEvent, truncate};
 use gadget_core::redact::Redactor;
 use gadget_core::scope::{CallRecord, Origin, Recorder};
 
+mod pending;
 mod writer;
-use writer::{BATCH_BYTES, Chain, ToWriter, write_batches};
+use pending::Pending;
+use writer::{Chain, write_batches};
 
 /// Longest name or id of a refused call kept in its record, in bytes:
 /// whoever wrote it may have written anything.
@@ -101,19 +104,19 @@ pub enum JournalError {
 
 /// An append-only, hash-chained journal file.
 ///
-/// A record is serialised on the thread of the call that makes it, into
-/// a buffer that thread reuses, and appended to the pending batch under a
-/// lock held for a copy; the writer thread numbers the records, chains
-/// and hashes them (and signs them, when keyed) and writes them, a batch
-/// at a time. So a call never hashes, formats a line or waits on a write,
-/// and the chain's state lives on one thread, unlocked.
+/// A record is serialised on the thread of the call that makes it,
+/// straight into that thread's shard of the pending records; the writer
+/// thread orders the records, numbers, chains and hashes them (and signs
+/// them, when keyed) and writes them, a batch at a time. So a call never
+/// hashes, formats a line or waits on a write, calls on two cores share
+/// no buffer, and the chain's state lives on one thread, unlocked.
 pub struct Journal {
     path: PathBuf,
     options: JournalOptions,
     /// The session's name as a JSON string, escaped once.
     session_json: String,
     redactor: Redactor,
-    pending: Mutex<Pending>,
+    pending: Pending,
     /// The first write error (later records are not attempted), shared
     /// with the writer; `failing` is read without the lock on every record.
     failed: Arc<Mutex<Option<String>>>,
@@ -123,16 +126,6 @@ pub struct Journal {
     /// last handed to the writer: read without a lock at each call's end.
     opened: Instant,
     flushed_ms: AtomicU64,
-}
-
-/// Records not yet handed to the writer, and the way to it. The batch is
-/// sent under the same lock it is filled under, so batches reach the
-/// writer (and the file) in the order their records were made.
-struct Pending {
-    /// Record bodies (a record's fields but its place in the chain), each
-    /// ended by a newline: compact JSON never holds one.
-    batch: Vec<u8>,
-    to_writer: Option<std::sync::mpsc::Sender<ToWriter>>,
 }
 
 /// How long records may wait in the buffer once a call has ended: a
@@ -168,8 +161,6 @@ fn naming(call: Option<&str>, gadget: Option<&str>, origin: Option<&Origin>) -> 
 }
 
 thread_local! {
-    /// The buffer this thread serialises records into, kept between them.
-    static RECORD_TEXT: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(1024));
     /// The last record time this thread wrote, and its text: records of
     /// the same millisecond share it.
     static RECORD_TIME: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((u64::MAX, String::new())) };
@@ -250,21 +241,19 @@ impl Journal {
         let failed = Arc::new(Mutex::new(None));
         let failing = Arc::new(AtomicBool::new(false));
         let (to_writer, inbox) = std::sync::mpsc::channel();
+        let pending = Pending::new(to_writer);
         let writer = std::thread::Builder::new()
             .name("gadget-journal".into())
             .spawn({
-                let (failed, failing) = (failed.clone(), failing.clone());
-                move || write_batches(inbox, chain, out, failed, failing)
+                let (failed, failing, spare) = (failed.clone(), failing.clone(), pending.spare());
+                move || write_batches(inbox, chain, out, failed, failing, spare)
             })?;
         Ok(Journal {
             path: path.to_path_buf(),
             session_json: serde_json::to_string(&options.session).unwrap_or_default(),
             redactor: Redactor::new(options.secrets.clone()),
             options,
-            pending: Mutex::new(Pending {
-                batch: Vec::with_capacity(BATCH_BYTES),
-                to_writer: Some(to_writer),
-            }),
+            pending,
             failed,
             failing,
             writer: Mutex::new(Some(writer)),
@@ -289,10 +278,6 @@ impl Journal {
             .clone()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     fn fail(&self, why: String) {
         self.failed
             .lock()
@@ -309,16 +294,16 @@ impl Journal {
     }
 
     /// Appends one record whose detail is already redacted and bounded,
-    /// its call named by `naming`: written into this thread's buffer (the
-    /// fields of [`Record`] in their order, but its place in the chain),
-    /// then copied into the batch.
+    /// its call named by `naming`: written into this thread's shard of
+    /// the pending records (the fields of [`Record`] in their order, but
+    /// its place in the chain).
     fn append<D: serde::Serialize>(&self, event: RecordKind, naming: &[u8], detail: D) {
         if self.failing.load(Ordering::Relaxed) {
             return;
         }
         let now = now_ms();
-        let written = RECORD_TEXT.with_borrow_mut(|text| {
-            text.clear();
+        let pushed = self.pending.push(|text| {
+            text.extend_from_slice(b"\"time\":\"");
             RECORD_TIME.with_borrow_mut(|(at, time)| {
                 if *at != now {
                     *time = rfc3339(now);
@@ -333,50 +318,30 @@ impl Journal {
             text.push(b'"');
             text.extend_from_slice(naming);
             text.extend_from_slice(b",\"detail\":");
-            serde_json::to_writer(&mut *text, &detail)?;
             // The writer puts the number before and the chain after.
-            let mut pending = self.lock();
-            pending.batch.extend_from_slice(b"\"time\":\"");
-            pending.batch.extend_from_slice(text);
-            pending.batch.push(b'\n');
-            if pending.batch.len() >= BATCH_BYTES {
-                self.hand_over(&mut pending);
-            }
-            Ok::<(), serde_json::Error>(())
+            serde_json::to_writer(&mut *text, &detail)
         });
-        if let Err(e) = written {
-            self.fail(e.to_string());
+        match pushed {
+            Ok(true) => self.hand_over(),
+            Ok(false) => {}
+            Err(e) => self.fail(e.to_string()),
         }
     }
 
-    /// Sends the batch to the writer (under the lock: batches keep their
-    /// order).
-    fn hand_over(&self, pending: &mut Pending) {
+    /// Sends the pending records to the writer.
+    fn hand_over(&self) {
         self.flushed_ms
             .store(self.opened.elapsed().as_millis() as u64, Ordering::Relaxed);
-        if pending.batch.is_empty() {
-            return;
-        }
-        let batch = std::mem::replace(&mut pending.batch, Vec::with_capacity(BATCH_BYTES));
-        if let Some(to_writer) = &pending.to_writer {
-            let _ = to_writer.send(ToWriter::Batch(batch));
-        }
+        self.pending.hand_over();
     }
 
     /// Writes what is buffered, and returns once it is written.
     pub fn flush(&self) {
-        let (done, written) = std::sync::mpsc::sync_channel(1);
-        {
-            let mut pending = self.lock();
-            self.hand_over(&mut pending);
-            let Some(to_writer) = &pending.to_writer else {
-                return;
-            };
-            if to_writer.send(ToWriter::Flushed(done)).is_err() {
-                return;
-            }
+        self.flushed_ms
+            .store(self.opened.elapsed().as_millis() as u64, Ordering::Relaxed);
+        if let Some(written) = self.pending.flush() {
+            let _ = written.recv();
         }
-        let _ = written.recv();
     }
 
     /// Hands what is buffered to the writer if it has waited
@@ -388,7 +353,7 @@ impl Journal {
         {
             return;
         }
-        self.hand_over(&mut self.lock());
+        self.hand_over();
     }
 
     /// A call refused before it reached a tool (no such gadget, a gadget
@@ -548,7 +513,7 @@ impl Drop for Journal {
     /// Everything buffered is written, then the writer ends.
     fn drop(&mut self) {
         self.flush();
-        self.lock().to_writer = None;
+        self.pending.close();
         let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(writer) = writer {
             let _ = writer.join();

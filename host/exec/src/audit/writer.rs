@@ -1,5 +1,5 @@
-//! The journal's writer thread: it takes batches of record bodies in the
-//! order they were made, gives each its number and its place in the chain
+//! The journal's writer thread: it takes batches of record bodies, puts
+//! each batch's records in the order they were made, gives each its number and its place in the chain
 //! (the previous line's hash, and its MAC when the journal is keyed),
 //! hashes the line and writes the batch. The chain's state lives here
 //! alone, so nothing about it is locked.
@@ -10,15 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use sha2::{Digest as _, Sha256};
 
-/// Bytes of records gathered before they are handed to the writer.
-pub(super) const BATCH_BYTES: usize = 64 << 10;
-
-/// What the journal sends its writer.
-pub(super) enum ToWriter {
-    Batch(Vec<u8>),
-    /// Answered once everything sent before it is written.
-    Flushed(std::sync::mpsc::SyncSender<()>),
-}
+use super::pending::{SHARD_BYTES, Spare, ToWriter, in_order};
 
 /// The chain as the writer thread keeps it.
 pub(super) struct Chain {
@@ -44,15 +36,18 @@ impl Chain {
     /// `lines`: its number first, then its fields, then the previous
     /// line's hash (and, keyed, its MAC), the fields' order of [`gadget_core::audit::Record`].
     fn line(&mut self, body: &[u8], lines: &mut Vec<u8>) -> Result<(), &'static str> {
-        use std::io::Write as _;
         let seq = self.seq + 1;
-        let mut head = [0u8; 32];
-        let head_len = {
-            let mut cursor = std::io::Cursor::new(&mut head[..]);
-            let _ = write!(cursor, "{{\"seq\":{seq},");
-            cursor.position() as usize
-        };
-        let mut pieces: [&[u8]; 5] = [&head[..head_len], body, b",\"prev\":\"", &self.prev, b"\"}"];
+        let mut number = [0u8; 20];
+        let digits = decimal(seq, &mut number);
+        let mut pieces: [&[u8]; 7] = [
+            b"{\"seq\":",
+            digits,
+            b",",
+            body,
+            b",\"prev\":\"",
+            &self.prev,
+            b"\"}",
+        ];
         let mac = match &self.key {
             None => None,
             Some(key) => match gadget_core::audit::line_mac(key, &pieces) {
@@ -61,7 +56,7 @@ impl Chain {
             },
         };
         if let Some(mac) = &mac {
-            pieces[4] = mac.as_bytes();
+            pieces[6] = mac.as_bytes();
         }
         let mut hasher = Sha256::new();
         for piece in pieces {
@@ -79,6 +74,20 @@ impl Chain {
     }
 }
 
+/// `n` in decimal, written into the end of `digits` (the formatter
+/// machinery costs more than the rest of a line's head).
+fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &digits[start..];
+        }
+    }
+}
+
 /// The writer thread: batches in, lines out, until the journal is dropped.
 pub(super) fn write_batches(
     inbox: std::sync::mpsc::Receiver<ToWriter>,
@@ -86,8 +95,9 @@ pub(super) fn write_batches(
     mut out: Box<dyn Write + Send>,
     failed: Arc<Mutex<Option<String>>>,
     failing: Arc<AtomicBool>,
+    spare: Arc<Spare>,
 ) {
-    let mut lines = Vec::with_capacity(BATCH_BYTES + BATCH_BYTES / 2);
+    let mut lines = Vec::with_capacity(4 * SHARD_BYTES);
     let fail = |why: String| {
         failed
             .lock()
@@ -107,7 +117,7 @@ pub(super) fn write_batches(
             continue;
         }
         lines.clear();
-        for body in batch.split(|b| *b == b'\n').filter(|b| !b.is_empty()) {
+        for (_, body) in in_order(&batch) {
             if let Err(why) = chain.line(body, &mut lines) {
                 fail(why.to_string());
                 break;
@@ -116,12 +126,20 @@ pub(super) fn write_batches(
         if let Err(e) = out.write_all(&lines).and_then(|()| out.flush()) {
             fail(e.to_string());
         }
+        spare.give_back(batch);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_are_written_in_decimal() {
+        for n in [0, 7, 10, 99, 1_000_001, u64::MAX] {
+            assert_eq!(decimal(n, &mut [0; 20]), n.to_string().as_bytes());
+        }
+    }
 
     #[test]
     fn a_chain_goes_on_only_from_a_whole_hash() {

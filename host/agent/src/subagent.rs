@@ -194,6 +194,8 @@ impl SubAgentTool {
             recorder: call.scope.recorder.clone(),
             trace: None,
             human: None,
+            rates: call.scope.rates.clone(),
+            client: call.scope.client.clone(),
         }));
         let (provider_name, model_name) = definition.model.split_once(':').unwrap_or_default();
         let config = AgentConfig {

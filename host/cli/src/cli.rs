@@ -33,7 +33,9 @@ mod call;
 mod check;
 mod compile;
 mod describe;
+mod guards;
 mod host;
+use guards::Guards;
 mod list;
 mod lock;
 mod mcp;
@@ -216,7 +218,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     end_upstream_servers_on_sigterm(&policy, &cli.command);
     let command = Session {
         // Compiled once (the policy file's were checked when it was read).
-        rules: Arc::new(policy.approval_rules().map_err(anyhow::Error::msg)?),
+        guards: Guards {
+            rules: Arc::new(policy.approval_rules().map_err(anyhow::Error::msg)?),
+            rates: policy.rate_limits().map_err(anyhow::Error::msg)?,
+        },
         global: &cli.global,
         policy: &policy,
     };
@@ -246,11 +251,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     done
 }
 
-/// What one command runs with: the flags, the policy, its rules.
+/// What one command runs with: the flags, the policy, its guards.
 struct Session<'a> {
     global: &'a GlobalArgs,
     policy: &'a Policy,
-    rules: Arc<gadget_core::approval::Rules>,
+    guards: Guards,
 }
 
 /// The exit code of a command that could not start (each reason printed).
@@ -277,7 +282,7 @@ impl Session<'_> {
     /// The commands that run calls, each with the journal open once its
     /// plugins are loaded, and written out when it ends.
     async fn run_calls(&self, command: &Command) -> Result<ExitCode> {
-        let (policy, rules) = (self.policy, &self.rules);
+        let (policy, guards) = (self.policy, &self.guards);
         let (ran, journal) = match command {
             Command::Run(run_options) => {
                 let Some(host) = self.host(Calls::Many, None).await? else {
@@ -285,7 +290,7 @@ impl Session<'_> {
                 };
                 let journal = self.journal()?;
                 let tools = host.tools(policy)?;
-                let ran = run::run(tools, run_options, rules, journal.clone()).await;
+                let ran = run::run(tools, run_options, guards, journal.clone()).await;
                 (ran, journal)
             }
             Command::Agent(options) => {
@@ -295,7 +300,7 @@ impl Session<'_> {
                 let journal = self.journal()?;
                 let tools = host.tools(policy)?;
                 let llm = &policy.llm;
-                let ran = agent::agent(tools, options, llm, rules, journal.clone()).await;
+                let ran = agent::agent(tools, options, llm, guards, journal.clone()).await;
                 (ran, journal)
             }
             Command::Serve(args) => {
@@ -304,7 +309,7 @@ impl Session<'_> {
                 };
                 // Written out when the server stops, whoever still holds it.
                 let journal = self.journal()?;
-                let served = mcp::serve(tools, gadgets, args, reload, rules, journal.clone());
+                let served = mcp::serve(tools, gadgets, args, reload, guards, journal.clone());
                 (served.await, journal)
             }
             // The session starts at once; the plugins load (and compile)
@@ -312,7 +317,7 @@ impl Session<'_> {
             // waits for them.
             Command::Mcp => {
                 let journal = self.journal()?;
-                let served = mcp::mcp(serving(self.global, policy), rules, journal.clone());
+                let served = mcp::mcp(serving(self.global, policy), guards, journal.clone());
                 (served.await, journal)
             }
             Command::Call {
@@ -341,8 +346,9 @@ impl Session<'_> {
                 }
                 let journal = self.journal()?;
                 let scope = gadget_core::scope::CallScope {
-                    approvals: approval.approvals(rules, &approve::Tty::default())?,
+                    approvals: approval.approvals(&guards.rules, &approve::Tty::default())?,
                     recorder: journal.as_ref().map(|journal| journal.recorder()),
+                    rates: guards.rates.clone(),
                     ..Default::default()
                 };
                 let options = gadget_exec::call::CallOptions {
@@ -441,7 +447,7 @@ impl Session<'_> {
                     &*host.tools(policy)?,
                     name,
                     *json,
-                    &self.rules,
+                    &self.guards.rules,
                 ),
                 None => bad_input(),
             },

@@ -159,6 +159,8 @@ pub enum FailureKind {
     Instantiate,
     /// The operator's rules refused the call, or nobody approved it.
     NotApproved,
+    /// The operator's rate limits refused the call (retry later).
+    RateLimited,
 }
 
 impl FailureKind {
@@ -181,6 +183,7 @@ impl FailureKind {
             FailureKind::Exited => "exited",
             FailureKind::Instantiate => "instantiate",
             FailureKind::NotApproved => "not-approved",
+            FailureKind::RateLimited => "rate-limited",
         }
     }
 }
@@ -250,6 +253,15 @@ pub enum CallError {
     /// operator's words.
     #[error("Gadget '{gadget}' was not run: {reason}")]
     NotApproved { gadget: String, reason: String },
+    /// The call did not run: an operator's rate limit (`[[rate-limits]]`)
+    /// was reached; `reason` names it, and a call may succeed after
+    /// `retry_after_ms`.
+    #[error("Gadget '{gadget}' was not run: {reason}")]
+    RateLimited {
+        gadget: String,
+        reason: String,
+        retry_after_ms: u64,
+    },
     /// The gadget asked what only the caller can answer, and the call
     /// ended so that the caller can ask and call again with the answers
     /// (a stateless MCP call; the front end turns this into its own
@@ -273,6 +285,7 @@ impl CallError {
             CallError::Exited { .. } => FailureKind::Exited,
             CallError::Instantiate { .. } => FailureKind::Instantiate,
             CallError::NotApproved { .. } => FailureKind::NotApproved,
+            CallError::RateLimited { .. } => FailureKind::RateLimited,
             CallError::AwaitingAnswers { .. } => FailureKind::HumanInput,
         }
     }

@@ -75,6 +75,7 @@ pub mod limits;
 pub mod llm;
 pub mod params;
 pub mod parser;
+pub mod rate;
 pub mod redact;
 pub mod render;
 pub mod schedule;

@@ -1,7 +1,8 @@
 //! What surrounds every call of a session or a request, as one value: the
 //! operator's approval rules and who approves, where calls are recorded
-//! (a [`Recorder`], the audit journal), the trace the calls belong to, and
-//! the person who answers what a tool asks while it runs.
+//! (a [`Recorder`], the audit journal), the trace the calls belong to,
+//! the person who answers what a tool asks while it runs, the operator's
+//! rate limits and who the caller is.
 //!
 //! A front end builds one [`CallScope`] per session (`gadget run`, an
 //! agent) or per request (an MCP client's call) and shares it; every call
@@ -23,6 +24,7 @@ use crate::ask::{AskFailure, InputRequest, Kinds, Question, Reply};
 use crate::call::CallReport;
 use crate::events::Failure;
 use crate::ledger::CallEvent;
+use crate::rate::RateLimits;
 
 /// Everything around a call that is not the call itself. Cheap to share:
 /// every field is an `Arc` (or absent).
@@ -39,6 +41,13 @@ pub struct CallScope {
     /// Who answers what a tool asks a person while it runs (an upstream
     /// MCP server's elicitation, a sub-agent's gadget).
     pub human: Option<Arc<dyn HumanInput>>,
+    /// The operator's rate limits (`[[rate-limits]]`), shared by every
+    /// call of the host; `None`: none.
+    pub rates: Option<Arc<RateLimits>>,
+    /// Who is calling, as the front end authenticated them (an access
+    /// token's subject): what `scope = "client"` limits count by.
+    /// `None`: anonymous.
+    pub client: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for CallScope {
@@ -48,6 +57,8 @@ impl std::fmt::Debug for CallScope {
             .field("recorder", &self.recorder.is_some())
             .field("trace", &self.trace)
             .field("human", &self.human.is_some())
+            .field("rates", &self.rates.is_some())
+            .field("client", &self.client)
             .finish()
     }
 }

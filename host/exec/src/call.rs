@@ -5,7 +5,7 @@
 //! against the tool's schema (defaults filled in), and [`run`] runs it with
 //! its deadline, abort signal and observer inside the ordered list of
 //! layers its scope asks for ([`crate::layers`]: the span, the journal,
-//! the approval), a panic in a tool is that call's `crashed` failure (never
+//! the rate limit, the approval), a panic in a tool is that call's `crashed` failure (never
 //! a lost answer), and a question it asks goes to the person-facing
 //! handler when its caller has one.
 //!
@@ -137,6 +137,18 @@ async fn run_inside(
     {
         Admit::Run => {}
         Admit::Refused(why) => return not_run(tool, why, None),
+        Admit::Limited(limited) => {
+            let error = CallError::RateLimited {
+                gadget: tool.name().to_string(),
+                reason: limited.reason(),
+                retry_after_ms: limited.retry_after.as_millis() as u64,
+            };
+            return Finished {
+                report: CallReport::of(Err(error), Duration::ZERO),
+                answer: None,
+                deferred: None,
+            };
+        }
         Admit::Deferred(request) => {
             let why = "it waits for a person's approval".to_string();
             return not_run(tool, why, Some(*request));

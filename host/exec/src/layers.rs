@@ -1,7 +1,9 @@
 //! The layers around every call, one ordered list (Spin's `ExecutorHooks`
 //! shape): the span (when tracing is on), the journal (when the scope has
-//! a recorder), the approval (when the operator's rules ask something of
-//! the call). A new concern is one more element of the list, not one more
+//! a recorder), the rate limit (when one of the operator's counts the
+//! gadget), the approval (when the operator's rules ask something of the
+//! call). The rate limit comes before the approval: nobody is asked to
+//! approve a call that would then be refused for its rate. A new concern is one more element of the list, not one more
 //! nesting.
 //!
 //! Each layer of one call may admit it (or refuse it, or defer it), sees
@@ -29,6 +31,7 @@ use gadget_core::approval::{
 use gadget_core::call::CallReport;
 use gadget_core::events::Failure;
 use gadget_core::ledger::{CallEvent, CallObserver};
+use gadget_core::rate::{RateLimited, RateLimits};
 use gadget_core::scope::{CallRecord, CallScope, TraceParent};
 use gadget_core::signal::AbortSignal;
 use gadget_core::tool::Tool;
@@ -40,6 +43,8 @@ pub(crate) enum Admit {
     Run,
     /// It does not run, for this reason (in the operator's words).
     Refused(String),
+    /// It does not run: over one of the operator's rate limits.
+    Limited(RateLimited),
     /// It waits for an approval its caller asks for out of band.
     Deferred(Box<ApprovalRequest>),
 }
@@ -89,12 +94,15 @@ impl Layers {
 
     /// Whether a call in `scope` with this admission has no layer at all.
     pub fn passive(scope: &CallScope, admission: &Admission) -> bool {
-        scope.recorder.is_none() && *admission == Admission::Run && telemetry::active().is_none()
+        scope.recorder.is_none()
+            && scope.rates.is_none()
+            && *admission == Admission::Run
+            && telemetry::active().is_none()
     }
 
     /// The layers `scope` asks for, opened for call `id` of `tool`.
     pub fn open(tool: &dyn Tool, scope: &CallScope, id: &str, admission: Admission) -> Layers {
-        let mut layers: Vec<Box<dyn Layer>> = Vec::with_capacity(3);
+        let mut layers: Vec<Box<dyn Layer>> = Vec::with_capacity(4);
         if let Some(telemetry) = telemetry::active() {
             layers.push(Box::new(SpanLayer::open(telemetry, scope, tool, id)));
         }
@@ -104,6 +112,12 @@ impl Layers {
                 None => Ok(recorder.call(id, tool.name(), tool.origin())),
             };
             layers.push(Box::new(JournalLayer { record }));
+        }
+        if let Some(rates) = scope.rates.as_ref().filter(|r| r.applies_to(tool.name())) {
+            layers.push(Box::new(RateLayer {
+                rates: rates.clone(),
+                client: scope.client.clone(),
+            }));
         }
         if admission != Admission::Run {
             layers.push(Box::new(ApprovalLayer {
@@ -263,6 +277,27 @@ impl Layer for JournalLayer {
         if let Ok(record) = &self.record {
             record.finished(report, instant);
         }
+    }
+}
+
+/// The operator's rate limits: a call over one is refused at once (never
+/// queued), with when it may be retried.
+struct RateLayer {
+    rates: Arc<RateLimits>,
+    client: Option<Arc<str>>,
+}
+
+impl Layer for RateLayer {
+    fn admit<'a>(&'a self, call: &'a Admitting<'a>) -> BoxFuture<'a, Admit> {
+        let admitted = self.rates.admit(
+            call.tool.name(),
+            self.client.as_deref(),
+            std::time::Instant::now(),
+        );
+        Box::pin(std::future::ready(match admitted {
+            Ok(()) => Admit::Run,
+            Err(limited) => Admit::Limited(limited),
+        }))
     }
 }
 

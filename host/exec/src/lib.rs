@@ -182,6 +182,12 @@ impl Executor {
         self
     }
 
+    /// Holds every call to the operator's rate limits.
+    pub fn with_rates(mut self, rates: Option<Arc<gadget_core::rate::RateLimits>>) -> Executor {
+        Arc::make_mut(&mut self.scope).rates = rates;
+        self
+    }
+
     /// Records every call that reaches a tool, and what it did, in the
     /// audit journal.
     pub fn with_journal(mut self, journal: Arc<audit::Journal>) -> Executor {

@@ -266,6 +266,8 @@ impl GadgetServer {
             recorder: self.recorder.clone(),
             trace: caller.trace.clone(),
             human,
+            rates: self.rates.clone(),
+            client: caller.client.clone(),
         }))
     }
 

@@ -38,6 +38,9 @@ pub(crate) struct Caller {
     pub(crate) gone: CancellationToken,
     /// Where the call's notifications go.
     pub(crate) out: Outbound,
+    /// Who the client is, as the server authenticated it; `None`:
+    /// anonymous (what per-client rate limits count it as).
+    pub(crate) client: Option<std::sync::Arc<str>>,
 }
 
 /// Where a call's notifications (progress, logs) go.
@@ -95,6 +98,7 @@ impl Caller {
             trace: crate::trace::parent_of(context),
             gone: context.ct.clone(),
             out: Outbound::Peer(context.peer.clone()),
+            client: None,
         }
     }
 

@@ -99,6 +99,7 @@ impl GadgetServer {
             recorder: None,
             trace: crate::trace::parent_of(context),
             human,
+            ..CallScope::default()
         });
         Ok(Asking { replay, scope })
     }

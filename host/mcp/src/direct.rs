@@ -135,6 +135,11 @@ fn is_json(headers: &HeaderMap) -> bool {
 }
 
 impl DirectCall {
+    /// The tool the call names, as the client wrote it.
+    pub(crate) fn tool_name(&self) -> &str {
+        &self.params.name
+    }
+
     /// The call `body` asks for, when the direct path answers it exactly as
     /// rmcp would; `None` leaves the request to rmcp.
     pub(crate) fn of(headers: &HeaderMap, body: &[u8], hosts: &AllowedHosts) -> Option<DirectCall> {
@@ -177,6 +182,7 @@ impl DirectCall {
             trace: crate::trace::parent_from(meta, headers),
             gone: gone.clone(),
             out: Outbound::Direct(sender.clone()),
+            client: None,
         };
         Some(DirectCall {
             id: envelope.id,

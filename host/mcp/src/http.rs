@@ -40,6 +40,7 @@ use gadget_core::tool::Tools;
 
 use crate::direct::{AllowedHosts, DirectCall};
 use crate::metrics::Metrics;
+use crate::peek::{is_tool_call, over_client_limit};
 use crate::server::GadgetServer;
 
 /// Where MCP is served.
@@ -118,6 +119,9 @@ pub struct ServeOptions {
     /// signed with (the same on every replica).
     pub rules: Arc<gadget_core::approval::Rules>,
     pub approval_key: crate::approval::ApprovalKey,
+    /// The operator's rate limits: a call over one is refused as
+    /// `rate-limited`; a request over a per-client one, with HTTP 429.
+    pub rates: Option<Arc<gadget_core::rate::RateLimits>>,
     /// The audit journal every call is recorded in, if any.
     pub journal: Option<Arc<gadget_exec::audit::Journal>>,
     /// Keep a session per client of protocol 2025-11-25 and older, so the
@@ -218,6 +222,7 @@ pub async fn serve(
     let server = GadgetServer::new(tools, metrics.clone())
         .with_shutdown(calls_cancelled.clone())
         .with_approvals(options.rules.clone(), options.approval_key.clone())
+        .with_rates(options.rates.clone())
         .with_journal(options.journal.clone())
         .with_server_requests(options.sessions);
     // Stateless clients list the tools again when they want them: a reload
@@ -438,11 +443,11 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 async fn metrics_page(State(shared): State<Arc<Shared>>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        shared.metrics.render(shared.server.served().all().len()),
-    )
-        .into_response()
+    let mut page = shared.metrics.render(shared.server.served().all().len());
+    if let Some(rates) = &shared.server.rates {
+        crate::metrics::render_rates(&mut page, rates);
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], page).into_response()
 }
 
 /// Authentication, then the call cap: a `tools/call` takes a permit for as
@@ -487,6 +492,15 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
             .run(Request::from_parts(parts, Body::from(bytes)))
             .await;
     }
+    if let Some(limited) = over_client_limit(&shared.server, direct.as_ref(), &bytes, None) {
+        shared.metrics.refused_rate_limited();
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, limited.retry_after_secs().to_string())],
+            format!("rate-limited: {}\n", limited.reason()),
+        )
+            .into_response();
+    }
     if shared.draining.load(Ordering::SeqCst) {
         shared.metrics.refused_overload();
         return (
@@ -524,34 +538,6 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
             _permit: permit,
         })
     })
-}
-
-/// Whether a JSON-RPC body is (or, in a batch, holds) a `tools/call`:
-/// read for its `method` alone, nothing else kept. A body that does not
-/// read so (a repeated key, say) is read whole, as rmcp will read it, so
-/// that no call passes the cap unseen.
-fn is_tool_call(body: &[u8]) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Method<'a> {
-        #[serde(borrow)]
-        method: Option<std::borrow::Cow<'a, str>>,
-    }
-    let calls = |m: &Method| m.method.as_deref() == Some("tools/call");
-    let batch = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
-    let light = if batch {
-        serde_json::from_slice::<Vec<Method>>(body).map(|batch| batch.iter().any(calls))
-    } else {
-        serde_json::from_slice::<Method>(body).map(|message| calls(&message))
-    };
-    light.unwrap_or_else(
-        |_| match serde_json::from_slice::<serde_json::Value>(body) {
-            Ok(serde_json::Value::Array(batch)) => {
-                batch.iter().any(|m| m["method"] == "tools/call")
-            }
-            Ok(message) => message["method"] == "tools/call",
-            Err(_) => false,
-        },
-    )
 }
 
 /// Compares secrets in time that does not depend on where they differ.
@@ -757,17 +743,7 @@ mod tests {
     }
 
     #[test]
-    fn tool_calls_are_told_apart_from_other_requests() {
-        assert!(is_tool_call(
-            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#
-        ));
-        assert!(is_tool_call(
-            br#"[{"method":"tools/list"},{"method":"tools/call"}]"#
-        ));
-        assert!(!is_tool_call(
-            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#
-        ));
-        assert!(!is_tool_call(b"not json"));
+    fn secrets_compare_whole() {
         assert!(constant_time_eq(b"Bearer x", b"Bearer x"));
         assert!(!constant_time_eq(b"Bearer x", b"Bearer y"));
         assert!(!constant_time_eq(b"Bearer", b"Bearer x"));

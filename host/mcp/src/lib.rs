@@ -17,6 +17,7 @@ pub mod http;
 mod inputs;
 mod logs;
 pub mod metrics;
+mod peek;
 mod replay;
 pub mod server;
 pub mod stdio;

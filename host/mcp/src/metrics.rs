@@ -29,6 +29,8 @@ pub struct Metrics {
     idle: tokio::sync::Notify,
     refused_overload: AtomicU64,
     refused_unauthorized: AtomicU64,
+    /// Whole requests refused (HTTP 429) for a per-client rate limit.
+    refused_rate_limited: AtomicU64,
     /// MCP requests answered on `gadget serve`'s direct path, and by rmcp.
     requests_direct: AtomicU64,
     requests_sdk: AtomicU64,
@@ -112,6 +114,10 @@ impl Metrics {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub fn refused_rate_limited(&self) {
+        self.refused_rate_limited.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn refused_unauthorized(&self) {
         self.refused_unauthorized.fetch_add(1, Ordering::Relaxed);
     }
@@ -193,6 +199,11 @@ impl Metrics {
         );
         let _ = writeln!(
             out,
+            "gadget_requests_refused_total{{reason=\"rate-limited\"}} {}",
+            self.refused_rate_limited.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
             "# HELP gadget_mcp_requests_total MCP requests by how they were answered: direct (a stateless tools/call, answered by the host) or sdk (by the MCP SDK)."
         );
         let _ = writeln!(out, "# TYPE gadget_mcp_requests_total counter");
@@ -207,6 +218,24 @@ impl Metrics {
             );
         }
         out
+    }
+}
+
+/// Appends each rate limit's refused calls: `rule` is its place in the
+/// policy's `[[rate-limits]]`.
+pub fn render_rates(out: &mut String, rates: &gadget_core::rate::RateLimits) {
+    let _ = writeln!(
+        out,
+        "# HELP gadget_rate_limited_total Calls refused by each of the operator's rate limits."
+    );
+    let _ = writeln!(out, "# TYPE gadget_rate_limited_total counter");
+    for (rule, gadget, scope, refused) in rates.refusals() {
+        let _ = writeln!(
+            out,
+            "gadget_rate_limited_total{{rule=\"{rule}\",gadget=\"{}\",scope=\"{}\"}} {refused}",
+            escape(gadget),
+            scope.as_str()
+        );
     }
 }
 

@@ -85,6 +85,8 @@ pub struct GadgetServer {
     pub(crate) approval_key: ApprovalKey,
     /// Where every call is recorded (the audit journal), if anywhere.
     pub(crate) recorder: Option<Arc<dyn Recorder>>,
+    /// The operator's rate limits, shared by every client.
+    pub(crate) rates: Option<Arc<gadget_core::rate::RateLimits>>,
     /// The resource URIs this session subscribed to (`resources/subscribe`):
     /// told `resources/updated` when a reload may have changed them.
     pub(crate) subscriptions: Arc<Mutex<std::collections::BTreeSet<String>>>,
@@ -118,6 +120,7 @@ impl GadgetServer {
             rules: Arc::new(Rules::none()),
             approval_key: ApprovalKey::random(),
             recorder: None,
+            rates: None,
             subscriptions: Arc::default(),
             reloads: Arc::new(tokio::sync::watch::channel(0).0),
             tasks: Arc::default(),
@@ -153,6 +156,12 @@ impl GadgetServer {
     pub fn with_approvals(mut self, rules: Arc<Rules>, key: ApprovalKey) -> GadgetServer {
         self.rules = rules;
         self.approval_key = key;
+        self
+    }
+
+    /// Holds every call to the operator's rate limits.
+    pub fn with_rates(mut self, rates: Option<Arc<gadget_core::rate::RateLimits>>) -> GadgetServer {
+        self.rates = rates;
         self
     }
 

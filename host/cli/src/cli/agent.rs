@@ -96,7 +96,7 @@ pub async fn agent(
     tools: Arc<dyn gadget_core::tool::Tools>,
     options: &AgentOptions,
     settings: &LlmSettings,
-    rules: &Arc<gadget_core::approval::Rules>,
+    guards: &super::guards::Guards,
     journal: Option<Arc<gadget_exec::audit::Journal>>,
 ) -> Result<ExitCode> {
     let (task, model) = match task_and_model(options, settings)? {
@@ -151,7 +151,7 @@ pub async fn agent(
         model_info.map(|info| info.context_window),
         options.json,
         options.answer_only,
-        rules,
+        guards,
         journal,
     )?;
     let save = match &options.save {

@@ -64,7 +64,7 @@ type Loaded = Option<(Arc<dyn Tools>, usize, gadget_mcp::Reload)>;
 /// the tools instead.
 pub async fn mcp(
     loading: impl std::future::Future<Output = Result<Loaded>>,
-    rules: &Arc<gadget_core::approval::Rules>,
+    guards: &super::guards::Guards,
     journal: Option<Arc<gadget_exec::audit::Journal>>,
 ) -> Result<ExitCode> {
     use rmcp::ServiceExt as _;
@@ -83,7 +83,8 @@ pub async fn mcp(
     )
     .with_server_requests(true)
     .with_loading(loaded_rx)
-    .with_approvals(rules.clone(), key)
+    .with_approvals(guards.rules.clone(), key)
+    .with_rates(guards.rates.clone())
     .with_journal(journal);
     let session = server.clone().serve(gadget_mcp::stdio::transport());
     let loading = async {
@@ -144,7 +145,7 @@ pub async fn serve(
     gadgets: usize,
     args: &ServeArgs,
     reload: gadget_mcp::Reload,
-    rules: &Arc<gadget_core::approval::Rules>,
+    guards: &super::guards::Guards,
     journal: Option<Arc<gadget_exec::audit::Journal>>,
 ) -> Result<ExitCode> {
     // A configured token is either usable or a start-up error: never "no
@@ -176,7 +177,8 @@ pub async fn serve(
         allowed_hosts: args.allowed_hosts.clone(),
         metrics_listen: args.metrics_listen,
         sessions: args.sessions,
-        rules: rules.clone(),
+        rules: guards.rules.clone(),
+        rates: guards.rates.clone(),
         journal,
         approval_key: match gadget_mcp::approval::ApprovalKey::from_env() {
             Ok(key) => key,

@@ -13,8 +13,8 @@ use serde_json::json;
 
 use super::EXIT_FAILED;
 use super::approve::{ApprovalArgs, Tty};
+use super::guards::Guards;
 use super::view::{LiveView, View};
-use gadget_core::approval::Rules;
 use gadget_core::limits::MAX_RESPONSE_BYTES;
 use gadget_core::parser;
 use gadget_core::render::{self, Markers};
@@ -192,7 +192,7 @@ impl ExecOptions {
         known_window: Option<u64>,
         json: bool,
         plain: bool,
-        rules: &Arc<Rules>,
+        guards: &Guards,
         journal: Option<Arc<gadget_exec::audit::Journal>>,
     ) -> Result<(Executor, View, Markers)> {
         let mut config = self.exec_config(known_window);
@@ -213,9 +213,10 @@ impl ExecOptions {
         if let Some(human) = self.human_input(&tty)? {
             executor = executor.with_human_input(human);
         }
-        if let Some(approvals) = self.approval.approvals(rules, &tty)? {
+        if let Some(approvals) = self.approval.approvals(&guards.rules, &tty)? {
             executor = executor.with_approvals(approvals);
         }
+        executor = executor.with_rates(guards.rates.clone());
         if let Some(journal) = journal {
             executor = executor.with_journal(journal);
         }
@@ -281,13 +282,13 @@ fn parse_gadget_timeout(text: &str) -> Result<(String, u64), String> {
 pub async fn run(
     registry: Arc<dyn gadget_core::tool::Tools>,
     options: &RunOptions,
-    rules: &Arc<Rules>,
+    guards: &Guards,
     journal: Option<Arc<gadget_exec::audit::Journal>>,
 ) -> Result<ExitCode> {
     let (mut executor, view, markers) =
         options
             .exec
-            .executor(registry, None, options.json, false, rules, journal)?;
+            .executor(registry, None, options.json, false, guards, journal)?;
 
     // Not locked for the whole run: the live view's spinner thread writes
     // to stdout too, and would wait on the lock forever.

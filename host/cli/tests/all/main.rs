@@ -26,6 +26,7 @@ mod mistakes;
 mod native;
 mod oci;
 mod parser;
+mod rate_limits;
 mod serve;
 mod shipped;
 mod signing;

@@ -35,11 +35,24 @@ impl Server {
         env: &[(&str, &str)],
     ) -> Server {
         let dir = tempfile::tempdir().unwrap();
+        let config = policy(dir.path());
+        Server::start_config(plugins, &config, extra, token, env)
+    }
+
+    /// [`Server::start_plugins`] under the policy file `config`.
+    pub(crate) fn start_config(
+        plugins: &std::path::Path,
+        config: &std::path::Path,
+        extra: &[&str],
+        token: &str,
+        env: &[(&str, &str)],
+    ) -> Server {
+        let dir = tempfile::tempdir().unwrap();
         let mut child = Command::new(common::gadget_bin())
             .arg("--plugins")
             .arg(plugins)
             .arg("--config")
-            .arg(policy(dir.path()))
+            .arg(config)
             .env("XDG_CACHE_HOME", dir.path())
             .env("TEST_TOKEN", token)
             .envs(env.iter().copied())
@@ -451,7 +464,12 @@ fn the_typescript_sdks_client_lists_and_calls_over_http() {
 
 /// A 2026-07-28 `tools/call` of `name` with `arguments`, the client
 /// declaring `capabilities` (and, when given, a progress token).
-fn modern_call(name: &str, arguments: &str, capabilities: &str, progress: bool) -> String {
+pub(crate) fn modern_call(
+    name: &str,
+    arguments: &str,
+    capabilities: &str,
+    progress: bool,
+) -> String {
     let token = if progress {
         r#","progressToken":"p1""#
     } else {

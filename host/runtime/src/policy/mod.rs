@@ -18,6 +18,12 @@
 //! # allow = ["Calc*"]       # when present, only these
 //! approve = ["WriteFile"]  # each call waits for a person's approval
 //!
+//! [[rate-limits]]          # at most `calls` calls in any window
+//! gadget = "web_*"         # a name or glob: the calls of all share it
+//! calls = 10
+//! per-seconds = 1
+//! scope = "client"         # each caller apart; "gadget" (default): everyone
+//!
 //! [[rules]]                # on the validated arguments
 //! gadget = "FetchUrl"
 //! param = "/url"           # a JSON pointer
@@ -55,6 +61,7 @@ pub(crate) use gadget_core::limits::HARD_MAX_TIMEOUT;
 use gadget_core::limits::{
     HARD_MAX_MEMORY_BYTES, LimitCeilings, MAX_LOG_BYTES, MAX_RESULT_BYTES, MAX_STDIO_BYTES,
 };
+use gadget_core::rate::{RateLimitSpec, RateLimits};
 
 use crate::grants::{self, IpRange, OriginRule};
 use crate::manifest::{FileMode, MAX_MANIFEST_BYTES};
@@ -94,6 +101,10 @@ pub struct Policy {
     /// a person (with `[gadgets] approve`).
     #[serde(default)]
     pub rules: Vec<RuleSpec>,
+    /// `[[rate-limits]]`: how many calls of a gadget may run in a window,
+    /// for everyone or for each caller.
+    #[serde(default)]
+    pub rate_limits: Vec<RateLimitSpec>,
     /// `[audit]`: the audit journal.
     #[serde(default)]
     pub audit: AuditPolicy,
@@ -445,6 +456,7 @@ impl Policy {
             }
         }
         policy.approval_rules()?;
+        policy.rate_limits()?;
         check_limits(&policy.limits)?;
         Ok(policy)
     }
@@ -603,6 +615,14 @@ impl Policy {
             rules.approve_gadget(pattern);
         }
         Ok(rules)
+    }
+
+    /// The rate limits, compiled, with fresh windows (`None`: none).
+    pub fn rate_limits(&self) -> Result<Option<std::sync::Arc<RateLimits>>, String> {
+        if self.rate_limits.is_empty() {
+            return Ok(None);
+        }
+        RateLimits::new(self.rate_limits.clone()).map(|limits| Some(std::sync::Arc::new(limits)))
     }
 
     /// Denies a gadget (name or glob) for this run.

@@ -78,7 +78,7 @@ impl Tool for WasmGadget {
                     writable: f.mode == crate::manifest::FileMode::ReadWrite,
                 })
                 .collect(),
-            http: grants.http.origins.iter().map(|o| o.text.clone()).collect(),
+            http: grants.http.origins.iter().map(|o| o.describe()).collect(),
             config: grants.config.iter().map(|c| c.key.clone()).collect(),
             llm: grants
                 .llm

@@ -160,7 +160,7 @@ impl HttpHooks {
     }
 
     /// The client to send with, or why the request is refused.
-    fn admit(&mut self, uri: &http::Uri) -> Result<reqwest::Client, String> {
+    fn admit(&mut self, method: &http::Method, uri: &http::Uri) -> Result<reqwest::Client, String> {
         let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
         let host = uri.host().unwrap_or_default().to_ascii_lowercase();
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
@@ -184,7 +184,7 @@ impl HttpHooks {
         }
         let rules = &grants.grants.http;
         let rule = rules
-            .check_origin(plugin, https, &host, port)
+            .check_request(plugin, method.as_str(), https, &host, port, uri.path())
             .map_err(|e| e.to_string())?;
         let literal = host.trim_start_matches('[').trim_end_matches(']');
         if let Ok(address) = literal.parse::<IpAddr>() {
@@ -211,7 +211,7 @@ impl WasiHttpHooks for HttpHooks {
         _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> SendFuture {
         let mut exchange = Exchange::new(self, &request);
-        let client = match self.admit(request.uri()) {
+        let client = match self.admit(request.method(), request.uri()) {
             Ok(client) => client,
             Err(refusal) => {
                 self.note(format!("refused an HTTP request: {refusal}"));

@@ -1,6 +1,13 @@
 //! HTTP origins and addresses: what a manifest may request, what a grant
-//! names, and the addresses a host may resolve to (public unless granted:
-//! no SSRF through DNS).
+//! names (an origin, whole or for some methods and paths), and the
+//! addresses a host may resolve to (public unless granted: no SSRF
+//! through DNS).
+//!
+//! A grant's paths are globs matched against the request path's normal
+//! form (dot segments removed, `%2e` included; escapes of unreserved
+//! characters decoded), so `/v1/public/../admin` is `/v1/admin`. A path
+//! with an escaped `/` or `\` (`%2f`, `%5c`) or a raw `\` never matches a
+//! path-scoped grant: servers disagree on what it means.
 
 use std::net::{IpAddr, Ipv6Addr};
 
@@ -20,9 +27,17 @@ pub struct OriginRule {
     pub https: bool,
     pub host: HostPattern,
     pub port: u16,
-    /// As the operator wrote it, for messages.
+    /// The origin as the operator wrote it, for messages.
     pub text: String,
+    /// The methods it is for, upper case (empty: any).
+    pub methods: Vec<String>,
+    /// Globs over the request's normal path (empty: any).
+    pub paths: Vec<String>,
 }
+
+/// Most methods or paths one grant may list: an operator's list, not a
+/// generated one (each path is a glob tried on every request).
+pub const MAX_GRANT_SCOPES: usize = 64;
 
 /// A host name, an address, or every subdomain of a domain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,11 +142,72 @@ impl OriginRule {
             host: HostPattern::parse(host).map_err(|e| format!("'{text}': {e}"))?,
             port: port.unwrap_or(if https { 443 } else { 80 }),
             text: text.to_string(),
+            methods: Vec::new(),
+            paths: Vec::new(),
         })
+    }
+
+    /// This origin for `methods` and `paths` only (empty: any).
+    pub fn scoped(mut self, methods: &[String], paths: &[String]) -> Result<OriginRule, String> {
+        let at = &self.text;
+        if methods.len() > MAX_GRANT_SCOPES || paths.len() > MAX_GRANT_SCOPES {
+            return Err(format!(
+                "'{at}': at most {MAX_GRANT_SCOPES} methods and {MAX_GRANT_SCOPES} paths per grant"
+            ));
+        }
+        for method in methods {
+            if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
+                return Err(format!("'{at}': '{method}' is not an HTTP method"));
+            }
+        }
+        for path in paths {
+            if !path.starts_with('/') || path.contains(['?', '#']) {
+                return Err(format!(
+                    "'{at}': path '{path}' is not a path glob (it starts with / and has no query: \"/v1/public/*\")"
+                ));
+            }
+        }
+        self.methods = methods.iter().map(|m| m.to_ascii_uppercase()).collect();
+        self.paths = paths.to_vec();
+        Ok(self)
     }
 
     pub(crate) fn allows(&self, https: bool, host: &str, port: u16) -> bool {
         self.https == https && self.port == port && self.host.matches(host)
+    }
+
+    /// Whether this grant is for `method` on `path` (a request's normal
+    /// path; `odd`: it holds an escaped or raw slash of another kind).
+    fn covers_request(&self, method: &str, path: &str, odd: bool) -> bool {
+        let method_ok = self.methods.is_empty() || self.methods.iter().any(|m| m == method);
+        let path_ok = self.paths.is_empty()
+            || (!odd
+                && self.paths.iter().any(|glob| {
+                    gadget_core::glob::glob_matches_chars(
+                        &glob.chars().collect::<Vec<_>>(),
+                        &path.chars().collect::<Vec<_>>(),
+                    )
+                }));
+        method_ok && path_ok
+    }
+
+    /// The grant as the operator wrote it: `https://api.example (GET;
+    /// /v1/public/*)`.
+    pub fn describe(&self) -> String {
+        if self.methods.is_empty() && self.paths.is_empty() {
+            return self.text.clone();
+        }
+        let methods = if self.methods.is_empty() {
+            "any method".to_string()
+        } else {
+            self.methods.join(", ")
+        };
+        let paths = if self.paths.is_empty() {
+            "any path".to_string()
+        } else {
+            self.paths.join(", ")
+        };
+        format!("{} ({methods}; {paths})", self.text)
     }
 }
 
@@ -312,6 +388,19 @@ pub enum HttpRefusal {
     )]
     Origin { plugin: String, origin: String },
     #[error(
+        "{plugin}: {method} {origin}{path} is outside its grant {grants} (grant it with [plugins.{plugin}] http = [{{ origin = \"{origin}\", methods = [\"{method}\"], paths = [\"{path}\"] }}]){odd}"
+    )]
+    Scope {
+        plugin: String,
+        method: String,
+        origin: String,
+        path: String,
+        /// The grants of that origin, described.
+        grants: String,
+        /// Why the path matched no glob whatever it is, if that is why.
+        odd: &'static str,
+    },
+    #[error(
         "{plugin}: {host} resolves to {address}, an internal address; only addresses granted explicitly are reached (grant it with [plugins.{plugin}] allow-addresses = [\"{address}\"])"
     )]
     Address {
@@ -322,7 +411,8 @@ pub enum HttpRefusal {
 }
 
 impl HttpRules {
-    /// The grant a request to `scheme://host:port` falls under.
+    /// The grant a request to `scheme://host:port` falls under, whatever
+    /// its method and path.
     pub fn check_origin(
         &self,
         plugin: &str,
@@ -337,6 +427,47 @@ impl HttpRules {
                 plugin: plugin.to_string(),
                 origin: origin_text(https, host, port),
             })
+    }
+
+    /// The grant a `method` request to `scheme://host:port` with `path`
+    /// (as sent, without its query) falls under: its origin, and its
+    /// methods and paths when the grant names some.
+    pub fn check_request(
+        &self,
+        plugin: &str,
+        method: &str,
+        https: bool,
+        host: &str,
+        port: u16,
+        path: &str,
+    ) -> Result<&OriginRule, HttpRefusal> {
+        self.check_origin(plugin, https, host, port)?;
+        let lower = path.to_ascii_lowercase();
+        let odd = lower.contains("%2f") || lower.contains("%5c") || path.contains('\\');
+        let normal = normal_request_path(path);
+        let mut same_origin = self
+            .origins
+            .iter()
+            .filter(|rule| rule.allows(https, host, port));
+        if let Some(rule) = same_origin
+            .clone()
+            .find(|rule| rule.covers_request(method, &normal, odd))
+        {
+            return Ok(rule);
+        }
+        let grants: Vec<String> = same_origin.by_ref().map(OriginRule::describe).collect();
+        Err(HttpRefusal::Scope {
+            plugin: plugin.to_string(),
+            method: method.to_string(),
+            origin: origin_text(https, host, port),
+            path: normal,
+            grants: grants.join(", "),
+            odd: if odd {
+                "; a path with an escaped slash (%2F, %5C) or a backslash matches no path grant"
+            } else {
+                ""
+            },
+        })
     }
 
     /// Whether the host of a granted request may be reached at `address`:
@@ -363,6 +494,18 @@ impl HttpRules {
             })
         }
     }
+}
+
+/// A request path's normal form: dot segments removed (`%2e` included)
+/// and escapes of unreserved characters decoded, as a server reads it.
+pub fn normal_request_path(path: &str) -> String {
+    let path = if path.is_empty() { "/" } else { path };
+    gadget_core::approval::normal_url(&format!("http://host{path}"))
+        .and_then(|url| {
+            let rest = url.strip_prefix("http://host")?;
+            Some(rest.split(['?', '#']).next().unwrap_or("/").to_string())
+        })
+        .unwrap_or_else(|| gadget_core::approval::normal_path(path))
 }
 
 /// `https://host` with the port only when it is not the scheme's default.

@@ -7,8 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::grants::{
-    ConfigGrant, DirGrant, Grants, HttpRequestRule, IpRange, LlmGrant, OriginRule,
-    default_guest_path,
+    ConfigGrant, DirGrant, Grants, HttpRequestRule, IpRange, LlmGrant, default_guest_path,
 };
 
 use crate::grants::{OpenedDir, WriteQuota};
@@ -262,10 +261,11 @@ fn http(
         .filter_map(|r| Some((r.clone(), HttpRequestRule::parse(r).ok()?)))
         .collect();
     let mut met = vec![false; requests.len()];
-    for text in &policy.http {
-        let Ok(rule) = OriginRule::parse(text) else {
+    for grant in &policy.http {
+        let Ok(rule) = grant.rule() else {
             continue; // checked when the policy was read
         };
+        let text = &rule.text;
         let covering: Vec<usize> = (0..requests.len())
             .filter(|&i| requests[i].1.covers(&rule))
             .collect();

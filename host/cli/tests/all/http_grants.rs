@@ -317,6 +317,69 @@ fn a_slow_server_is_cut_off_at_the_call_deadline() {
 }
 
 #[test]
+fn a_grant_scoped_by_method_and_path_holds_every_request_and_every_hop() {
+    let server = TestServer::start();
+    let origin = format!("http://127.0.0.1:{}", server.port);
+    // GET only: a GET reaches the server, a POST is refused before it is
+    // sent, naming the grant and the one that would allow it.
+    let get_only =
+        format!("[plugins.probe]\nhttp = [{{ origin = \"{origin}\", methods = [\"GET\"] }}]\n");
+    let got = fetch(Some(&get_only), &server.url("/hello"));
+    assert_eq!(got["result"], "200 hello from the test server", "{got}");
+    let posted = call_json(
+        Some(&get_only),
+        &[],
+        "Upload",
+        &format!(r#"{{"url": "{}", "bytes": 10}}"#, server.url("/hello")),
+    );
+    assert_eq!(posted["ok"], false, "{posted}");
+    let logs = host_logs(&posted);
+    assert!(
+        logs.contains(&format!(
+            "POST {origin}/hello is outside its grant {origin} (GET; any path) (grant it with [plugins.probe] http = [{{ origin = \"{origin}\", methods = [\"POST\"], paths = [\"/hello\"] }}])"
+        )),
+        "{logs}"
+    );
+
+    // Paths: the web plugin follows a redirect, and the hop out of the
+    // grant is refused at the door.
+    let moved_only =
+        format!("[plugins.web]\nhttp = [{{ origin = \"{origin}\", paths = [\"/moved\"] }}]\n");
+    let hop = call_json(
+        Some(&moved_only),
+        &[],
+        "FetchUrl",
+        &format!(r#"{{"url": "{}"}}"#, server.url("/moved")),
+    );
+    assert_eq!(hop["ok"], false, "{hop}");
+    assert!(
+        host_logs(&hop).contains(&format!(
+            "GET {origin}/page is outside its grant {origin} (any method; /moved)"
+        )),
+        "{}",
+        host_logs(&hop)
+    );
+    // A path is what the server reads: dot segments do not leave a grant.
+    let hello_only = format!(
+        "[plugins.probe]\nhttp = [{{ origin = \"{origin}\", paths = [\"/hello\", \"/hello/*\"] }}]\n"
+    );
+    for sneaky in ["/hello/../page", "/hello/%2e%2e/page"] {
+        let refused = fetch(Some(&hello_only), &server.url(sneaky));
+        assert_eq!(refused["ok"], false, "{sneaky}: {refused}");
+        assert!(
+            host_logs(&refused).contains(&format!("GET {origin}/page is outside its grant")),
+            "{sneaky}: {}",
+            host_logs(&refused)
+        );
+    }
+    assert_eq!(
+        server.hits(),
+        ["/hello", "/moved"],
+        "a refused request reached the server"
+    );
+}
+
+#[test]
 fn the_web_plugin_reads_a_granted_page_as_text_and_nothing_else() {
     let server = TestServer::start();
     let port = server.port;

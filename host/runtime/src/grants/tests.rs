@@ -232,3 +232,89 @@ fn ranges_contain_their_addresses() {
     assert!(IpRange::parse("10.0.0.0/33").is_err());
     assert_eq!(IpRange::parse("::1").unwrap().to_string(), "::1");
 }
+
+#[test]
+fn a_scoped_grant_holds_a_request_to_its_methods_and_paths() {
+    let scoped = OriginRule::parse("https://api.example")
+        .unwrap()
+        .scoped(&["get".into()], &["/v1/public/*".into()])
+        .unwrap();
+    let rules = HttpRules {
+        origins: vec![OriginRule::parse("https://a.example").unwrap(), scoped],
+        addresses: Vec::new(),
+    };
+    let check =
+        |method: &str, path: &str| rules.check_request("p", method, true, "api.example", 443, path);
+    assert_eq!(
+        check("GET", "/v1/public/list").unwrap().describe(),
+        "https://api.example (GET; /v1/public/*)"
+    );
+    assert!(
+        check("GET", "/v1/public/%61").is_ok(),
+        "an unreserved escape is decoded"
+    );
+    // Another origin's whole grant is its own.
+    assert!(
+        rules
+            .check_request("p", "DELETE", true, "a.example", 443, "/x")
+            .is_ok()
+    );
+    let post = check("POST", "/v1/public/list").unwrap_err().to_string();
+    assert_eq!(
+        post,
+        "p: POST https://api.example/v1/public/list is outside its grant https://api.example (GET; /v1/public/*) (grant it with [plugins.p] http = [{ origin = \"https://api.example\", methods = [\"POST\"], paths = [\"/v1/public/list\"] }])"
+    );
+    // What a server reads, not how it is spelled: dot segments, escaped
+    // dots, escaped slashes.
+    for (path, read_as) in [
+        ("/v1/private", "/v1/private"),
+        ("/v1/public/../private", "/v1/private"),
+        ("/v1/public/%2e%2e/private", "/v1/private"),
+        ("/v1/public/%2E%2E/%2E%2E/admin", "/admin"),
+    ] {
+        let refused = check("GET", path).unwrap_err().to_string();
+        assert!(
+            refused.contains(&format!("GET https://api.example{read_as} is outside")),
+            "{path}: {refused}"
+        );
+    }
+    for odd in [
+        "/v1/public/..%2fprivate",
+        "/v1/public/a%5Cb",
+        "/v1/public/a\\b",
+    ] {
+        let refused = check("GET", odd).unwrap_err().to_string();
+        assert!(refused.contains("escaped slash"), "{odd}: {refused}");
+    }
+}
+
+#[test]
+fn a_scoped_grant_is_written_as_a_table_and_checked_when_read() {
+    let policy: crate::policy::Policy = toml::from_str(
+        r#"[plugins.web]
+http = ["https://a.example", { origin = "https://api.example", methods = ["GET"], paths = ["/v1/*"] }]
+"#,
+    )
+    .unwrap();
+    let rules: Vec<String> = policy.plugins["web"]
+        .http
+        .iter()
+        .map(|g| g.rule().unwrap().describe())
+        .collect();
+    assert_eq!(
+        rules,
+        ["https://a.example", "https://api.example (GET; /v1/*)"]
+    );
+    let refused = |methods: &[&str], paths: &[&str]| {
+        let methods: Vec<String> = methods.iter().map(|m| m.to_string()).collect();
+        let paths: Vec<String> = paths.iter().map(|p| p.to_string()).collect();
+        OriginRule::parse("https://api.example")
+            .unwrap()
+            .scoped(&methods, &paths)
+            .unwrap_err()
+    };
+    assert!(refused(&["GE T"], &[]).contains("not an HTTP method"));
+    assert!(refused(&[], &["v1/*"]).contains("not a path glob"));
+    assert!(refused(&[], &["/v1?x=1"]).contains("not a path glob"));
+    assert!(refused(&[], &vec!["/a"; MAX_GRANT_SCOPES + 1]).contains("at most"));
+}

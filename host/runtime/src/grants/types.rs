@@ -163,7 +163,7 @@ impl Grants {
         }
         let mut parts = Vec::new();
         if !self.http.origins.is_empty() {
-            let origins: Vec<&str> = self.http.origins.iter().map(|o| o.text.as_str()).collect();
+            let origins: Vec<String> = self.http.origins.iter().map(|o| o.describe()).collect();
             parts.push(format!("http: {}", origins.join(", ")));
         }
         if !self.config.is_empty() {
@@ -195,7 +195,7 @@ impl Grants {
     /// values never appear; config shows keys only).
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
-            "http": self.http.origins.iter().map(|o| &o.text).collect::<Vec<_>>(),
+            "http": self.http.origins.iter().map(|o| o.describe()).collect::<Vec<_>>(),
             "allow_addresses": self.http.addresses.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
             "config": self.config.iter().map(|c| &c.key).collect::<Vec<_>>(),
             "files": self.files,

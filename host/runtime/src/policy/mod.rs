@@ -33,7 +33,8 @@
 //!
 //! [plugins.web]            # one plugin, by its manifest name
 //! prefix = "web_"          # its gadgets are served as web_<Name>
-//! http = ["https://api.example.com", "https://*.wikipedia.org"]
+//! http = ["https://api.example.com", "https://*.wikipedia.org",
+//!   { origin = "https://api.github.com", methods = ["GET"], paths = ["/repos/*"] }]
 //! allow-addresses = ["10.0.0.0/8"]   # internal addresses its names may resolve to
 //!
 //! [plugins.files]
@@ -63,7 +64,7 @@ use gadget_core::limits::{
 };
 use gadget_core::rate::{RateLimitSpec, RateLimits};
 
-use crate::grants::{self, IpRange, OriginRule};
+use crate::grants::{self, IpRange};
 use crate::manifest::{FileMode, MAX_MANIFEST_BYTES};
 use crate::specs::check_gadget_name;
 
@@ -511,7 +512,7 @@ impl Policy {
             .ok_or_else(|| format!("'{grant}': {usage}"))?;
         let entry = self.plugins.entry(plugin.to_string()).or_default();
         match kind {
-            "http" => entry.http.push(value.to_string()),
+            "http" => entry.http.push(plugin::HttpGrantSpec::from(value)),
             "llm" => {
                 if !value.contains(':') {
                     return Err(format!(
@@ -644,8 +645,10 @@ fn check_grants(plugin: &str, grants: &PluginPolicy) -> Result<(), String> {
             format!("plugins.{plugin}.source: '{source}' is not an oci:// reference: {e}")
         })?;
     }
-    for origin in &grants.http {
-        OriginRule::parse(origin).map_err(|e| format!("plugins.{plugin}.http: {e}"))?;
+    for grant in &grants.http {
+        grant
+            .rule()
+            .map_err(|e| format!("plugins.{plugin}.http: {e}"))?;
     }
     for address in &grants.allow_addresses {
         IpRange::parse(address).map_err(|e| format!("plugins.{plugin}.allow-addresses: {e}"))?;
@@ -707,7 +710,10 @@ mod plugin;
 mod trust;
 pub use audit::{AuditPolicy, TelemetryPolicy};
 pub use mcp_server::{McpServerPolicy, OAuthPolicy, oauth_token_dir};
-pub use plugin::{ConfigSource, FileGrant, LlmPolicy, MAX_PREFIX_BYTES, PluginPolicy};
+pub use plugin::{
+    ConfigSource, FileGrant, HttpGrantSpec, LlmPolicy, MAX_PREFIX_BYTES, PluginPolicy,
+    ScopedHttpGrant,
+};
 pub use trust::{Require, SignerSpec, TrustPolicy};
 
 /// A TOML error as the operator reads it: the message with plain type

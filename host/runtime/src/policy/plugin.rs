@@ -25,9 +25,10 @@ pub struct PluginPolicy {
     /// itself exclusive.
     #[serde(default)]
     pub run_exclusive: bool,
-    /// Origins it may send HTTP requests to.
+    /// Origins it may send HTTP requests to, each whole or scoped to some
+    /// methods and paths.
     #[serde(default)]
-    pub http: Vec<String>,
+    pub http: Vec<HttpGrantSpec>,
     /// Internal addresses (or ranges) its granted names may resolve to.
     #[serde(default)]
     pub allow_addresses: Vec<String>,
@@ -53,6 +54,55 @@ pub struct PluginPolicy {
     /// a `signer`), and a plugin from anywhere else never does. A name
     /// claimed inside an artifact never earns another source's grants.
     pub source: Option<String>,
+}
+
+/// One `http` grant as the policy writes it: an origin
+/// (`"https://a.example"`), or an origin with the methods and paths it is
+/// for (`{ origin = "https://api.example", methods = ["GET"], paths =
+/// ["/v1/public/*"] }`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum HttpGrantSpec {
+    Origin(String),
+    Scoped(ScopedHttpGrant),
+}
+
+/// An origin granted for some methods and paths only.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScopedHttpGrant {
+    pub origin: String,
+    /// The methods it is for (any case; none listed: any).
+    #[serde(default)]
+    pub methods: Vec<String>,
+    /// Globs over the request's path (`*` any run of characters, `?`
+    /// one; none listed: any path).
+    #[serde(default)]
+    pub paths: Vec<String>,
+}
+
+impl HttpGrantSpec {
+    /// The grant, parsed and checked.
+    pub fn rule(&self) -> Result<crate::grants::OriginRule, String> {
+        match self {
+            HttpGrantSpec::Origin(origin) => crate::grants::OriginRule::parse(origin),
+            HttpGrantSpec::Scoped(scoped) => crate::grants::OriginRule::parse(&scoped.origin)?
+                .scoped(&scoped.methods, &scoped.paths),
+        }
+    }
+}
+
+impl PartialEq<&str> for HttpGrantSpec {
+    /// A whole-origin grant compares with its text (`"https://a.example"`).
+    fn eq(&self, other: &&str) -> bool {
+        matches!(self, HttpGrantSpec::Origin(origin) if origin == other)
+    }
+}
+
+impl From<&str> for HttpGrantSpec {
+    fn from(origin: &str) -> HttpGrantSpec {
+        HttpGrantSpec::Origin(origin.to_string())
+    }
 }
 
 impl PluginPolicy {

@@ -56,6 +56,10 @@ pub struct Record {
     /// SHA-256 of the plugin's component.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub digest: Option<String>,
+    /// Who called, as the server authenticated them (an access token's
+    /// subject); absent for an anonymous caller.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub client: Option<String>,
     #[serde(skip_serializing_if = "Value::is_null", default)]
     pub detail: Value,
     /// SHA-256 (hex) of the previous line's bytes, [`GENESIS`] for the first.
@@ -384,6 +388,7 @@ mod tests {
             gadget: None,
             plugin: None,
             digest: None,
+            client: None,
             detail,
             prev: GENESIS.into(),
             mac: None,
@@ -441,6 +446,7 @@ mod tests {
                     gadget: None,
                     plugin: None,
                     digest: None,
+                    client: None,
                     detail: json!({"usd": seq}),
                     prev: prev.clone(),
                     mac: None,

@@ -100,8 +100,15 @@ pub trait Recorder: Send + Sync {
     /// caller wrote it, never its parameters.
     fn refused(&self, call: &str, name: &str, failure: &Failure);
 
-    /// What records one call of the tool named `gadget`.
-    fn call(&self, call: &str, gadget: &str, origin: Option<Arc<Origin>>) -> Arc<dyn CallRecord>;
+    /// What records one call of the tool named `gadget`, made by `client`
+    /// (`None`: anonymous).
+    fn call(
+        &self,
+        call: &str,
+        gadget: &str,
+        origin: Option<Arc<Origin>>,
+        client: Option<&str>,
+    ) -> Arc<dyn CallRecord>;
 }
 
 /// The record of one call: its start, what it reports, its end.

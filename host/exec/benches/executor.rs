@@ -105,7 +105,13 @@ impl Recorder for NoRecord {
         None
     }
     fn refused(&self, _: &str, _: &str, _: &gadget_core::events::Failure) {}
-    fn call(&self, _: &str, _: &str, _: Option<Arc<Origin>>) -> Arc<dyn CallRecord> {
+    fn call(
+        &self,
+        _: &str,
+        _: &str,
+        _: Option<Arc<Origin>>,
+        _: Option<&str>,
+    ) -> Arc<dyn CallRecord> {
         Arc::new(NoRecord)
     }
 }
@@ -333,7 +339,8 @@ async fn main() {
         let cpu = process_cpu_ns();
         let started = Instant::now();
         for i in 0..CALLS {
-            let recorder = journal_recorder.call(&format!("c{i}"), tool.name(), tool.origin());
+            let recorder =
+                journal_recorder.call(&format!("c{i}"), tool.name(), tool.origin(), None);
             recorder.started(&params, None);
             recorder.finished(&report, false);
         }

@@ -109,7 +109,7 @@ impl Layers {
         if let Some(recorder) = &scope.recorder {
             let record = match recorder.failure() {
                 Some(why) => Err(why),
-                None => Ok(recorder.call(id, tool.name(), tool.origin())),
+                None => Ok(recorder.call(id, tool.name(), tool.origin(), scope.client.as_deref())),
             };
             layers.push(Box::new(JournalLayer { record }));
         }
@@ -206,7 +206,7 @@ impl SpanLayer {
         let parent = scope.trace.as_ref().and_then(|parent| {
             telemetry::context_from(&parent.traceparent, parent.tracestate.as_deref())
         });
-        let span = telemetry.tool_span(parent.as_ref(), tool, id);
+        let span = telemetry.tool_span(parent.as_ref(), tool, id, scope.client.as_deref());
         let trace = telemetry::trace_parent_of(span.context()).map(TraceParent::new);
         SpanLayer {
             telemetry,

@@ -212,11 +212,21 @@ pub struct LlmSpan {
 impl Telemetry {
     /// Starts `execute_tool {name}` for call `call_id` of `tool`, under
     /// `parent` (else a new trace).
-    pub fn tool_span(&self, parent: Option<&Context>, tool: &dyn Tool, call_id: &str) -> ToolSpan {
+    /// `client`: who called, as authenticated (the span's `enduser.id`).
+    pub fn tool_span(
+        &self,
+        parent: Option<&Context>,
+        tool: &dyn Tool,
+        call_id: &str,
+        client: Option<&str>,
+    ) -> ToolSpan {
         let cached = tool_attributes(tool);
-        let mut attributes = Vec::with_capacity(cached.attributes.len() + 1);
+        let mut attributes = Vec::with_capacity(cached.attributes.len() + 2);
         attributes.extend_from_slice(&cached.attributes);
         attributes.push(KeyValue::new("gen_ai.tool.call.id", call_id.to_string()));
+        if let Some(client) = client {
+            attributes.push(KeyValue::new("enduser.id", client.to_string()));
+        }
         let builder = self
             .tracer
             .span_builder(cached.span_name.clone())

@@ -98,7 +98,11 @@ impl Caller {
             trace: crate::trace::parent_of(context),
             gone: context.ct.clone(),
             out: Outbound::Peer(context.peer.clone()),
-            client: None,
+            client: context
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<crate::identity::ClientIdentity>())
+                .map(|identity| identity.0.clone()),
         }
     }
 

@@ -39,6 +39,9 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::caller::{Caller, Outbound};
+
+/// Where `gadget serve` answers MCP.
+pub(crate) const MCP_PATH: &str = "/mcp";
 use crate::server::GadgetServer;
 
 /// How long an SSE response may stay silent before a keep-alive comment
@@ -142,7 +145,12 @@ impl DirectCall {
 
     /// The call `body` asks for, when the direct path answers it exactly as
     /// rmcp would; `None` leaves the request to rmcp.
-    pub(crate) fn of(headers: &HeaderMap, body: &[u8], hosts: &AllowedHosts) -> Option<DirectCall> {
+    pub(crate) fn of(
+        headers: &HeaderMap,
+        body: &[u8],
+        hosts: &AllowedHosts,
+        client: Option<std::sync::Arc<str>>,
+    ) -> Option<DirectCall> {
         let v2026 = ProtocolVersion::V_2026_07_28.as_str();
         if !hosts.allow(headers)
             || !accepts_both(headers)
@@ -182,7 +190,7 @@ impl DirectCall {
             trace: crate::trace::parent_from(meta, headers),
             gone: gone.clone(),
             out: Outbound::Direct(sender.clone()),
-            client: None,
+            client,
         };
         Some(DirectCall {
             id: envelope.id,
@@ -357,13 +365,17 @@ mod tests {
 
     #[tokio::test]
     async fn the_plain_stateless_call_is_taken() {
-        let call = DirectCall::of(&headers(&[]), CALL.as_bytes(), &hosts()).expect("taken");
+        let call = DirectCall::of(&headers(&[]), CALL.as_bytes(), &hosts(), None).expect("taken");
         assert_eq!(call.id, RequestId::Number(3));
         assert_eq!(call.params.name, "Echo");
         assert!(call.caller.modern && call.caller.progress_token.is_none());
         for host in ["localhost", "LOCALHOST:1", "[::1]:9"] {
-            let taken =
-                DirectCall::of(&headers(&[("host", Some(host))]), CALL.as_bytes(), &hosts());
+            let taken = DirectCall::of(
+                &headers(&[("host", Some(host))]),
+                CALL.as_bytes(),
+                &hosts(),
+                None,
+            );
             assert!(taken.is_some(), "{host}");
         }
     }
@@ -384,7 +396,7 @@ mod tests {
             &[("mcp-session-id", Some("abc"))],
         ];
         for changes in refused_headers {
-            let taken = DirectCall::of(&headers(changes), CALL.as_bytes(), &hosts());
+            let taken = DirectCall::of(&headers(changes), CALL.as_bytes(), &hosts(), None);
             assert!(taken.is_none(), "{changes:?}");
         }
         let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
@@ -406,7 +418,7 @@ mod tests {
             "not json".to_string(),
         ] {
             assert_ne!(body, CALL);
-            let taken = DirectCall::of(&headers(&[]), body.as_bytes(), &hosts());
+            let taken = DirectCall::of(&headers(&[]), body.as_bytes(), &hosts(), None);
             assert!(taken.is_none(), "{body}");
         }
     }

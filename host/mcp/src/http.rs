@@ -44,7 +44,7 @@ use crate::peek::{is_tool_call, over_client_limit};
 use crate::server::GadgetServer;
 
 /// Where MCP is served.
-const MCP_PATH: &str = "/mcp";
+use crate::direct::MCP_PATH;
 
 /// Tool calls one replica runs at once unless told otherwise: each is an
 /// instance with up to its memory limit, so this bounds a replica's memory
@@ -107,6 +107,9 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     /// Every request must carry `Authorization: Bearer TOKEN`.
     pub auth_token: Option<BearerToken>,
+    /// Every request must carry a JWT access token these keys verify; its
+    /// subject is the caller's identity.
+    pub jwt: Option<Arc<crate::identity::JwtAuth>>,
     pub max_concurrent_calls: usize,
     pub drain_timeout: Duration,
     /// `Host` values accepted besides loopback ones (public names).
@@ -197,7 +200,7 @@ struct Shared {
     metrics: Arc<Metrics>,
     server: GadgetServer,
     calls: Arc<Semaphore>,
-    auth: Option<HeaderValue>,
+    auth: Arc<crate::auth::Auth>,
     draining: AtomicBool,
     /// The `Host` values the direct path accepts (rmcp's list).
     hosts: AllowedHosts,
@@ -212,7 +215,12 @@ pub async fn serve(
     reload: Option<crate::Reload>,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
-    if !options.listen.ip().is_loopback() && options.auth_token.is_none() {
+    let auth = Arc::new(match (&options.auth_token, &options.jwt) {
+        (_, Some(jwt)) => crate::auth::Auth::Jwt(jwt.clone()),
+        (Some(token), None) => crate::auth::Auth::Token(token.header.clone()),
+        (None, None) => crate::auth::Auth::Open,
+    });
+    if !options.listen.ip().is_loopback() && auth.is_open() {
         return Err(ServeError::Unauthenticated(options.listen));
     }
     // Before the address is bound (and told): a SIGHUP from then on reloads.
@@ -256,7 +264,7 @@ pub async fn serve(
         metrics,
         server: shared_server,
         calls: Arc::new(Semaphore::new(options.max_concurrent_calls.max(1))),
-        auth: options.auth_token.as_ref().map(|t| t.header.clone()),
+        auth: auth.clone(),
         draining: AtomicBool::new(false),
         hosts,
     });
@@ -264,11 +272,22 @@ pub async fn serve(
         .nest_service(MCP_PATH, mcp)
         .route("/metrics", axum::routing::get(metrics_page))
         .layer(axum::middleware::from_fn_with_state(shared.clone(), guard));
+    let metadata = axum::Router::new()
+        .route(
+            crate::auth::RESOURCE_METADATA_PATH,
+            axum::routing::get(crate::auth::resource_metadata),
+        )
+        .route(
+            &format!("{}{MCP_PATH}", crate::auth::RESOURCE_METADATA_PATH),
+            axum::routing::get(crate::auth::resource_metadata),
+        )
+        .with_state(auth);
     let router = axum::Router::new()
         .route("/healthz", axum::routing::get(|| async { "ok\n" }))
         .route("/readyz", axum::routing::get(readyz))
         .merge(guarded)
-        .with_state(shared.clone());
+        .with_state(shared.clone())
+        .merge(metadata);
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .map_err(|source| ServeError::Bind {
@@ -452,18 +471,19 @@ async fn metrics_page(State(shared): State<Arc<Shared>>) -> Response {
 
 /// Authentication, then the call cap: a `tools/call` takes a permit for as
 /// long as its response is being sent, or is refused with 503.
-async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
-    if let Some(expected) = &shared.auth {
-        let given = request.headers().get(header::AUTHORIZATION);
-        if given.is_none_or(|g| !constant_time_eq(g.as_bytes(), expected.as_bytes())) {
+async fn guard(State(shared): State<Arc<Shared>>, mut request: Request, next: Next) -> Response {
+    let identity = match shared.auth.check(request.headers()).await {
+        Ok(identity) => identity,
+        Err(refused) => {
             shared.metrics.refused_unauthorized();
-            return (
-                StatusCode::UNAUTHORIZED,
-                [(header::WWW_AUTHENTICATE, "Bearer")],
-                "a bearer token is required\n",
-            )
-                .into_response();
+            return refused;
         }
+    };
+    let client = identity.as_ref().map(|identity| identity.0.clone());
+    if let Some(identity) = identity {
+        // rmcp hands the request's parts to the call: the identity rides
+        // along.
+        request.extensions_mut().insert(identity);
     }
     if request.method() != http::Method::POST {
         return next.run(request).await;
@@ -481,7 +501,7 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
     };
     // The common stateless call, answered here; anything else is rmcp's.
     let direct = (parts.uri.path() == MCP_PATH)
-        .then(|| DirectCall::of(&parts.headers, &bytes, &shared.hosts))
+        .then(|| DirectCall::of(&parts.headers, &bytes, &shared.hosts, client.clone()))
         .flatten();
     if parts.uri.path() == MCP_PATH {
         shared.metrics.request(direct.is_some());
@@ -492,7 +512,9 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
             .run(Request::from_parts(parts, Body::from(bytes)))
             .await;
     }
-    if let Some(limited) = over_client_limit(&shared.server, direct.as_ref(), &bytes, None) {
+    if let Some(limited) =
+        over_client_limit(&shared.server, direct.as_ref(), &bytes, client.as_deref())
+    {
         shared.metrics.refused_rate_limited();
         return (
             StatusCode::TOO_MANY_REQUESTS,
@@ -540,11 +562,6 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
     })
 }
 
-/// Compares secrets in time that does not depend on where they differ.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 /// A response body that holds a call slot until it has been sent.
 struct PermitBody {
     body: Body,
@@ -583,7 +600,7 @@ mod tests {
             metrics: metrics.clone(),
             server: GadgetServer::new(Arc::new(gadget_core::tool::Toolbox::new()), metrics),
             calls: Arc::new(Semaphore::new(1)),
-            auth: None,
+            auth: Arc::new(crate::auth::Auth::Open),
             draining: AtomicBool::new(draining),
             hosts: AllowedHosts::new(&[]),
         });
@@ -717,7 +734,9 @@ mod tests {
             metrics: metrics.clone(),
             server: GadgetServer::new(Arc::new(gadget_core::tool::Toolbox::new()), metrics),
             calls: Arc::new(Semaphore::new(1)),
-            auth: Some(BearerToken::new("t0k3n\n").unwrap().header),
+            auth: Arc::new(crate::auth::Auth::Token(
+                BearerToken::new("t0k3n\n").unwrap().header,
+            )),
             draining: AtomicBool::new(false),
             hosts: AllowedHosts::new(&[]),
         });
@@ -740,12 +759,5 @@ mod tests {
             let response = router.clone().oneshot(request).await.unwrap();
             assert_eq!(response.status(), status, "{header:?}");
         }
-    }
-
-    #[test]
-    fn secrets_compare_whole() {
-        assert!(constant_time_eq(b"Bearer x", b"Bearer x"));
-        assert!(!constant_time_eq(b"Bearer x", b"Bearer y"));
-        assert!(!constant_time_eq(b"Bearer", b"Bearer x"));
     }
 }

@@ -8,12 +8,14 @@
 
 pub mod approval;
 mod ask;
+mod auth;
 mod call;
 mod caller;
 mod catalog;
 mod content;
 mod direct;
 pub mod http;
+pub mod identity;
 mod inputs;
 mod logs;
 pub mod metrics;

@@ -387,19 +387,8 @@ pub enum HttpRefusal {
         "{plugin}: HTTP to {origin} is not granted (grant it with [plugins.{plugin}] http = [\"{origin}\"] or --grant {plugin}:http={origin})"
     )]
     Origin { plugin: String, origin: String },
-    #[error(
-        "{plugin}: {method} {origin}{path} is outside its grant {grants} (grant it with [plugins.{plugin}] http = [{{ origin = \"{origin}\", methods = [\"{method}\"], paths = [\"{path}\"] }}]){odd}"
-    )]
-    Scope {
-        plugin: String,
-        method: String,
-        origin: String,
-        path: String,
-        /// The grants of that origin, described.
-        grants: String,
-        /// Why the path matched no glob whatever it is, if that is why.
-        odd: &'static str,
-    },
+    #[error("{0}")]
+    Scope(Box<ScopeRefusal>),
     #[error(
         "{plugin}: {host} resolves to {address}, an internal address; only addresses granted explicitly are reached (grant it with [plugins.{plugin}] allow-addresses = [\"{address}\"])"
     )]
@@ -408,6 +397,24 @@ pub enum HttpRefusal {
         host: String,
         address: IpAddr,
     },
+}
+
+/// A request to a granted origin outside the methods or paths its grants
+/// are for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{plugin}: {method} {origin}{path} is outside its grant {grants} (grant it with [plugins.{plugin}] http = [{{ origin = \"{origin}\", methods = [\"{method}\"], paths = [\"{path}\"] }}]){odd}"
+)]
+pub struct ScopeRefusal {
+    pub plugin: String,
+    pub method: String,
+    pub origin: String,
+    /// The request's path in normal form.
+    pub path: String,
+    /// The grants of that origin, described.
+    pub grants: String,
+    /// Why the path matched no glob whatever it is, if that is why.
+    pub odd: &'static str,
 }
 
 impl HttpRules {
@@ -456,7 +463,7 @@ impl HttpRules {
             return Ok(rule);
         }
         let grants: Vec<String> = same_origin.by_ref().map(OriginRule::describe).collect();
-        Err(HttpRefusal::Scope {
+        Err(HttpRefusal::Scope(Box::new(ScopeRefusal {
             plugin: plugin.to_string(),
             method: method.to_string(),
             origin: origin_text(https, host, port),
@@ -467,7 +474,7 @@ impl HttpRules {
             } else {
                 ""
             },
-        })
+        })))
     }
 
     /// Whether the host of a granted request may be reached at `address`:

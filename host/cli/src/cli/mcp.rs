@@ -24,8 +24,17 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
     listen: SocketAddr,
     /// The environment variable holding the bearer token every request must carry.
-    #[arg(long, value_name = "VAR")]
+    #[arg(long, value_name = "VAR", conflicts_with = "auth_jwks")]
     auth_token_env: Option<String>,
+    /// Check callers' JWT access tokens against this JWKS (a file, or an https:// URL of the authorization server's keys); each caller is then known by the token's subject. Needs --auth-audience.
+    #[arg(long, value_name = "FILE|URL", requires = "auth_audience")]
+    auth_jwks: Option<String>,
+    /// The audience tokens must be for: this server's resource, as the authorization server names it (e.g. https://mcp.example.com/mcp).
+    #[arg(long, value_name = "AUD", requires = "auth_jwks")]
+    auth_audience: Option<String>,
+    /// The issuer tokens must come from (their `iss`); also listed in /.well-known/oauth-protected-resource.
+    #[arg(long, value_name = "ISS", requires = "auth_jwks")]
+    auth_issuer: Option<String>,
     /// Tool calls running at once; one more is refused with 503 and Retry-After.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONCURRENT_CALLS)]
     max_concurrent_calls: usize,
@@ -169,9 +178,29 @@ pub async fn serve(
         },
         None => None,
     };
+    let jwt = match (&args.auth_jwks, &args.auth_audience) {
+        (Some(jwks), Some(audience)) => {
+            let source = gadget_mcp::identity::JwksSource::parse(jwks);
+            match gadget_mcp::identity::JwtAuth::new(
+                source,
+                audience.clone(),
+                args.auth_issuer.clone(),
+            )
+            .await
+            {
+                Ok(auth) => Some(Arc::new(auth)),
+                Err(e) => {
+                    super::out::tell_operator(&format!("error: --auth-jwks: {e}"), true);
+                    return Ok(ExitCode::from(EXIT_BAD_INPUT));
+                }
+            }
+        }
+        _ => None,
+    };
     let options = ServeOptions {
         listen: args.listen,
         auth_token,
+        jwt,
         max_concurrent_calls: args.max_concurrent_calls,
         drain_timeout: Duration::from_millis(args.drain_timeout),
         allowed_hosts: args.allowed_hosts.clone(),

@@ -17,6 +17,7 @@ mod first_hour_again;
 mod gates;
 mod hostile;
 mod http_grants;
+mod identity;
 mod languages;
 mod llm;
 mod llm_server;

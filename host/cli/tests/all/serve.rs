@@ -47,23 +47,44 @@ impl Server {
         token: &str,
         env: &[(&str, &str)],
     ) -> Server {
+        let mut serve = vec!["--auth-token-env", "TEST_TOKEN"];
+        serve.extend_from_slice(extra);
+        let mut env = env.to_vec();
+        env.push(("TEST_TOKEN", token));
+        Server::spawn(plugins, config, &[], &serve, &env)
+    }
+
+    /// The shipped plugins served under `config`, authenticating callers
+    /// as `auth` says (`--auth-jwks ...`), the journal written to
+    /// `journal`.
+    pub(crate) fn start_jwt(
+        config: &std::path::Path,
+        auth: &[&str],
+        journal: &std::path::Path,
+    ) -> Server {
+        let global = ["--audit", journal.to_str().unwrap()];
+        Server::spawn(&common::shipped_plugins(), config, &global, auth, &[])
+    }
+
+    /// `gadget GLOBAL serve --listen 127.0.0.1:0 SERVE`.
+    fn spawn(
+        plugins: &std::path::Path,
+        config: &std::path::Path,
+        global: &[&str],
+        serve: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let mut child = Command::new(common::gadget_bin())
             .arg("--plugins")
             .arg(plugins)
             .arg("--config")
             .arg(config)
+            .args(global)
             .env("XDG_CACHE_HOME", dir.path())
-            .env("TEST_TOKEN", token)
             .envs(env.iter().copied())
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--auth-token-env",
-                "TEST_TOKEN",
-            ])
-            .args(extra)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(serve)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -12,6 +12,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 /// How many shards records wait in: more than the cores that make
 /// records on most hosts, few enough that locking them all for a
@@ -22,6 +23,11 @@ const SHARDS: usize = 8;
 /// writer: big enough that a hand-over is rare (one per about 140 calls),
 /// small enough that a batch stays in the cache.
 pub(super) const SHARD_BYTES: usize = 64 << 10;
+
+/// How long records may wait in the buffer once a call has ended: a
+/// person reading the journal sees a call within this long, and a busy
+/// host writes in batches rather than once per call.
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Emptied buffers kept for the shards to reuse: a fresh one costs page
 /// faults on its first use, more than a batch's records take to write.

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use sha2::{Digest as _, Sha256};
 
-use super::pending::{SHARD_BYTES, Spare, ToWriter, in_order};
+use super::pending::{FLUSH_INTERVAL, Pending, SHARD_BYTES, ToWriter, in_order};
 
 /// The chain as the writer thread keeps it.
 pub(super) struct Chain {
@@ -88,15 +88,18 @@ fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
     }
 }
 
-/// The writer thread: batches in, lines out, until the journal is dropped.
+/// The writer thread: batches in, lines out, until the journal is
+/// dropped; when none comes for [`FLUSH_INTERVAL`], it takes the pending
+/// records itself, so an idle host's last calls reach the file too.
 pub(super) fn write_batches(
     inbox: std::sync::mpsc::Receiver<ToWriter>,
     mut chain: Chain,
     mut out: Box<dyn Write + Send>,
     failed: Arc<Mutex<Option<String>>>,
     failing: Arc<AtomicBool>,
-    spare: Arc<Spare>,
+    pending: Arc<Pending>,
 ) {
+    let spare = pending.spare();
     let mut lines = Vec::with_capacity(4 * SHARD_BYTES);
     let fail = |why: String| {
         failed
@@ -105,7 +108,18 @@ pub(super) fn write_batches(
             .get_or_insert(why);
         failing.store(true, Ordering::Relaxed);
     };
-    for message in inbox {
+    loop {
+        let message = match inbox.recv_timeout(FLUSH_INTERVAL) {
+            Ok(message) => message,
+            // Nothing handed over for a while: take what waits (it comes
+            // back through the inbox, in order with everything else).
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                pending.hand_over();
+                continue;
+            }
+            // The journal is closed and everything sent is written.
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         let batch = match message {
             ToWriter::Batch(batch) => batch,
             ToWriter::Flushed(done) => {

@@ -339,7 +339,7 @@ async fn connect(
 /// The HTTP client upstream servers are reached with: rustls with ring
 /// and the Mozilla roots (as the host's other clients), no proxy from
 /// the environment, bounded connection time.
-fn http_client() -> Result<reqwest::Client, String> {
+pub(crate) fn http_client() -> Result<reqwest::Client, String> {
     let roots = rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),

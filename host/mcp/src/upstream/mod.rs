@@ -30,6 +30,7 @@ use std::sync::Arc;
 
 use gadget_core::tool::{Tool, Tools};
 
+pub(crate) use connection::http_client;
 pub use connection::{
     LOG_WINDOW, MAX_LOG_BYTES, MAX_LOGS_PER_CALL, MAX_LOGS_PER_WINDOW, MAX_PROGRESS_PER_CALL,
     MAX_RESTART_BACKOFF, MAX_TOOLS, MIN_RESTART_BACKOFF, REQUEST_TIMEOUT, START_TIMEOUT, Upstream,

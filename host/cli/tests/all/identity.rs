@@ -1,0 +1,286 @@
+//! The caller's identity on `gadget serve --auth-jwks`: JWT access tokens
+//! minted here against an Ed25519 key made here, checked by the server
+//! against a JWKS file. A good token's subject reaches the journal and
+//! the per-client rate limits; an expired one, one signed by a foreign
+//! key, one for another audience or issuer, and none at all are refused
+//! with 401 and a `WWW-Authenticate` that says why and where the
+//! protected-resource metadata is. The official Python client calls with
+//! a token.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use ring::signature::{Ed25519KeyPair, KeyPair as _};
+use serde_json::{Value, json};
+
+use crate::mcp::{client, python};
+use crate::serve::{Server, modern_call};
+
+const AUDIENCE: &str = "https://gadgets.test/mcp";
+const ISSUER: &str = "https://idp.test";
+
+/// An Ed25519 key: what signs tokens, and its public half as a JWK.
+struct Key {
+    pkcs8: Vec<u8>,
+    jwk: Value,
+}
+
+fn key(kid: &str) -> Key {
+    let pkcs8 = Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new()).unwrap();
+    let pair = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap();
+    let x = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(pair.public_key().as_ref());
+    Key {
+        pkcs8: pkcs8.as_ref().to_vec(),
+        jwk: json!({"kty": "OKP", "crv": "Ed25519", "x": x, "kid": kid, "alg": "EdDSA", "use": "sig"}),
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// A token for `sub` signed by `key` as `kid`, with `claims` over the
+/// good defaults (this audience and issuer, valid for an hour).
+fn token(key: &Key, kid: &str, sub: &str, claims: Value) -> String {
+    let mut all =
+        json!({"sub": sub, "aud": AUDIENCE, "iss": ISSUER, "exp": now() + 3600, "nbf": now() - 10});
+    for (name, value) in claims.as_object().unwrap() {
+        all[name] = value.clone();
+    }
+    let mut header = Header::new(Algorithm::EdDSA);
+    header.kid = Some(kid.to_string());
+    jsonwebtoken::encode(&header, &all, &EncodingKey::from_ed_der(&key.pkcs8)).unwrap()
+}
+
+/// A server checking tokens against `key`, with a per-client limit of
+/// one AddDays call and a journal.
+fn served(key: &Key, dir: &std::path::Path) -> Server {
+    let jwks = dir.join("jwks.json");
+    std::fs::write(&jwks, json!({"keys": [key.jwk]}).to_string()).unwrap();
+    let config = dir.join("policy.toml");
+    std::fs::write(
+        &config,
+        "[[rate-limits]]\ngadget = \"AddDays\"\ncalls = 1\nper-seconds = 600\nscope = \"client\"\n",
+    )
+    .unwrap();
+    let journal = dir.join("audit.jsonl");
+    Server::start_jwt(
+        &config,
+        &[
+            "--auth-jwks",
+            jwks.to_str().unwrap(),
+            "--auth-audience",
+            AUDIENCE,
+            "--auth-issuer",
+            ISSUER,
+        ],
+        &journal,
+    )
+}
+
+fn call(
+    server: &Server,
+    token: Option<&str>,
+    name: &str,
+    arguments: &str,
+) -> (u16, String, String) {
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", name),
+    ];
+    if let Some(bearer) = &bearer {
+        headers.push(("Authorization", bearer));
+    }
+    server.request(
+        "POST",
+        "/mcp",
+        &headers,
+        &modern_call(name, arguments, "{}", false),
+    )
+}
+
+#[test]
+fn a_token_the_keys_verify_names_the_caller_and_any_other_is_refused_with_401() {
+    let dir = tempfile::tempdir().unwrap();
+    let signer = key("k1");
+    let server = served(&signer, dir.path());
+    let add = r#"{"operation":"add","a":2,"b":3}"#;
+
+    let alice = token(&signer, "k1", "alice", json!({}));
+    let (status, _, body) = call(&server, Some(&alice), "Calculator", add);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""text":"5""#), "{body}");
+
+    // Each refused: 401, and a challenge that says why and where to look.
+    let foreign = key("k1");
+    let cases = [
+        (None, "invalid_request", "a bearer access token is required"),
+        (
+            Some(token(&signer, "k1", "alice", json!({"exp": now() - 3600}))),
+            "invalid_token",
+            "the token has expired",
+        ),
+        (
+            Some(token(&foreign, "k1", "alice", json!({}))),
+            "invalid_token",
+            "the token's signature does not verify",
+        ),
+        (
+            Some(token(
+                &signer,
+                "k1",
+                "alice",
+                json!({"aud": "https://elsewhere.test/mcp"}),
+            )),
+            "invalid_token",
+            "the token is not for this server (audience https://gadgets.test/mcp)",
+        ),
+        (
+            Some(token(
+                &signer,
+                "k1",
+                "alice",
+                json!({"iss": "https://rogue.test"}),
+            )),
+            "invalid_token",
+            "the token is not from the expected issuer (https://idp.test)",
+        ),
+        (
+            Some(token(&signer, "k1", "alice", json!({"nbf": now() + 3600}))),
+            "invalid_token",
+            "the token is not valid yet (nbf)",
+        ),
+        (
+            Some(token(&signer, "k9", "alice", json!({}))),
+            "invalid_token",
+            "no key 'k9' in the authorization server's keys",
+        ),
+        (
+            Some("not.a.jwt".to_string()),
+            "invalid_token",
+            "the token is not a JWT",
+        ),
+    ];
+    for (token, error, why) in &cases {
+        let (status, head, body) = call(&server, token.as_deref(), "Calculator", add);
+        assert_eq!(status, 401, "{why}: {head}\n{body}");
+        let challenge = head
+            .lines()
+            .find_map(|line| line.strip_prefix("www-authenticate: "))
+            .unwrap_or_else(|| panic!("no challenge: {head}"));
+        assert!(
+            challenge.starts_with(
+                "Bearer resource_metadata=\"https://gadgets.test/.well-known/oauth-protected-resource/mcp\""
+            ),
+            "{challenge}"
+        );
+        assert!(
+            challenge.contains(&format!("error=\"{error}\"")),
+            "{challenge}"
+        );
+        assert!(body.contains(why), "{why}: {body}");
+    }
+
+    // The metadata is served without a token.
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let (status, _, body) = server.request("GET", path, &[], "");
+        assert_eq!(status, 200, "{path}: {body}");
+        let metadata: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(metadata["resource"], AUDIENCE);
+        assert_eq!(metadata["authorization_servers"], json!([ISSUER]));
+        assert_eq!(metadata["bearer_methods_supported"], json!(["header"]));
+    }
+
+    // Per-client limits count each subject apart: alice's second call is
+    // refused whole (429), bob's first is not.
+    let days = r#"{"date":"2026-01-30","days":2}"#;
+    let bob = token(&signer, "k1", "bob", json!({}));
+    assert_eq!(call(&server, Some(&alice), "AddDays", days).0, 200);
+    let (status, _, body) = call(&server, Some(&alice), "AddDays", days);
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains("for client 'alice'"), "{body}");
+    assert_eq!(call(&server, Some(&bob), "AddDays", days).0, 200);
+
+    let metrics = server.request(
+        "GET",
+        "/metrics",
+        &[("Authorization", &format!("Bearer {alice}"))],
+        "",
+    );
+    assert!(
+        metrics.2.contains(&format!(
+            "gadget_requests_refused_total{{reason=\"unauthorized\"}} {}",
+            cases.len()
+        )),
+        "{}",
+        metrics.2
+    );
+    // The journal names who called (its writer takes the records of an
+    // idle server within a few hundred milliseconds; generous here).
+    let journal = dir.path().join("audit.jsonl");
+    let started = std::time::Instant::now();
+    let records: Vec<Value> = loop {
+        let text = std::fs::read_to_string(&journal).unwrap_or_default();
+        if text.matches("call_finished").count() >= 3
+            || started.elapsed() > std::time::Duration::from_secs(10)
+        {
+            break text
+                .lines()
+                .map(|line| serde_json::from_str(line).unwrap())
+                .collect();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let callers: Vec<(&str, &str)> = records
+        .iter()
+        .filter(|r| r["event"] == "call_started")
+        .map(|r| {
+            (
+                r["gadget"].as_str().unwrap(),
+                r["client"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        callers,
+        [
+            ("Calculator", "alice"),
+            ("AddDays", "alice"),
+            ("AddDays", "bob")
+        ],
+        "{records:#?}"
+    );
+}
+
+#[test]
+fn the_python_client_calls_with_an_access_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let signer = key("main");
+    let server = served(&signer, dir.path());
+    let carol = token(&signer, "main", "carol", json!({}));
+    let out = std::process::Command::new(python())
+        .arg(client())
+        .args([
+            "call",
+            &server.url(),
+            &carol,
+            "Calculator",
+            r#"{"operation": "multiply", "a": 6, "b": 7}"#,
+        ])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(report, json!({"text": "42", "is_error": false}));
+}

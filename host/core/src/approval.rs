@@ -80,6 +80,11 @@ pub struct RuleSpec {
     /// What the parameter is, when the schema's `format` does not say:
     /// its normal form is matched too.
     pub kind: Option<ValueKind>,
+    /// Only calls by this caller (an authenticated identity; a glob,
+    /// case-sensitive): `None`, everyone's. An anonymous caller is no
+    /// client a rule can name.
+    #[serde(default)]
+    pub client: Option<String>,
 }
 
 /// A rule, compiled.
@@ -271,11 +276,24 @@ impl Rules {
     /// Which patterns and rules name a gadget is worked out once per name
     /// (the hot path of a gadget no rule names is one map lookup).
     pub fn check(&self, gadget: &str, params: &Value, schema: Option<&Value>) -> Admission {
+        self.check_for(gadget, params, schema, None)
+    }
+
+    /// [`Rules::check`] for a call by `client` (its authenticated
+    /// identity; `None`: anonymous): the rules naming other clients do not
+    /// hold for it.
+    pub fn check_for(
+        &self,
+        gadget: &str,
+        params: &Value,
+        schema: Option<&Value>,
+        client: Option<&str>,
+    ) -> Admission {
         let applicable = self.applicable(gadget);
         let mut reasons = applicable.approve.clone();
         let mut named = Vec::new();
         for rule in applicable.rules.iter().map(|&i| &self.rules[i]) {
-            if !rule.matches(params, schema) {
+            if !rule.names_client(client) || !rule.matches(params, schema) {
                 continue;
             }
             match rule.spec.action {
@@ -304,6 +322,7 @@ impl Rules {
         self: &Arc<Self>,
         gadget: &str,
         schema: Option<&Value>,
+        client: Option<&str>,
     ) -> Option<RequestDenials> {
         let rules: Vec<usize> = self
             .applicable(gadget)
@@ -312,7 +331,9 @@ impl Rules {
             .copied()
             .filter(|&i| {
                 let rule = &self.rules[i];
-                rule.spec.action == RuleAction::Deny && rule.kind(schema) == Some(ValueKind::Url)
+                rule.spec.action == RuleAction::Deny
+                    && rule.kind(schema) == Some(ValueKind::Url)
+                    && rule.names_client(client)
             })
             .collect();
         (!rules.is_empty()).then(|| RequestDenials {
@@ -431,9 +452,21 @@ impl Rule {
     }
 
     /// The rule in the operator's words: its reason, and where it is.
+    /// Whether the rule holds for calls by `client`.
+    fn names_client(&self, client: Option<&str>) -> bool {
+        match &self.spec.client {
+            None => true,
+            Some(pattern) => client.is_some_and(|client| glob_matches_exact(pattern, client)),
+        }
+    }
+
     fn described(&self) -> String {
+        let by = match &self.spec.client {
+            Some(client) => format!(" for client {client}"),
+            None => String::new(),
+        };
         let location = format!(
-            "rule {} of the policy: {} {}",
+            "rule {} of the policy: {} {}{by}",
             self.number,
             self.spec.gadget,
             self.condition()
@@ -670,6 +703,7 @@ mod tests {
             action,
             reason: Some("the reason".into()),
             kind: None,
+            client: None,
         }
     }
 

@@ -153,6 +153,7 @@ fn approvals(patterns: usize, every: bool) -> Arc<Approvals> {
             action: RuleAction::Deny,
             reason: None,
             kind: None,
+            client: None,
         })
         .collect();
     let rules = Rules::new(approve, rules, None).unwrap();

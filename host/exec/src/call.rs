@@ -72,13 +72,19 @@ pub struct Finished {
 
 /// What the operator's rules say of a call of `tool` with validated
 /// `params` (the executor asks ahead, to know whether the call will wait).
-pub fn admission(tool: &dyn Tool, params: &Value, approvals: Option<&Approvals>) -> Admission {
+pub fn admission(
+    tool: &dyn Tool,
+    params: &Value,
+    approvals: Option<&Approvals>,
+    client: Option<&str>,
+) -> Admission {
     match approvals {
-        Some(approvals) if !approvals.rules.is_empty() => {
-            approvals
-                .rules
-                .check(tool.name(), params, tool.schema().schema_for_rules())
-        }
+        Some(approvals) if !approvals.rules.is_empty() => approvals.rules.check_for(
+            tool.name(),
+            params,
+            tool.schema().schema_for_rules(),
+            client,
+        ),
         _ => Admission::Run,
     }
 }
@@ -92,7 +98,13 @@ pub fn refused(scope: &CallScope, id: &str, name: &str, failure: &Failure) {
 
 /// Runs one call of `tool` with validated `params`.
 pub async fn run(tool: Arc<dyn Tool>, params: Arc<Value>, options: CallOptions) -> Finished {
-    let admission = admission(&*tool, &params, options.scope.approvals.as_deref());
+    let scope = &options.scope;
+    let admission = admission(
+        &*tool,
+        &params,
+        scope.approvals.as_deref(),
+        scope.client.as_deref(),
+    );
     run_admitted(tool, params, options, admission).await
 }
 

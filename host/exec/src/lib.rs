@@ -690,7 +690,12 @@ impl Executor {
         // A call that waits for approval starts when it is approved (its
         // `CallStarted` comes then, from its live events); one a rule
         // refuses never starts.
-        let admission = call::admission(&*tool, &params, self.scope.approvals.as_deref());
+        let admission = call::admission(
+            &*tool,
+            &params,
+            self.scope.approvals.as_deref(),
+            self.scope.client.as_deref(),
+        );
         if admission == Admission::Run {
             sink(ExecEvent::CallStarted {
                 id: entry.call.invocation_id.clone(),

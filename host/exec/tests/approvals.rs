@@ -213,6 +213,7 @@ async fn rules_on_arguments_refuse_or_ask_and_leave_the_rest_alone() {
         action,
         reason: Some(reason.into()),
         kind: None,
+        client: None,
     };
     let rules = Rules::new(
         Vec::new(),

@@ -50,8 +50,12 @@ impl GadgetServer {
             .as_ref()
             .is_some_and(|r| r.contains_key(APPROVAL_KEY));
         let waits = matches!(
-            self.rules
-                .check(gadget.name(), params, gadget.schema().schema_for_rules()),
+            self.rules.check_for(
+                gadget.name(),
+                params,
+                gadget.schema().schema_for_rules(),
+                caller.client.as_deref(),
+            ),
             gadget_core::approval::Admission::Ask { .. }
         );
         Ok(approved || !waits)

@@ -115,8 +115,11 @@ impl Tool for WasmGadget {
             grants: Some(self.plugin.access.grants.clone()),
             trace_parent: call.scope.trace.as_ref().map(|t| t.traceparent.clone()),
             request_denials: call.scope.approvals.as_ref().and_then(|a| {
-                a.rules
-                    .request_denials(&self.card.spec.name, self.card.schema.schema_for_rules())
+                a.rules.request_denials(
+                    &self.card.spec.name,
+                    self.card.schema.schema_for_rules(),
+                    call.scope.client.as_deref(),
+                )
             }),
             human: call.scope.human.clone(),
         };

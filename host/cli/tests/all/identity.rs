@@ -64,7 +64,8 @@ fn served(key: &Key, dir: &std::path::Path) -> Server {
     let config = dir.join("policy.toml");
     std::fs::write(
         &config,
-        "[[rate-limits]]\ngadget = \"AddDays\"\ncalls = 1\nper-seconds = 600\nscope = \"client\"\n",
+        "[[rate-limits]]\ngadget = \"AddDays\"\ncalls = 1\nper-seconds = 600\nscope = \"client\"\n\n\
+         [[rules]]\ngadget = \"Calculator\"\nparam = \"\"\nmatches = \"*\"\naction = \"deny\"\nclient = \"mal*\"\nreason = \"not for you\"\n",
     )
     .unwrap();
     let journal = dir.join("audit.jsonl");
@@ -188,6 +189,18 @@ fn a_token_the_keys_verify_names_the_caller_and_any_other_is_refused_with_401() 
         );
         assert!(body.contains(why), "{why}: {body}");
     }
+
+    // A rule naming a client holds for that caller only (alice's calls
+    // above ran under it).
+    let mallory = token(&signer, "k1", "mallory", json!({}));
+    let (status, _, body) = call(&server, Some(&mallory), "Calculator", add);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""isError":true"#), "{body}");
+    assert!(
+        body.contains("not for you (rule 1 of the policy: Calculator"),
+        "{body}"
+    );
+    assert!(body.contains("for client mal*)"), "{body}");
 
     // The metadata is served without a token.
     for path in [

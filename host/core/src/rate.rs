@@ -105,10 +105,13 @@ impl RateLimited {
                 self.retry_after.as_secs_f64()
             );
         }
+        let calls = match self.calls {
+            1 => "1 call".to_string(),
+            n => format!("{n} calls"),
+        };
         format!(
-            "rate-limits[{}] allows {} calls per {} s{whose}; retry after {:.1} s",
+            "rate-limits[{}] allows {calls} per {} s{whose}; retry after {:.1} s",
             self.rule,
-            self.calls,
             self.period.as_secs(),
             self.retry_after.as_secs_f64()
         )

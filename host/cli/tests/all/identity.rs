@@ -15,7 +15,7 @@ use ring::signature::{Ed25519KeyPair, KeyPair as _};
 use serde_json::{Value, json};
 
 use crate::mcp::{client, python};
-use crate::serve::{Server, modern_call};
+use crate::serve::Server;
 
 const AUDIENCE: &str = "https://gadgets.test/mcp";
 const ISSUER: &str = "https://idp.test";
@@ -90,22 +90,7 @@ fn call(
     arguments: &str,
 ) -> (u16, String, String) {
     let bearer = token.map(|t| format!("Bearer {t}"));
-    let mut headers = vec![
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-        ("MCP-Protocol-Version", "2026-07-28"),
-        ("Mcp-Method", "tools/call"),
-        ("Mcp-Name", name),
-    ];
-    if let Some(bearer) = &bearer {
-        headers.push(("Authorization", bearer));
-    }
-    server.request(
-        "POST",
-        "/mcp",
-        &headers,
-        &modern_call(name, arguments, "{}", false),
-    )
+    server.call_tool(bearer.as_deref(), name, arguments)
 }
 
 #[test]

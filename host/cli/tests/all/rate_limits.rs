@@ -10,7 +10,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::common;
-use crate::serve::{Server, modern_call};
+use crate::serve::Server;
 
 /// Eleven independent Calculator calls in one response.
 fn eleven_calls() -> String {
@@ -95,19 +95,7 @@ fn served_with_limits() -> (Server, tempfile::TempDir) {
 }
 
 fn call(server: &Server, name: &str, arguments: &str) -> (u16, String, String) {
-    server.request(
-        "POST",
-        "/mcp",
-        &[
-            ("Authorization", "Bearer s3cret"),
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
-            ("MCP-Protocol-Version", "2026-07-28"),
-            ("Mcp-Method", "tools/call"),
-            ("Mcp-Name", name),
-        ],
-        &modern_call(name, arguments, "{}", false),
-    )
+    server.call_tool(Some("Bearer s3cret"), name, arguments)
 }
 
 #[test]

@@ -162,6 +162,28 @@ impl Server {
         (status, head.to_string(), body.to_string())
     }
 
+    /// A stateless `tools/call` of protocol 2026-07-28, as the direct path
+    /// takes it, with `authorization` (a whole header value) if any.
+    pub(crate) fn call_tool(
+        &self,
+        authorization: Option<&str>,
+        name: &str,
+        arguments: &str,
+    ) -> (u16, String, String) {
+        let mut headers = vec![
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", name),
+        ];
+        if let Some(authorization) = authorization {
+            headers.push(("Authorization", authorization));
+        }
+        let body = modern_call(name, arguments, "{}", false);
+        self.request("POST", "/mcp", &headers, &body)
+    }
+
     pub(crate) fn metrics(&self) -> String {
         self.request("GET", "/metrics", &[("Authorization", "Bearer s3cret")], "")
             .2
@@ -485,12 +507,7 @@ fn the_typescript_sdks_client_lists_and_calls_over_http() {
 
 /// A 2026-07-28 `tools/call` of `name` with `arguments`, the client
 /// declaring `capabilities` (and, when given, a progress token).
-pub(crate) fn modern_call(
-    name: &str,
-    arguments: &str,
-    capabilities: &str,
-    progress: bool,
-) -> String {
+fn modern_call(name: &str, arguments: &str, capabilities: &str, progress: bool) -> String {
     let token = if progress {
         r#","progressToken":"p1""#
     } else {

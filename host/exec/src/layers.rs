@@ -3,8 +3,8 @@
 //! a recorder), the rate limit (when one of the operator's counts the
 //! gadget), the approval (when the operator's rules ask something of the
 //! call). The rate limit comes before the approval: nobody is asked to
-//! approve a call that would then be refused for its rate. A new concern is one more element of the list, not one more
-//! nesting.
+//! approve a call that would then be refused for its rate. A new concern
+//! is one more element of the list, not one more nesting.
 //!
 //! Each layer of one call may admit it (or refuse it, or defer it), sees
 //! its events first through the observer it wraps, gives the tool the

@@ -7,9 +7,12 @@
 //!   while draining), `/metrics` in Prometheus' text format;
 //! - a cap on concurrent tool calls: one more is refused at once with 503
 //!   and `Retry-After`, never queued without bound;
-//! - bearer-token authentication when a token is configured, and a refusal
-//!   to listen beyond loopback without one; the `Host` header is checked
-//!   against the allowed hosts (DNS rebinding);
+//! - authentication ([`crate::auth`]): a shared bearer token, or JWT
+//!   access tokens whose subject names the caller, and a refusal to listen
+//!   beyond loopback without either; the `Host` header is checked against
+//!   the allowed hosts (DNS rebinding);
+//! - the operator's per-client rate limits: a `tools/call` over one is
+//!   refused whole with 429 and `Retry-After` before it is read further;
 //! - graceful shutdown: readiness fails and new calls are refused, calls in
 //!   flight finish within the drain timeout (then their abort signal goes
 //!   up), then the server stops;
@@ -43,7 +46,6 @@ use crate::metrics::Metrics;
 use crate::peek::{is_tool_call, over_client_limit};
 use crate::server::GadgetServer;
 
-/// Where MCP is served.
 use crate::direct::MCP_PATH;
 
 /// Tool calls one replica runs at once unless told otherwise: each is an

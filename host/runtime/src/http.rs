@@ -3,7 +3,8 @@
 //!
 //! A gadget uses its language's own wasi:http client; the host decides.
 //! Before any connection, a request must match one of the plugin's granted
-//! origins (scheme, host with `*.` wildcards, port) and the call must have
+//! origins (scheme, host with `*.` wildcards, port), and the methods and
+//! paths that grant names when it names some, and the call must have
 //! requests left ([`MAX_HTTP_REQUESTS_PER_CALL`]). The name is resolved by
 //! the plugin's own client, whose resolver drops every internal address
 //! (loopback, private, link-local, ...) the operator did not allow, so a

@@ -186,9 +186,13 @@ impl std::fmt::Debug for BearerToken {
 #[non_exhaustive]
 pub enum ServeError {
     #[error(
-        "refusing to listen on {0} without authentication: set a token with --auth-token-env VAR (or listen on 127.0.0.1)"
+        "refusing to listen on {0} without authentication: set a token with --auth-token-env VAR, or check access tokens with --auth-jwks (or listen on 127.0.0.1)"
     )]
     Unauthenticated(SocketAddr),
+    #[error(
+        "a shared token and access tokens were both configured: choose one (--auth-token-env or --auth-jwks)"
+    )]
+    TwoAuthentications,
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -218,7 +222,8 @@ pub async fn serve(
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
     let auth = Arc::new(match (&options.auth_token, &options.jwt) {
-        (_, Some(jwt)) => crate::auth::Auth::Jwt(jwt.clone()),
+        (Some(_), Some(_)) => return Err(ServeError::TwoAuthentications),
+        (None, Some(jwt)) => crate::auth::Auth::Jwt(jwt.clone()),
         (Some(token), None) => crate::auth::Auth::Token(token.header.clone()),
         (None, None) => crate::auth::Auth::Open,
     });

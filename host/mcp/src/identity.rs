@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use jsonwebtoken::jwk::{Jwk, JwkSet};
+use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 
 /// Clock skew allowed on `exp` and `nbf`: the authorization server's
@@ -160,8 +160,9 @@ impl JwtAuth {
                 header.alg
             )));
         }
-        let key = DecodingKey::from_jwk(&jwk)
-            .map_err(|e| invalid(format!("its key cannot check it ({e})")))?;
+        let key = public_key(&jwk).ok_or_else(|| {
+            invalid("its key is not a public key this server can check a signature with".into())
+        })?;
         let mut validation = Validation::new(header.alg);
         validation.leeway = CLOCK_SKEW.as_secs();
         validation.validate_nbf = true;
@@ -219,6 +220,16 @@ impl JwtAuth {
     }
 }
 
+/// The verifying key of an asymmetric JWK (RSA, EC, OKP); `None` for a
+/// shared secret (`oct`: whoever holds it could mint tokens) or a key that
+/// does not parse.
+fn public_key(jwk: &Jwk) -> Option<DecodingKey> {
+    if matches!(jwk.algorithm, AlgorithmParameters::OctetKey(_)) {
+        return None;
+    }
+    DecodingKey::from_jwk(jwk).ok()
+}
+
 /// The key a token names in `set`: by `kid`, or the only key.
 fn pick(set: &JwkSet, kid: Option<&str>) -> Result<Option<Jwk>, String> {
     Ok(match kid {
@@ -255,11 +266,9 @@ async fn load(source: &JwksSource) -> Result<JwkSet, JwksError> {
     }
     let set: JwkSet =
         serde_json::from_slice(&bytes).map_err(|e| unusable(format!("not a JWK set ({e})")))?;
-    let usable = set
-        .keys
-        .iter()
-        .filter(|k| k.is_supported() && DecodingKey::from_jwk(k).is_ok())
-        .count();
+    // Not `Jwk::is_supported`: it panics on a key without `alg`, and a
+    // JWKS from a URL is not ours to trust.
+    let usable = set.keys.iter().filter(|k| public_key(k).is_some()).count();
     if usable == 0 {
         return Err(unusable(
             "it holds no key this server can check a signature with".into(),

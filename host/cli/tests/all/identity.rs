@@ -282,3 +282,45 @@ fn the_python_client_calls_with_an_access_token() {
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     assert_eq!(report, json!({"text": "42", "is_error": false}));
 }
+
+#[test]
+fn one_way_to_authenticate_at_a_time_and_keys_that_check_nothing_stop_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = |args: &[&str]| {
+        std::process::Command::new(crate::common::gadget_bin())
+            .arg("--plugins")
+            .arg(crate::common::shipped_plugins())
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("TEST_TOKEN", "s3cret")
+            .output()
+            .unwrap()
+    };
+    let both = serve(&[
+        "--auth-token-env",
+        "TEST_TOKEN",
+        "--auth-jwks",
+        "keys.json",
+        "--auth-audience",
+        AUDIENCE,
+    ]);
+    assert_eq!(both.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&both.stderr).contains("cannot be used with"));
+    let no_audience = serve(&["--auth-jwks", "keys.json"]);
+    assert_eq!(no_audience.status.code(), Some(2));
+    // A JWKS holding no key the server can check with is a start-up error.
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, r#"{"keys": [{"kty": "oct", "k": "c2VjcmV0"}]}"#).unwrap();
+    let useless = serve(&[
+        "--auth-jwks",
+        jwks.to_str().unwrap(),
+        "--auth-audience",
+        AUDIENCE,
+    ]);
+    let stderr = String::from_utf8_lossy(&useless.stderr);
+    assert_eq!(useless.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("it holds no key this server can check a signature with"),
+        "{stderr}"
+    );
+}

@@ -5,10 +5,9 @@
 //! refuses the whole request with HTTP 429 and `Retry-After`; concurrent
 //! calls cannot slip past a limit; the metrics count both.
 
-use std::process::Command;
-
 use serde_json::Value;
 
+use crate::capabilities::run;
 use crate::common;
 use crate::serve::Server;
 
@@ -26,27 +25,21 @@ fn eleven_calls() -> String {
 #[test]
 fn the_eleventh_call_of_ten_per_second_is_refused_at_once_and_journaled() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("policy.toml");
-    std::fs::write(
-        &config,
-        "[[rate-limits]]\ngadget = \"calc*\"\ncalls = 10\nper-seconds = 1\n",
-    )
-    .unwrap();
     let response = dir.path().join("response.txt");
     std::fs::write(&response, eleven_calls()).unwrap();
     let journal = dir.path().join("audit.jsonl");
-    let run = Command::new(common::gadget_bin())
-        .arg("--plugins")
-        .arg(common::shipped_plugins())
-        .arg("--config")
-        .arg(&config)
-        .arg("--audit")
-        .arg(&journal)
-        .env("XDG_CACHE_HOME", dir.path())
-        .args(["run", "--json"])
-        .arg(&response)
-        .output()
-        .unwrap();
+    let policy = "[[rate-limits]]\ngadget = \"calc*\"\ncalls = 10\nper-seconds = 1\n";
+    let run = run(
+        Some(policy),
+        &[],
+        &[
+            "--audit",
+            journal.to_str().unwrap(),
+            "run",
+            "--json",
+            response.to_str().unwrap(),
+        ],
+    );
     let events: Vec<Value> = String::from_utf8_lossy(&run.stdout)
         .lines()
         .filter_map(|line| serde_json::from_str(line).ok())
@@ -172,26 +165,9 @@ fn over_mcp_a_limit_is_the_calls_error_and_a_client_limit_refuses_the_request_wi
 
 #[test]
 fn a_rate_limit_outside_its_bounds_stops_the_host_naming_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("policy.toml");
-    std::fs::write(
-        &config,
-        "[[rate-limits]]\ngadget = \"Calculator\"\ncalls = 0\nper-seconds = 1\n",
-    )
-    .unwrap();
-    let run = Command::new(common::gadget_bin())
-        .arg("--plugins")
-        .arg(common::shipped_plugins())
-        .arg("--config")
-        .arg(&config)
-        .args([
-            "call",
-            "Calculator",
-            "--params",
-            r#"{"operation":"add","a":1,"b":2}"#,
-        ])
-        .output()
-        .unwrap();
+    let policy = "[[rate-limits]]\ngadget = \"Calculator\"\ncalls = 0\nper-seconds = 1\n";
+    let add = r#"{"operation":"add","a":1,"b":2}"#;
+    let run = run(Some(policy), &[], &["call", "Calculator", "--params", add]);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(2), "{stderr}");
     assert!(

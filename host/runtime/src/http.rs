@@ -16,6 +16,11 @@
 //! deadline or when the call is cancelled (the abort signal), and never
 //! outlives the call (dropping the call's store aborts its requests).
 //!
+//! A plugin's brokered secrets are put on its requests here, as the
+//! operator bound them ([`crate::grants::broker_request`]): the value on
+//! requests to its origins, a request carrying its placeholder anywhere
+//! else refused, and the value scrubbed from what comes back.
+//!
 //! A refused request is a `wasi:http` error the gadget sees
 //! (`HTTP-request-denied`) and a host log line on the call that names the
 //! grant that would allow it.
@@ -40,7 +45,9 @@ use gadget_core::effect::Effect;
 use gadget_core::ledger::{CallEvent, CallObserver};
 use gadget_core::redact::Redactor;
 
-use crate::grants::{CallGrants, HttpRefusal, IpRange, is_internal};
+use crate::grants::{
+    Brokered, CallGrants, HttpRefusal, IpRange, Scrubber, broker_request, is_internal,
+};
 
 /// Requests one call may make: enough for any honest tool (a page and its
 /// redirects, a few API calls), few enough that a gadget cannot turn the
@@ -160,8 +167,13 @@ impl HttpHooks {
             .push(message);
     }
 
-    /// The client to send with, or why the request is refused.
-    fn admit(&mut self, method: &http::Method, uri: &http::Uri) -> Result<reqwest::Client, String> {
+    /// The client to send with and the plugin's secrets put on the
+    /// request, or why the request is refused.
+    fn admit(
+        &mut self,
+        request: &mut http::Request<WasiBody>,
+    ) -> Result<(reqwest::Client, Option<Brokered>), String> {
+        let (method, uri) = (request.method(), request.uri());
         let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
         let host = uri.host().unwrap_or_default().to_ascii_lowercase();
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
@@ -199,8 +211,26 @@ impl HttpHooks {
                 crate::grants::origin_text(https, &host, port)
             ));
         }
+        // Last, on the request as admitted: a refusal here is for what it
+        // carries, not where it goes.
+        let brokered = if grants.grants.brokered.is_empty() {
+            None
+        } else {
+            let method = request.method().clone();
+            let mut uri = request.uri().clone();
+            let brokered = broker_request(
+                &grants.grants.brokered,
+                plugin,
+                &method,
+                &mut uri,
+                request.headers_mut(),
+            )?;
+            *request.uri_mut() = uri;
+            Some(brokered)
+        };
         self.requests += 1;
-        http_client(grants).map_err(|e| format!("{plugin}: {e}"))
+        let client = http_client(grants).map_err(|e| format!("{plugin}: {e}"))?;
+        Ok((client, brokered))
     }
 }
 
@@ -212,8 +242,8 @@ impl WasiHttpHooks for HttpHooks {
         _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> SendFuture {
         let mut exchange = Exchange::new(self, &request);
-        let client = match self.admit(request.method(), request.uri()) {
-            Ok(client) => client,
+        let (client, brokered) = match self.admit(&mut request) {
+            Ok(admitted) => admitted,
             Err(refusal) => {
                 self.note(format!("refused an HTTP request: {refusal}"));
                 exchange.refused = Some(refusal);
@@ -242,7 +272,12 @@ impl WasiHttpHooks for HttpHooks {
             // end is what the gadget sees, and the call must not end (and
             // its notes be collected) before the reason is written down.
             let (parts, mut body) = request.into_parts();
-            let sent = send(client, parts, &mut body, deadline, signal, exchange).await;
+            let door = Door {
+                deadline,
+                signal,
+                brokered,
+            };
+            let sent = send(client, parts, &mut body, door, exchange).await;
             if let Err((_, message)) = &sent {
                 note(message.clone());
             }
@@ -252,14 +287,21 @@ impl WasiHttpHooks for HttpHooks {
     }
 }
 
+/// What one admitted request is held to on its way: the call's deadline
+/// and abort signal, and the secrets it carries.
+struct Door {
+    deadline: Instant,
+    signal: Option<AbortSignal>,
+    brokered: Option<Brokered>,
+}
+
 /// Sends one admitted request; an error carries the code the gadget sees
 /// and a line for the call's log.
 async fn send(
     client: reqwest::Client,
     parts: http::request::Parts,
     body: &mut WasiBody,
-    deadline: Instant,
-    signal: Option<AbortSignal>,
+    door: Door,
     mut exchange: Exchange,
 ) -> Result<
     (
@@ -273,10 +315,23 @@ async fn send(
         exchange.error = Some(why.clone());
         (error, format!("HTTP {target}: {why}"))
     };
+    let Door {
+        deadline,
+        signal,
+        brokered,
+    } = door;
     let body = match bounded(collect(body), deadline, signal.clone()).await {
         Ok(Ok(body)) => body,
         Ok(Err((e, why))) | Err((e, why)) => return Err(fail(e, why)),
     };
+    if let Some(refusal) = brokered.as_ref().and_then(|b| b.body_refusal(&body)) {
+        exchange.refused = Some(refusal.clone());
+        return Err((
+            HttpError::HttpRequestDenied,
+            format!("refused an HTTP request: {refusal}"),
+        ));
+    }
+    let scrubber = brokered.and_then(|b| Scrubber::new(&b.carried));
     let bytes_out = body.len() as u64;
     let url = reqwest::Url::parse(&target)
         .map_err(|e| fail(HttpError::HttpRequestUriInvalid, e.to_string()))?;
@@ -297,10 +352,17 @@ async fn send(
         .version(response.version());
     if let Some(headers) = builder.headers_mut() {
         *headers = response.headers().clone();
+        if let Some(scrubber) = &scrubber {
+            // The scrubbed body's length is not the one announced.
+            headers.remove(http::header::CONTENT_LENGTH);
+            for value in headers.values_mut() {
+                *value = scrubber.header(value);
+            }
+        }
     }
     exchange.bytes_out = bytes_out;
     exchange.status = Some(response.status().as_u16());
-    let body = capped_body(response, deadline, signal, exchange);
+    let body = capped_body(response, deadline, signal, exchange, scrubber);
     let response = builder.body(body).map_err(|e| {
         (
             HttpError::InternalError(Some(e.to_string())),
@@ -352,17 +414,20 @@ async fn bounded<T>(
     }
 }
 
-/// The response body as the guest reads it: capped, and ended at the
-/// deadline or on cancellation.
+/// The response body as the guest reads it: capped, ended at the
+/// deadline or on cancellation, and scrubbed of the secrets the request
+/// carried.
 fn capped_body(
     response: reqwest::Response,
     deadline: Instant,
     signal: Option<AbortSignal>,
     exchange: Exchange,
+    scrubber: Option<Scrubber>,
 ) -> WasiBody {
     // The exchange rides along and is told when the body ends or is dropped.
-    let state = (response, exchange, false);
-    let stream = futures_util::stream::unfold(state, move |(mut response, mut exchange, done)| {
+    let state = (response, exchange, scrubber, false);
+    let stream = futures_util::stream::unfold(state, move |state| {
+        let (mut response, mut exchange, mut scrubber, done) = state;
         let signal = signal.clone();
         async move {
             if done {
@@ -379,7 +444,15 @@ fn capped_body(
                     exchange.error = Some(why);
                     Err(code)
                 }
-                Ok(Ok(None)) => return None,
+                Ok(Ok(None)) => {
+                    // What the scrubber held back, waiting for more.
+                    let held = scrubber.as_mut().map(Scrubber::finish)?;
+                    if held.is_empty() {
+                        return None;
+                    }
+                    let frame = http_body::Frame::data(Bytes::from(held));
+                    return Some((Ok(frame), (response, exchange, None, true)));
+                }
                 Ok(Ok(Some(chunk))) => {
                     let read = exchange.bytes_in + chunk.len() as u64;
                     if read > MAX_HTTP_RESPONSE_BYTES {
@@ -391,15 +464,19 @@ fn capped_body(
                         )))
                     } else {
                         exchange.bytes_in = read;
+                        let chunk = match scrubber.as_mut() {
+                            Some(scrubber) => Bytes::from(scrubber.chunk(&chunk)),
+                            None => chunk,
+                        };
                         return Some((
                             Ok(http_body::Frame::data(chunk)),
-                            (response, exchange, false),
+                            (response, exchange, scrubber, false),
                         ));
                     }
                 }
             };
             // An error ends the body.
-            Some((item, (response, exchange, true)))
+            Some((item, (response, exchange, scrubber, true)))
         }
     });
     http_body_util::StreamBody::new(stream).boxed_unsync()

@@ -172,6 +172,12 @@ impl OriginRule {
         Ok(self)
     }
 
+    /// Whether every request this grant's origin holds, `other`'s origin
+    /// holds too (methods and paths aside).
+    pub(crate) fn within(&self, other: &OriginRule) -> bool {
+        self.https == other.https && self.port == other.port && self.host.within(&other.host)
+    }
+
     pub(crate) fn allows(&self, https: bool, host: &str, port: u16) -> bool {
         self.https == https && self.port == port && self.host.matches(host)
     }

@@ -7,12 +7,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::grants::{
-    ConfigGrant, DirGrant, Grants, HttpRequestRule, IpRange, LlmGrant, default_guest_path,
+    BrokeredSecret, ConfigGrant, DirGrant, Grants, HttpRequestRule, HttpRules, IpRange, LlmGrant,
+    OriginRule, default_guest_path,
 };
 
 use crate::grants::{OpenedDir, WriteQuota};
 use crate::manifest::{FileMode, Permissions};
-use crate::policy::{ConfigSource, PluginPolicy};
+use crate::policy::{ConfigSource, PluginPolicy, SecretSpec};
 use crate::sensitive::{HostState, HostStateKind};
 
 /// A request not met or a grant not (fully) applied, for the operator.
@@ -31,6 +32,13 @@ pub enum GrantNote {
     },
     /// A granted config key reads an environment variable that is not set.
     EnvNotSet { key: String, var: String },
+    /// A brokered secret may go to `origin`, which the plugin's HTTP
+    /// grants do not reach: it is never sent there.
+    SecretUnreachable {
+        plugin: String,
+        key: String,
+        origin: String,
+    },
     /// A granted directory that cannot be used: why.
     DirUnusable { host: String, why: DirProblem },
     /// A granted directory that is, holds or lies in the policy's tree or
@@ -105,6 +113,7 @@ impl GrantNote {
                 request.split_whitespace().next().unwrap_or_default()
             }
             GrantNote::EnvNotSet { .. } => "config",
+            GrantNote::SecretUnreachable { .. } => "secrets",
             GrantNote::NotAsked { grant, .. } => grant.as_str(),
             GrantNote::DirUnusable { .. }
             | GrantNote::Sensitive { .. }
@@ -138,6 +147,14 @@ impl std::fmt::Display for GrantNote {
             GrantNote::EnvNotSet { key, var } => write!(
                 f,
                 "config {key} is granted from ${var}, which is not set: not applied"
+            ),
+            GrantNote::SecretUnreachable {
+                plugin,
+                key,
+                origin,
+            } => write!(
+                f,
+                "secret {key} may go to {origin}, which the plugin's HTTP grants do not reach: it is never sent there (grant it with [plugins.{plugin}] http = [\"{origin}\"])"
             ),
             GrantNote::DirUnusable { host, why } => match why {
                 DirProblem::NotADirectory => write!(
@@ -316,6 +333,10 @@ fn config(
     notes: &mut Vec<GrantNote>,
 ) {
     for key in &requested.config {
+        if let Some(spec) = policy.secrets.get(key) {
+            brokered(plugin, key, spec, env, grants, notes);
+            continue;
+        }
         match policy.config.get(key) {
             None => notes.push(GrantNote::NotGranted {
                 request: format!("config {key}"),
@@ -342,14 +363,66 @@ fn config(
             Some(_) => {} // checked when the policy was read
         }
     }
-    for key in policy.config.keys() {
+    let config = policy.config.keys().map(|k| ("config", k));
+    for (door, key) in config.chain(policy.secrets.keys().map(|k| ("secret", k))) {
         if !requested.config.contains(key) {
             notes.push(GrantNote::NotAsked {
-                grant: format!("config {key}"),
+                grant: format!("{door} {key}"),
                 asked: None,
             });
         }
     }
+}
+
+/// A brokered secret for a config key the manifest asks for: the gadget
+/// sees its placeholder. An origin it may go to that the plugin's HTTP
+/// grants do not reach is said (it could never be sent there).
+fn brokered(
+    plugin: &str,
+    key: &str,
+    spec: &SecretSpec,
+    env: &dyn Fn(&str) -> Option<String>,
+    grants: &mut Grants,
+    notes: &mut Vec<GrantNote>,
+) {
+    let Some(value) = env(&spec.env).filter(|v| !v.is_empty()) else {
+        notes.push(GrantNote::EnvNotSet {
+            key: key.to_string(),
+            var: spec.env.clone(),
+        });
+        return;
+    };
+    // Checked when the policy was read: nothing here fails.
+    let origins: Vec<OriginRule> = spec.origins.iter().filter_map(|o| o.rule().ok()).collect();
+    for origin in &origins {
+        if !grants.http.origins.iter().any(|g| origin.within(g)) {
+            notes.push(GrantNote::SecretUnreachable {
+                plugin: plugin.to_string(),
+                key: key.to_string(),
+                origin: origin.text.clone(),
+            });
+        }
+    }
+    let header = spec
+        .header
+        .as_deref()
+        .and_then(|h| http::HeaderName::from_bytes(h.as_bytes()).ok());
+    let secret = BrokeredSecret::new(
+        key,
+        value,
+        HttpRules {
+            origins,
+            addresses: Vec::new(),
+        },
+        header,
+        spec.format.as_deref(),
+    );
+    grants.config.push(ConfigGrant {
+        key: key.to_string(),
+        value: secret.placeholder.clone(),
+        secret: false,
+    });
+    grants.brokered.push(secret);
 }
 
 /// LLM: the manifest asks, the operator names the models and budget.

@@ -15,6 +15,8 @@ pub(crate) struct TestServer {
     hits: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     /// The `traceparent` header of each request that carried one.
     trace_parents: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// Each request's head as it arrived: its request line and headers.
+    heads: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -30,6 +32,8 @@ impl TestServer {
         let trace_parents = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let (hits_seen, stopping) = (hits.clone(), stop.clone());
         let parents_seen = trace_parents.clone();
+        let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let heads_seen = heads.clone();
         std::thread::spawn(move || {
             // Bounded: the server ends when the test drops it, or after a
             // minute whatever happens.
@@ -43,6 +47,7 @@ impl TestServer {
                 };
                 let hits = hits_seen.clone();
                 let parents = parents_seen.clone();
+                let heads = heads_seen.clone();
                 std::thread::spawn(move || {
                     stream.set_nonblocking(false).unwrap();
                     let mut reader = BufReader::new(stream.try_clone().unwrap());
@@ -51,11 +56,13 @@ impl TestServer {
                         return;
                     }
                     let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+                    let mut head = line.clone();
                     loop {
                         let mut header = String::new();
                         if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
                             break;
                         }
+                        head.push_str(&header);
                         if let Some((name, value)) = header.split_once(':')
                             && name.eq_ignore_ascii_case("traceparent")
                         {
@@ -63,6 +70,7 @@ impl TestServer {
                         }
                     }
                     hits.lock().unwrap().push(path.clone());
+                    heads.lock().unwrap().push(head.clone());
                     let mut stream = stream;
                     let reply = |stream: &mut std::net::TcpStream, head: &str, body: &[u8]| {
                         let _ = write!(
@@ -72,7 +80,22 @@ impl TestServer {
                         );
                         let _ = stream.write_all(body);
                     };
-                    match path.as_str() {
+                    if path.starts_with("/echo") {
+                        // The request's head, back in a header and the body:
+                        // an origin that reflects what it was sent.
+                        let first = head
+                            .lines()
+                            .map(str::trim_end)
+                            .find(|l| l.to_ascii_lowercase().starts_with("authorization:"));
+                        let _ = write!(
+                            stream,
+                            "HTTP/1.1 200 OK\r\nx-echo: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{head}",
+                            first.unwrap_or("none"),
+                            head.len()
+                        );
+                        return;
+                    }
+                    match path.split('?').next().unwrap_or_default() {
                         "/hello" => reply(&mut stream, "200 OK", b"hello from the test server"),
                         "/page" => {
                             let body = "<!DOCTYPE html><html><head><title>A &amp; B</title><style>p{x:1}</style><script>var a='<p>';</script></head><body><h1>Hello</h1><p>One&nbsp;two &lt;three&gt;</p><!-- hidden --><ul><li>x</li><li>y &#x263A;</li></ul></body></html>";
@@ -120,6 +143,7 @@ impl TestServer {
             port,
             hits,
             trace_parents,
+            heads,
             stop,
         }
     }
@@ -130,6 +154,11 @@ impl TestServer {
 
     pub(crate) fn hits(&self) -> Vec<String> {
         self.hits.lock().unwrap().clone()
+    }
+
+    /// Each request's head (request line and headers) as it arrived.
+    pub(crate) fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
     }
 
     pub(crate) fn trace_parents(&self) -> Vec<String> {

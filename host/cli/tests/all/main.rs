@@ -28,6 +28,7 @@ mod native;
 mod oci;
 mod parser;
 mod rate_limits;
+mod secrets;
 mod serve;
 mod shipped;
 mod signing;

@@ -16,7 +16,10 @@
 //!   `allow-addresses` holds it (no SSRF through DNS).
 //! - **config**: environment variables of the instance; values read from
 //!   the host's environment (`env = "VAR"`) are secrets, redacted from
-//!   everything the host emits.
+//!   everything the host emits (the weaker form: the gadget holds them).
+//! - **secrets**: brokered (`secrets`): the gadget holds a placeholder and
+//!   the host puts the value on its requests to the origins the operator
+//!   names, and nowhere else.
 //!
 //! `types` holds what a call gets, `llm` the model grant and its budgets;
 //! the origin and address rules are [`crate::origins`], what a grant may
@@ -25,6 +28,7 @@
 
 mod llm;
 mod opened;
+mod secrets;
 #[cfg(test)]
 mod tests;
 mod types;
@@ -34,4 +38,5 @@ pub use crate::origins::*;
 pub use crate::requests::{check_config_key, check_guest_path, default_guest_path};
 pub use llm::{LlmGrant, Reservation, RunBudget};
 pub use opened::{OpenedDir, WriteQuota};
+pub use secrets::{Brokered, BrokeredSecret, PLACEHOLDER_PREFIX, Scrubber, broker_request};
 pub use types::*;

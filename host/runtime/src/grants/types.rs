@@ -9,6 +9,7 @@ use gadget_core::redact::Redactor;
 
 use super::llm::LlmGrant;
 use super::opened::{OpenedDir, WriteQuota};
+use super::secrets::BrokeredSecret;
 use crate::manifest::FileMode;
 use crate::origins::HttpRules;
 
@@ -93,6 +94,9 @@ pub struct Grants {
     pub files: Vec<DirGrant>,
     pub http: HttpRules,
     pub config: Vec<ConfigGrant>,
+    /// Secrets the host puts on the plugin's HTTP requests itself (its
+    /// config holds their placeholders).
+    pub brokered: Vec<BrokeredSecret>,
     /// Completions through the host's LLM, when asked for and granted.
     pub llm: Option<LlmGrant>,
 }
@@ -146,12 +150,17 @@ impl Grants {
             && self.llm.is_none()
     }
 
-    /// The secret values to redact from what the plugin's calls emit.
+    /// The secret values to redact from what the plugin's calls emit
+    /// (a brokered one can reach them only if an origin echoes it in a
+    /// way the HTTP door does not recognise).
     pub fn secrets(&self) -> Vec<String> {
-        self.config
-            .iter()
-            .filter(|c| c.secret && !c.value.is_empty())
-            .map(|c| c.value.clone())
+        let config = self.config.iter().filter(|c| c.secret).map(|c| &c.value);
+        let brokered = self.brokered.iter().map(|b| b.value());
+        config
+            .map(String::as_str)
+            .chain(brokered)
+            .filter(|value| !value.is_empty())
+            .map(str::to_string)
             .collect()
     }
 
@@ -169,6 +178,10 @@ impl Grants {
         if !self.config.is_empty() {
             let keys: Vec<&str> = self.config.iter().map(|c| c.key.as_str()).collect();
             parts.push(format!("config: {}", keys.join(", ")));
+        }
+        if !self.brokered.is_empty() {
+            let secrets: Vec<String> = self.brokered.iter().map(|b| b.describe()).collect();
+            parts.push(format!("secrets: {}", secrets.join("; ")));
         }
         if !self.files.is_empty() {
             let files: Vec<String> = self
@@ -198,6 +211,11 @@ impl Grants {
             "http": self.http.origins.iter().map(|o| o.describe()).collect::<Vec<_>>(),
             "allow_addresses": self.http.addresses.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
             "config": self.config.iter().map(|c| &c.key).collect::<Vec<_>>(),
+            "secrets": self.brokered.iter().map(|b| serde_json::json!({
+                "key": b.key,
+                "origins": b.origins.origins.iter().map(|o| o.describe()).collect::<Vec<_>>(),
+                "header": b.header.as_ref().map(|h| h.as_str()),
+            })).collect::<Vec<_>>(),
             "files": self.files,
             "llm": self.llm,
         })

@@ -41,7 +41,13 @@
 //! files = [{ host = "./data", guest = "/data", mode = "ro" }]
 //!
 //! [plugins.weather]
-//! config = { API_KEY = { env = "WEATHER_API_KEY" }, UNITS = { value = "metric" } }
+//! config = { UNITS = { value = "metric" } }
+//!
+//! [plugins.weather.secrets.API_KEY]  # the gadget sees a placeholder
+//! env = "WEATHER_API_KEY"
+//! origins = ["https://api.weather.example"]
+//! header = "Authorization"           # optional: the host sets it
+//! format = "Bearer {}"
 //! ```
 //!
 //! Relative `host` paths are relative to the policy file's directory (to
@@ -335,12 +341,15 @@ pub fn plain_types(message: &str) -> String {
 
 impl Policy {
     /// Every secret value the policy grants (config read from the host's
-    /// environment), for the journal to redact whatever plugin it reaches.
+    /// environment, and brokered secrets), for the journal to redact
+    /// whatever plugin it reaches.
     pub fn secret_values(&self) -> Vec<String> {
         self.plugins
             .values()
-            .flat_map(|plugin| plugin.config.values())
-            .filter_map(|source| source.env.as_deref())
+            .flat_map(|plugin| {
+                let config = plugin.config.values().filter_map(|c| c.env.as_deref());
+                config.chain(plugin.secrets.values().map(|s| s.env.as_str()))
+            })
             .filter_map(|var| std::env::var(var).ok())
             .filter(|value| !value.is_empty())
             .collect()
@@ -690,6 +699,9 @@ fn check_grants(plugin: &str, grants: &PluginPolicy) -> Result<(), String> {
             }
         }
     }
+    for (key, spec) in &grants.secrets {
+        secret::check_secret(plugin, key, spec, grants.config.get(key))?;
+    }
     for (key, source) in &grants.config {
         grants::check_config_key(key).map_err(|e| format!("plugins.{plugin}.config: {e}"))?;
         match (&source.env, &source.value) {
@@ -707,6 +719,7 @@ fn check_grants(plugin: &str, grants: &PluginPolicy) -> Result<(), String> {
 mod audit;
 mod mcp_server;
 mod plugin;
+mod secret;
 mod trust;
 pub use audit::{AuditPolicy, TelemetryPolicy};
 pub use mcp_server::{McpServerPolicy, OAuthPolicy, oauth_token_dir};
@@ -714,6 +727,7 @@ pub use plugin::{
     ConfigSource, FileGrant, HttpGrantSpec, LlmPolicy, MAX_PREFIX_BYTES, PluginPolicy,
     ScopedHttpGrant,
 };
+pub use secret::SecretSpec;
 pub use trust::{Require, SignerSpec, TrustPolicy};
 
 /// A TOML error as the operator reads it: the message with plain type

@@ -38,6 +38,10 @@ pub struct PluginPolicy {
     /// Environment variables of its instances, by name.
     #[serde(default)]
     pub config: BTreeMap<String, ConfigSource>,
+    /// Secrets the host keeps and puts on its HTTP requests itself: the
+    /// gadget's environment holds a placeholder, never the value.
+    #[serde(default)]
+    pub secrets: BTreeMap<String, super::SecretSpec>,
     /// Completions through the host's LLM providers (the `llm` import of
     /// gadget:plugin@0.2.0).
     pub llm: Option<LlmPolicy>,
@@ -111,6 +115,7 @@ impl PluginPolicy {
         !self.http.is_empty()
             || !self.files.is_empty()
             || !self.config.is_empty()
+            || !self.secrets.is_empty()
             || self.llm.is_some()
     }
 
@@ -183,8 +188,9 @@ pub struct FileGrant {
     pub sensitive: bool,
 }
 
-/// `{ env = "VAR" }` (a secret, read from the host's environment at load)
-/// or `{ value = "..." }` (plain configuration).
+/// `{ env = "VAR" }` (a secret, read from the host's environment at load,
+/// that the gadget sees: the weaker form of `secrets`) or `{ value = "..." }`
+/// (plain configuration).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigSource {

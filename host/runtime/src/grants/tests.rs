@@ -318,3 +318,242 @@ http = ["https://a.example", { origin = "https://api.example", methods = ["GET"]
     assert!(refused(&[], &["/v1?x=1"]).contains("not a path glob"));
     assert!(refused(&[], &vec!["/a"; MAX_GRANT_SCOPES + 1]).contains("at most"));
 }
+
+fn secret(origins: &[&str], header: Option<&str>, format: Option<&str>) -> BrokeredSecret {
+    let origins = origins
+        .iter()
+        .map(|o| OriginRule::parse(o).unwrap())
+        .collect();
+    BrokeredSecret::new(
+        "API_KEY",
+        "v a&l=ue".into(),
+        HttpRules {
+            origins,
+            addresses: Vec::new(),
+        },
+        header.map(|h| http::HeaderName::from_bytes(h.as_bytes()).unwrap()),
+        format,
+    )
+}
+
+fn brokered(
+    secret: &BrokeredSecret,
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+) -> Result<(http::Uri, http::HeaderMap, Brokered), String> {
+    let mut uri: http::Uri = url.replace("$KEY", &secret.placeholder).parse().unwrap();
+    let mut map = http::HeaderMap::new();
+    for (name, value) in headers {
+        map.append(
+            http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            value.replace("$KEY", &secret.placeholder).parse().unwrap(),
+        );
+    }
+    let method = http::Method::from_bytes(method.as_bytes()).unwrap();
+    let done = broker_request(
+        std::slice::from_ref(secret),
+        "p",
+        &method,
+        &mut uri,
+        &mut map,
+    )?;
+    Ok((uri, map, done))
+}
+
+#[test]
+fn a_brokered_secret_is_put_in_headers_and_the_query_of_its_origin_only() {
+    let s = secret(&["https://api.example"], None, None);
+    assert!(s.placeholder.starts_with("gadget-secret-API_KEY-"));
+    assert_ne!(
+        s.placeholder,
+        secret(&["https://api.example"], None, None).placeholder
+    );
+    assert!(!format!("{s:?}").contains("a&l"), "{s:?}");
+
+    let (uri, headers, done) = brokered(
+        &s,
+        "GET",
+        "https://api.example/v1?key=$KEY&x=1",
+        &[
+            ("x-key", "k=$KEY"),
+            ("x-key", "second $KEY"),
+            ("x-other", "plain"),
+        ],
+    )
+    .unwrap();
+    // Encoded as one query component, whatever the value holds.
+    assert_eq!(
+        uri.to_string(),
+        "https://api.example/v1?key=v%20a%26l%3Due&x=1"
+    );
+    let values: Vec<&[u8]> = headers
+        .get_all("x-key")
+        .iter()
+        .map(|v| v.as_bytes())
+        .collect();
+    assert_eq!(values, [&b"k=v a&l=ue"[..], &b"second v a&l=ue"[..]]);
+    assert!(headers.get("x-key").unwrap().is_sensitive());
+    assert_eq!(headers["accept-encoding"], "identity");
+    assert_eq!(
+        done.carried,
+        [("v a&l=ue".to_string(), s.placeholder.clone())]
+    );
+    assert_eq!(done.body_refusal(b"nothing here"), None);
+    let why = done
+        .body_refusal(format!("x={}", s.placeholder).as_bytes())
+        .unwrap();
+    assert!(why.contains("is in the body"), "{why}");
+
+    // Not carried: nothing changes, nothing is scrubbed.
+    let (_, headers, done) = brokered(&s, "GET", "https://api.example/v1", &[]).unwrap();
+    assert!(done.carried.is_empty() && headers.is_empty());
+
+    // Another origin (scheme, host or port), in the URL, a header or
+    // the body: refused, naming where it may go.
+    for url in [
+        "http://api.example/?k=$KEY",
+        "https://api.example:8443/?k=$KEY",
+        "https://evil.example/$KEY",
+        "https://$KEY.evil.example/",
+    ] {
+        let why = brokered(&s, "GET", url, &[]).unwrap_err();
+        assert!(
+            why.contains("carries the placeholder of the secret API_KEY, which may go only to https://api.example")
+                && why.contains("[plugins.p.secrets.API_KEY] origins"),
+            "{url}: {why}"
+        );
+    }
+    assert!(
+        brokered(
+            &s,
+            "GET",
+            "https://evil.example/",
+            &[("authorization", "$KEY")]
+        )
+        .is_err()
+    );
+    let (_, _, done) = brokered(&s, "POST", "https://evil.example/", &[]).unwrap();
+    let why = done.body_refusal(s.placeholder.as_bytes()).unwrap();
+    assert!(why.contains("its body carries the placeholder"), "{why}");
+
+    // Its origin, in the path: the host does not put secrets there.
+    let why = brokered(&s, "GET", "https://api.example/bot$KEY/x", &[]).unwrap_err();
+    assert!(why.contains("is in the path"), "{why}");
+}
+
+#[test]
+fn a_secret_with_a_header_is_set_there_by_the_host_and_nowhere_else() {
+    let s = secret(
+        &["https://api.example"],
+        Some("Authorization"),
+        Some("Bearer {}"),
+    );
+    // Set on every request to its origin, over what the gadget wrote.
+    for written in [
+        vec![],
+        vec![("authorization", "Bearer $KEY")],
+        vec![("authorization", "forged")],
+    ] {
+        let (_, headers, done) = brokered(&s, "GET", "https://api.example/", &written).unwrap();
+        let values: Vec<_> = headers.get_all("authorization").iter().collect();
+        assert_eq!(values, ["Bearer v a&l=ue"]);
+        assert_eq!(done.carried.len(), 1);
+    }
+    let why = brokered(&s, "GET", "https://api.example/", &[("x-api-key", "$KEY")]).unwrap_err();
+    assert!(why.contains("only in the authorization header"), "{why}");
+    let why = brokered(&s, "GET", "https://api.example/?k=$KEY", &[]).unwrap_err();
+    assert!(why.contains("is in the URL"), "{why}");
+    // Other origins never get it.
+    let (_, headers, done) = brokered(&s, "GET", "https://other.example/", &[]).unwrap();
+    assert!(headers.get("authorization").is_none() && done.carried.is_empty());
+
+    // A value no header may hold: refused, never sent broken.
+    let mut bad = secret(&["https://api.example"], Some("Authorization"), None);
+    bad = BrokeredSecret::new(
+        "API_KEY",
+        "line\nbreak".into(),
+        bad.origins.clone(),
+        bad.header.clone(),
+        None,
+    );
+    let why = brokered(&bad, "GET", "https://api.example/", &[]).unwrap_err();
+    assert!(why.contains("cannot be sent in a header"), "{why}");
+}
+
+#[test]
+fn the_scrubber_finds_a_value_split_across_chunks_and_never_grows_a_placeholder() {
+    let carried = [("SECRET".to_string(), "<P-SECRET-P>".to_string())];
+    let mut scrubber = Scrubber::new(&carried).unwrap();
+    let mut out = Vec::new();
+    for chunk in [&b"a SEC"[..], b"RET b SE", b"CR", b"ETSECRET", b" c SECRE"] {
+        out.extend(scrubber.chunk(chunk));
+    }
+    out.extend(scrubber.finish());
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "a <P-SECRET-P> b <P-SECRET-P><P-SECRET-P> c SECRE"
+    );
+    // Byte by byte, as a slow origin sends it.
+    let text = b"xSECRETySECRETSECRET";
+    let mut out = Vec::new();
+    for byte in text {
+        out.extend(scrubber.chunk(std::slice::from_ref(byte)));
+    }
+    out.extend(scrubber.finish());
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "x<P-SECRET-P>y<P-SECRET-P><P-SECRET-P>"
+    );
+    let header = scrubber.header(&http::HeaderValue::from_static("Bearer SECRET"));
+    assert_eq!(header, "Bearer <P-SECRET-P>");
+    assert!(Scrubber::new(&[(String::new(), "p".into())]).is_none());
+}
+
+#[test]
+fn a_secret_the_manifest_asks_for_is_its_placeholder_and_is_redacted() {
+    let text = "[plugins.p]\nhttp = [\"https://a.example\"]\n[plugins.p.secrets.KEY]\nenv = \"VAR\"\norigins = [\"https://a.example\", \"https://b.example\"]\n[plugins.p.secrets.UNASKED]\nenv = \"VAR\"\norigins = [\"https://a.example\"]\n";
+    let granted = policy(text);
+    let requested = Permissions {
+        config: vec!["KEY".into()],
+        http: vec!["*".into()],
+        ..Permissions::default()
+    };
+    let env = |var: &str| (var == "VAR").then(|| "the-value".to_string());
+    let (grants, notes) = resolve("p", &requested, Some(&granted), &Default::default(), &env);
+    assert_eq!(grants.brokered.len(), 1);
+    assert_eq!(grants.config[0].key, "KEY");
+    assert!(grants.config[0].value.starts_with("gadget-secret-KEY-"));
+    assert!(!grants.config[0].secret);
+    assert_eq!(grants.secrets(), ["the-value"]);
+    assert!(!grants.describe().contains("the-value"));
+    assert!(!grants.to_json().to_string().contains("the-value"));
+    let notes: Vec<String> = notes.iter().map(ToString::to_string).collect();
+    assert!(
+        notes.iter().any(|n| n.contains(
+            "secret KEY may go to https://b.example, which the plugin's HTTP grants do not reach"
+        )),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("secret UNASKED is granted, but")),
+        "{notes:?}"
+    );
+
+    // Its variable unset (or empty): not applied, said.
+    let (grants, notes) = resolve(
+        "p",
+        &requested,
+        Some(&granted),
+        &Default::default(),
+        &no_env,
+    );
+    assert!(grants.brokered.is_empty() && grants.config.is_empty());
+    assert!(
+        notes
+            .iter()
+            .any(|n| matches!(n, crate::resolve::GrantNote::EnvNotSet { .. }))
+    );
+}

@@ -725,9 +725,8 @@ pub use audit::{AuditPolicy, TelemetryPolicy};
 pub use mcp_server::{McpServerPolicy, OAuthPolicy, oauth_token_dir};
 pub use plugin::{
     ConfigSource, FileGrant, HttpGrantSpec, LlmPolicy, MAX_PREFIX_BYTES, PluginPolicy,
-    ScopedHttpGrant,
+    ScopedHttpGrant, SecretSpec,
 };
-pub use secret::SecretSpec;
 pub use trust::{Require, SignerSpec, TrustPolicy};
 
 /// A TOML error as the operator reads it: the message with plain type

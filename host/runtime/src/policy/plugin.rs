@@ -41,7 +41,7 @@ pub struct PluginPolicy {
     /// Secrets the host keeps and puts on its HTTP requests itself: the
     /// gadget's environment holds a placeholder, never the value.
     #[serde(default)]
-    pub secrets: BTreeMap<String, super::SecretSpec>,
+    pub secrets: BTreeMap<String, SecretSpec>,
     /// Completions through the host's LLM providers (the `llm` import of
     /// gadget:plugin@0.2.0).
     pub llm: Option<LlmPolicy>,
@@ -186,6 +186,25 @@ pub struct FileGrant {
     /// (`crate::sensitive`): only on purpose.
     #[serde(default)]
     pub sensitive: bool,
+}
+
+/// One brokered secret as the policy writes it (`[plugins.NAME.secrets.KEY]`;
+/// checked in `secret`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretSpec {
+    /// The host's environment variable holding the value (read at load).
+    pub env: String,
+    /// Where the value may be sent: origins, whole or for some methods
+    /// and paths, as in `http`.
+    pub origins: Vec<HttpGrantSpec>,
+    /// The request header the host sets to the value on every request to
+    /// those origins; absent: the value goes where the gadget's request
+    /// carries the placeholder (a header or the query).
+    pub header: Option<String>,
+    /// The header's value, `{}` standing for the secret (`"Bearer {}"`);
+    /// default `{}`.
+    pub format: Option<String>,
 }
 
 /// `{ env = "VAR" }` (a secret, read from the host's environment at load,

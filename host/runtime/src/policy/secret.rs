@@ -13,28 +13,8 @@
 //! swaps one for the other is [`crate::grants::BrokeredSecret`]. Checked
 //! here as written, before anything loads.
 
-use serde::Deserialize;
-
-use super::plugin::{ConfigSource, HttpGrantSpec};
+use super::plugin::{ConfigSource, SecretSpec};
 use crate::grants::{self, MAX_GRANT_SCOPES};
-
-/// One brokered secret as the policy writes it.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SecretSpec {
-    /// The host's environment variable holding the value (read at load).
-    pub env: String,
-    /// Where the value may be sent: origins, whole or for some methods
-    /// and paths, as in `http`.
-    pub origins: Vec<HttpGrantSpec>,
-    /// The request header the host sets to the value on every request to
-    /// those origins; absent: the value goes where the gadget's request
-    /// carries the placeholder (a header or the query).
-    pub header: Option<String>,
-    /// The header's value, `{}` standing for the secret (`"Bearer {}"`);
-    /// default `{}`.
-    pub format: Option<String>,
-}
 
 /// Headers a secret may not be put in: the host writes them itself (the
 /// trace context, the framing) or they name the server, not a credential.

@@ -11,6 +11,7 @@ fn fuzz_policy_files() {
         b"[limits]\nmax-timeout-ms = 120000\nmax-memory-mib = 64\n",
         b"[plugins.p]\nprefix = \"x_\"\nhttp = [\"https://a.example\"]\nfiles = [{ host = \"d\", guest = \"/d\", mode = \"rw\", write-quota-mib = 1 }]\n",
         b"[plugins.s]\nllm = { models = [\"a:b\"], max-usd-per-call = 0.5, max-usd-per-run = 2.0 }\nconfig = { K = { env = \"V\" } }\n",
+        b"[plugins.s.secrets.K]\nenv = \"V\"\norigins = [\"https://a.example\"]\nheader = \"Authorization\"\nformat = \"Bearer {}\"\n",
         b"[gadgets]\nallow = [\"Calc*\"]\ndeny = [\"X\"]\n[agents.r]\ndescription = \"d\"\ngadgets = [\"*\"]\n",
     ];
     let runs = gadget_core::fuzz::run("policy", seeds, |input| {
@@ -246,4 +247,62 @@ fn llm_grants_name_provider_models_and_a_real_budget() {
         ["openai:m"]
     );
     assert!(policy.add_grant("s:llm=m").is_err());
+}
+
+#[test]
+fn brokered_secrets_are_checked_as_written() {
+    let base = "[plugins.p.secrets.KEY]\nenv = \"VAR\"\n";
+    let ok = parse(&format!(
+        "{base}origins = [\"https://a.example\", {{ origin = \"https://b.example\", methods = [\"GET\"] }}]\nheader = \"Authorization\"\nformat = \"Bearer {{}}\"\n"
+    ))
+    .unwrap();
+    assert_eq!(ok.plugins["p"].secrets["KEY"].origins.len(), 2);
+    for (extra, said) in [
+        ("origins = []\n", "name at least one origin"),
+        ("origins = [\"a.example\"]\n", "the scheme is required"),
+        ("origins = [\"https://a.example/path\"]\n", "without a path"),
+        (
+            "origins = [\"https://a.example\"]\nformat = \"Bearer {}\"\n",
+            "name that header too",
+        ),
+        (
+            "origins = [\"https://a.example\"]\nheader = \"bad header\"\n",
+            "is not a header name",
+        ),
+        (
+            "origins = [\"https://a.example\"]\nheader = \"Host\"\n",
+            "the host sets Host itself",
+        ),
+        (
+            "origins = [\"https://a.example\"]\nheader = \"X-Key\"\nformat = \"Bearer\"\n",
+            "must hold {} once",
+        ),
+        (
+            "origins = [\"https://a.example\"]\nheader = \"X-Key\"\nformat = \"{} {}\"\n",
+            "must hold {} once",
+        ),
+        (
+            "origins = [\"https://a.example\"]\nvalue = \"x\"\n",
+            "unknown field",
+        ),
+    ] {
+        let error = parse(&format!("{base}{extra}")).unwrap_err();
+        assert!(error.contains(said), "{extra}: {error}");
+    }
+    let empty_env =
+        parse("[plugins.p.secrets.KEY]\nenv = \"\"\norigins = [\"https://a.example\"]\n")
+            .unwrap_err();
+    assert!(
+        empty_env.contains("name the environment variable"),
+        "{empty_env}"
+    );
+    let both = parse(&format!(
+        "{base}origins = [\"https://a.example\"]\n[plugins.p.config]\nKEY = {{ value = \"x\" }}\n"
+    ))
+    .unwrap_err();
+    assert!(both.contains("KEY is also in plugins.p.config"), "{both}");
+    let bad_key =
+        parse("[plugins.p.secrets.1KEY]\nenv = \"V\"\norigins = [\"https://a.example\"]\n")
+            .unwrap_err();
+    assert!(bad_key.contains("is not a configuration key"), "{bad_key}");
 }

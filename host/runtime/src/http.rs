@@ -242,6 +242,9 @@ impl WasiHttpHooks for HttpHooks {
         _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> SendFuture {
         let mut exchange = Exchange::new(self, &request);
+        // As the gadget wrote it: after brokering, the URL may hold a
+        // secret (percent-encoded, which no redactor would recognise).
+        let shown = request.uri().to_string();
         let (client, brokered) = match self.admit(&mut request) {
             Ok(admitted) => admitted,
             Err(refusal) => {
@@ -273,6 +276,7 @@ impl WasiHttpHooks for HttpHooks {
             // its notes be collected) before the reason is written down.
             let (parts, mut body) = request.into_parts();
             let door = Door {
+                shown,
                 deadline,
                 signal,
                 brokered,
@@ -290,6 +294,8 @@ impl WasiHttpHooks for HttpHooks {
 /// What one admitted request is held to on its way: the call's deadline
 /// and abort signal, and the secrets it carries.
 struct Door {
+    /// The request's URL as the gadget wrote it, for messages.
+    shown: String,
     deadline: Instant,
     signal: Option<AbortSignal>,
     brokered: Option<Brokered>,
@@ -310,12 +316,13 @@ async fn send(
     ),
     (HttpError, String),
 > {
-    let target = parts.uri.to_string();
+    let target = door.shown.clone();
     let mut fail = |error: HttpError, why: String| {
         exchange.error = Some(why.clone());
         (error, format!("HTTP {target}: {why}"))
     };
     let Door {
+        shown: _,
         deadline,
         signal,
         brokered,
@@ -333,7 +340,7 @@ async fn send(
     }
     let scrubber = brokered.and_then(|b| Scrubber::new(&b.carried));
     let bytes_out = body.len() as u64;
-    let url = reqwest::Url::parse(&target)
+    let url = reqwest::Url::parse(&parts.uri.to_string())
         .map_err(|e| fail(HttpError::HttpRequestUriInvalid, e.to_string()))?;
     let mut outgoing = reqwest::Request::new(parts.method, url);
     let mut headers = parts.headers;
@@ -344,7 +351,7 @@ async fn send(
         .await
         .map_err(|(e, why)| fail(e, why))?
         .map_err(|error| {
-            let (code, why) = classify(&error);
+            let (code, why) = classify(&error.without_url());
             fail(code, why)
         })?;
     let mut builder = http::Response::builder()
@@ -440,7 +447,7 @@ fn capped_body(
                     Err(error)
                 }
                 Ok(Err(error)) => {
-                    let (code, why) = classify(&error);
+                    let (code, why) = classify(&error.without_url());
                     exchange.error = Some(why);
                     Err(code)
                 }

@@ -348,3 +348,38 @@ fn check_and_describe_show_the_secret_and_an_origin_it_can_never_reach() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_request_that_fails_never_shows_the_secret_it_carried() {
+    // Reserved characters: in the query the value goes percent-encoded,
+    // a form no redactor would recognise; messages show the gadget's URL.
+    let value = "k/y+v=l&2";
+    let encoded = "k%2Fy%2Bv%3Dl%262";
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("audit.jsonl");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let origin = format!("http://127.0.0.1:{}", closed.local_addr().unwrap().port());
+    drop(closed);
+    let policy = format!(
+        "[audit]\nfile = \"{}\"\n[plugins.probe]\nhttp = [\"{origin}\"]\n[plugins.probe.secrets.SECRET_TOKEN]\nenv = \"PROBE_TOKEN\"\norigins = [\"{origin}\"]\n",
+        journal.display()
+    );
+    let params = serde_json::json!({ "url": format!("{origin}/x?key=${{SECRET_TOKEN}}") });
+    let out = run(
+        Some(&policy),
+        &[("PROBE_TOKEN", value)],
+        &["call", "Send", "--params", &params.to_string(), "--json"],
+    );
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    let failed: Value =
+        serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {said}"));
+    assert_eq!(failed["ok"], false, "{failed}");
+    assert!(logs(&failed).contains(PLACEHOLDER), "{}", logs(&failed));
+    let text = std::fs::read_to_string(&journal).unwrap();
+    for shown in [&said, &text] {
+        assert!(
+            !shown.contains(value) && !shown.contains(encoded),
+            "{shown}"
+        );
+    }
+}

@@ -249,10 +249,14 @@ pub fn broker_request(
                 }
             }
             if query_has {
-                let encoded = percent_encode(&secret.value);
-                let replaced = uri.to_string().replace(place.as_str(), &encoded);
-                *uri = replaced
-                    .parse()
+                // The query alone: a placeholder elsewhere in the URL (a
+                // subdomain a wildcard origin allows) stays one, or the
+                // value would go out in a DNS question.
+                let query = uri.query().unwrap_or_default();
+                let filled = query.replace(place.as_str(), &percent_encode(&secret.value));
+                let mut parts = uri.clone().into_parts();
+                parts.path_and_query = format!("{}?{filled}", uri.path()).parse().ok();
+                *uri = Uri::from_parts(parts)
                     .map_err(|_| refuse(format!("the secret {key} makes the URL invalid")))?;
             }
         }

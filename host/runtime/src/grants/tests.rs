@@ -437,6 +437,15 @@ fn a_brokered_secret_is_put_in_headers_and_the_query_of_its_origin_only() {
     let why = done.body_refusal(s.placeholder.as_bytes()).unwrap();
     assert!(why.contains("its body carries the placeholder"), "{why}");
 
+    // A subdomain a wildcard origin allows: the placeholder there stays
+    // one (the value would go out in a DNS question), the query's is filled.
+    let wild = secret(&["https://*.api.example"], None, None);
+    let (uri, _, _) = brokered(&wild, "GET", "https://$KEY.api.example/?k=$KEY", &[]).unwrap();
+    assert_eq!(
+        uri.to_string(),
+        format!("https://{}.api.example/?k=v%20a%26l%3Due", wild.placeholder)
+    );
+
     // Its origin, in the path: the host does not put secrets there.
     let why = brokered(&s, "GET", "https://api.example/bot$KEY/x", &[]).unwrap_err();
     assert!(why.contains("is in the path"), "{why}");

@@ -210,11 +210,7 @@ pub fn broker_request(
                 )));
             }
             let credential = secret.format.replacen("{}", &secret.value, 1);
-            let mut value = HeaderValue::from_str(&credential).map_err(|_| {
-                refuse(format!(
-                    "the value of the secret {key} cannot be sent in a header (it holds a character no header may)"
-                ))
-            })?;
+            let mut value = HeaderValue::from_str(&credential).map_err(|_| refuse(unfit(key)))?;
             value.set_sensitive(true);
             headers.insert(name.clone(), value);
         } else {
@@ -226,38 +222,10 @@ pub fn broker_request(
             if header_names.is_empty() && !query_has {
                 continue;
             }
-            for name in &header_names {
-                let replaced: Vec<HeaderValue> = headers
-                    .get_all(name)
-                    .iter()
-                    .map(|v| {
-                        let text = replace_bytes(v.as_bytes(), place.as_bytes(), secret.value.as_bytes());
-                        HeaderValue::from_bytes(&text).map(|mut v| {
-                            v.set_sensitive(true);
-                            v
-                        })
-                    })
-                    .collect::<Result<_, _>>()
-                    .map_err(|_| {
-                        refuse(format!(
-                            "the value of the secret {key} cannot be sent in a header (it holds a character no header may)"
-                        ))
-                    })?;
-                headers.remove(name);
-                for value in replaced {
-                    headers.append(name.clone(), value);
-                }
-            }
+            fill_headers(headers, &header_names, secret).map_err(|()| refuse(unfit(key)))?;
             if query_has {
-                // The query alone: a placeholder elsewhere in the URL (a
-                // subdomain a wildcard origin allows) stays one, or the
-                // value would go out in a DNS question.
-                let query = uri.query().unwrap_or_default();
-                let filled = query.replace(place.as_str(), &percent_encode(&secret.value));
-                let mut parts = uri.clone().into_parts();
-                parts.path_and_query = format!("{}?{filled}", uri.path()).parse().ok();
-                *uri = Uri::from_parts(parts)
-                    .map_err(|_| refuse(format!("the secret {key} makes the URL invalid")))?;
+                fill_query(uri, secret)
+                    .map_err(|()| refuse(format!("the secret {key} makes the URL invalid")))?;
             }
         }
         brokered
@@ -272,6 +240,52 @@ pub fn broker_request(
         );
     }
     Ok(brokered)
+}
+
+fn unfit(key: &str) -> String {
+    format!(
+        "the value of the secret {key} cannot be sent in a header (it holds a character no header may)"
+    )
+}
+
+/// The named headers with the secret's placeholder replaced by its value.
+fn fill_headers(
+    headers: &mut HeaderMap,
+    names: &[HeaderName],
+    secret: &BrokeredSecret,
+) -> Result<(), ()> {
+    let (place, value) = (secret.placeholder.as_bytes(), secret.value.as_bytes());
+    for name in names {
+        let filled: Vec<HeaderValue> = headers
+            .get_all(name)
+            .iter()
+            .map(|v| {
+                let mut filled =
+                    HeaderValue::from_bytes(&replace_bytes(v.as_bytes(), place, value))
+                        .map_err(|_| ())?;
+                filled.set_sensitive(true);
+                Ok(filled)
+            })
+            .collect::<Result<_, ()>>()?;
+        headers.remove(name);
+        for value in filled {
+            headers.append(name.clone(), value);
+        }
+    }
+    Ok(())
+}
+
+/// The query with the secret's placeholder replaced by its value,
+/// percent-encoded. The query alone: a placeholder elsewhere in the URL
+/// (a subdomain a wildcard origin allows) stays one, or the value would
+/// go out in a DNS question.
+fn fill_query(uri: &mut Uri, secret: &BrokeredSecret) -> Result<(), ()> {
+    let query = uri.query().unwrap_or_default();
+    let filled = query.replace(&secret.placeholder, &percent_encode(&secret.value));
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = Some(format!("{}?{filled}", uri.path()).parse().map_err(|_| ())?);
+    *uri = Uri::from_parts(parts).map_err(|_| ())?;
+    Ok(())
 }
 
 impl Brokered {

@@ -360,10 +360,28 @@ fn a_request_that_fails_never_shows_the_secret_it_carried() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let origin = format!("http://127.0.0.1:{}", closed.local_addr().unwrap().port());
     drop(closed);
+    let echo = TestServer::start();
     let policy = format!(
-        "[audit]\nfile = \"{}\"\n[plugins.probe]\nhttp = [\"{origin}\"]\n[plugins.probe.secrets.SECRET_TOKEN]\nenv = \"PROBE_TOKEN\"\norigins = [\"{origin}\"]\n",
-        journal.display()
+        "[audit]\nfile = \"{}\"\n[plugins.probe]\nhttp = [\"{origin}\", \"{1}\"]\n[plugins.probe.secrets.SECRET_TOKEN]\nenv = \"PROBE_TOKEN\"\norigins = [\"{origin}\", \"{1}\"]\n",
+        journal.display(),
+        echo.url("")
     );
+    // An origin that echoes the URL hands back the placeholder, not the
+    // encoded value for the gadget to decode.
+    let params = serde_json::json!({ "url": echo.url("/echo?key=${SECRET_TOKEN}") });
+    let out = run(
+        Some(&policy),
+        &[("PROBE_TOKEN", value)],
+        &["call", "Send", "--params", &params.to_string(), "--json"],
+    );
+    let echoed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let result = echoed["result"].as_str().unwrap();
+    assert!(
+        result.starts_with(&format!("200 GET /echo?key={PLACEHOLDER}")),
+        "{result}"
+    );
+    assert!(echo.heads()[0].contains(encoded), "{:?}", echo.heads());
+
     let params = serde_json::json!({ "url": format!("{origin}/x?key=${{SECRET_TOKEN}}") });
     let out = run(
         Some(&policy),

@@ -141,7 +141,8 @@ fn origin_parts(uri: &Uri) -> (bool, String, u16) {
 /// (for the body, checked once it is read).
 #[derive(Debug, Default)]
 pub struct Brokered {
-    /// (value, placeholder) of each secret put on the request.
+    /// (value, placeholder) of each secret put on the request, and
+    /// (value percent-encoded, placeholder) when that differs.
     pub carried: Vec<(String, String)>,
     /// (key, placeholder, where it may go, or None when it may go here)
     /// of each of the plugin's secrets.
@@ -231,6 +232,12 @@ pub fn broker_request(
         brokered
             .carried
             .push((secret.value.clone(), secret.placeholder.clone()));
+        // As it went in a query: an echo of the URL must not hand the
+        // gadget the value to decode.
+        let encoded = percent_encode(&secret.value);
+        if encoded != secret.value {
+            brokered.carried.push((encoded, secret.placeholder.clone()));
+        }
     }
     if !brokered.carried.is_empty() {
         // A compressed echo of the credential could not be scrubbed.
@@ -310,7 +317,7 @@ impl Brokered {
 
 /// Percent-encodes everything but the unreserved characters, so a value
 /// is one query component whatever it holds.
-fn percent_encode(value: &str) -> String {
+pub(crate) fn percent_encode(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for b in value.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {

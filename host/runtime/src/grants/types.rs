@@ -155,13 +155,18 @@ impl Grants {
     /// way the HTTP door does not recognise).
     pub fn secrets(&self) -> Vec<String> {
         let config = self.config.iter().filter(|c| c.secret).map(|c| &c.value);
-        let brokered = self.brokered.iter().map(|b| b.value());
-        config
-            .map(String::as_str)
+        let config = config.map(|value| value.to_string());
+        // A brokered value also as the query carries it.
+        let brokered = self.brokered.iter().flat_map(|b| {
+            let encoded = super::secrets::percent_encode(b.value());
+            [b.value().to_string(), encoded]
+        });
+        let mut values: Vec<String> = config
             .chain(brokered)
             .filter(|value| !value.is_empty())
-            .map(str::to_string)
-            .collect()
+            .collect();
+        values.dedup();
+        values
     }
 
     /// "http: https://a.com; config: KEY; files: /data (ro)", or "none",

@@ -457,9 +457,9 @@ static int http_failure(const wasi_http_types_error_code_t *code, char **error) 
     char buf[160];
     switch (code->tag) {
     case WASI_HTTP_TYPES_ERROR_CODE_HTTP_REQUEST_DENIED:
-        *error = http_message("the host refused the request: its origin is not granted to the "
-                              "plugin, or its host name resolves to an internal address that "
-                              "is not (the call's log names the grant that would allow it)");
+        *error = http_message("the host refused the request (the call's log says why and what "
+                              "would allow it: an origin or address not granted, the call's "
+                              "request cap, or a secret's placeholder where the secret may not go)");
         return GADGET_HTTP_DENIED;
     case WASI_HTTP_TYPES_ERROR_CODE_HTTP_RESPONSE_BODY_SIZE:
         snprintf(buf, sizeof buf, "the response body is over the host's %llu-byte limit",

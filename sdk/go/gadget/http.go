@@ -48,7 +48,7 @@ func (r *Response) Header(name string) string {
 
 // ErrHTTPDenied: the host refused the request, the origin is not granted to
 // this plugin (the call's log names the grant that would allow it).
-var ErrHTTPDenied = errors.New("the host refused the request: its origin is not granted to the plugin, or its host name resolves to an internal address that is not (the call's log names the grant that would allow it)")
+var ErrHTTPDenied = errors.New("the host refused the request (the call's log says why and what would allow it: an origin or address not granted, the call's request cap, or a secret's placeholder where the secret may not go)")
 
 func httpFailure(code wasi_http_types.ErrorCode) error {
 	switch code.Tag() {

@@ -144,9 +144,9 @@ def _http_failure(code: Any) -> HttpError:
     name = type(code).__name__.replace("ErrorCode_", "")
     if name == "HttpRequestDenied":
         return HttpDenied(
-            "the host refused the request: its origin is not granted to the plugin, or its host "
-            "name resolves to an internal address that is not (the call's log names the grant "
-            "that would allow it)"
+            "the host refused the request (the call's log says why and what would allow it: an "
+            "origin or address not granted, the call's request cap, or a secret's placeholder "
+            "where the secret may not go)"
         )
     if name == "HttpResponseBodySize":
         return HttpError(f"the response body is over the host's {code.value}-byte limit")

@@ -44,8 +44,9 @@ impl Response {
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HttpError {
-    /// The host's policy does not grant this origin or address, or the
-    /// call made too many requests.
+    /// The host's policy does not grant this origin or address, the call
+    /// made too many requests, or the request carries a secret's
+    /// placeholder where the secret may not go.
     Denied,
     /// The URL could not be used.
     InvalidUrl(String),
@@ -57,7 +58,7 @@ impl std::fmt::Display for HttpError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             HttpError::Denied => f.write_str(
-                "the host refused the request: its origin is not granted to the plugin, or its host name resolves to an internal address that is not (the call's log names the grant that would allow it)",
+                "the host refused the request (the call's log says why and what would allow it: an origin or address not granted, the call's request cap, or a secret's placeholder where the secret may not go)",
             ),
             HttpError::InvalidUrl(why) => write!(f, "invalid URL: {why}"),
             HttpError::Failed(why) => write!(f, "request failed: {why}"),

@@ -241,10 +241,12 @@ fn a_granted_name_that_resolves_to_an_internal_address_is_refused() {
     assert!(logs.contains("an internal address"), "{logs}");
     assert!(logs.contains("allow-addresses"), "{logs}");
     // What the gadget itself is told does not say the origin is the
-    // problem (it is granted): it names both doors.
+    // problem (it is granted): it names every door and points at the log.
     let told = refused["error"].to_string();
     assert!(
-        told.contains("resolves to an internal address") && !told.contains("this origin"),
+        told.contains("an origin or address not granted")
+            && told.contains("the call's log says why")
+            && !told.contains("this origin"),
         "{told}"
     );
     assert!(server.hits().is_empty(), "{:?}", server.hits());

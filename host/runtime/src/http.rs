@@ -316,17 +316,16 @@ async fn send(
     ),
     (HttpError, String),
 > {
-    let target = door.shown.clone();
-    let mut fail = |error: HttpError, why: String| {
-        exchange.error = Some(why.clone());
-        (error, format!("HTTP {target}: {why}"))
-    };
     let Door {
-        shown: _,
+        shown: target,
         deadline,
         signal,
         brokered,
     } = door;
+    let mut fail = |error: HttpError, why: String| {
+        exchange.error = Some(why.clone());
+        (error, format!("HTTP {target}: {why}"))
+    };
     let body = match bounded(collect(body), deadline, signal.clone()).await {
         Ok(Ok(body)) => body,
         Ok(Err((e, why))) | Err((e, why)) => return Err(fail(e, why)),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::grants::{
     BrokeredSecret, ConfigGrant, DirGrant, Grants, HttpRequestRule, HttpRules, IpRange, LlmGrant,
-    OriginRule, default_guest_path,
+    default_guest_path,
 };
 
 use crate::grants::{OpenedDir, WriteQuota};
@@ -392,8 +392,18 @@ fn brokered(
         });
         return;
     };
-    // Checked when the policy was read: nothing here fails.
-    let origins: Vec<OriginRule> = spec.origins.iter().filter_map(|o| o.rule().ok()).collect();
+    // Checked when the policy was read; were it not, the secret is not
+    // granted rather than bound more loosely than written.
+    let (origins, header) = match spec.compiled() {
+        Ok(compiled) => compiled,
+        Err(why) => {
+            notes.push(GrantNote::NotGranted {
+                request: format!("config {key}"),
+                how: format!("a valid [plugins.{plugin}.secrets.{key}]: {why}"),
+            });
+            return;
+        }
+    };
     for origin in &origins {
         if !grants.http.origins.iter().any(|g| origin.within(g)) {
             notes.push(GrantNote::SecretUnreachable {
@@ -403,10 +413,6 @@ fn brokered(
             });
         }
     }
-    let header = spec
-        .header
-        .as_deref()
-        .and_then(|h| http::HeaderName::from_bytes(h.as_bytes()).ok());
     let secret = BrokeredSecret::new(
         key,
         value,

@@ -570,3 +570,34 @@ fn a_secret_the_manifest_asks_for_is_its_placeholder_and_is_redacted() {
             .any(|n| matches!(n, crate::resolve::GrantNote::EnvNotSet { .. }))
     );
 }
+
+#[test]
+fn a_secret_that_cannot_be_bound_as_written_is_not_granted_at_all() {
+    // A policy built in code, past the checks the file reader makes: a
+    // header that is no header must not become "no header" (the value
+    // would then go wherever the placeholder is).
+    let mut granted = PluginPolicy::default();
+    granted.secrets.insert(
+        "KEY".into(),
+        crate::policy::SecretSpec {
+            env: "VAR".into(),
+            origins: vec!["https://a.example".into()],
+            header: Some("bad header".into()),
+            format: None,
+        },
+    );
+    let requested = Permissions {
+        config: vec!["KEY".into()],
+        ..Permissions::default()
+    };
+    let env = |_: &str| Some("the value".to_string());
+    let (grants, notes) = resolve("p", &requested, Some(&granted), &Default::default(), &env);
+    assert!(grants.brokered.is_empty() && grants.config.is_empty());
+    let notes: Vec<String> = notes.iter().map(ToString::to_string).collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("'bad header' is not a header name")),
+        "{notes:?}"
+    );
+}

@@ -207,6 +207,28 @@ pub struct SecretSpec {
     pub format: Option<String>,
 }
 
+impl SecretSpec {
+    /// Its origins and header, parsed: all of them, or why not (a secret
+    /// is never bound to fewer origins or to no header than written).
+    pub fn compiled(
+        &self,
+    ) -> Result<(Vec<crate::grants::OriginRule>, Option<http::HeaderName>), String> {
+        let origins = self
+            .origins
+            .iter()
+            .map(HttpGrantSpec::rule)
+            .collect::<Result<_, _>>()?;
+        let header = match &self.header {
+            None => None,
+            Some(header) => Some(
+                http::HeaderName::from_bytes(header.as_bytes())
+                    .map_err(|_| format!("'{header}' is not a header name"))?,
+            ),
+        };
+        Ok((origins, header))
+    }
+}
+
 /// `{ env = "VAR" }` (a secret, read from the host's environment at load,
 /// that the gadget sees: the weaker form of `secrets`) or `{ value = "..." }`
 /// (plain configuration).

@@ -54,18 +54,22 @@ pub(crate) fn check_secret(
     if spec.origins.len() > MAX_GRANT_SCOPES {
         return Err(format!("{at}.origins: at most {MAX_GRANT_SCOPES} origins"));
     }
-    for origin in &spec.origins {
-        origin.rule().map_err(|e| format!("{at}.origins: {e}"))?;
-    }
-    match (&spec.header, &spec.format) {
+    let (_, name) = spec.compiled().map_err(|e| {
+        let field = if e.contains("header name") {
+            "header"
+        } else {
+            "origins"
+        };
+        format!("{at}.{field}: {e}")
+    })?;
+    match (name, &spec.format) {
         (None, Some(_)) => {
             return Err(format!(
                 "{at}.format: a format is the value of the header the host sets; name that header too (header = \"Authorization\")"
             ));
         }
-        (Some(header), format) => {
-            let name = http::HeaderName::from_bytes(header.as_bytes())
-                .map_err(|_| format!("{at}.header: '{header}' is not a header name"))?;
+        (Some(name), format) => {
+            let header = spec.header.as_deref().unwrap_or_default();
             if HOST_SET_HEADERS.contains(&name.as_str()) {
                 return Err(format!(
                     "{at}.header: the host sets {header} itself; put the secret in a credential header such as Authorization"

@@ -96,9 +96,10 @@ pub trait Recorder: Send + Sync {
     fn failure(&self) -> Option<String>;
 
     /// A call refused before it reached a tool (no such gadget, a gadget
-    /// the operator denies, parameters that do not fit): `name` as the
-    /// caller wrote it, never its parameters.
-    fn refused(&self, call: &str, name: &str, failure: &Failure);
+    /// the operator denies, parameters that do not fit), asked for by
+    /// `client` (`None`: anonymous): `name` as the caller wrote it, never
+    /// its parameters.
+    fn refused(&self, call: &str, name: &str, failure: &Failure, client: Option<&str>);
 
     /// What records one call of the tool named `gadget`, made by `client`
     /// (`None`: anonymous).

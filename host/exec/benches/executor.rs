@@ -104,7 +104,7 @@ impl Recorder for NoRecord {
     fn failure(&self) -> Option<String> {
         None
     }
-    fn refused(&self, _: &str, _: &str, _: &gadget_core::events::Failure) {}
+    fn refused(&self, _: &str, _: &str, _: &gadget_core::events::Failure, _: Option<&str>) {}
     fn call(
         &self,
         _: &str,

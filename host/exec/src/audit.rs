@@ -363,15 +363,15 @@ impl Journal {
     }
 
     /// A call refused before it reached a tool (no such gadget, a gadget
-    /// the operator denies, parameters that do not fit): `name` as the
-    /// caller wrote it, never its parameters.
-    pub fn refused(&self, call: &str, name: &str, failure: &Failure) {
+    /// the operator denies, parameters that do not fit), asked for by
+    /// `client`: `name` as the caller wrote it, never its parameters.
+    pub fn refused(&self, call: &str, name: &str, failure: &Failure, client: Option<&str>) {
         // The name is the caller's: a model or a client may write anything.
         let name = truncate(name.to_string(), MAX_REFUSED_NAME_BYTES);
         let call = truncate(call.to_string(), MAX_REFUSED_NAME_BYTES);
         self.record(
             RecordKind::CallRefused,
-            &naming(Some(&call), Some(&name), None, None),
+            &naming(Some(&call), Some(&name), None, client),
             json!({ "kind": failure.kind, "message": failure.message }),
         );
     }
@@ -394,8 +394,8 @@ impl Recorder for JournalRecorder {
         ))
     }
 
-    fn refused(&self, call: &str, name: &str, failure: &Failure) {
-        self.0.refused(call, name, failure);
+    fn refused(&self, call: &str, name: &str, failure: &Failure, client: Option<&str>) {
+        self.0.refused(call, name, failure, client);
     }
 
     fn call(
@@ -656,7 +656,7 @@ mod tests {
             gadget_core::call::FailureKind::UnknownGadget,
             "no such gadget",
         );
-        journal.refused("c1", "Nope", &failure);
+        journal.refused("c1", "Nope", &failure, None);
         let started = Instant::now();
         // Generous: a loaded machine may run the writer late.
         while std::fs::read_to_string(&path).unwrap().lines().count() < 1 {

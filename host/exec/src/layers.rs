@@ -132,7 +132,7 @@ impl Layers {
     /// keep refusals: the journal records it, tracing counts it.
     pub fn refused(scope: &CallScope, id: &str, name: &str, failure: &Failure) {
         if let Some(recorder) = &scope.recorder {
-            recorder.refused(id, name, failure);
+            recorder.refused(id, name, failure, scope.client.as_deref());
         }
         if let Some(telemetry) = telemetry::active() {
             telemetry.refused(gadget_core::effect::Door::Call);

@@ -57,7 +57,7 @@ impl GadgetServer {
             return Ok(self.answered(&name, state, response, started).into());
         }
         let arguments = Value::Object(request.arguments.take().unwrap_or_default());
-        let (gadget, params) = match self.prepare(&name, arguments, started) {
+        let (gadget, params) = match self.prepare(&name, arguments, caller, started) {
             Ok(prepared) => prepared,
             Err(refused) => return Ok((*refused).into()),
         };
@@ -178,6 +178,7 @@ impl GadgetServer {
         &self,
         name: &str,
         arguments: Value,
+        caller: &Caller,
         started: Instant,
     ) -> Result<(Arc<dyn GadgetTool>, Value), Box<CallToolResult>> {
         // Metrics and messages use the name as served, whatever the case
@@ -192,6 +193,7 @@ impl GadgetServer {
             let failure = gadget_exec::Failure::new(kind, text.clone());
             let scope = CallScope {
                 recorder: self.recorder.clone(),
+                client: caller.client.clone(),
                 ..CallScope::default()
             };
             gadget_exec::call::refused(&scope, "(mcp)", name, &failure);

@@ -208,6 +208,9 @@ fn a_token_the_keys_verify_names_the_caller_and_any_other_is_refused_with_401() 
     let (status, _, body) = call(&server, Some(&alice), "AddDays", days);
     assert_eq!(status, 429, "{body}");
     assert!(body.contains("for client 'alice'"), "{body}");
+    // A call refused before any tool is reached is journaled with its caller too.
+    let (status, _, body) = call(&server, Some(&bob), "NoSuchGadget", "{}");
+    assert_eq!(status, 200, "{body}");
     assert_eq!(call(&server, Some(&bob), "AddDays", days).0, 200);
 
     let metrics = server.request(
@@ -259,6 +262,17 @@ fn a_token_the_keys_verify_names_the_caller_and_any_other_is_refused_with_401() 
         ],
         "{records:#?}"
     );
+    let refused: Vec<(&str, &str)> = records
+        .iter()
+        .filter(|r| r["event"] == "call_refused")
+        .map(|r| {
+            (
+                r["gadget"].as_str().unwrap(),
+                r["client"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    assert_eq!(refused, [("NoSuchGadget", "bob")], "{records:#?}");
 }
 
 #[test]

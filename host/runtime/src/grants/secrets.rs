@@ -362,6 +362,9 @@ pub struct Scrubber {
     pairs: Vec<(Vec<u8>, Vec<u8>)>,
     held: Vec<u8>,
     longest: usize,
+    /// The bytes some value begins with: runs of any other byte are
+    /// copied whole, so a body without a value costs about a copy.
+    firsts: [bool; 256],
 }
 
 impl Scrubber {
@@ -373,10 +376,15 @@ impl Scrubber {
             .map(|(v, p)| (v.as_bytes().to_vec(), p.as_bytes().to_vec()))
             .collect();
         let longest = pairs.iter().map(|(v, _)| v.len()).max()?;
+        let mut firsts = [false; 256];
+        for (value, _) in &pairs {
+            firsts[value[0] as usize] = true;
+        }
         Some(Scrubber {
             pairs,
             held: Vec::new(),
             longest,
+            firsts,
         })
     }
 
@@ -409,6 +417,13 @@ impl Scrubber {
         let mut out = Vec::with_capacity(data.len());
         let mut at = 0;
         while at < data.len() {
+            let skip = data[at..].iter().position(|&b| self.firsts[b as usize]);
+            let next = skip.map_or(data.len(), |skip| at + skip);
+            out.extend_from_slice(&data[at..next]);
+            at = next;
+            if at == data.len() {
+                break;
+            }
             let rest = &data[at..];
             if let Some((from, to)) = self.pairs.iter().find(|(from, _)| rest.starts_with(from)) {
                 out.extend_from_slice(to);

@@ -139,7 +139,7 @@ fn origin_parts(uri: &Uri) -> (bool, String, u16) {
 /// What brokering did to one request: which secrets it carries (their
 /// values are scrubbed from the response) and which it may carry at all
 /// (for the body, checked once it is read).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Brokered {
     /// (value, placeholder) of each secret put on the request, and
     /// (value percent-encoded, placeholder) when that differs.
@@ -149,6 +149,18 @@ pub struct Brokered {
     placeholders: Vec<(String, String, Option<String>)>,
     plugin: String,
     origin: String,
+}
+
+impl std::fmt::Debug for Brokered {
+    /// Keys and counts: the values never.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys: Vec<&str> = self.placeholders.iter().map(|(k, ..)| k.as_str()).collect();
+        f.debug_struct("Brokered")
+            .field("origin", &self.origin)
+            .field("secrets", &keys)
+            .field("carried", &self.carried.len())
+            .finish()
+    }
 }
 
 /// Puts the plugin's secrets on a request where they are bound, or says
@@ -355,8 +367,7 @@ fn replace_bytes(text: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
 /// Replaces secret values by their placeholders in a response as it
 /// streams: a value split across two chunks is still found, because the
 /// last bytes of each chunk that could begin one are held back until the
-/// next chunk (or the end) comes.
-#[derive(Debug)]
+/// next chunk (or the end) comes. Not `Debug`: it holds values.
 pub struct Scrubber {
     /// (value, placeholder), values non-empty.
     pairs: Vec<(Vec<u8>, Vec<u8>)>,

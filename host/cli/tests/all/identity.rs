@@ -243,18 +243,18 @@ fn a_token_the_keys_verify_names_the_caller_and_any_other_is_refused_with_401() 
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
-    let callers: Vec<(&str, &str)> = records
-        .iter()
-        .filter(|r| r["event"] == "call_started")
-        .map(|r| {
-            (
-                r["gadget"].as_str().unwrap(),
-                r["client"].as_str().unwrap_or("-"),
-            )
-        })
-        .collect();
+    // (gadget, client) of each record of one kind.
+    let who = |event: &str| -> Vec<(&str, &str)> {
+        let of_kind = records.iter().filter(|r| r["event"] == event);
+        of_kind
+            .map(|r| {
+                let client = r["client"].as_str().unwrap_or("-");
+                (r["gadget"].as_str().unwrap(), client)
+            })
+            .collect()
+    };
     assert_eq!(
-        callers,
+        who("call_started"),
         [
             ("Calculator", "alice"),
             ("AddDays", "alice"),
@@ -262,16 +262,7 @@ fn a_token_the_keys_verify_names_the_caller_and_any_other_is_refused_with_401() 
         ],
         "{records:#?}"
     );
-    let refused: Vec<(&str, &str)> = records
-        .iter()
-        .filter(|r| r["event"] == "call_refused")
-        .map(|r| {
-            (
-                r["gadget"].as_str().unwrap(),
-                r["client"].as_str().unwrap_or("-"),
-            )
-        })
-        .collect();
+    let refused = who("call_refused");
     assert_eq!(refused, [("NoSuchGadget", "bob")], "{records:#?}");
 }
 

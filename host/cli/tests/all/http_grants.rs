@@ -176,7 +176,8 @@ fn fetch(policy: Option<&str>, url: &str) -> Value {
     call_json(policy, &[], "Fetch", &format!(r#"{{"url": "{url}"}}"#))
 }
 
-fn host_logs(call: &Value) -> String {
+/// The host's log lines on a call (`call --json`), one per line.
+pub(crate) fn host_logs(call: &Value) -> String {
     call["logs"]
         .as_array()
         .map(|logs| {

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::capabilities::{error_message, run};
 use crate::cli::{stderr, stdout};
-use crate::http_grants::TestServer;
+use crate::http_grants::{TestServer, host_logs};
 
 /// The value the host holds; the gadget must never see it.
 const VALUE: &str = "tok-5ecret-8b1f";
@@ -48,18 +48,6 @@ fn call(policy: &str, gadget: &str, params: Value) -> Value {
         "the secret reached the output of {gadget}:\n{said}\n{err}"
     );
     serde_json::from_str(&said).unwrap_or_else(|e| panic!("{e}: {said}\n{err}"))
-}
-
-fn logs(call: &Value) -> String {
-    call["logs"]
-        .as_array()
-        .map(|logs| {
-            let lines = logs
-                .iter()
-                .map(|l| l["message"].as_str().unwrap_or_default());
-            lines.collect::<Vec<_>>().join("\n")
-        })
-        .unwrap_or_default()
 }
 
 /// The placeholder one load of the probe sees for SECRET_TOKEN.
@@ -154,7 +142,7 @@ fn a_brokered_secret_reaches_its_origin_only_and_the_gadget_holds_a_placeholder(
             error_message(&refused).contains("the host refused the request"),
             "{refused}"
         );
-        let said = logs(&refused);
+        let said = host_logs(&refused);
         assert!(
             said.contains(
                 "carries the placeholder of the secret SECRET_TOKEN, which may go only to"
@@ -247,9 +235,10 @@ fn a_secret_with_a_header_goes_there_alone_and_a_misplaced_placeholder_is_refuse
         );
         assert_eq!(refused["ok"], false, "{refused}");
         assert!(
-            logs(&refused).contains("the host puts SECRET_TOKEN only in the authorization header"),
+            host_logs(&refused)
+                .contains("the host puts SECRET_TOKEN only in the authorization header"),
             "{}",
-            logs(&refused)
+            host_logs(&refused)
         );
     }
     assert_eq!(bound.hits().len(), before, "a refused request was sent");
@@ -283,9 +272,9 @@ fn a_secret_scoped_to_a_method_and_path_and_a_placeholder_in_the_path() {
     );
     assert_eq!(post["ok"], false, "{post}");
     assert!(
-        logs(&post).contains("which may go only to"),
+        host_logs(&post).contains("which may go only to"),
         "{}",
-        logs(&post)
+        host_logs(&post)
     );
     let elsewhere = call(
         &scoped,
@@ -303,10 +292,10 @@ fn a_secret_scoped_to_a_method_and_path_and_a_placeholder_in_the_path() {
     );
     assert_eq!(in_path["ok"], false, "{in_path}");
     assert!(
-        logs(&in_path)
+        host_logs(&in_path)
             .contains("is in the path; the host puts a secret only in a header or the query"),
         "{}",
-        logs(&in_path)
+        host_logs(&in_path)
     );
     assert_eq!(bound.hits(), ["/hello"], "a refused request was sent");
 }
@@ -392,7 +381,11 @@ fn a_request_that_fails_never_shows_the_secret_it_carried() {
     let failed: Value =
         serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {said}"));
     assert_eq!(failed["ok"], false, "{failed}");
-    assert!(logs(&failed).contains(PLACEHOLDER), "{}", logs(&failed));
+    assert!(
+        host_logs(&failed).contains(PLACEHOLDER),
+        "{}",
+        host_logs(&failed)
+    );
     let text = std::fs::read_to_string(&journal).unwrap();
     for shown in [&said, &text] {
         assert!(

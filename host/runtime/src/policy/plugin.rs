@@ -208,8 +208,9 @@ pub struct SecretSpec {
 }
 
 impl SecretSpec {
-    /// Its origins and header, parsed: all of them, or why not (a secret
-    /// is never bound to fewer origins or to no header than written).
+    /// Its origins and header, parsed: all of them, or why not, starting
+    /// with the field at fault (a secret is never bound to fewer origins
+    /// or to no header than written).
     pub fn compiled(
         &self,
     ) -> Result<(Vec<crate::grants::OriginRule>, Option<http::HeaderName>), String> {
@@ -217,12 +218,13 @@ impl SecretSpec {
             .origins
             .iter()
             .map(HttpGrantSpec::rule)
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("origins: {e}"))?;
         let header = match &self.header {
             None => None,
             Some(header) => Some(
                 http::HeaderName::from_bytes(header.as_bytes())
-                    .map_err(|_| format!("'{header}' is not a header name"))?,
+                    .map_err(|_| format!("header: '{header}' is not a header name"))?,
             ),
         };
         Ok((origins, header))

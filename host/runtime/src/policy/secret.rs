@@ -54,14 +54,7 @@ pub(crate) fn check_secret(
     if spec.origins.len() > MAX_GRANT_SCOPES {
         return Err(format!("{at}.origins: at most {MAX_GRANT_SCOPES} origins"));
     }
-    let (_, name) = spec.compiled().map_err(|e| {
-        let field = if e.contains("header name") {
-            "header"
-        } else {
-            "origins"
-        };
-        format!("{at}.{field}: {e}")
-    })?;
+    let (_, name) = spec.compiled().map_err(|e| format!("{at}.{e}"))?;
     match (name, &spec.format) {
         (None, Some(_)) => {
             return Err(format!(

@@ -234,6 +234,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             | Command::Serve(_)
             | Command::Mcp
             | Command::Call { .. }
+            | Command::Test { .. }
     );
     let telemetry = if runs_calls {
         telemetry::start(&policy.telemetry)?
@@ -250,6 +251,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     }
     done
 }
+
+/// The journal a command that runs calls keeps open until it ends.
+type Journal = Option<Arc<gadget_exec::audit::Journal>>;
 
 /// What one command runs with: the flags, the policy, its guards.
 struct Session<'a> {
@@ -340,9 +344,15 @@ impl Session<'_> {
                     return bad_input();
                 };
                 if *dry_run {
-                    // Nothing runs, so nothing is journaled.
-                    let tools = host.tools(policy)?;
-                    return call::dry_run(&host.registry, &*tools, name, params, id, *json);
+                    // Nothing runs, so nothing is journaled, and no
+                    // upstream MCP server is started to list its tools.
+                    let tools = host.local_tools(policy)?;
+                    let dry = call::DryRun {
+                        upstream: host.has_upstream(),
+                        id,
+                        json: *json,
+                    };
+                    return call::dry_run(&host.registry, &*tools, name, params, dry);
                 }
                 let journal = self.journal()?;
                 let scope = gadget_core::scope::CallScope {
@@ -359,10 +369,53 @@ impl Session<'_> {
                 let called = call::call(&host.registry, &*tools, name, params, id, *json, options);
                 (called.await, journal)
             }
+            Command::Test { target } => match self.test(target.as_deref()).await? {
+                Some(tested) => tested,
+                None => return bad_input(),
+            },
             _ => unreachable!("only the commands that run calls come here"),
         };
         audit::close(journal)?;
         ran
+    }
+
+    /// `gadget test`: the plugins' cases, in the scope `gadget call`
+    /// builds; `None` when the plugins did not load.
+    async fn test(&self, target: Option<&str>) -> Result<Option<(Result<ExitCode>, Journal)>> {
+        let (policy, guards) = (self.policy, &self.guards);
+        // A path is a plugin tested alone, whatever --plugins says.
+        let alone = target
+            .filter(|t| std::path::Path::new(t).exists() || gadget_runtime::oci::OciRef::is_oci(t));
+        let global = match alone {
+            Some(path) => &GlobalArgs {
+                plugins: vec![path.into()],
+                ..self.global.clone()
+            },
+            None => self.global,
+        };
+        let Some(host) = host::start(global, policy, Calls::Few, None).await? else {
+            return Ok(None);
+        };
+        // The cases run in the scope `gadget call` builds: the
+        // operator's rules (nobody to ask, so an approval is a
+        // denial), rate limits and journal.
+        let journal = self.journal()?;
+        let scope = gadget_core::scope::CallScope {
+            approvals: approve::unattended(&guards.rules),
+            recorder: journal.as_ref().map(|journal| journal.recorder()),
+            rates: guards.rates.clone(),
+            ..Default::default()
+        };
+        let tools = host.tools(policy)?;
+        let run = testing::TestRun {
+            target: if alone.is_some() { None } else { target },
+            // Host-side unit tests run only for a directory the
+            // user names.
+            named_dir: alone.map(std::path::Path::new).filter(|p| p.is_dir()),
+            scope: Arc::new(scope),
+        };
+        let tested = testing::test(&host.registry, &*tools, run).await;
+        Ok(Some((tested, journal)))
     }
 
     /// The commands that run no call.
@@ -407,29 +460,6 @@ impl Session<'_> {
                 output,
                 detached,
             } => sign::sign(key, component, output.as_deref(), *detached),
-            Command::Test { target } => {
-                // A path is a plugin tested alone, whatever --plugins says.
-                let alone = target.as_deref().filter(|t| {
-                    std::path::Path::new(t).exists() || gadget_runtime::oci::OciRef::is_oci(t)
-                });
-                let global = match alone {
-                    Some(path) => &GlobalArgs {
-                        plugins: vec![path.into()],
-                        ..global.clone()
-                    },
-                    None => global,
-                };
-                let Some(host) = host::start(global, policy, Calls::Few, None).await? else {
-                    return bad_input();
-                };
-                let tools = host.tools(policy)?;
-                let named = if alone.is_some() {
-                    None
-                } else {
-                    target.as_deref()
-                };
-                testing::test(&host.registry, &*tools, named).await
-            }
             Command::Check { path } => {
                 let runtime = host::runtime(policy, Calls::Few)?;
                 let options = load_options(global, policy)?;

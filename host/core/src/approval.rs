@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::access::Access;
+use crate::client::ClientId;
 use crate::glob::glob_matches;
 
 mod normal;
@@ -276,18 +277,18 @@ impl Rules {
     /// Which patterns and rules name a gadget is worked out once per name
     /// (the hot path of a gadget no rule names is one map lookup).
     pub fn check(&self, gadget: &str, params: &Value, schema: Option<&Value>) -> Admission {
-        self.check_for(gadget, params, schema, None)
+        self.check_for(gadget, params, schema, &ClientId::Local)
     }
 
     /// [`Rules::check`] for a call by `client` (its authenticated
-    /// identity; `None`: anonymous): the rules naming other clients do not
+    /// identity, or none): the rules naming other clients do not
     /// hold for it.
     pub fn check_for(
         &self,
         gadget: &str,
         params: &Value,
         schema: Option<&Value>,
-        client: Option<&str>,
+        client: &ClientId,
     ) -> Admission {
         let applicable = self.applicable(gadget);
         let mut reasons = applicable.approve.clone();
@@ -322,7 +323,7 @@ impl Rules {
         self: &Arc<Self>,
         gadget: &str,
         schema: Option<&Value>,
-        client: Option<&str>,
+        client: &ClientId,
     ) -> Option<RequestDenials> {
         let rules: Vec<usize> = self
             .applicable(gadget)
@@ -453,10 +454,12 @@ impl Rule {
 
     /// The rule in the operator's words: its reason, and where it is.
     /// Whether the rule holds for calls by `client`.
-    fn names_client(&self, client: Option<&str>) -> bool {
+    fn names_client(&self, client: &ClientId) -> bool {
         match &self.spec.client {
             None => true,
-            Some(pattern) => client.is_some_and(|client| glob_matches_exact(pattern, client)),
+            Some(pattern) => client
+                .subject_name()
+                .is_some_and(|client| glob_matches_exact(pattern, client)),
         }
     }
 

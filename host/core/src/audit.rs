@@ -76,6 +76,13 @@ pub struct Record {
 #[serde(rename_all = "snake_case")]
 pub enum RecordKind {
     CallStarted,
+    /// A catalog request's start (`resources/read`), in place of
+    /// `call_started`; its end is a `call_finished`.
+    ResourceRead,
+    /// `prompts/get`'s start.
+    Prompt,
+    /// `completion/complete`'s start.
+    Completion,
     CallFinished,
     CallRefused,
     Cost,
@@ -93,6 +100,9 @@ impl RecordKind {
     pub fn as_str(self) -> &'static str {
         match self {
             RecordKind::CallStarted => "call_started",
+            RecordKind::ResourceRead => "resource_read",
+            RecordKind::Prompt => "prompt",
+            RecordKind::Completion => "completion",
             RecordKind::CallFinished => "call_finished",
             RecordKind::CallRefused => "call_refused",
             RecordKind::Cost => "cost",
@@ -130,6 +140,11 @@ pub enum RecordBody {
     /// The parameters' shape (or values, when the policy asks), the
     /// deadline, the provenance.
     CallStarted(Value),
+    /// A catalog request's start: what a call's start says, its
+    /// parameters being what the request asked for.
+    ResourceRead(Value),
+    Prompt(Value),
+    Completion(Value),
     CallFinished(CallFinished),
     CallRefused(CallRefused),
     Cost {
@@ -420,6 +435,9 @@ mod tests {
         assert_eq!(line("something_new", Value::Null).body(), None);
         for kind in [
             RecordKind::CallStarted,
+            RecordKind::ResourceRead,
+            RecordKind::Prompt,
+            RecordKind::Completion,
             RecordKind::RecordsDropped,
             RecordKind::Omitted,
         ] {

@@ -16,7 +16,9 @@ use serde::Serialize;
 
 use crate::call::CallError;
 use crate::content::{Content, ResourceContents};
-use crate::scope::CallScope;
+use crate::ledger::CallObserver;
+use crate::scope::{CallScope, EntryKind, Origin};
+use crate::signal::AbortSignal;
 
 /// A catalog's answer, later (the tool module's `BoxFuture`, spelled out
 /// so that this module does not depend on it: `Tools` lists catalogs).
@@ -144,37 +146,120 @@ pub enum CatalogError {
     Failed(#[from] CallError),
 }
 
-/// What a plugin serves, read and rendered on request.
+/// One request to a plugin's catalog: what MCP's `resources/read`,
+/// `prompts/get` and `completion/complete` ask of plugin code.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CatalogOp {
+    /// Read the resource at this URI (one [`CatalogSpecs::serves`]).
+    Read { uri: String },
+    /// Render a prompt with arguments [`check_arguments`] passed.
+    Prompt {
+        name: String,
+        arguments: Vec<(String, String)>,
+    },
+    /// The plugin's own completions of an argument.
+    Complete {
+        reference: CompletionRef,
+        argument: String,
+        value: String,
+        context: Vec<(String, String)>,
+    },
+}
+
+impl CatalogOp {
+    /// What the request names, as rules, rate limits, the journal and
+    /// spans see it: `resource:URI`, `prompt:NAME`, and for a completion
+    /// what it completes (`prompt:NAME` or `resource:TEMPLATE`).
+    pub fn name(&self) -> String {
+        match self {
+            CatalogOp::Read { uri } => format!("resource:{uri}"),
+            CatalogOp::Prompt { name, .. } => format!("prompt:{name}"),
+            CatalogOp::Complete { reference, .. } => reference.name(),
+        }
+    }
+
+    /// Which way into plugin code it is.
+    pub fn kind(&self) -> EntryKind {
+        match self {
+            CatalogOp::Read { .. } => EntryKind::ResourceRead,
+            CatalogOp::Prompt { .. } => EntryKind::Prompt,
+            CatalogOp::Complete { .. } => EntryKind::Completion,
+        }
+    }
+
+    /// What it was asked with, as the parameters rules look into and the
+    /// journal records: `{"uri"}`, the prompt's arguments by name, or
+    /// `{"argument", "value"}`.
+    pub fn params(&self) -> serde_json::Value {
+        use serde_json::{Map, Value, json};
+        match self {
+            CatalogOp::Read { uri } => json!({ "uri": uri }),
+            CatalogOp::Prompt { arguments, .. } => Value::Object(
+                arguments
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                    .collect::<Map<String, Value>>(),
+            ),
+            CatalogOp::Complete {
+                argument, value, ..
+            } => json!({ "argument": argument, "value": value }),
+        }
+    }
+}
+
+impl CompletionRef {
+    /// `prompt:NAME` or `resource:TEMPLATE`.
+    pub fn name(&self) -> String {
+        match self {
+            CompletionRef::Prompt(name) => format!("prompt:{name}"),
+            CompletionRef::Resource(uri) => format!("resource:{uri}"),
+        }
+    }
+}
+
+/// What a plugin answered a [`CatalogOp`] with, in kind.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CatalogAnswer {
+    Read(Vec<ResourceContents>),
+    Prompt(PromptResult),
+    Complete(Vec<String>),
+}
+
+/// One catalog request as it reaches the plugin: what it asks, and the
+/// context a tool call has too (its id, the abort signal, the observer
+/// the layers wrapped, the scope with the request's own trace).
+#[derive(Clone)]
+pub struct CatalogCall {
+    pub id: String,
+    pub op: CatalogOp,
+    pub signal: Option<AbortSignal>,
+    pub observer: Option<CallObserver>,
+    pub scope: Arc<CallScope>,
+}
+
+/// What a plugin serves, read and rendered on request. A front end never
+/// calls [`Catalog::run`] itself: it goes through the one call path's
+/// catalog entry (`gadget_exec::catalog::run_catalog`), which runs it inside
+/// the same layers as a tool call.
 pub trait Catalog: Send + Sync {
     /// The plugin that serves it (for messages and the journal).
     fn plugin(&self) -> &str;
 
     fn specs(&self) -> &CatalogSpecs;
 
-    /// Reads the resource at `uri` (one [`CatalogSpecs::serves`]).
-    fn read(
-        &self,
-        uri: String,
-        scope: Arc<CallScope>,
-    ) -> Later<'_, Result<Vec<ResourceContents>, CatalogError>>;
+    /// The plugin's provenance, as its tools carry it.
+    fn origin(&self) -> Option<Arc<Origin>> {
+        None
+    }
 
-    /// Renders prompt `name` with arguments [`check_arguments`] passed.
-    fn prompt(
-        &self,
-        name: String,
-        arguments: Vec<(String, String)>,
-        scope: Arc<CallScope>,
-    ) -> Later<'_, Result<PromptResult, CatalogError>>;
+    /// The names of the plugin's gadgets: a rate limit on one of them
+    /// counts its catalog requests too.
+    fn gadgets(&self) -> &[String] {
+        &[]
+    }
 
-    /// The plugin's own completions of `argument` (when its examples
-    /// offer none).
-    fn complete(
-        &self,
-        reference: CompletionRef,
-        argument: String,
-        value: String,
-        context: Vec<(String, String)>,
-    ) -> Later<'_, Result<Vec<String>, CatalogError>>;
+    /// Runs one request in plugin code.
+    fn run(&self, call: CatalogCall) -> Later<'_, Result<CatalogAnswer, CatalogError>>;
 }
 
 /// The values of a URI that `template` (RFC 6570, simple `{name}`

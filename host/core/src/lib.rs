@@ -18,11 +18,13 @@
 //! viewer    output limiting and the built-in GadgetOutputViewer tool
 //! render    the prompt, usage texts and the history the model is shown
 //! limits    every limit, its unit and its reason; timeouts resolved once
+//! address   one classifier of IP addresses for every door that connects
 //! access    what a tool may touch, and the effects it declares
 //! approval  the operator's approval and argument rules, and who decides
 //! ask       what a running gadget asks (the `ask` import) and the answers
 //! catalog   the resources and prompts a plugin serves, and completion
 //! audit     the audit journal: its records, their hash chain, verification
+//! client    who is calling: a subject, or anonymous on its connection
 //! scope     what surrounds a session's calls: approvals, recorder, trace, person
 //! glob      gadget-name patterns; text  text bounded at a character boundary
 //! signal    the abort signal: read at once, or awaited
@@ -59,12 +61,14 @@
 //! ```
 
 pub mod access;
+pub mod address;
 pub mod approval;
 pub mod ask;
 pub mod audit;
 pub mod call;
 pub mod catalog;
 pub mod chunked;
+pub mod client;
 pub mod content;
 pub mod effect;
 pub mod events;

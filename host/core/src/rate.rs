@@ -36,8 +36,8 @@ pub const MAX_RATE_PERIOD: Duration = Duration::from_secs(24 * 3600);
 /// it means the identity provider mints far more than an operator plans).
 pub const MAX_RATE_CLIENTS: usize = 10_000;
 
-/// The name a caller without an identity is counted under.
-pub const ANONYMOUS_CLIENT: &str = "(anonymous)";
+pub use crate::client::ANONYMOUS_CLIENT;
+use crate::client::ClientId;
 
 /// One `[[rate-limits]]` entry as the policy file writes it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -192,17 +192,30 @@ impl RateLimits {
         self.rules.iter().any(|rule| rule.matches(gadget))
     }
 
+    /// Whether any rule counts a request known by any of `names` (a
+    /// catalog request: its own `resource:`/`prompt:` name and the names
+    /// of its plugin's gadgets).
+    pub fn applies_to_any(&self, names: &[&str]) -> bool {
+        names.iter().any(|name| self.applies_to(name))
+    }
+
     /// Admits one call of `gadget` by `client` (its identity; `None`:
     /// anonymous) at `now`, counting it in every rule that matches; or
     /// refuses it, counting it nowhere, with the rule that refused and
     /// the longest wait any matching rule asks.
-    pub fn admit(
+    pub fn admit(&self, gadget: &str, client: &ClientId, now: Instant) -> Result<(), RateLimited> {
+        self.check(&[gadget], client, now, true, |_| true)
+    }
+
+    /// [`RateLimits::admit`] for a request known by several `names`:
+    /// every rule that matches any of them counts it once.
+    pub fn admit_any(
         &self,
-        gadget: &str,
-        client: Option<&str>,
+        names: &[&str],
+        client: &ClientId,
         now: Instant,
     ) -> Result<(), RateLimited> {
-        self.check(gadget, client, now, true, |_| true)
+        self.check(names, client, now, true, |_| true)
     }
 
     /// Whether a call of `gadget` by `client` would be over a `client`
@@ -212,29 +225,31 @@ impl RateLimits {
     pub fn over_client_limit(
         &self,
         gadget: &str,
-        client: Option<&str>,
+        client: &ClientId,
         now: Instant,
     ) -> Result<(), RateLimited> {
-        self.check(gadget, client, now, false, |rule| {
+        self.check(&[gadget], client, now, false, |rule| {
             rule.spec.scope == RateScope::Client
         })
     }
 
     fn check(
         &self,
-        gadget: &str,
-        client: Option<&str>,
+        names: &[&str],
+        client: &ClientId,
         now: Instant,
         count: bool,
         which: impl Fn(&RateRule) -> bool,
     ) -> Result<(), RateLimited> {
         let matching: Vec<usize> = (0..self.rules.len())
-            .filter(|&i| which(&self.rules[i]) && self.rules[i].matches(gadget))
+            .filter(|&i| {
+                which(&self.rules[i]) && names.iter().any(|name| self.rules[i].matches(name))
+            })
             .collect();
         if matching.is_empty() {
             return Ok(());
         }
-        let client = client.unwrap_or(ANONYMOUS_CLIENT);
+        let client = client.rate_key();
         let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
         let mut refusal: Option<RateLimited> = None;
         for &i in &matching {
@@ -388,10 +403,16 @@ mod tests {
         let start = Instant::now();
         for i in 0..10 {
             let at = start + Duration::from_millis(50 * i);
-            assert_eq!(limits.admit("Calculator", None, at), Ok(()), "call {i}");
+            assert_eq!(
+                limits.admit("Calculator", &ClientId::Local, at),
+                Ok(()),
+                "call {i}"
+            );
         }
         let at = start + Duration::from_millis(700);
-        let refused = limits.admit("calculator", None, at).unwrap_err();
+        let refused = limits
+            .admit("calculator", &ClientId::Local, at)
+            .unwrap_err();
         assert_eq!(refused.rule, 1);
         assert_eq!(refused.retry_after, Duration::from_millis(300));
         assert_eq!(refused.retry_after_secs(), 1);
@@ -401,20 +422,32 @@ mod tests {
         );
         // Refused calls take no place: at 1 s the first is a second old.
         assert_eq!(
-            limits.admit("Calculator", None, start + Duration::from_secs(1)),
+            limits.admit(
+                "Calculator",
+                &ClientId::Local,
+                start + Duration::from_secs(1)
+            ),
             Ok(())
         );
         assert!(
             limits
-                .admit("Calculator", None, start + Duration::from_millis(1010))
+                .admit(
+                    "Calculator",
+                    &ClientId::Local,
+                    start + Duration::from_millis(1010)
+                )
                 .is_err()
         );
         assert_eq!(
-            limits.admit("Calculator", None, start + Duration::from_millis(1050)),
+            limits.admit(
+                "Calculator",
+                &ClientId::Local,
+                start + Duration::from_millis(1050)
+            ),
             Ok(())
         );
         // Other gadgets are not counted.
-        assert_eq!(limits.admit("Echo", None, at), Ok(()));
+        assert_eq!(limits.admit("Echo", &ClientId::Local, at), Ok(()));
         assert_eq!(limits.refusals(), [(1, "Calc*", RateScope::Gadget, 2)]);
     }
 
@@ -425,9 +458,17 @@ mod tests {
             ("Fetch", 3, 60, RateScope::Gadget),
         ]);
         let now = Instant::now();
-        assert_eq!(limits.admit("Fetch", Some("alice"), now), Ok(()));
-        assert_eq!(limits.admit("Fetch", Some("alice"), now), Ok(()));
-        let alice = limits.admit("Fetch", Some("alice"), now).unwrap_err();
+        assert_eq!(
+            limits.admit("Fetch", &ClientId::subject("alice"), now),
+            Ok(())
+        );
+        assert_eq!(
+            limits.admit("Fetch", &ClientId::subject("alice"), now),
+            Ok(())
+        );
+        let alice = limits
+            .admit("Fetch", &ClientId::subject("alice"), now)
+            .unwrap_err();
         assert_eq!((alice.rule, alice.client.as_deref()), (1, Some("alice")));
         assert!(
             alice.reason().contains("for client 'alice'"),
@@ -435,25 +476,33 @@ mod tests {
             alice.reason()
         );
         // Bob has his own window, but all share the gadget's three.
-        assert_eq!(limits.admit("Fetch", Some("bob"), now), Ok(()));
-        let bob = limits.admit("Fetch", Some("bob"), now).unwrap_err();
+        assert_eq!(
+            limits.admit("Fetch", &ClientId::subject("bob"), now),
+            Ok(())
+        );
+        let bob = limits
+            .admit("Fetch", &ClientId::subject("bob"), now)
+            .unwrap_err();
         assert_eq!((bob.rule, bob.client), (2, None));
         // Peeking takes no place in a window; its refusals are counted.
         assert!(
             limits
-                .over_client_limit("Fetch", Some("alice"), now)
+                .over_client_limit("Fetch", &ClientId::subject("alice"), now)
                 .is_err()
         );
         assert_eq!(
-            limits.over_client_limit("Fetch", Some("carol"), now),
+            limits.over_client_limit("Fetch", &ClientId::subject("carol"), now),
             Ok(())
         );
         assert_eq!(
-            limits.over_client_limit("Fetch", Some("carol"), now),
+            limits.over_client_limit("Fetch", &ClientId::subject("carol"), now),
             Ok(())
         );
         assert_eq!(
-            limits.admit("Fetch", Some("carol"), now).unwrap_err().rule,
+            limits
+                .admit("Fetch", &ClientId::subject("carol"), now)
+                .unwrap_err()
+                .rule,
             2
         );
         assert_eq!(limits.refusals()[0].3, 2);
@@ -469,7 +518,7 @@ mod tests {
                     let limits = limits.clone();
                     s.spawn(move || {
                         (0..50)
-                            .filter(|_| limits.admit("Any", None, now).is_ok())
+                            .filter(|_| limits.admit("Any", &ClientId::Local, now).is_ok())
                             .count()
                     })
                 })
@@ -484,14 +533,22 @@ mod tests {
         let limits = limits(&[("*", 1, 10, RateScope::Client)]);
         let now = Instant::now();
         for i in 0..MAX_RATE_CLIENTS {
-            assert_eq!(limits.admit("Any", Some(&format!("c{i}")), now), Ok(()));
+            assert_eq!(
+                limits.admit("Any", &ClientId::subject(format!("c{i}")), now),
+                Ok(())
+            );
         }
-        let refused = limits.admit("Any", Some("one-more"), now).unwrap_err();
+        let refused = limits
+            .admit("Any", &ClientId::subject("one-more"), now)
+            .unwrap_err();
         assert!(refused.crowded);
         assert_eq!(refused.retry_after, Duration::from_secs(10));
         assert!(refused.reason().contains("counts at most 10000 clients"));
         let later = now + Duration::from_secs(10);
-        assert_eq!(limits.admit("Any", Some("one-more"), later), Ok(()));
+        assert_eq!(
+            limits.admit("Any", &ClientId::subject("one-more"), later),
+            Ok(())
+        );
     }
 
     #[test]

@@ -22,6 +22,7 @@ use serde_json::Value;
 use crate::approval::Approvals;
 use crate::ask::{AskFailure, InputRequest, Kinds, Question, Reply};
 use crate::call::CallReport;
+use crate::client::ClientId;
 use crate::events::Failure;
 use crate::ledger::CallEvent;
 use crate::rate::RateLimits;
@@ -44,10 +45,10 @@ pub struct CallScope {
     /// The operator's rate limits (`[[rate-limits]]`), shared by every
     /// call of the host; `None`: none.
     pub rates: Option<Arc<RateLimits>>,
-    /// Who is calling, as the front end authenticated them (an access
-    /// token's subject): what `scope = "client"` limits count by.
-    /// `None`: anonymous.
-    pub client: Option<Arc<str>>,
+    /// Who is calling, as the front end knows them: what rules naming a
+    /// client see, what `scope = "client"` limits count by, and who owns
+    /// what the host keeps for the call.
+    pub client: ClientId,
 }
 
 impl std::fmt::Debug for CallScope {
@@ -97,19 +98,43 @@ pub trait Recorder: Send + Sync {
 
     /// A call refused before it reached a tool (no such gadget, a gadget
     /// the operator denies, parameters that do not fit), asked for by
-    /// `client` (`None`: anonymous): `name` as the caller wrote it, never
-    /// its parameters.
-    fn refused(&self, call: &str, name: &str, failure: &Failure, client: Option<&str>);
+    /// `client`: `name` as the caller wrote it, never its parameters.
+    fn refused(&self, call: &str, name: &str, failure: &Failure, client: &ClientId);
 
-    /// What records one call of the tool named `gadget`, made by `client`
-    /// (`None`: anonymous).
+    /// What records one entry into plugin code: a call of the tool named
+    /// `gadget`, or a catalog request (`entry` says which), made by
+    /// `client`.
     fn call(
         &self,
-        call: &str,
-        gadget: &str,
+        entry: Entry<'_>,
         origin: Option<Arc<Origin>>,
-        client: Option<&str>,
+        client: &ClientId,
     ) -> Arc<dyn CallRecord>;
+}
+
+/// What a record names: a call of a tool, or a catalog request of a
+/// plugin (its own journal kind, with what it asked for).
+#[derive(Debug, Clone, Copy)]
+pub struct Entry<'a> {
+    /// The call's or request's id.
+    pub id: &'a str,
+    /// The tool's name; for a catalog request, what it names
+    /// (`resource:URI`, `prompt:NAME`, `completion:REF`).
+    pub name: &'a str,
+    pub kind: EntryKind,
+}
+
+/// Which way into plugin code a record's entry came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A tool call (`call_started` .. `call_finished`).
+    Call,
+    /// `resources/read` (`resource_read` .. `call_finished`).
+    ResourceRead,
+    /// `prompts/get` (`prompt` .. `call_finished`).
+    Prompt,
+    /// `completion/complete` (`completion` .. `call_finished`).
+    Completion,
 }
 
 /// The record of one call: its start, what it reports, its end.

@@ -104,13 +104,19 @@ impl Recorder for NoRecord {
     fn failure(&self) -> Option<String> {
         None
     }
-    fn refused(&self, _: &str, _: &str, _: &gadget_core::events::Failure, _: Option<&str>) {}
-    fn call(
+    fn refused(
         &self,
         _: &str,
         _: &str,
+        _: &gadget_core::events::Failure,
+        _: &gadget_core::client::ClientId,
+    ) {
+    }
+    fn call(
+        &self,
+        _: gadget_core::scope::Entry<'_>,
         _: Option<Arc<Origin>>,
-        _: Option<&str>,
+        _: &gadget_core::client::ClientId,
     ) -> Arc<dyn CallRecord> {
         Arc::new(NoRecord)
     }
@@ -340,8 +346,14 @@ async fn main() {
         let cpu = process_cpu_ns();
         let started = Instant::now();
         for i in 0..CALLS {
-            let recorder =
-                journal_recorder.call(&format!("c{i}"), tool.name(), tool.origin(), None);
+            let id = format!("c{i}");
+            let entry = gadget_core::scope::Entry {
+                id: &id,
+                name: tool.name(),
+                kind: gadget_core::scope::EntryKind::Call,
+            };
+            let client = gadget_core::client::ClientId::Local;
+            let recorder = journal_recorder.call(entry, tool.origin(), &client);
             recorder.started(&params, None);
             recorder.finished(&report, false);
         }

@@ -36,10 +36,11 @@ use gadget_core::audit::{
     rfc3339,
 };
 use gadget_core::call::{CallReport, Outcome};
+use gadget_core::client::ClientId;
 use gadget_core::events::Failure;
 use gadget_core::ledger::{CallEvent, truncate};
 use gadget_core::redact::Redactor;
-use gadget_core::scope::{CallRecord, Origin, Recorder};
+use gadget_core::scope::{CallRecord, Entry, EntryKind, Origin, Recorder};
 
 mod pending;
 mod writer;
@@ -365,13 +366,13 @@ impl Journal {
     /// A call refused before it reached a tool (no such gadget, a gadget
     /// the operator denies, parameters that do not fit), asked for by
     /// `client`: `name` as the caller wrote it, never its parameters.
-    pub fn refused(&self, call: &str, name: &str, failure: &Failure, client: Option<&str>) {
+    pub fn refused(&self, call: &str, name: &str, failure: &Failure, client: &ClientId) {
         // The name is the caller's: a model or a client may write anything.
         let name = truncate(name.to_string(), MAX_REFUSED_NAME_BYTES);
         let call = truncate(call.to_string(), MAX_REFUSED_NAME_BYTES);
         self.record(
             RecordKind::CallRefused,
-            &naming(Some(&call), Some(&name), None, client),
+            &naming(Some(&call), Some(&name), None, client.subject_name()),
             json!({ "kind": failure.kind, "message": failure.message }),
         );
     }
@@ -394,21 +395,33 @@ impl Recorder for JournalRecorder {
         ))
     }
 
-    fn refused(&self, call: &str, name: &str, failure: &Failure, client: Option<&str>) {
+    fn refused(&self, call: &str, name: &str, failure: &Failure, client: &ClientId) {
         self.0.refused(call, name, failure, client);
     }
 
     fn call(
         &self,
-        call: &str,
-        gadget: &str,
+        entry: Entry<'_>,
         origin: Option<Arc<Origin>>,
-        client: Option<&str>,
+        client: &ClientId,
     ) -> Arc<dyn CallRecord> {
+        // A catalog request names what it asked for; the caller wrote it,
+        // so it is bounded like a refused call's name.
+        let name = match entry.kind {
+            EntryKind::Call => std::borrow::Cow::Borrowed(entry.name),
+            _ => std::borrow::Cow::Owned(truncate(entry.name.to_string(), MAX_REFUSED_NAME_BYTES)),
+        };
+        let fields = naming(
+            Some(entry.id),
+            Some(&name),
+            origin.as_deref(),
+            client.subject_name(),
+        );
         Arc::new(CallRecorder {
             journal: self.0.clone(),
-            naming: naming(Some(call), Some(gadget), origin.as_deref(), client),
+            naming: fields,
             origin,
+            kind: entry.kind,
             records: AtomicU64::new(0),
         })
     }
@@ -420,6 +433,8 @@ struct CallRecorder {
     /// The call's naming fields, as every record of it writes them.
     naming: Vec<u8>,
     origin: Option<std::sync::Arc<Origin>>,
+    /// Which way into plugin code: the kind of its first record.
+    kind: EntryKind,
     /// Records of this call besides its start and end.
     records: AtomicU64,
 }
@@ -458,7 +473,13 @@ impl CallRecord for CallRecorder {
                 signature: self.origin.as_ref().map(|o| o.signature.as_str()),
             }
         };
-        self.append(RecordKind::CallStarted, detail);
+        let started = match self.kind {
+            EntryKind::Call => RecordKind::CallStarted,
+            EntryKind::ResourceRead => RecordKind::ResourceRead,
+            EntryKind::Prompt => RecordKind::Prompt,
+            EntryKind::Completion => RecordKind::Completion,
+        };
+        self.append(started, detail);
     }
 
     /// What a running call reported that the journal keeps: costs,
@@ -656,7 +677,7 @@ mod tests {
             gadget_core::call::FailureKind::UnknownGadget,
             "no such gadget",
         );
-        journal.refused("c1", "Nope", &failure, None);
+        journal.refused("c1", "Nope", &failure, &ClientId::Local);
         let started = Instant::now();
         // Generous: a loaded machine may run the writer late.
         while std::fs::read_to_string(&path).unwrap().lines().count() < 1 {

@@ -26,6 +26,7 @@ use serde_json::Value;
 
 use gadget_core::approval::{Admission, ApprovalRequest, Approvals};
 use gadget_core::call::{CallError, CallReport, Outcome};
+use gadget_core::client::ClientId;
 use gadget_core::events::Failure;
 use gadget_core::ledger::CallObserver;
 use gadget_core::scope::CallScope;
@@ -35,7 +36,7 @@ use gadget_core::tool::{Tool, ToolCall};
 pub use gadget_core::tool::prepare;
 
 use crate::HumanInput;
-use crate::layers::{Admit, Layers};
+use crate::layers::{Admit, Layers, Subject};
 
 /// What only the caller of one call knows.
 #[derive(Clone, Default)]
@@ -76,7 +77,7 @@ pub fn admission(
     tool: &dyn Tool,
     params: &Value,
     approvals: Option<&Approvals>,
-    client: Option<&str>,
+    client: &ClientId,
 ) -> Admission {
     match approvals {
         Some(approvals) if !approvals.rules.is_empty() => approvals.rules.check_for(
@@ -99,12 +100,7 @@ pub fn refused(scope: &CallScope, id: &str, name: &str, failure: &Failure) {
 /// Runs one call of `tool` with validated `params`.
 pub async fn run(tool: Arc<dyn Tool>, params: Arc<Value>, options: CallOptions) -> Finished {
     let scope = &options.scope;
-    let admission = admission(
-        &*tool,
-        &params,
-        scope.approvals.as_deref(),
-        scope.client.as_deref(),
-    );
+    let admission = admission(&*tool, &params, scope.approvals.as_deref(), &scope.client);
     run_admitted(tool, params, options, admission).await
 }
 
@@ -119,7 +115,12 @@ pub async fn run_admitted(
         // No layer: the call as it is (no box, no list).
         return run_inside(&*tool, params, options, &Layers::none()).await;
     }
-    let layers = Layers::open(&*tool, &options.scope, &options.id, admission);
+    let layers = Layers::open(
+        Subject::Tool(&*tool),
+        &options.scope,
+        &options.id,
+        admission,
+    );
     // Boxed: a layered call's state stays out of every plain call's
     // future.
     let finished = Box::pin(run_inside(&*tool, params, options, &layers)).await;
@@ -144,7 +145,13 @@ async fn run_inside(
     } = options;
     let observer = layers.observe(observer);
     match layers
-        .admit(tool, &id, &params, signal.as_ref(), &observer)
+        .admit(
+            Subject::Tool(tool),
+            &id,
+            &params,
+            signal.as_ref(),
+            &observer,
+        )
         .await
     {
         Admit::Run => {}

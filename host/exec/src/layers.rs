@@ -25,14 +25,16 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use gadget_core::access::Access;
 use gadget_core::approval::{
     Admission, ApprovalEvent, ApprovalRequest, Approvals, Decider, Verdict,
 };
 use gadget_core::call::CallReport;
+use gadget_core::client::ClientId;
 use gadget_core::events::Failure;
 use gadget_core::ledger::{CallEvent, CallObserver};
 use gadget_core::rate::{RateLimited, RateLimits};
-use gadget_core::scope::{CallRecord, CallScope, TraceParent};
+use gadget_core::scope::{CallRecord, CallScope, Entry, EntryKind, Origin, TraceParent};
 use gadget_core::signal::AbortSignal;
 use gadget_core::tool::Tool;
 
@@ -51,9 +53,70 @@ pub(crate) enum Admit {
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// What the layers wrap: a call of a tool, or a request to a plugin's
+/// catalog (a resource read, a prompt, a completion), which enters the
+/// same plugin code and so passes the same layers.
+#[derive(Clone, Copy)]
+pub(crate) enum Subject<'a> {
+    Tool(&'a dyn Tool),
+    Catalog(&'a CatalogSubject<'a>),
+}
+
+/// A catalog request as the layers see it.
+pub(crate) struct CatalogSubject<'a> {
+    pub kind: EntryKind,
+    /// What it names (`resource:URI`, `prompt:NAME`, ...): what rules and
+    /// rate limits match, what the journal and span call it.
+    pub name: &'a str,
+    /// Its plugin's gadgets: a rate limit on any of them counts the
+    /// plugin's catalog too.
+    pub gadgets: &'a [String],
+    pub origin: Option<Arc<Origin>>,
+}
+
+impl<'a> Subject<'a> {
+    pub fn name(&self) -> &'a str {
+        match self {
+            Subject::Tool(tool) => tool.name(),
+            Subject::Catalog(catalog) => catalog.name,
+        }
+    }
+
+    fn kind(&self) -> EntryKind {
+        match self {
+            Subject::Tool(_) => EntryKind::Call,
+            Subject::Catalog(catalog) => catalog.kind,
+        }
+    }
+
+    fn origin(&self) -> Option<Arc<Origin>> {
+        match self {
+            Subject::Tool(tool) => tool.origin(),
+            Subject::Catalog(catalog) => catalog.origin.clone(),
+        }
+    }
+
+    /// The names rate limits count it under.
+    fn counted_as(&self) -> Vec<&'a str> {
+        match self {
+            Subject::Tool(tool) => vec![tool.name()],
+            Subject::Catalog(catalog) => std::iter::once(catalog.name)
+                .chain(catalog.gadgets.iter().map(String::as_str))
+                .collect(),
+        }
+    }
+
+    fn access(&self) -> Access {
+        match self {
+            Subject::Tool(tool) => tool.access(),
+            Subject::Catalog(_) => Access::default(),
+        }
+    }
+}
+
 /// What a layer is shown of a call it admits.
 pub(crate) struct Admitting<'a> {
-    pub tool: &'a dyn Tool,
+    pub subject: Subject<'a>,
     pub id: &'a str,
     pub params: &'a Arc<Value>,
     pub signal: Option<&'a AbortSignal>,
@@ -100,24 +163,35 @@ impl Layers {
             && telemetry::active().is_none()
     }
 
-    /// The layers `scope` asks for, opened for call `id` of `tool`.
-    pub fn open(tool: &dyn Tool, scope: &CallScope, id: &str, admission: Admission) -> Layers {
+    /// The layers `scope` asks for, opened for entry `id` of `subject`.
+    pub fn open(subject: Subject<'_>, scope: &CallScope, id: &str, admission: Admission) -> Layers {
         let mut layers: Vec<Box<dyn Layer>> = Vec::with_capacity(4);
         if let Some(telemetry) = telemetry::active() {
-            layers.push(Box::new(SpanLayer::open(telemetry, scope, tool, id)));
+            layers.push(Box::new(SpanLayer::open(telemetry, scope, subject, id)));
         }
         if let Some(recorder) = &scope.recorder {
             let record = match recorder.failure() {
                 Some(why) => Err(why),
-                None => Ok(recorder.call(id, tool.name(), tool.origin(), scope.client.as_deref())),
+                None => {
+                    let entry = Entry {
+                        id,
+                        name: subject.name(),
+                        kind: subject.kind(),
+                    };
+                    Ok(recorder.call(entry, subject.origin(), &scope.client))
+                }
             };
             layers.push(Box::new(JournalLayer { record }));
         }
-        if let Some(rates) = scope.rates.as_ref().filter(|r| r.applies_to(tool.name())) {
-            layers.push(Box::new(RateLayer {
-                rates: rates.clone(),
-                client: scope.client.clone(),
-            }));
+        if let Some(rates) = &scope.rates {
+            let names = subject.counted_as();
+            if rates.applies_to_any(&names) {
+                layers.push(Box::new(RateLayer {
+                    rates: rates.clone(),
+                    client: scope.client.clone(),
+                    names: names.into_iter().map(String::from).collect(),
+                }));
+            }
         }
         if admission != Admission::Run {
             layers.push(Box::new(ApprovalLayer {
@@ -132,7 +206,7 @@ impl Layers {
     /// keep refusals: the journal records it, tracing counts it.
     pub fn refused(scope: &CallScope, id: &str, name: &str, failure: &Failure) {
         if let Some(recorder) = &scope.recorder {
-            recorder.refused(id, name, failure, scope.client.as_deref());
+            recorder.refused(id, name, failure, &scope.client);
         }
         if let Some(telemetry) = telemetry::active() {
             telemetry.refused(gadget_core::effect::Door::Call);
@@ -149,14 +223,14 @@ impl Layers {
     /// call decides.
     pub async fn admit(
         &self,
-        tool: &dyn Tool,
+        subject: Subject<'_>,
         id: &str,
         params: &Arc<Value>,
         signal: Option<&AbortSignal>,
         observer: &Option<CallObserver>,
     ) -> Admit {
         let call = Admitting {
-            tool,
+            subject,
             id,
             params,
             signal,
@@ -202,11 +276,28 @@ struct SpanLayer {
 }
 
 impl SpanLayer {
-    fn open(telemetry: &'static Telemetry, scope: &CallScope, tool: &dyn Tool, id: &str) -> Self {
+    fn open(
+        telemetry: &'static Telemetry,
+        scope: &CallScope,
+        subject: Subject<'_>,
+        id: &str,
+    ) -> Self {
         let parent = scope.trace.as_ref().and_then(|parent| {
             telemetry::context_from(&parent.traceparent, parent.tracestate.as_deref())
         });
-        let span = telemetry.tool_span(parent.as_ref(), tool, id, scope.client.as_deref());
+        let client = scope.client.subject_name();
+        let span = match subject {
+            Subject::Tool(tool) => telemetry.tool_span(parent.as_ref(), tool, id, client),
+            Subject::Catalog(catalog) => {
+                let request = telemetry::CatalogRequest {
+                    id,
+                    kind: catalog.kind,
+                    name: catalog.name,
+                    origin: catalog.origin.as_deref(),
+                };
+                telemetry.catalog_span(parent.as_ref(), request, client)
+            }
+        };
         let trace = telemetry::trace_parent_of(span.context()).map(TraceParent::new);
         SpanLayer {
             telemetry,
@@ -284,16 +375,18 @@ impl Layer for JournalLayer {
 /// queued), with when it may be retried.
 struct RateLayer {
     rates: Arc<RateLimits>,
-    client: Option<Arc<str>>,
+    client: ClientId,
+    /// What the entry is counted as (a tool's name; a catalog request's
+    /// own and its plugin's gadgets').
+    names: Vec<String>,
 }
 
 impl Layer for RateLayer {
-    fn admit<'a>(&'a self, call: &'a Admitting<'a>) -> BoxFuture<'a, Admit> {
-        let admitted = self.rates.admit(
-            call.tool.name(),
-            self.client.as_deref(),
-            std::time::Instant::now(),
-        );
+    fn admit<'a>(&'a self, _call: &'a Admitting<'a>) -> BoxFuture<'a, Admit> {
+        let names: Vec<&str> = self.names.iter().map(String::as_str).collect();
+        let admitted = self
+            .rates
+            .admit_any(&names, &self.client, std::time::Instant::now());
         Box::pin(std::future::ready(match admitted {
             Ok(()) => Admit::Run,
             Err(limited) => Admit::Limited(limited),
@@ -343,7 +436,7 @@ async fn approve(
     reasons: Vec<String>,
     named: Vec<String>,
 ) -> Admit {
-    let name = call.tool.name();
+    let name = call.subject.name();
     if approvals.approved_for_session(name) {
         tell(
             call.observer,
@@ -359,9 +452,12 @@ async fn approve(
         call_id: call.id.to_string(),
         gadget: name.to_string(),
         params: call.params.clone(),
-        access: call.tool.access(),
+        access: call.subject.access(),
         reasons,
-        declared: call.tool.declared(),
+        declared: match call.subject {
+            Subject::Tool(tool) => tool.declared(),
+            Subject::Catalog(_) => Default::default(),
+        },
         named,
     };
     tell(

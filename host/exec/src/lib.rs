@@ -44,6 +44,7 @@ mod abort;
 pub mod audit;
 mod builtins;
 pub mod call;
+pub mod catalog;
 mod config;
 mod input;
 mod layers;
@@ -694,7 +695,7 @@ impl Executor {
             &*tool,
             &params,
             self.scope.approvals.as_deref(),
-            self.scope.client.as_deref(),
+            &self.scope.client,
         );
         if admission == Admission::Run {
             sink(ExecEvent::CallStarted {

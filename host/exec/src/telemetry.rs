@@ -195,6 +195,16 @@ fn tool_attributes(tool: &dyn Tool) -> std::rc::Rc<ToolAttributes> {
     })
 }
 
+/// What a catalog request's span is named and labelled by.
+#[derive(Clone, Copy)]
+pub(crate) struct CatalogRequest<'a> {
+    pub id: &'a str,
+    pub kind: gadget_core::scope::EntryKind,
+    /// `resource:URI`, `prompt:NAME`, ...
+    pub name: &'a str,
+    pub origin: Option<&'a gadget_core::scope::Origin>,
+}
+
 /// The span of one call, with the call's observer wrapped to report its
 /// doors as child spans.
 pub struct ToolSpan {
@@ -227,17 +237,71 @@ impl Telemetry {
         if let Some(client) = client {
             attributes.push(KeyValue::new("enduser.id", client.to_string()));
         }
+        let name = cached.span_name.clone();
+        self.start_tool_span(parent, name, attributes, cached.tool_name.clone())
+    }
+
+    /// A span of an entry into plugin code, under `parent` (else a new
+    /// trace), labelled `tool_name` in the metrics.
+    fn start_tool_span(
+        &self,
+        parent: Option<&Context>,
+        span_name: String,
+        attributes: Vec<KeyValue>,
+        tool_name: Arc<str>,
+    ) -> ToolSpan {
         let builder = self
             .tracer
-            .span_builder(cached.span_name.clone())
+            .span_builder(span_name)
             .with_kind(SpanKind::Internal)
             .with_attributes(attributes);
         let root = Context::new();
         let span = builder.start_with_context(&self.tracer, parent.unwrap_or(&root));
         ToolSpan {
             cx: parent.unwrap_or(&root).with_span(span),
-            tool_name: cached.tool_name.clone(),
+            tool_name,
         }
+    }
+
+    /// Starts the span of a catalog request (`resources/read URI`,
+    /// `prompts/get NAME`, `completion/complete REF`), as MCP's semantic
+    /// conventions name a server's request spans, with its plugin's
+    /// provenance.
+    pub(crate) fn catalog_span(
+        &self,
+        parent: Option<&Context>,
+        request: CatalogRequest<'_>,
+        client: Option<&str>,
+    ) -> ToolSpan {
+        use gadget_core::scope::EntryKind;
+        let catalog = request;
+        let method = match catalog.kind {
+            EntryKind::ResourceRead => "resources/read",
+            EntryKind::Prompt => "prompts/get",
+            EntryKind::Completion | EntryKind::Call => "completion/complete",
+        };
+        let target = catalog
+            .name
+            .split_once(':')
+            .map_or(catalog.name, |(_, t)| t);
+        // The metrics' label: the method, never the URI (whose values are
+        // the client's to choose, so unbounded).
+        let name: Arc<str> = Arc::from(method);
+        let mut attributes = vec![
+            KeyValue::new("mcp.method.name", method),
+            KeyValue::new("gadget.request.id", catalog.id.to_string()),
+            KeyValue::new("gadget.catalog.target", target.to_string()),
+        ];
+        if let Some(origin) = catalog.origin {
+            attributes.push(KeyValue::new("gadget.plugin", origin.plugin.clone()));
+            attributes.push(KeyValue::new("gadget.digest", origin.digest.clone()));
+            attributes.push(KeyValue::new("gadget.source", origin.source.clone()));
+            attributes.push(KeyValue::new("gadget.signature", origin.signature.clone()));
+        }
+        if let Some(client) = client {
+            attributes.push(KeyValue::new("enduser.id", client.to_string()));
+        }
+        self.start_tool_span(parent, format!("{method} {target}"), attributes, name)
     }
 
     /// Starts `invoke_agent` for a session with `model` of `provider`.

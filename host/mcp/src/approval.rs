@@ -22,6 +22,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use gadget_core::client::ClientId;
 use hmac::{Hmac, Mac};
 use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
@@ -124,6 +125,9 @@ impl ApprovalKey {
 #[derive(serde::Serialize, serde::Deserialize)]
 struct StateFields {
     gadget: String,
+    /// Who was asked for ([`ClientId::binding`]): the approval holds for
+    /// that caller's call only.
+    client: String,
     /// SHA-256 of the canonical validated arguments, hex.
     arguments: String,
     /// The call that asked (for messages).
@@ -135,10 +139,19 @@ struct StateFields {
 impl StateFields {
     fn signed_text(&self) -> String {
         format!(
-            "gadget-host approval v1\n{}\n{}\n{}\n{}",
-            self.gadget, self.arguments, self.call, self.asked_ms
+            "gadget-host approval v2\n{}\n{}\n{}\n{}\n{}",
+            self.gadget, self.client, self.arguments, self.call, self.asked_ms
         )
     }
+}
+
+/// The call an echoed approval state must approve: its gadget, its
+/// validated arguments, and who makes it.
+#[derive(Clone, Copy)]
+pub struct ApprovedCall<'a> {
+    pub gadget: &'a str,
+    pub params: &'a Value,
+    pub client: &'a ClientId,
 }
 
 /// A state as the client echoes it.
@@ -166,9 +179,14 @@ fn hex(bytes: &[u8]) -> String {
 
 /// The `input_required` result that asks the client's person to approve
 /// `request`, with the signed state that binds the answer to it.
-pub fn input_required(key: &ApprovalKey, request: &ApprovalRequest) -> InputRequiredResult {
+pub fn input_required(
+    key: &ApprovalKey,
+    request: &ApprovalRequest,
+    client: &ClientId,
+) -> InputRequiredResult {
     let fields = StateFields {
         gadget: request.gadget.clone(),
+        client: client.binding(),
         arguments: digest(&request.params),
         call: request.call_id.clone(),
         asked_ms: now_ms(),
@@ -189,10 +207,14 @@ pub fn input_required(key: &ApprovalKey, request: &ApprovalRequest) -> InputRequ
 pub fn check_state(
     key: &ApprovalKey,
     state: Option<&str>,
-    gadget: &str,
-    params: &Value,
+    call: &ApprovedCall<'_>,
     max_age: Duration,
 ) -> Result<(), String> {
+    let ApprovedCall {
+        gadget,
+        params,
+        client,
+    } = *call;
     let state = state.ok_or("it has no requestState")?;
     if state.len() > MAX_STATE_BYTES {
         return Err(format!("its requestState is over {MAX_STATE_BYTES} bytes"));
@@ -209,6 +231,12 @@ pub fn check_state(
         return Err(format!(
             "it approves a call of '{}', not of '{gadget}'",
             state.fields.gadget
+        ));
+    }
+    if state.fields.client != client.binding() {
+        return Err(format!(
+            "it approves another caller's call (call {})",
+            state.fields.call
         ));
     }
     if state.fields.arguments != digest(params) {
@@ -351,6 +379,10 @@ impl Approver for McpApprover {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn alice() -> ClientId {
+        ClientId::subject("alice")
+    }
     use serde_json::json;
 
     fn request(params: Value) -> ApprovalRequest {
@@ -376,9 +408,14 @@ mod tests {
     fn a_state_approves_only_its_own_call_and_arguments() {
         let key = ApprovalKey::from_secret(b"shared by the replicas");
         let params = json!({"path": "/out/a", "content": "x"});
-        let state = state_of(&input_required(&key, &request(params.clone())));
+        let state = state_of(&input_required(&key, &request(params.clone()), &alice()));
         let ok = |s: &str, gadget: &str, p: &Value| {
-            check_state(&key, Some(s), gadget, p, Duration::from_secs(300))
+            let call = ApprovedCall {
+                gadget,
+                params: p,
+                client: &alice(),
+            };
+            check_state(&key, Some(s), &call, Duration::from_secs(300))
         };
         // Another replica with the same key finishes it; key order is not
         // a difference.
@@ -388,8 +425,11 @@ mod tests {
             check_state(
                 &replica,
                 Some(&state),
-                "writefile",
-                &reordered,
+                &ApprovedCall {
+                    gadget: "writefile",
+                    params: &reordered,
+                    client: &alice(),
+                },
                 Duration::from_secs(300)
             ),
             Ok(())
@@ -417,14 +457,32 @@ mod tests {
         );
         assert!(refused.unwrap_err().contains("not signed by this server"));
         let stranger = ApprovalKey::from_secret(b"another key");
-        let foreign = state_of(&input_required(&stranger, &request(params.clone())));
+        let foreign = state_of(&input_required(
+            &stranger,
+            &request(params.clone()),
+            &alice(),
+        ));
         assert!(
             ok(&foreign, "WriteFile", &params)
                 .unwrap_err()
                 .contains("not signed")
         );
         assert!(ok("{}", "WriteFile", &params).is_err());
-        assert!(check_state(&key, None, "WriteFile", &params, Duration::from_secs(1)).is_err());
+        let call = ApprovedCall {
+            gadget: "WriteFile",
+            params: &params,
+            client: &alice(),
+        };
+        assert!(check_state(&key, None, &call, Duration::from_secs(1)).is_err());
+        // Another caller's identical call is not approved by it.
+        for other in [ClientId::subject("mallory"), ClientId::Anonymous(None)] {
+            let theirs = ApprovedCall {
+                client: &other,
+                ..call
+            };
+            let refused = check_state(&key, Some(&state), &theirs, Duration::from_secs(300));
+            assert!(refused.unwrap_err().contains("another caller"));
+        }
         // Too old.
         let mut old: State = serde_json::from_str(&state).unwrap();
         old.fields.asked_ms -= 600_000;

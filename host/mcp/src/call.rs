@@ -164,6 +164,7 @@ impl GadgetServer {
             &self.approval_key,
             gadget.name(),
             params,
+            &caller.client,
             kinds,
             state,
             responses,
@@ -229,11 +230,15 @@ impl GadgetServer {
         };
         let approver = match reply {
             Some((state, reply)) => {
+                let call = crate::approval::ApprovedCall {
+                    gadget: name,
+                    params,
+                    client: &caller.client,
+                };
                 if let Err(why) = crate::approval::check_state(
                     &self.approval_key,
                     state,
-                    name,
-                    params,
+                    &call,
                     self.rules.timeout(),
                 ) {
                     self.metrics.rejected(name, started.elapsed());
@@ -263,14 +268,26 @@ impl GadgetServer {
             }),
             (None, None) => None,
         };
-        Ok(Arc::new(CallScope {
+        Ok(self.scope_of(approvals, human, caller))
+    }
+
+    /// What surrounds any request of `caller` into plugin code (a call or
+    /// a catalog request): these approvals and this person, the journal,
+    /// the rate limits, the caller's trace and identity.
+    pub(crate) fn scope_of(
+        &self,
+        approvals: Option<Arc<Approvals>>,
+        human: Option<Arc<dyn gadget_exec::HumanInput>>,
+        caller: &Caller,
+    ) -> Arc<CallScope> {
+        Arc::new(CallScope {
             approvals,
             recorder: self.recorder.clone(),
             trace: caller.trace.clone(),
             human,
             rates: self.rates.clone(),
             client: caller.client.clone(),
-        }))
+        })
     }
 
     /// The call's observer, and what forwards what it sees to the client
@@ -441,7 +458,12 @@ impl GadgetServer {
         if let Some(request) = finished.deferred {
             self.metrics
                 .finished(name, CallOutcome::InputRequired, started.elapsed());
-            return Ok(crate::approval::input_required(&self.approval_key, &request).into());
+            return Ok(crate::approval::input_required(
+                &self.approval_key,
+                &request,
+                &caller.client,
+            )
+            .into());
         }
         let result = match finished.report.outcome {
             Ok(Outcome::Result {
@@ -517,7 +539,7 @@ struct AskState {
 
 impl GadgetServer {
     /// How this request's client can be asked to approve a call.
-    fn client_ask(&self, caller: &Caller) -> ClientAsk {
+    pub(crate) fn client_ask(&self, caller: &Caller) -> ClientAsk {
         let peer = caller.out.peer().filter(|_| self.server_requests);
         if !caller.can_elicit() {
             ClientAsk::Cannot("this client cannot ask a person (no elicitation capability)")

@@ -17,6 +17,7 @@ use rmcp::{RoleServer, model::ProtocolVersion};
 use tokio_util::sync::CancellationToken;
 
 use gadget_core::ask::Kinds;
+use gadget_core::client::ClientId;
 use gadget_core::scope::TraceParent;
 
 use crate::inputs::kinds_of;
@@ -38,9 +39,10 @@ pub(crate) struct Caller {
     pub(crate) gone: CancellationToken,
     /// Where the call's notifications go.
     pub(crate) out: Outbound,
-    /// Who the client is, as the server authenticated it; `None`:
-    /// anonymous (what per-client rate limits count it as).
-    pub(crate) client: Option<std::sync::Arc<str>>,
+    /// Who the client is: the subject the server authenticated, else
+    /// anonymous on its session or connection. What rules and rate limits
+    /// see, and who owns the tasks and states made for it.
+    pub(crate) client: ClientId,
 }
 
 /// Where a call's notifications (progress, logs) go.
@@ -98,11 +100,7 @@ impl Caller {
             trace: crate::trace::parent_of(context),
             gone: context.ct.clone(),
             out: Outbound::Peer(context.peer.clone()),
-            client: context
-                .extensions
-                .get::<http::request::Parts>()
-                .and_then(|parts| parts.extensions.get::<crate::identity::ClientIdentity>())
-                .map(|identity| identity.0.clone()),
+            client: client_of(context),
         }
     }
 
@@ -124,5 +122,25 @@ impl Caller {
         self.capabilities
             .as_ref()
             .is_some_and(|c| c.supports_tasks())
+    }
+}
+
+/// Who made a request rmcp handed over: the authenticated subject; else
+/// anonymous on its MCP session (HTTP), or on the one connection a stdio
+/// server serves; a lone stateless HTTP request has neither.
+pub(crate) fn client_of(context: &RequestContext<RoleServer>) -> ClientId {
+    let Some(parts) = context.extensions.get::<http::request::Parts>() else {
+        return ClientId::anonymous_on("stdio");
+    };
+    if let Some(identity) = parts.extensions.get::<crate::identity::ClientIdentity>() {
+        return ClientId::Subject(identity.0.clone());
+    }
+    match parts
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+    {
+        Some(session) => ClientId::anonymous_on(format!("session:{session}")),
+        None => ClientId::Anonymous(None),
     }
 }

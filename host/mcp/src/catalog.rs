@@ -1,9 +1,12 @@
 //! The plugins' resources and prompts over MCP: `resources/list`,
 //! `resources/templates/list`, `resources/read`, `prompts/list`,
 //! `prompts/get` and `completion/complete`, from the catalogs of the
-//! tools served ([`gadget_core::tool::Tools::catalogs`]). A read or a
-//! prompt runs in a fresh instance of its plugin under its grants, and
-//! may ask, as a tool does: over stateless HTTP the request ends
+//! tools served ([`gadget_core::tool::Tools::catalogs`]). A read, a
+//! prompt or a completion runs plugin code, so it goes through the one
+//! call path's catalog arm (`gadget_exec::catalog::run_catalog`) in the same
+//! scope a tool call gets: the journal, the rules, the rate limits, the
+//! trace and the caller; it is stopped when the client goes away. It may
+//! ask, as a tool does: over stateless HTTP the request ends
 //! `input_required` and is replayed (`crate::replay`), on older sessions
 //! the client answers mid-request.
 //!
@@ -23,16 +26,21 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Value, json};
 
+use gadget_core::approval::Approvals;
 use gadget_core::ask::Kinds;
 use gadget_core::call::CallError;
 use gadget_core::catalog::{
-    Catalog, CatalogError, CompletionRef, MAX_COMPLETIONS, check_arguments, complete_from,
+    Catalog, CatalogAnswer, CatalogCall, CatalogError, CatalogOp, CompletionRef, MAX_COMPLETIONS,
+    check_arguments, complete_from,
 };
 use gadget_core::content::{ResourceBody, ResourceContents, base64};
 use gadget_core::scope::CallScope;
+use gadget_core::signal::AbortSignal;
 use gadget_core::tool::HumanInput;
 
+use crate::approval::McpApprover;
 use crate::ask::is_modern;
+use crate::caller::Caller;
 use crate::content::block;
 use crate::inputs::{ClientPerson, capabilities_for, kinds_of};
 use crate::replay::{Ended, Replay};
@@ -70,7 +78,7 @@ impl GadgetServer {
     }
 
     /// The scope of one read or prompt: `binding` and `params` are what
-    /// a stateless round trip's state is bound to.
+    /// a stateless round trip's state is bound to (with the caller).
     fn asking(
         &self,
         binding: &str,
@@ -80,9 +88,18 @@ impl GadgetServer {
         context: &RequestContext<RoleServer>,
     ) -> Result<Asking, McpError> {
         let kinds = kinds_of(context.client_capabilities().as_ref());
+        let caller = Caller::of(context);
         let (replay, human) = if is_modern(context) {
-            let replay = Replay::new(&self.approval_key, binding, params, kinds, state, responses)
-                .map_err(|refused| McpError::invalid_params(refused.to_string(), None))?;
+            let replay = Replay::new(
+                &self.approval_key,
+                binding,
+                params,
+                &caller.client,
+                kinds,
+                state,
+                responses,
+            )
+            .map_err(|refused| McpError::invalid_params(refused.to_string(), None))?;
             let replay = Arc::new(replay);
             (Some(replay.clone()), Some(replay as Arc<dyn HumanInput>))
         } else if self.server_requests && kinds != Kinds::NONE {
@@ -94,14 +111,56 @@ impl GadgetServer {
         } else {
             (None, None)
         };
-        let scope = Arc::new(CallScope {
-            approvals: None,
-            recorder: None,
-            trace: crate::trace::parent_of(context),
-            human,
-            ..CallScope::default()
-        });
+        let scope = self.catalog_scope(human, &caller);
         Ok(Asking { replay, scope })
+    }
+
+    /// The scope a catalog request runs in: what a tool call's has (the
+    /// rules with this client's person as approver, the journal, the rate
+    /// limits, the trace, the caller) and `human` for what it asks.
+    fn catalog_scope(&self, human: Option<Arc<dyn HumanInput>>, caller: &Caller) -> Arc<CallScope> {
+        let approvals = (!self.rules.is_empty()).then(|| {
+            let approver = McpApprover::Ask(self.client_ask(caller));
+            Arc::new(Approvals::new(self.rules.clone(), Arc::new(approver)))
+        });
+        self.scope_of(approvals, human, caller)
+    }
+
+    /// Runs `op` in `catalog`'s plugin through the one call path, stopped
+    /// when the client goes away or the server shuts down.
+    async fn run_catalog(
+        &self,
+        catalog: &dyn Catalog,
+        op: CatalogOp,
+        scope: Arc<CallScope>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CatalogAnswer, CatalogError> {
+        let caller = Caller::of(context);
+        let id = format!(
+            "mcp_{}",
+            self.calls
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1
+        );
+        let (observer, forward) = self.notifier(&id, catalog.plugin(), &caller);
+        let forward = tokio::spawn(forward);
+        let signal = AbortSignal::new();
+        let call = CatalogCall {
+            id,
+            op,
+            signal: Some(signal.clone()),
+            observer: Some(observer),
+            scope,
+        };
+        let run = gadget_exec::catalog::run_catalog(catalog, call);
+        tokio::pin!(run);
+        let answer = tokio::select! {
+            answer = &mut run => answer,
+            _ = caller.gone.cancelled() => { signal.raise(); run.await }
+            _ = self.shutdown.cancelled() => { signal.raise(); run.await }
+        };
+        let _ = forward.await;
+        answer
     }
 
     pub(crate) async fn list_resources_of(&self) -> Result<ListResourcesResult, McpError> {
@@ -176,16 +235,20 @@ impl GadgetServer {
             request.request_state.as_deref(),
             &context,
         )?;
-        let read = catalog.read(uri.clone(), asking.scope.clone()).await;
+        let op = CatalogOp::Read { uri: uri.clone() };
+        let read = self
+            .run_catalog(&*catalog, op, asking.scope.clone(), &context)
+            .await;
         if let Some(early) = ended(asking.replay.as_deref())? {
             return Ok(early.into());
         }
         match read {
-            Ok(contents) if contents.is_empty() => Err(not_found()),
-            Ok(contents) => {
+            Ok(CatalogAnswer::Read(contents)) if contents.is_empty() => Err(not_found()),
+            Ok(CatalogAnswer::Read(contents)) => {
                 let contents: Vec<Value> = contents.iter().map(contents_json).collect();
                 Ok(list::<ReadResourceResult>(json!({ "contents": contents }))?.into())
             }
+            Ok(_) => Err(failed(catalog.plugin(), mismatched())),
             Err(CatalogError::NotFound { .. }) => Err(not_found()),
             Err(error) => Err(failed(catalog.plugin(), error)),
         }
@@ -240,11 +303,17 @@ impl GadgetServer {
             request.request_state.as_deref(),
             &context,
         )?;
-        let rendered = catalog.prompt(name, arguments, asking.scope.clone()).await;
+        let op = CatalogOp::Prompt { name, arguments };
+        let rendered = self
+            .run_catalog(&**catalog, op, asking.scope.clone(), &context)
+            .await;
         if let Some(early) = ended(asking.replay.as_deref())? {
             return Ok(early.into());
         }
-        let rendered = rendered.map_err(|error| failed(catalog.plugin(), error))?;
+        let rendered = match rendered.map_err(|error| failed(catalog.plugin(), error))? {
+            CatalogAnswer::Prompt(rendered) => rendered,
+            _ => return Err(failed(catalog.plugin(), mismatched())),
+        };
         let messages: Vec<Value> = rendered
             .messages
             .iter()
@@ -262,12 +331,13 @@ impl GadgetServer {
     pub(crate) async fn complete_of(
         &self,
         request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
         self.until_loaded().await;
         let catalogs = self.catalogs();
         let argument = request.argument.name.clone();
         let value = request.argument.value.clone();
-        let context: Vec<(String, String)> = request
+        let arguments: Vec<(String, String)> = request
             .context
             .and_then(|c| c.arguments)
             .map(|a| a.into_iter().collect())
@@ -311,10 +381,21 @@ impl GadgetServer {
             }
         };
         let mut values = if offered.is_empty() {
-            catalog
-                .complete(reference, argument, value, context)
+            let op = CatalogOp::Complete {
+                reference,
+                argument,
+                value,
+                context: arguments,
+            };
+            let scope = self.catalog_scope(None, &Caller::of(&context));
+            match self
+                .run_catalog(&**catalog, op, scope, &context)
                 .await
                 .map_err(|error| failed(catalog.plugin(), error))?
+            {
+                CatalogAnswer::Complete(values) => values,
+                _ => return Err(failed(catalog.plugin(), mismatched())),
+            }
         } else {
             complete_from(&offered, &value)
         };
@@ -346,6 +427,14 @@ fn failed(plugin: &str, error: CatalogError) -> McpError {
         }
         other => McpError::internal_error(format!("plugin '{plugin}': {other}"), None),
     }
+}
+
+/// A catalog answer of another kind than its request (a host bug),
+/// reported as the request's failure rather than a panic.
+fn mismatched() -> CatalogError {
+    CatalogError::Failed(CallError::Failed {
+        message: "the host answered a catalog request with another kind of answer".into(),
+    })
 }
 
 /// Drops the `null` fields of an object (absent is how MCP says none).

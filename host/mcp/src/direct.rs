@@ -149,7 +149,7 @@ impl DirectCall {
         headers: &HeaderMap,
         body: &[u8],
         hosts: &AllowedHosts,
-        client: Option<std::sync::Arc<str>>,
+        client: gadget_core::client::ClientId,
     ) -> Option<DirectCall> {
         let v2026 = ProtocolVersion::V_2026_07_28.as_str();
         if !hosts.allow(headers)
@@ -335,6 +335,7 @@ fn sse_response(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gadget_core::client::ClientId;
 
     const CALL: &str = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"Echo","arguments":{"text":"hi"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
 
@@ -365,7 +366,13 @@ mod tests {
 
     #[tokio::test]
     async fn the_plain_stateless_call_is_taken() {
-        let call = DirectCall::of(&headers(&[]), CALL.as_bytes(), &hosts(), None).expect("taken");
+        let call = DirectCall::of(
+            &headers(&[]),
+            CALL.as_bytes(),
+            &hosts(),
+            ClientId::Anonymous(None),
+        )
+        .expect("taken");
         assert_eq!(call.id, RequestId::Number(3));
         assert_eq!(call.params.name, "Echo");
         assert!(call.caller.modern && call.caller.progress_token.is_none());
@@ -374,7 +381,7 @@ mod tests {
                 &headers(&[("host", Some(host))]),
                 CALL.as_bytes(),
                 &hosts(),
-                None,
+                ClientId::Anonymous(None),
             );
             assert!(taken.is_some(), "{host}");
         }
@@ -396,7 +403,12 @@ mod tests {
             &[("mcp-session-id", Some("abc"))],
         ];
         for changes in refused_headers {
-            let taken = DirectCall::of(&headers(changes), CALL.as_bytes(), &hosts(), None);
+            let taken = DirectCall::of(
+                &headers(changes),
+                CALL.as_bytes(),
+                &hosts(),
+                ClientId::Anonymous(None),
+            );
             assert!(taken.is_none(), "{changes:?}");
         }
         let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
@@ -418,7 +430,7 @@ mod tests {
             "not json".to_string(),
         ] {
             assert_ne!(body, CALL);
-            let taken = DirectCall::of(&headers(&[]), body.as_bytes(), &hosts(), None);
+            let taken = DirectCall::of(&headers(&[]), body.as_bytes(), &hosts(), ClientId::Anonymous(None));
             assert!(taken.is_none(), "{body}");
         }
     }

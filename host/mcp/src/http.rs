@@ -486,7 +486,12 @@ async fn guard(State(shared): State<Arc<Shared>>, mut request: Request, next: Ne
             return refused;
         }
     };
-    let client = identity.as_ref().map(|identity| identity.0.clone());
+    // A stateless request (the direct path takes none with a session)
+    // is anonymous on nothing, unless authenticated.
+    let client = match &identity {
+        Some(identity) => gadget_core::client::ClientId::Subject(identity.0.clone()),
+        None => gadget_core::client::ClientId::Anonymous(None),
+    };
     if let Some(identity) = identity {
         // rmcp hands the request's parts to the call: the identity rides
         // along.
@@ -519,9 +524,7 @@ async fn guard(State(shared): State<Arc<Shared>>, mut request: Request, next: Ne
             .run(Request::from_parts(parts, Body::from(bytes)))
             .await;
     }
-    if let Some(limited) =
-        over_client_limit(&shared.server, direct.as_ref(), &bytes, client.as_deref())
-    {
+    if let Some(limited) = over_client_limit(&shared.server, direct.as_ref(), &bytes, &client) {
         shared.metrics.refused_rate_limited();
         return (
             StatusCode::TOO_MANY_REQUESTS,

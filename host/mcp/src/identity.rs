@@ -277,14 +277,54 @@ async fn load(source: &JwksSource) -> Result<JwkSet, JwksError> {
     Ok(set)
 }
 
+/// Fetches the key set at `url`, from an address the one classifier
+/// allows (never link-local or reserved: a cloud's metadata service is
+/// no key server), pinned to the addresses checked, and following no
+/// redirect: the keys come from the URL the operator gave, or not at all.
 async fn fetch(url: &str) -> Result<Vec<u8>, String> {
-    let client = crate::upstream::http_client()?;
+    let parsed = url::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
+    let (Some(host), Some(port)) = (parsed.host_str(), parsed.port_or_known_default()) else {
+        return Err("the URL names no host".into());
+    };
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let addresses: Vec<std::net::SocketAddr> = tokio::net::lookup_host((bare, port))
+        .await
+        .map_err(|e| format!("{host} does not resolve: {e}"))?
+        .collect();
+    if let Some(forbidden) = addresses
+        .iter()
+        .find(|a| gadget_core::address::classify(a.ip()).is_forbidden())
+    {
+        return Err(format!(
+            "{host} resolves to {}, a link-local or reserved address, where no key set is fetched from",
+            forbidden.ip()
+        ));
+    }
+    if addresses.is_empty() {
+        return Err(format!("{host} resolves to no address"));
+    }
+    let client = crate::upstream::http_client_builder()?
+        .redirect(reqwest::redirect::Policy::none())
+        .resolve_to_addrs(bare, &addresses)
+        .build()
+        .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
     let response = client
         .get(url)
         .timeout(JWKS_FETCH_TIMEOUT)
         .send()
         .await
         .map_err(|e| e.to_string())?;
+    if response.status().is_redirection() {
+        return Err(format!(
+            "answered {} (a redirect, to {}); the keys are fetched from the URL given, never from where it points",
+            response.status(),
+            response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .unwrap_or("nowhere")
+        ));
+    }
     if !response.status().is_success() {
         return Err(format!("answered {}", response.status()));
     }

@@ -41,7 +41,7 @@ pub(crate) fn over_client_limit(
     server: &GadgetServer,
     direct: Option<&DirectCall>,
     body: &[u8],
-    client: Option<&str>,
+    client: &gadget_core::client::ClientId,
 ) -> Option<gadget_core::rate::RateLimited> {
     let rates = server.rates.as_ref()?;
     let name = match direct {

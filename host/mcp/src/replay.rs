@@ -67,6 +67,9 @@ struct Round {
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct AskState {
     gadget: String,
+    /// Who asked ([`ClientId::binding`]): the state answers nobody else,
+    /// so another caller's identical call never runs on these answers.
+    client: String,
     /// SHA-256 of the canonical validated arguments, hex.
     arguments: String,
     rounds: Vec<Round>,
@@ -109,6 +112,8 @@ pub(crate) enum Ended {
 pub(crate) struct Replay {
     key: ApprovalKey,
     gadget: String,
+    /// The caller's binding, signed into every state.
+    client: String,
     /// The validated arguments, and their digest (SHA-256 of their
     /// canonical JSON, hex), made only when a state is read or written:
     /// most calls ask nothing.
@@ -141,6 +146,7 @@ impl Replay {
         key: &ApprovalKey,
         gadget: &str,
         params: &Value,
+        client: &gadget_core::client::ClientId,
         kinds: Kinds,
         state: Option<&str>,
         responses: Option<InputResponses>,
@@ -148,6 +154,7 @@ impl Replay {
         let mut replay = Replay {
             key: key.clone(),
             gadget: gadget.to_string(),
+            client: client.binding(),
             params: params.clone(),
             arguments: std::sync::OnceLock::new(),
             kinds,
@@ -193,6 +200,9 @@ impl Replay {
         if state.arguments != *self.arguments() {
             return refuse("the arguments differ from the call that asked");
         }
+        if state.client != self.client {
+            return refuse("it belongs to another caller's call");
+        }
         let age = now_ms().saturating_sub(state.issued_ms);
         if age > ASK_STATE_MAX_AGE.as_millis() as u64 {
             return refuse(&format!(
@@ -230,6 +240,7 @@ impl Replay {
         };
         let state = AskState {
             gadget: self.gadget.clone(),
+            client: self.client.clone(),
             arguments: self.arguments().clone(),
             rounds: run.rounds.clone(),
             pending: fingerprint(asked),
@@ -364,6 +375,7 @@ impl HumanInput for Replay {
 mod tests {
     use super::*;
     use gadget_core::ask::Question;
+    use gadget_core::client::ClientId;
     use serde_json::json;
 
     fn form(key: &str) -> InputRequest {
@@ -401,7 +413,16 @@ mod tests {
     fn rounds_replay_in_order_and_a_new_round_asks_again() {
         let key = ApprovalKey::random();
         let params = json!({"x": 1});
-        let first = Replay::new(&key, "G", &params, Kinds::FORM, None, None).unwrap();
+        let first = Replay::new(
+            &key,
+            "G",
+            &params,
+            &ClientId::Local,
+            Kinds::FORM,
+            None,
+            None,
+        )
+        .unwrap();
         assert_eq!(first.answer(&[form("a")]), Err(AskFailure::Suspended));
         let state = state_of(first.ended());
         let accept = json!({"action": "accept", "content": {"name": "Ada"}});
@@ -409,6 +430,7 @@ mod tests {
             &key,
             "G",
             &params,
+            &ClientId::Local,
             Kinds::FORM,
             Some(&state),
             responses(&[("a", accept.clone())]),
@@ -422,6 +444,7 @@ mod tests {
             &key,
             "G",
             &params,
+            &ClientId::Local,
             Kinds::FORM,
             Some(&state),
             responses(&[("b", json!({"action": "decline"}))]),
@@ -436,7 +459,7 @@ mod tests {
     fn a_state_holds_only_for_its_gadget_arguments_and_bytes() {
         let key = ApprovalKey::random();
         let params = json!({"x": 1});
-        let first = Replay::new(&key, "G", &params, ALL, None, None).unwrap();
+        let first = Replay::new(&key, "G", &params, &ClientId::Local, ALL, None, None).unwrap();
         let _ = first.answer(&[form("a")]);
         let state = state_of(first.ended());
         let tampered = format!("{state}-TAMPERED");
@@ -456,20 +479,39 @@ mod tests {
                 "not one this server writes",
             ),
         ] {
-            let refused = Replay::new(&key, gadget, &params, ALL, Some(state), None)
-                .err()
-                .unwrap();
+            let refused = Replay::new(
+                &key,
+                gadget,
+                &params,
+                &ClientId::Local,
+                ALL,
+                Some(state),
+                None,
+            )
+            .err()
+            .unwrap();
             assert!(refused.to_string().contains(why), "{refused}");
         }
         let other_key = ApprovalKey::random();
-        assert!(Replay::new(&other_key, "G", &params, ALL, Some(&state), None).is_err());
+        assert!(
+            Replay::new(
+                &other_key,
+                "G",
+                &params,
+                &ClientId::Local,
+                ALL,
+                Some(&state),
+                None
+            )
+            .is_err()
+        );
     }
 
     #[test]
     fn other_questions_than_recorded_fail_the_call() {
         let key = ApprovalKey::random();
         let params = json!({});
-        let first = Replay::new(&key, "G", &params, ALL, None, None).unwrap();
+        let first = Replay::new(&key, "G", &params, &ClientId::Local, ALL, None, None).unwrap();
         let _ = first.answer(&[form("a")]);
         let state = state_of(first.ended());
         let accept = json!({"action": "accept", "content": {"name": "Ada"}});
@@ -477,6 +519,7 @@ mod tests {
             &key,
             "G",
             &params,
+            &ClientId::Local,
             ALL,
             Some(&state),
             responses(&[("a", accept)]),
@@ -500,6 +543,7 @@ mod tests {
                 &key,
                 "G",
                 &json!({}),
+                &ClientId::Local,
                 ALL,
                 None,
                 responses(&[("wrong", json!({})), ("a", sent)]),
@@ -508,7 +552,16 @@ mod tests {
             assert_eq!(replay.answer(&[form("a")]), Err(AskFailure::Suspended));
             assert!(matches!(replay.ended(), Ended::Asked(_)));
         }
-        let replay = Replay::new(&key, "G", &json!({}), Kinds::SAMPLE, None, None).unwrap();
+        let replay = Replay::new(
+            &key,
+            "G",
+            &json!({}),
+            &ClientId::Local,
+            Kinds::SAMPLE,
+            None,
+            None,
+        )
+        .unwrap();
         assert_eq!(replay.answer(&[form("a")]), Err(AskFailure::Suspended));
         assert!(matches!(replay.ended(), Ended::Missing(k) if k == Kinds::FORM));
     }
@@ -518,13 +571,14 @@ mod tests {
         let key = ApprovalKey::random();
         let params = json!({});
         let huge = "x".repeat(MAX_ASK_STATE_BYTES + 1);
-        let refused = Replay::new(&key, "G", &params, ALL, Some(&huge), None)
+        let refused = Replay::new(&key, "G", &params, &ClientId::Local, ALL, Some(&huge), None)
             .err()
             .unwrap();
         assert!(refused.to_string().contains("bytes"), "{refused}");
         // A state signed by this key, issued past its lifetime.
         let old = AskState {
             gadget: "G".into(),
+            client: ClientId::Local.binding(),
             arguments: digest(&params),
             rounds: vec![],
             pending: fingerprint(&[form("a")]),
@@ -533,13 +587,22 @@ mod tests {
         };
         let payload = serde_json::to_string(&old).unwrap();
         let old = format!("{}.{payload}", key.sign(PURPOSE, &payload));
-        let refused = Replay::new(&key, "G", &params, ALL, Some(&old), None)
+        let refused = Replay::new(&key, "G", &params, &ClientId::Local, ALL, Some(&old), None)
             .err()
             .unwrap();
         assert!(refused.to_string().contains("issued"), "{refused}");
         // Answers that would outgrow a state end the call instead.
         let big = json!({"action": "accept", "content": {"name": "y".repeat(MAX_ASK_STATE_BYTES)}});
-        let replay = Replay::new(&key, "G", &params, ALL, None, responses(&[("a", big)])).unwrap();
+        let replay = Replay::new(
+            &key,
+            "G",
+            &params,
+            &ClientId::Local,
+            ALL,
+            None,
+            responses(&[("a", big)]),
+        )
+        .unwrap();
         replay.answer(&[form("a")]).unwrap();
         assert_eq!(replay.answer(&[form("b")]), Err(AskFailure::Suspended));
         assert!(matches!(replay.ended(), Ended::Failed(why) if why.contains("ask for less")));
@@ -547,7 +610,16 @@ mod tests {
 
     #[test]
     fn a_question_no_client_can_be_sent_is_refused() {
-        let replay = Replay::new(&ApprovalKey::random(), "G", &json!({}), ALL, None, None).unwrap();
+        let replay = Replay::new(
+            &ApprovalKey::random(),
+            "G",
+            &json!({}),
+            &ClientId::Local,
+            ALL,
+            None,
+            None,
+        )
+        .unwrap();
         let nested = InputRequest {
             key: "n".into(),
             question: Question::Form {
@@ -564,7 +636,7 @@ mod tests {
     #[test]
     fn the_hosts_own_keys_are_refused() {
         let key = ApprovalKey::random();
-        let replay = Replay::new(&key, "G", &json!({}), ALL, None, None).unwrap();
+        let replay = Replay::new(&key, "G", &json!({}), &ClientId::Local, ALL, None, None).unwrap();
         assert!(matches!(
             replay.answer(&[form("approval")]),
             Err(AskFailure::Invalid(why)) if why.contains("reserved")
@@ -582,6 +654,7 @@ mod tests {
                 &key,
                 "G",
                 &json!({}),
+                &ClientId::Local,
                 ALL,
                 state.as_deref(),
                 round
@@ -603,6 +676,7 @@ mod tests {
             &key,
             "G",
             &json!({}),
+            &ClientId::Local,
             ALL,
             state.as_deref(),
             responses(&[(&format!("k{last}"), accept.clone())]),

@@ -347,27 +347,31 @@ impl ServerHandler for GadgetServer {
     async fn get_task(
         &self,
         request: GetTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
+        let caller = crate::caller::client_of(&context);
         Ok(GetTaskResult::new(
-            self.tasks.get(&request.task_id)?.detailed(),
+            self.tasks.detailed(&request.task_id, &caller)?,
         ))
     }
 
     async fn update_task(
         &self,
         request: UpdateTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.tasks.update(&request.task_id, request.input_responses)
+        let caller = crate::caller::client_of(&context);
+        self.tasks
+            .update(&request.task_id, &caller, request.input_responses)
     }
 
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.tasks.cancel(&request.task_id)
+        let caller = crate::caller::client_of(&context);
+        self.tasks.cancel(&request.task_id, &caller)
     }
 
     async fn list_resources(
@@ -482,8 +486,8 @@ impl ServerHandler for GadgetServer {
     async fn complete(
         &self,
         request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        self.complete_of(request).await
+        self.complete_of(request, context).await
     }
 }

@@ -54,7 +54,7 @@ impl GadgetServer {
                 gadget.name(),
                 params,
                 gadget.schema().schema_for_rules(),
-                caller.client.as_deref(),
+                &caller.client,
             ),
             gadget_core::approval::Admission::Ask { .. }
         );
@@ -79,7 +79,7 @@ impl GadgetServer {
             Ok(scope) => scope,
             Err(refused) => return Ok((*refused).into()),
         };
-        let task = self.tasks.create().map_err(|e| {
+        let task = self.tasks.create(&caller.client).map_err(|e| {
             self.metrics.rejected(gadget.name(), started.elapsed());
             McpError::internal_error(e.to_string(), None)
         })?;
@@ -121,10 +121,11 @@ impl GadgetServer {
                 _ => None,
             };
             let ended = server.result(&name, &id, finished, &caller, started).await;
-            handle.finish(match crashed {
+            let ended = match crashed {
                 Some(why) => Err(McpError::internal_error(why, None)),
                 None => ended,
-            });
+            };
+            server.tasks.finish(&handle, ended);
         });
         Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
             task.created(),

@@ -8,8 +8,12 @@
 //! rest), `tasks/cancel` raises the gadget's abort signal.
 //!
 //! Tasks live in this replica's memory: bounded in number
-//! ([`MAX_TASKS`]) and age ([`TASK_TTL`]), found by an unguessable id. A
-//! task does not survive losing its replica (see docs/mcp-and-serving.md).
+//! ([`MAX_TASKS`]), age ([`TASK_TTL`], [`FETCHED_RESULT_TTL`] once its
+//! result was fetched) and the bytes of the results they keep
+//! ([`MAX_KEPT_RESULT_BYTES`]), found by an unguessable id. A task belongs
+//! to the caller that created it ([`ClientId`]): to anyone else it does
+//! not exist. A task does not survive losing its replica (see
+//! docs/mcp-and-serving.md).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -23,6 +27,7 @@ use rmcp::model::{
 use serde_json::Value;
 
 use gadget_core::ask::{AskFailure, InputRequest, Kinds, Reply};
+use gadget_core::client::ClientId;
 use gadget_core::signal::AbortSignal;
 use gadget_core::tool::{Answer, HumanInput, Replies};
 
@@ -38,6 +43,19 @@ pub const MAX_TASKS: usize = 1024;
 /// enough for a client to come back for a long call's result, short
 /// enough that results do not pile up.
 pub const TASK_TTL: Duration = Duration::from_secs(30 * 60);
+
+/// How long a task is kept once its result was fetched by `tasks/get`:
+/// the client has it, so the server need not hold it for the whole
+/// [`TASK_TTL`]; a little while so a lost response can be fetched again.
+pub const FETCHED_RESULT_TTL: Duration = Duration::from_secs(60);
+
+/// The most bytes of results (as JSON) the tasks of this replica keep at
+/// once: a result may be up to the 4 MiB result limit and is kept for
+/// [`TASK_TTL`], so without a bound a few hundred tasks would hold a GiB.
+/// 64 MiB keeps sixteen results of the largest size, and thousands of
+/// ordinary ones. Past it, the oldest ended tasks' results are dropped
+/// (their status says so).
+pub const MAX_KEPT_RESULT_BYTES: u64 = 64 << 20;
 
 /// How often a client is told to poll `tasks/get` (`pollIntervalMs`).
 pub const TASK_POLL_INTERVAL: Duration = Duration::from_millis(500);
@@ -56,6 +74,13 @@ enum Phase {
 /// What one task knows of itself.
 struct State {
     phase: Phase,
+    /// When it is dropped: [`TASK_TTL`] after it was made, sooner once
+    /// its result was fetched.
+    expires: Instant,
+    /// The bytes of its kept result (counted in the store's budget).
+    kept_bytes: u64,
+    /// When it ended (the order its result is dropped in, oldest first).
+    ended: Option<Instant>,
     updated_ms: u64,
     /// `tasks/cancel` came while it ran: however the call ends, the task
     /// ends cancelled.
@@ -67,9 +92,10 @@ struct State {
 /// One task.
 pub(crate) struct TaskEntry {
     id: String,
+    /// Who created it: the only caller it answers.
+    owner: ClientId,
     created_ms: u64,
     ttl: Duration,
-    expires: Instant,
     signal: AbortSignal,
     state: Mutex<State>,
     /// Bumped by every `tasks/update`, so the waiting gadget looks again.
@@ -97,12 +123,13 @@ impl TaskEntry {
         &self.id
     }
 
-    /// The call ended: its result, or the protocol error that ended it.
-    /// A task cancelled while it ran ends cancelled whatever the call
-    /// returned.
-    pub(crate) fn finish(&self, ended: Result<CallToolResponse, McpError>) {
+    /// The call ended: its result, or the protocol error that ended it;
+    /// returns the bytes of what it keeps. A task cancelled while it ran
+    /// ends cancelled whatever the call returned.
+    fn finish(&self, ended: Result<CallToolResponse, McpError>) -> u64 {
         if self.state().cancel_requested {
-            return self.set(Phase::Cancelled);
+            self.set(Phase::Cancelled);
+            return self.ended(0);
         }
         let phase = match ended {
             Ok(CallToolResponse::Complete(result)) => match serde_json::to_value(result) {
@@ -124,7 +151,21 @@ impl TaskEntry {
                 Phase::Failed(object)
             }
         };
+        let bytes = match &phase {
+            Phase::Completed(object) | Phase::Failed(object) => {
+                serde_json::to_vec(object).map_or(0, |v| v.len() as u64)
+            }
+            _ => 0,
+        };
         self.set(phase);
+        self.ended(bytes)
+    }
+
+    fn ended(&self, bytes: u64) -> u64 {
+        let mut state = self.state();
+        state.kept_bytes = bytes;
+        state.ended = Some(Instant::now());
+        bytes
     }
 
     /// The task as a client sees it.
@@ -141,7 +182,7 @@ impl TaskEntry {
     }
 
     /// What `tasks/get` answers.
-    pub(crate) fn detailed(&self) -> DetailedTask {
+    fn detailed(&self) -> DetailedTask {
         let task = self.task();
         let payload = match &self.state().phase {
             Phase::Working => TaskPayload::Working,
@@ -190,6 +231,9 @@ pub(crate) struct TaskStore {
     tasks: Mutex<HashMap<String, Arc<TaskEntry>>>,
     /// How long a task is kept: [`TASK_TTL`] (a test shortens it).
     ttl: Duration,
+    /// The budget of kept results: [`MAX_KEPT_RESULT_BYTES`] (a test
+    /// shrinks it).
+    kept_budget: u64,
 }
 
 impl Default for TaskStore {
@@ -197,6 +241,7 @@ impl Default for TaskStore {
         TaskStore {
             tasks: Mutex::default(),
             ttl: TASK_TTL,
+            kept_budget: MAX_KEPT_RESULT_BYTES,
         }
     }
 }
@@ -213,13 +258,13 @@ impl TaskStore {
         self.tasks.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A new task, working. Expired tasks are dropped first; an expired
-    /// task still running is stopped.
-    pub(crate) fn create(&self) -> Result<Arc<TaskEntry>, TooManyTasks> {
+    /// A new task of `owner`, working. Expired tasks are dropped first;
+    /// an expired task still running is stopped.
+    pub(crate) fn create(&self, owner: &ClientId) -> Result<Arc<TaskEntry>, TooManyTasks> {
         let mut tasks = self.tasks();
         let now = Instant::now();
         tasks.retain(|_, task| {
-            let keep = task.expires > now;
+            let keep = task.state().expires > now;
             if !keep {
                 task.signal.raise();
             }
@@ -234,12 +279,15 @@ impl TaskStore {
         let created_ms = now_ms();
         let entry = Arc::new(TaskEntry {
             id: id.clone(),
+            owner: owner.clone(),
             created_ms,
             ttl: self.ttl,
-            expires: now + self.ttl,
             signal: AbortSignal::new(),
             state: Mutex::new(State {
                 phase: Phase::Working,
+                expires: now + self.ttl,
+                kept_bytes: 0,
+                ended: None,
                 updated_ms: created_ms,
                 cancel_requested: false,
                 answers: HashMap::new(),
@@ -250,11 +298,15 @@ impl TaskStore {
         Ok(entry)
     }
 
-    /// The task with this id, unless it expired; else `-32602`.
-    pub(crate) fn get(&self, id: &str) -> Result<Arc<TaskEntry>, McpError> {
+    /// The task `caller` made with this id, unless it expired; else
+    /// `-32602`, the same answer whether no task has the id or another
+    /// caller's does.
+    pub(crate) fn get(&self, id: &str, caller: &ClientId) -> Result<Arc<TaskEntry>, McpError> {
         let tasks = self.tasks();
         match tasks.get(id) {
-            Some(task) if task.expires > Instant::now() => Ok(task.clone()),
+            Some(task) if task.state().expires > Instant::now() && caller.owns(&task.owner) => {
+                Ok(task.clone())
+            }
             _ => Err(McpError::invalid_params(
                 format!(
                     "no task '{id}' here (unknown, or expired after {} s)",
@@ -265,10 +317,60 @@ impl TaskStore {
         }
     }
 
+    /// `tasks/get`: the task as its owner sees it. Once it shows an
+    /// ended task's result, the task is kept only [`FETCHED_RESULT_TTL`]
+    /// longer.
+    pub(crate) fn detailed(&self, id: &str, caller: &ClientId) -> Result<DetailedTask, McpError> {
+        let task = self.get(id, caller)?;
+        let detailed = task.detailed();
+        if task.is_terminal() {
+            let mut state = task.state();
+            state.expires = state.expires.min(Instant::now() + FETCHED_RESULT_TTL);
+        }
+        Ok(detailed)
+    }
+
+    /// The call of `task` ended: its result is kept, and the oldest ended
+    /// tasks' results are dropped while the kept results are over the
+    /// budget (this one's last: one result alone is within the limits).
+    pub(crate) fn finish(&self, task: &TaskEntry, ended: Result<CallToolResponse, McpError>) {
+        task.finish(ended);
+        let tasks = self.tasks();
+        let mut kept: Vec<(Instant, &Arc<TaskEntry>, u64)> = tasks
+            .values()
+            .filter_map(|t| {
+                let state = t.state();
+                Some((state.ended?, t, state.kept_bytes))
+            })
+            .filter(|(_, _, bytes)| *bytes > 0)
+            .collect();
+        let mut total: u64 = kept.iter().map(|(_, _, bytes)| bytes).sum();
+        if total <= self.kept_budget {
+            return;
+        }
+        kept.sort_by_key(|(at, t, _)| (std::ptr::eq(&***t, task), *at));
+        for (_, dropped, bytes) in kept {
+            if total <= self.kept_budget {
+                break;
+            }
+            let mut state = dropped.state();
+            state.phase = Phase::Failed(error_object(
+                -32603,
+                &format!(
+                    "the result was dropped: this server keeps at most {} MiB of task results, and newer ones took its place; call again",
+                    self.kept_budget >> 20
+                ),
+            ));
+            state.kept_bytes = 0;
+            state.updated_ms = now_ms();
+            total -= bytes;
+        }
+    }
+
     /// `tasks/cancel`: raises the abort signal of a running task; a task
     /// that ended stays as it ended.
-    pub(crate) fn cancel(&self, id: &str) -> Result<(), McpError> {
-        let task = self.get(id)?;
+    pub(crate) fn cancel(&self, id: &str, caller: &ClientId) -> Result<(), McpError> {
+        let task = self.get(id, caller)?;
         if !task.is_terminal() {
             task.state().cancel_requested = true;
             task.signal.raise();
@@ -282,9 +384,10 @@ impl TaskStore {
     pub(crate) fn update(
         &self,
         id: &str,
+        caller: &ClientId,
         responses: BTreeMap<String, Value>,
     ) -> Result<(), McpError> {
-        let task = self.get(id)?;
+        let task = self.get(id, caller)?;
         {
             let mut state = task.state();
             let State { phase, answers, .. } = &mut *state;
@@ -394,16 +497,91 @@ impl TaskPerson {
 mod tests {
     use super::*;
 
+    fn me() -> ClientId {
+        ClientId::subject("alice")
+    }
+
+    fn completed(text: &str) -> Result<CallToolResponse, McpError> {
+        Ok(CallToolResponse::Complete(
+            rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text(text)]),
+        ))
+    }
+
+    #[test]
+    fn a_task_answers_only_the_caller_that_made_it() {
+        let store = TaskStore::default();
+        let task = store.create(&me()).unwrap();
+        let unknown = store.get("0123", &me()).err().unwrap();
+        for other in [
+            ClientId::subject("mallory"),
+            ClientId::anonymous_on("a-session"),
+            ClientId::Anonymous(None),
+        ] {
+            let hidden = store.get(task.id(), &other).err().unwrap();
+            // The same answer as for an id nobody has, but the id.
+            assert_eq!(hidden.code, unknown.code);
+            assert!(
+                hidden.message.starts_with("no task '"),
+                "{}",
+                hidden.message
+            );
+            assert!(store.cancel(task.id(), &other).is_err());
+            assert!(store.update(task.id(), &other, BTreeMap::new()).is_err());
+            assert!(store.detailed(task.id(), &other).is_err());
+        }
+        assert!(!task.signal().is_raised(), "another caller cancelled it");
+        store.cancel(task.id(), &me()).unwrap();
+        assert!(task.signal().is_raised());
+    }
+
+    #[test]
+    fn kept_results_stay_within_their_budget_oldest_dropped_first() {
+        let store = TaskStore {
+            kept_budget: 3500,
+            ..TaskStore::default()
+        };
+        let big = "x".repeat(1000);
+        let tasks: Vec<_> = (0..4).map(|_| store.create(&me()).unwrap()).collect();
+        for task in &tasks {
+            store.finish(task, completed(&big));
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let status = |t: &TaskEntry| store.detailed(t.id(), &me()).unwrap();
+        // The first went to make room; the newest three are kept whole.
+        let first = serde_json::to_value(status(&tasks[0])).unwrap();
+        assert_eq!(first["status"], "failed", "{first}");
+        assert!(first.to_string().contains("was dropped"), "{first}");
+        for task in &tasks[1..] {
+            assert_eq!(status(task).status(), TaskStatus::Completed);
+        }
+        let kept: u64 = store.tasks().values().map(|t| t.state().kept_bytes).sum();
+        assert!(kept <= 3500, "{kept}");
+    }
+
+    #[test]
+    fn a_fetched_result_is_kept_a_shorter_time() {
+        let store = TaskStore::default();
+        let task = store.create(&me()).unwrap();
+        let before = task.state().expires;
+        // A working task fetched keeps its whole lifetime.
+        store.detailed(task.id(), &me()).unwrap();
+        assert_eq!(task.state().expires, before);
+        store.finish(&task, completed("done"));
+        store.detailed(task.id(), &me()).unwrap();
+        let left = task.state().expires - Instant::now();
+        assert!(left <= FETCHED_RESULT_TTL, "{left:?}");
+    }
+
     #[test]
     fn a_task_past_its_bound_is_refused_and_an_unknown_one_is_invalid_params() {
         let store = TaskStore::default();
-        let first = store.create().unwrap();
-        assert_eq!(store.get(first.id()).unwrap().id(), first.id());
-        assert_eq!(store.get("nope").err().unwrap().code.0, -32602);
+        let first = store.create(&me()).unwrap();
+        assert_eq!(store.get(first.id(), &me()).unwrap().id(), first.id());
+        assert_eq!(store.get("nope", &me()).err().unwrap().code.0, -32602);
         for _ in 1..MAX_TASKS {
-            store.create().unwrap();
+            store.create(&me()).unwrap();
         }
-        let refused = store.create().err().unwrap();
+        let refused = store.create(&me()).err().unwrap();
         assert!(refused.to_string().contains("1024 tasks"), "{refused}");
     }
 
@@ -413,10 +591,10 @@ mod tests {
             ttl: Duration::ZERO,
             ..TaskStore::default()
         };
-        let task = store.create().unwrap();
-        assert_eq!(store.get(task.id()).err().unwrap().code.0, -32602);
+        let task = store.create(&me()).unwrap();
+        assert_eq!(store.get(task.id(), &me()).err().unwrap().code.0, -32602);
         // The next task made drops it, raising its abort signal.
-        store.create().unwrap();
+        store.create(&me()).unwrap();
         assert!(task.signal().is_raised());
         assert!(!store.tasks().contains_key(task.id()));
     }
@@ -424,13 +602,13 @@ mod tests {
     #[test]
     fn cancelling_a_running_task_raises_its_signal_and_it_ends_cancelled() {
         let store = TaskStore::default();
-        let task = store.create().unwrap();
-        store.cancel(task.id()).unwrap();
+        let task = store.create(&me()).unwrap();
+        store.cancel(task.id(), &me()).unwrap();
         assert!(task.signal().is_raised());
-        task.finish(Err(McpError::internal_error("stopped", None)));
+        store.finish(&task, Err(McpError::internal_error("stopped", None)));
         assert_eq!(task.detailed().status(), TaskStatus::Cancelled);
         // Cancelling an ended task is acknowledged and changes nothing.
-        store.cancel(task.id()).unwrap();
+        store.cancel(task.id(), &me()).unwrap();
         assert_eq!(task.detailed().status(), TaskStatus::Cancelled);
     }
 }

@@ -2,7 +2,7 @@
 //! and prompts a component lists (read once at load time, in a fresh
 //! instance, bounded and checked), and each read, prompt and completion
 //! run in a fresh instance under the plugin's grants, limits and
-//! deadline, as a call is ([`Runtime::catalog_op`]). Older components
+//! deadline through the runtime's one door ([`Runtime::run`]), as a call is. Older components
 //! serve no catalog.
 //!
 //! [`PluginCatalog`] is a loaded plugin's catalog as the front ends see it
@@ -13,36 +13,23 @@ use std::time::Instant;
 
 use gadget_core::call::CallError;
 use gadget_core::catalog::{
-    Catalog, CatalogError, CatalogSpecs, CompletionRef, Later, MAX_CATALOG_ENTRIES,
-    MAX_COMPLETIONS, PromptArgument, PromptMessage, PromptResult, PromptSpec, ResourceSpec,
-    Speaker, TemplateSpec,
+    Catalog, CatalogAnswer, CatalogCall, CatalogError, CatalogOp, CatalogSpecs, CompletionRef,
+    Later, MAX_CATALOG_ENTRIES, MAX_COMPLETIONS, PromptArgument, PromptMessage, PromptResult,
+    PromptSpec, ResourceSpec, Speaker, TemplateSpec,
 };
-use gadget_core::content::ResourceContents;
 use gadget_core::limits::Limits;
-use gadget_core::scope::CallScope;
+use gadget_core::scope::Origin;
 
 use crate::bindings::v0_3_0::exports::gadget::plugin::catalog as wit;
 use crate::outcome::{Failure, Instantiation, Trapped, classify_trap, content_of, resource_of};
 use crate::plugin::Plugin;
-use crate::runtime::{CallRequest, PluginPre, Runtime, RuntimeError, SPECS_TIMEOUT};
+use crate::runtime::{
+    CallRequest, GuestAnswer, GuestOp, GuestRun, PluginPre, Runtime, RuntimeError, SPECS_TIMEOUT,
+};
 
 /// The longest text of one catalog entry's fields together (URI, name,
 /// title, description), in bytes: entries are sent whole on every list.
 pub const MAX_CATALOG_ENTRY_BYTES: usize = 16 << 10;
-
-/// One request to a component's catalog.
-pub(crate) enum CatalogOp {
-    Read(String),
-    Prompt(String, Vec<(String, String)>),
-    Complete(CompletionRef, String, String, Vec<(String, String)>),
-}
-
-/// What the component answered.
-pub(crate) enum CatalogAnswer {
-    Read(Result<Vec<ResourceContents>, wit::ReadError>),
-    Prompt(Result<PromptResult, String>),
-    Complete(Vec<String>),
-}
 
 impl Runtime {
     /// The catalog a component lists (none before contract 0.3.0), read
@@ -61,7 +48,7 @@ impl Runtime {
         };
         let fail = |error: CallError| RuntimeError::Catalog(error);
         let mut store = self
-            .new_store("(catalog)", "(load)", &limits, None, None, None)
+            .new_store(&CallRequest::at_load("(catalog)", limits.clone()))
             .map_err(|reason| {
                 fail(CallError::Instantiate {
                     gadget: "(catalog)".into(),
@@ -92,14 +79,14 @@ impl Runtime {
     }
 
     /// Runs one catalog request in a fresh instance, as a call runs
-    /// (`request` names the plugin, its grants, limits and who answers
-    /// what it asks).
+    /// (`request` names the plugin, its grants, limits, signal, observer,
+    /// trace and who answers what it asks): [`Runtime::run`]'s second arm.
     pub(crate) async fn catalog_op(
         &self,
         pre: &PluginPre,
         request: CallRequest,
         op: CatalogOp,
-    ) -> Result<CatalogAnswer, CallError> {
+    ) -> Result<GuestAnswer, CallError> {
         let PluginPre::V0_3_0(pre) = pre else {
             return Err(CallError::Failed {
                 message: "this component serves no catalog (contract 0.3.0 does)".into(),
@@ -108,19 +95,11 @@ impl Runtime {
         self.budget_room().await;
         let limits = &request.limits;
         let mut store = self
-            .new_store(
-                &request.gadget,
-                &request.invocation_id,
-                limits,
-                request.signal.clone(),
-                request.observer.clone(),
-                request.grants.as_ref(),
-            )
+            .new_store(&request)
             .map_err(|reason| CallError::Instantiate {
                 gadget: request.gadget.clone(),
                 reason,
             })?;
-        store.data_mut().human = request.human.clone();
         let pauses = store.data().time.pauses.clone();
         let run = async {
             let plugin = pre
@@ -129,14 +108,14 @@ impl Runtime {
                 .map_err(Instantiation)?;
             let catalog = plugin.gadget_plugin_catalog();
             let answer = match op {
-                CatalogOp::Read(uri) => CatalogAnswer::Read(
+                CatalogOp::Read { uri } => GuestAnswer::Read(
                     catalog
                         .call_read_resource(&mut store, &uri)
                         .await
                         .map_err(Trapped)?
                         .map(|contents| contents.into_iter().map(resource_of).collect()),
                 ),
-                CatalogOp::Prompt(name, arguments) => CatalogAnswer::Prompt(
+                CatalogOp::Prompt { name, arguments } => GuestAnswer::Prompt(
                     catalog
                         .call_get_prompt(&mut store, &name, &arguments)
                         .await
@@ -144,7 +123,12 @@ impl Runtime {
                         .map(prompt_result_of)
                         .map_err(error_message),
                 ),
-                CatalogOp::Complete(reference, argument, value, context) => {
+                CatalogOp::Complete {
+                    reference,
+                    argument,
+                    value,
+                    context,
+                } => {
                     let reference = match reference {
                         CompletionRef::Prompt(name) => wit::CompletionRef::Prompt(name),
                         CompletionRef::Resource(uri) => wit::CompletionRef::Resource(uri),
@@ -154,7 +138,7 @@ impl Runtime {
                         .await
                         .map_err(Trapped)?;
                     values.truncate(MAX_COMPLETIONS);
-                    CatalogAnswer::Complete(values)
+                    GuestAnswer::Complete(values)
                 }
             };
             Ok::<_, Failure>(answer)
@@ -192,7 +176,7 @@ impl Runtime {
     }
 }
 
-fn redact(redactor: &gadget_core::redact::Redactor, answer: CatalogAnswer) -> CatalogAnswer {
+fn redact(redactor: &gadget_core::redact::Redactor, answer: GuestAnswer) -> GuestAnswer {
     let parts = |content: Vec<gadget_core::content::Content>| {
         let rich = redactor.rich(gadget_core::content::Rich {
             content,
@@ -201,12 +185,12 @@ fn redact(redactor: &gadget_core::redact::Redactor, answer: CatalogAnswer) -> Ca
         rich.content
     };
     match answer {
-        CatalogAnswer::Read(Ok(contents)) => {
+        GuestAnswer::Read(Ok(contents)) => {
             let wrapped = contents
                 .into_iter()
                 .map(gadget_core::content::Content::Resource)
                 .collect();
-            CatalogAnswer::Read(Ok(parts(wrapped)
+            GuestAnswer::Read(Ok(parts(wrapped)
                 .into_iter()
                 .filter_map(|c| match c {
                     gadget_core::content::Content::Resource(r) => Some(r),
@@ -214,7 +198,7 @@ fn redact(redactor: &gadget_core::redact::Redactor, answer: CatalogAnswer) -> Ca
                 })
                 .collect()))
         }
-        CatalogAnswer::Prompt(Ok(mut result)) => {
+        GuestAnswer::Prompt(Ok(mut result)) => {
             let roles: Vec<Speaker> = result.messages.iter().map(|m| m.role).collect();
             let content = parts(result.messages.into_iter().map(|m| m.content).collect());
             result.messages = roles
@@ -222,7 +206,7 @@ fn redact(redactor: &gadget_core::redact::Redactor, answer: CatalogAnswer) -> Ca
                 .zip(content)
                 .map(|(role, content)| PromptMessage { role, content })
                 .collect();
-            CatalogAnswer::Prompt(Ok(result))
+            GuestAnswer::Prompt(Ok(result))
         }
         other => other,
     }
@@ -405,53 +389,44 @@ fn add_prompts(specs: &mut CatalogSpecs, prompts: Vec<wit::Prompt>) -> Result<()
 }
 
 /// A loaded plugin's catalog: its lists, and each request run in a fresh
-/// instance under the plugin's grants and default limits.
+/// instance under the plugin's grants and default limits, with the
+/// request's abort signal, observer, trace and person (the one call path
+/// opened its layers around it).
 pub struct PluginCatalog {
     pub plugin: Arc<Plugin>,
     pub specs: CatalogSpecs,
+    /// The names of the plugin's gadgets (what rate limits on them count).
+    pub gadgets: Vec<String>,
 }
 
-/// The ids of catalog requests, for logs and the journal.
-static REQUESTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
 impl PluginCatalog {
-    fn request(&self, what: &str, scope: &CallScope) -> CallRequest {
-        let n = REQUESTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        CallRequest {
-            gadget: format!("{} ({what})", self.plugin.identity.name),
+    fn request(&self, call: CatalogCall) -> (CallRequest, CatalogOp) {
+        let CatalogCall {
+            id,
+            op,
+            signal,
+            observer,
+            scope,
+        } = call;
+        let name = op.name();
+        let request_denials = scope
+            .approvals
+            .as_ref()
+            .and_then(|a| a.rules.request_denials(&name, None, &scope.client));
+        let request = CallRequest {
+            gadget: format!("{} ({name})", self.plugin.identity.name),
             component_name: None,
-            invocation_id: format!("catalog_{n}"),
+            invocation_id: id,
             params: String::new(),
             limits: self.plugin.access.limits.clone(),
-            signal: None,
-            observer: None,
+            signal,
+            observer,
             grants: Some(self.plugin.access.grants.clone()),
             trace_parent: scope.trace.as_ref().map(|t| t.traceparent.clone()),
-            request_denials: None,
+            request_denials,
             human: scope.human.clone(),
-        }
-    }
-
-    async fn run(
-        &self,
-        what: &str,
-        scope: &CallScope,
-        op: CatalogOp,
-    ) -> Result<CatalogAnswer, CatalogError> {
-        let started = Instant::now();
-        let answer = self
-            .plugin
-            .runtime
-            .catalog_op(&self.plugin.pre, self.request(what, scope), op)
-            .await;
-        tracing::debug!(
-            plugin = %self.plugin.identity.name,
-            what,
-            ok = answer.is_ok(),
-            ms = started.elapsed().as_millis() as u64,
-            "catalog request"
-        );
-        Ok(answer?)
+        };
+        (request, op)
     }
 }
 
@@ -473,60 +448,53 @@ impl Catalog for PluginCatalog {
         &self.specs
     }
 
-    fn read(
-        &self,
-        uri: String,
-        scope: Arc<CallScope>,
-    ) -> Later<'_, Result<Vec<ResourceContents>, CatalogError>> {
-        Box::pin(async move {
-            match self
-                .run("read", &scope, CatalogOp::Read(uri.clone()))
-                .await?
-            {
-                CatalogAnswer::Read(Ok(contents)) => Ok(contents),
-                CatalogAnswer::Read(Err(wit::ReadError::NotFound)) => {
-                    Err(CatalogError::NotFound { uri })
-                }
-                CatalogAnswer::Read(Err(wit::ReadError::Failed(message))) => {
-                    Err(CatalogError::Failed(CallError::Failed { message }))
-                }
-                _ => Err(mismatched()),
-            }
-        })
+    fn origin(&self) -> Option<Arc<Origin>> {
+        Some(self.plugin.origin.clone())
     }
 
-    fn prompt(
-        &self,
-        name: String,
-        arguments: Vec<(String, String)>,
-        scope: Arc<CallScope>,
-    ) -> Later<'_, Result<PromptResult, CatalogError>> {
-        Box::pin(async move {
-            match self
-                .run("prompt", &scope, CatalogOp::Prompt(name, arguments))
-                .await?
-            {
-                CatalogAnswer::Prompt(Ok(result)) => Ok(result),
-                CatalogAnswer::Prompt(Err(message)) => {
-                    Err(CatalogError::Failed(CallError::Failed { message }))
-                }
-                _ => Err(mismatched()),
-            }
-        })
+    fn gadgets(&self) -> &[String] {
+        &self.gadgets
     }
 
-    fn complete(
-        &self,
-        reference: CompletionRef,
-        argument: String,
-        value: String,
-        context: Vec<(String, String)>,
-    ) -> Later<'_, Result<Vec<String>, CatalogError>> {
+    fn run(&self, call: CatalogCall) -> Later<'_, Result<CatalogAnswer, CatalogError>> {
         Box::pin(async move {
-            let op = CatalogOp::Complete(reference, argument, value, context);
-            match self.run("complete", &CallScope::default(), op).await? {
-                CatalogAnswer::Complete(values) => Ok(values),
-                _ => Err(mismatched()),
+            let (request, op) = self.request(call);
+            let uri = match &op {
+                CatalogOp::Read { uri } => Some(uri.clone()),
+                _ => None,
+            };
+            let started = Instant::now();
+            let answer = self
+                .plugin
+                .runtime
+                .run(
+                    &self.plugin.pre,
+                    GuestRun {
+                        op: GuestOp::Catalog(op),
+                        call: request,
+                    },
+                )
+                .await;
+            tracing::debug!(
+                plugin = %self.plugin.identity.name,
+                ok = answer.is_ok(),
+                ms = started.elapsed().as_millis() as u64,
+                "catalog request"
+            );
+            match answer.map_err(CatalogError::Failed)? {
+                GuestAnswer::Read(Ok(contents)) => Ok(CatalogAnswer::Read(contents)),
+                GuestAnswer::Read(Err(wit::ReadError::NotFound)) => Err(CatalogError::NotFound {
+                    uri: uri.unwrap_or_default(),
+                }),
+                GuestAnswer::Read(Err(wit::ReadError::Failed(message))) => {
+                    Err(CatalogError::Failed(CallError::Failed { message }))
+                }
+                GuestAnswer::Prompt(Ok(result)) => Ok(CatalogAnswer::Prompt(result)),
+                GuestAnswer::Prompt(Err(message)) => {
+                    Err(CatalogError::Failed(CallError::Failed { message }))
+                }
+                GuestAnswer::Complete(values) => Ok(CatalogAnswer::Complete(values)),
+                GuestAnswer::Invoked(_) => Err(mismatched()),
             }
         })
     }

@@ -8,6 +8,7 @@ use gadget_core::limits::Limits;
 use gadget_core::tool::{BoxFuture, Tool, ToolCall, ToolCard};
 
 use crate::plugin::Plugin;
+use crate::runtime::{GuestAnswer, GuestOp, GuestRun};
 use crate::{CallError, CallObserver, CallReport, CallRequest};
 
 /// One gadget, ready to call.
@@ -52,7 +53,23 @@ impl WasmGadget {
 
     /// Runs a call built by the caller (own limits, cancel flag).
     pub async fn invoke_request(&self, request: CallRequest) -> CallReport {
-        self.plugin.runtime.invoke(&self.plugin.pre, request).await
+        let run = GuestRun {
+            op: GuestOp::Invoke,
+            call: request,
+        };
+        match self.plugin.runtime.run(&self.plugin.pre, run).await {
+            Ok(GuestAnswer::Invoked(report)) => report,
+            // `Invoke` is answered with a report; anything else is a host
+            // bug, the call's failure rather than a panic.
+            Ok(_) => CallReport::of(
+                Err(CallError::Crashed {
+                    gadget: self.card.spec.name.clone(),
+                    reason: "the runtime answered a call with another kind of answer".into(),
+                }),
+                std::time::Duration::ZERO,
+            ),
+            Err(error) => CallReport::of(Err(error), std::time::Duration::ZERO),
+        }
     }
 }
 
@@ -118,7 +135,7 @@ impl Tool for WasmGadget {
                 a.rules.request_denials(
                     &self.card.spec.name,
                     self.card.schema.schema_for_rules(),
-                    call.scope.client.as_deref(),
+                    &call.scope.client,
                 )
             }),
             human: call.scope.human.clone(),

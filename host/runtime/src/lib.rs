@@ -23,6 +23,7 @@ mod ask;
 pub mod bindings;
 pub mod cache;
 pub mod catalog;
+mod claims;
 mod config_log;
 mod deadline;
 pub mod describe;

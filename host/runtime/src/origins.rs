@@ -9,7 +9,9 @@
 //! with an escaped `/` or `\` (`%2f`, `%5c`) or a raw `\` never matches a
 //! path-scoped grant: servers disagree on what it means.
 
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
+
+use gadget_core::address::canonical;
 
 /// The outbound HTTP a plugin may make.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -342,47 +344,13 @@ impl std::fmt::Display for IpRange {
     }
 }
 
-/// An IPv4-mapped IPv6 address as the IPv4 address it is.
-fn canonical(address: IpAddr) -> IpAddr {
-    match address {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
-        v4 => v4,
-    }
-}
-
 /// Whether an address is one a name on the public internet should never
 /// make the host connect to: loopback, private, link-local (cloud metadata
 /// services live there), shared (CGNAT), unspecified, multicast, broadcast,
-/// documentation and other reserved ranges.
+/// documentation and other reserved ranges ([`gadget_core::address`], the
+/// one classifier every door uses).
 pub fn is_internal(address: IpAddr) -> bool {
-    match canonical(address) {
-        IpAddr::V4(a) => {
-            let [b0, b1, ..] = a.octets();
-            a.is_loopback()
-                || a.is_private()
-                || a.is_link_local()
-                || a.is_unspecified()
-                || a.is_multicast()
-                || a.is_broadcast()
-                || a.is_documentation()
-                || b0 == 0
-                || (b0 == 100 && (64..128).contains(&b1)) // shared address space
-                || (b0 == 192 && b1 == 0 && a.octets()[2] == 0) // IETF protocol assignments
-                || (b0 == 198 && (18..20).contains(&b1)) // benchmarking
-                || b0 >= 240 // reserved
-        }
-        IpAddr::V6(a) => {
-            let first = a.segments()[0];
-            a.is_loopback()
-                || a.is_unspecified()
-                || a.is_multicast()
-                || (first & 0xfe00) == 0xfc00 // unique local
-                || (first & 0xffc0) == 0xfe80 // link-local
-                || (first & 0xffc0) == 0xfec0 // site-local (deprecated)
-                || a == Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, 0, 0) // NAT64 prefix itself
-                || first == 0x2001 && a.segments()[1] == 0xdb8 // documentation
-        }
-    }
+    gadget_core::address::classify(address).is_internal()
 }
 
 /// Why an outbound request was refused, in words that name the grant that

@@ -120,6 +120,10 @@ pub enum LoadFailure {
         winner: String,
         winner_standing: &'static str,
     },
+    /// A resource URI, template or prompt name another plugin lists too
+    /// (`claims.rs`): this plugin does not serve it.
+    #[error(transparent)]
+    CatalogClash(Box<CatalogClash>),
     /// Two plugins serve one gadget name: neither does.
     #[error("{}", contested(gadget, first.as_deref(), plugin, claimants))]
     NameContested {
@@ -145,6 +149,45 @@ pub struct RefusedGadget {
 fn join_refused(refused: &[RefusedGadget]) -> String {
     let parts: Vec<String> = refused.iter().map(|r| r.to_string()).collect();
     parts.join("; ")
+}
+
+/// A catalog entry a plugin does not serve because another lists it too.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}", catalog_clash(self))]
+pub struct CatalogClash {
+    /// The entry (`resource URI`, `resource template T`, `prompt 'P'`).
+    pub what: String,
+    pub plugin: String,
+    /// The plugins with the strongest claim to it.
+    pub others: Vec<String>,
+    /// They have a stronger claim (else an equal one: nobody serves it).
+    pub held: bool,
+    /// Their claim, described.
+    pub standing: &'static str,
+}
+
+fn catalog_clash(clash: &CatalogClash) -> String {
+    let CatalogClash {
+        what,
+        plugin,
+        others,
+        held,
+        standing,
+    } = clash;
+    let others = others
+        .iter()
+        .map(|o| format!("'{o}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if *held {
+        format!(
+            "{what} of plugin '{plugin}' is not served: plugin {others} lists it too and is {standing}, which plugin '{plugin}' is not"
+        )
+    } else {
+        format!(
+            "{what} of plugin '{plugin}' is not served: plugin {others} lists it too (or one that names the same URIs), each {standing}, and neither may answer for the other; name the one that should serve it in the policy ([plugins.NAME]) or drop it from the other"
+        )
+    }
 }
 
 fn contested(

@@ -58,11 +58,23 @@ pub struct Registry {
     plugin_names: BTreeMap<String, std::path::PathBuf>,
     /// Plugins found that did not load.
     failed_plugins: usize,
+    /// What a plugin serves of its catalog when another plugin lists some
+    /// of the same entries (`claims.rs`), by plugin name; a plugin absent
+    /// here serves its whole catalog.
+    catalog_served: std::collections::HashMap<String, gadget_core::catalog::CatalogSpecs>,
 }
 
 impl Registry {
     pub fn plugins(&self) -> &[Arc<Plugin>] {
         &self.plugins
+    }
+
+    /// Settles which plugin serves each resource, template and prompt
+    /// that more than one lists: one error per entry a plugin lost.
+    pub(crate) fn resolve_catalog_claims(&mut self) -> Vec<LoadError> {
+        let (served, errors) = crate::claims::resolve(&self.plugins);
+        self.catalog_served = served;
+        errors
     }
 
     /// Notes how many plugins were found but did not load.
@@ -361,9 +373,21 @@ impl Tools for Registry {
             .iter()
             .filter(|p| !p.catalog.is_empty() && p.is_available())
             .map(|p| {
+                let gadgets = self
+                    .gadgets
+                    .values()
+                    .filter(|g| Arc::ptr_eq(&g.plugin, p))
+                    .map(|g| g.card.spec.name.clone())
+                    .collect();
+                let specs = self
+                    .catalog_served
+                    .get(&p.identity.name)
+                    .unwrap_or(&p.catalog)
+                    .clone();
                 Arc::new(crate::catalog::PluginCatalog {
                     plugin: p.clone(),
-                    specs: p.catalog.clone(),
+                    specs,
+                    gadgets,
                 }) as Arc<dyn gadget_core::catalog::Catalog>
             })
             .collect()

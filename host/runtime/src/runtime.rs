@@ -160,6 +160,61 @@ pub struct CallRequest {
     pub human: Option<Arc<dyn HumanInput>>,
 }
 
+impl CallRequest {
+    /// The request of a load-time read (specs, catalog): nothing granted,
+    /// nobody watching.
+    pub(crate) fn at_load(what: &str, limits: Limits) -> CallRequest {
+        CallRequest {
+            gadget: what.to_string(),
+            component_name: None,
+            invocation_id: "(load)".into(),
+            params: String::new(),
+            limits,
+            signal: None,
+            observer: None,
+            grants: None,
+            trace_parent: None,
+            request_denials: None,
+            human: None,
+        }
+    }
+}
+
+/// One entry into guest code: what to do, and the request it runs under.
+/// Every entry (a tool call, a catalog request) comes through
+/// [`Runtime::run`], the runtime's one door, and the one call path opened
+/// the layers around it before it got here.
+pub struct GuestRun {
+    pub op: GuestOp,
+    pub call: CallRequest,
+}
+
+/// What an entry asks of the component.
+pub enum GuestOp {
+    /// The gadget's `invoke` with the request's parameters.
+    Invoke,
+    /// A request to its catalog (contract 0.3.0).
+    Catalog(gadget_core::catalog::CatalogOp),
+}
+
+/// What the component answered, in kind.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "moved once per entry; boxing the report would add an allocation to every call"
+)]
+pub enum GuestAnswer {
+    /// A call's whole report (its failures included).
+    Invoked(CallReport),
+    Read(
+        Result<
+            Vec<gadget_core::content::ResourceContents>,
+            crate::bindings::v0_3_0::exports::gadget::plugin::catalog::ReadError,
+        >,
+    ),
+    Prompt(Result<gadget_core::catalog::PromptResult, String>),
+    Complete(Vec<String>),
+}
+
 /// How the engine is built.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
@@ -381,7 +436,7 @@ impl Runtime {
             ..limits.clone()
         };
         let mut store = self
-            .new_store("(specs)", "(load)", &limits, None, None, None)
+            .new_store(&CallRequest::at_load("(specs)", limits.clone()))
             .map_err(|reason| {
                 RuntimeError::Specs(CallError::Instantiate {
                     gadget: "(specs)".into(),
@@ -402,30 +457,28 @@ impl Runtime {
         }
     }
 
+    /// The one door into guest code: runs `run` in a fresh instance of
+    /// `pre`. A call never fails as a whole (its report holds its
+    /// failure); a catalog request fails with the call error it met.
+    pub async fn run(&self, pre: &PluginPre, run: GuestRun) -> Result<GuestAnswer, CallError> {
+        match run.op {
+            GuestOp::Invoke => Ok(GuestAnswer::Invoked(self.invoke(pre, run.call).await)),
+            GuestOp::Catalog(op) => self.catalog_op(pre, run.call, op).await,
+        }
+    }
+
     /// Runs one call in a fresh instance and reports everything it did.
     /// Never panics and never fails as a whole: every failure is a
     /// [`CallError`] in the report, with whatever was logged and costed.
-    pub async fn invoke(&self, pre: &PluginPre, request: CallRequest) -> CallReport {
+    async fn invoke(&self, pre: &PluginPre, request: CallRequest) -> CallReport {
         // Admission: wait for room in the host's memory budget. The wait
         // is the host's, not the gadget's: the deadline is armed after it.
         self.budget.room_to_start().await;
         let started = Instant::now();
         let limits = &request.limits;
         let grants = request.grants.as_deref();
-        let store = self.new_store(
-            &request.gadget,
-            &request.invocation_id,
-            limits,
-            request.signal.clone(),
-            request.observer.clone(),
-            request.grants.as_ref(),
-        );
-        let mut store = match store {
-            Ok(mut store) => {
-                store.data_mut().http.trace_parent = request.trace_parent.clone();
-                store.data_mut().http.denials = request.request_denials.clone();
-                store
-            }
+        let mut store = match self.new_store(&request) {
+            Ok(store) => store,
             Err(reason) => {
                 return CallReport::of(
                     Err(CallError::Instantiate {
@@ -436,7 +489,6 @@ impl Runtime {
                 );
             }
         };
-        store.data_mut().human = request.human.clone();
         let pauses = store.data().time.pauses.clone();
         let name = request.component_name.as_ref().unwrap_or(&request.gadget);
         let (id, params) = (&request.invocation_id, &request.params);
@@ -565,49 +617,26 @@ impl Runtime {
         }
     }
 
-    pub(crate) fn new_store(
-        &self,
-        gadget: &str,
-        invocation_id: &str,
-        limits: &Limits,
-        signal: Option<AbortSignal>,
-        observer: Option<CallObserver>,
-        grants: Option<&Arc<grants::CallGrants>>,
-    ) -> Result<Store<CallState>, String> {
+    /// The store of one entry into guest code, built whole from its
+    /// request: grants, limits, signal, observer, trace, the rules that
+    /// hold at the HTTP door and the person who answers.
+    pub(crate) fn new_store(&self, request: &CallRequest) -> Result<Store<CallState>, String> {
+        let CallRequest {
+            gadget,
+            invocation_id,
+            limits,
+            signal,
+            observer,
+            grants,
+            trace_parent,
+            request_denials,
+            human,
+            ..
+        } = request;
+        let (signal, observer, grants) = (signal.clone(), observer.clone(), grants.as_ref());
         let stdout = stdio::CappedPipe::new(limits.stdio_bytes as usize);
         let stderr = stdio::CappedPipe::new(limits.stdio_bytes as usize);
-        // Deny by default: no preopens, no sockets, no env, no args. Only
-        // what the plugin was granted is added: its directories (cap-std
-        // handles: `..`, absolute paths and symlinks cannot leave them) and
-        // its config as environment variables. Nothing of the host's own
-        // environment is inherited.
-        let mut wasi = WasiCtxBuilder::new();
-        wasi.stdout(stdout.clone())
-            .stderr(stderr.clone())
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false);
-        if let Some(grants) = grants {
-            for dir in &grants.grants.files {
-                let perms = match dir.mode {
-                    manifest::FileMode::ReadOnly => wasmtime_wasi::FsPerms::ReadOnly,
-                    manifest::FileMode::ReadWrite => wasmtime_wasi::FsPerms::ReadWrite,
-                };
-                // From the handle held since load, never the path again.
-                let path = dir.opened.call_path()?;
-                wasi.preopened_dir(&path, &dir.guest, perms).map_err(|e| {
-                    format!(
-                        "the granted directory {} ({}) cannot be opened: {e}",
-                        dir.host.display(),
-                        dir.guest
-                    )
-                })?;
-            }
-            for config in &grants.grants.config {
-                wasi.env(&config.key, &config.value);
-            }
-        }
-        let wasi = wasi.build();
+        let wasi = wasi_ctx(grants, &stdout, &stderr)?;
         // What the HTTP policy and the filesystem guards refused, for the
         // call's log.
         let notes: Arc<std::sync::Mutex<Vec<String>>> = Default::default();
@@ -656,7 +685,7 @@ impl Runtime {
                 }),
             http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
             config_reads: 0,
-            human: None,
+            human: human.clone(),
             ask_wait: limits.ask_wait,
             awaiting: None,
             files: files::CallFiles::new(
@@ -671,8 +700,8 @@ impl Runtime {
                 signal,
                 notes,
                 observer,
-                trace_parent: None,
-                denials: None,
+                trace_parent: trace_parent.clone(),
+                denials: request_denials.clone(),
             },
             _activity: activity,
         };
@@ -684,6 +713,47 @@ impl Runtime {
         store.set_epoch_deadline(YIELD_INTERVAL_TICKS.min(timeout_ticks));
         Ok(store)
     }
+}
+
+/// The WASI context of one instance: deny by default (no preopens, no
+/// sockets, no env, no args), then only what the plugin was granted.
+fn wasi_ctx(
+    grants: Option<&Arc<grants::CallGrants>>,
+    stdout: &stdio::CappedPipe,
+    stderr: &stdio::CappedPipe,
+) -> Result<wasmtime_wasi::WasiCtx, String> {
+    // Deny by default: no preopens, no sockets, no env, no args. Only
+    // what the plugin was granted is added: its directories (cap-std
+    // handles: `..`, absolute paths and symlinks cannot leave them) and
+    // its config as environment variables. Nothing of the host's own
+    // environment is inherited.
+    let mut wasi = WasiCtxBuilder::new();
+    wasi.stdout(stdout.clone())
+        .stderr(stderr.clone())
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false);
+    if let Some(grants) = grants {
+        for dir in &grants.grants.files {
+            let perms = match dir.mode {
+                manifest::FileMode::ReadOnly => wasmtime_wasi::FsPerms::ReadOnly,
+                manifest::FileMode::ReadWrite => wasmtime_wasi::FsPerms::ReadWrite,
+            };
+            // From the handle held since load, never the path again.
+            let path = dir.opened.call_path()?;
+            wasi.preopened_dir(&path, &dir.guest, perms).map_err(|e| {
+                format!(
+                    "the granted directory {} ({}) cannot be opened: {e}",
+                    dir.host.display(),
+                    dir.guest
+                )
+            })?;
+        }
+        for config in &grants.grants.config {
+            wasi.env(&config.key, &config.value);
+        }
+    }
+    Ok(wasi.build())
 }
 
 /// The error a gadget returned, as the call's failure: its message

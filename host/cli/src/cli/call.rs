@@ -93,19 +93,37 @@ fn reject(name: &str, id: &str, rejected: &CallRejected, json: bool) -> Result<E
     Ok(ExitCode::from(EXIT_BAD_INPUT))
 }
 
+/// How `gadget call --dry-run` answers.
+pub struct DryRun<'a> {
+    /// The policy names upstream MCP servers, whose tools a dry run does
+    /// not list (that would start them).
+    pub upstream: bool,
+    pub id: &'a str,
+    pub json: bool,
+}
+
 /// `gadget call --dry-run`: the parameters as the gadget would get them
-/// (validated, defaults filled in), and nothing run.
+/// (validated, defaults filled in), and nothing run or started: the
+/// upstream MCP servers' tools are not among `tools`.
 pub fn dry_run(
     registry: &Registry,
     tools: &dyn Tools,
     name: &str,
     params: Value,
-    id: &str,
-    json: bool,
+    dry: DryRun<'_>,
 ) -> Result<ExitCode> {
+    let DryRun { upstream, id, json } = dry;
     let (tool, params) = match prepare(registry, tools, name, params) {
         Ok(prepared) => prepared,
-        Err(rejected) => return reject(name, id, &rejected, json),
+        Err(rejected) => {
+            let code = reject(name, id, &rejected, json);
+            if upstream && matches!(rejected, CallRejected::UnknownGadget { .. }) && !json {
+                eprintln!(
+                    "note: --dry-run starts no MCP server, so the tools of the policy's [mcp-servers] were not looked at; call it without --dry-run"
+                );
+            }
+            return code;
+        }
     };
     if json {
         print_json(&json!({"gadget": tool.name(), "params": params, "dry_run": true}))?;

@@ -122,11 +122,33 @@ pub fn runtime(policy: &Policy, calls: Calls) -> Result<Arc<Runtime>> {
 }
 
 impl Host {
-    /// The gadgets, then the policy's agents.
+    /// The gadgets, the upstream MCP servers' tools, then the policy's
+    /// agents.
     pub fn tools(&self, policy: &Policy) -> Result<Arc<dyn Tools>> {
+        self.tools_of(policy, true)
+    }
+
+    /// The tools that need no process started: the gadgets and the
+    /// policy's agents, without the upstream MCP servers' tools (listing
+    /// those starts their servers). What `call --dry-run` checks.
+    pub fn local_tools(&self, policy: &Policy) -> Result<Arc<dyn Tools>> {
+        self.tools_of(policy, false)
+    }
+
+    /// Whether the policy names upstream MCP servers.
+    pub fn has_upstream(&self) -> bool {
+        self.upstream.is_some()
+    }
+
+    fn tools_of(&self, policy: &Policy, upstream: bool) -> Result<Arc<dyn Tools>> {
+        let upstream = self
+            .upstream
+            .clone()
+            .filter(|_| upstream)
+            .map(|u| u as Arc<dyn Tools>);
         let tools = agent::with_agents(
             self.registry.clone(),
-            self.upstream.clone().map(|u| u as Arc<dyn Tools>),
+            upstream,
             policy,
             self.providers.clone(),
         )?;
@@ -148,7 +170,26 @@ pub fn warn_unmatched_rules(policy: &Policy, tools: &dyn Tools) {
     if rules.is_empty() {
         return;
     }
-    for what in rules.unmatched(&tools.names()) {
+    // What catalog requests are named by (`resource:URI`, the template
+    // for a family, `prompt:NAME`) counts as served too.
+    let mut names = tools.names();
+    for catalog in tools.catalogs() {
+        let specs = catalog.specs();
+        names.extend(
+            specs
+                .resources
+                .iter()
+                .map(|r| format!("resource:{}", r.uri)),
+        );
+        names.extend(
+            specs
+                .templates
+                .iter()
+                .map(|t| format!("resource:{}", t.uri_template)),
+        );
+        names.extend(specs.prompts.iter().map(|p| format!("prompt:{}", p.name)));
+    }
+    for what in rules.unmatched(&names) {
         eprintln!("warning: {what} names no gadget that is served, so it has no effect");
     }
 }

@@ -3,10 +3,17 @@
 //! call path every front end uses, and is compared with its expected
 //! output (an example without one must at least succeed: the model is
 //! shown it as a call that works). A plugin directory's `tests.toml` adds
-//! cases the model is not shown, including expected errors; a Python
-//! plugin's unit tests (`test_*.py`, with the SDK's `testing` helper) run
-//! first. Each is one line; a `N passed, N failed` line ends the run; a
-//! failure exits 1.
+//! cases the model is not shown, including expected errors. Every case
+//! runs in the scope `gadget call` builds: the operator's rules (nobody is
+//! asked, so a call that needs approval is denied), rate limits and the
+//! journal; a downloaded plugin's cases get nothing its calls would not.
+//!
+//! A Python plugin's own unit tests (`test_*.py`, with the SDK's `testing`
+//! helper) are host code, not a sandboxed component: they run only for a
+//! Python plugin directory the user names on the command line, never for
+//! plugins merely loaded, and the line before them says so. Each result
+//! is one line; a `N passed, N failed` line ends the run; a failure exits
+//! 1.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -19,6 +26,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use gadget_core::call::{CallReport, Outcome};
+use gadget_core::scope::CallScope;
 use gadget_core::tool::Tools;
 use gadget_runtime::plugin::PluginSource;
 use gadget_runtime::registry::Registry;
@@ -94,14 +102,25 @@ struct Planned {
     expect: Expect,
 }
 
-/// `gadget test`: `target` is a gadget's name, a plugin's name, or
-/// nothing (every loaded gadget); the registry holds what `--plugins`
-/// (or the directory given on the command line) loaded.
-pub async fn test(
-    registry: &Registry,
-    tools: &dyn Tools,
-    target: Option<&str>,
-) -> Result<ExitCode> {
+/// What one `gadget test` runs.
+pub struct TestRun<'a> {
+    /// A gadget's name, a plugin's name, or nothing (every loaded gadget).
+    pub target: Option<&'a str>,
+    /// The plugin directory the user named, if any: the only one whose
+    /// host-side unit tests may run.
+    pub named_dir: Option<&'a Path>,
+    /// What surrounds every case's call.
+    pub scope: Arc<CallScope>,
+}
+
+/// `gadget test`: the registry holds what `--plugins` (or the directory
+/// given on the command line) loaded.
+pub async fn test(registry: &Registry, tools: &dyn Tools, run: TestRun<'_>) -> Result<ExitCode> {
+    let TestRun {
+        target,
+        named_dir,
+        scope,
+    } = run;
     let planned = match plan(registry, target)? {
         Ok(planned) => planned,
         Err(why) => {
@@ -118,7 +137,12 @@ pub async fn test(
     // Written, not printed: `gadget test | head` ends the run quietly.
     let mut out = std::io::stdout();
     let (mut passed, mut failed) = (0usize, 0usize);
-    for dir in python_test_dirs(registry, target) {
+    if let Some(dir) = named_dir.and_then(|dir| python_test_dir(registry, dir)) {
+        writeln!(
+            out,
+            "  running host code, not sandboxed: python3 -m unittest in {}",
+            dir.display()
+        )?;
         match python_unit_tests(&dir)? {
             Ok(summary) => {
                 passed += 1;
@@ -135,7 +159,7 @@ pub async fn test(
     }
     for case in &planned {
         let started = Instant::now();
-        let verdict = run_case(tools, case).await;
+        let verdict = run_case(tools, case, &scope).await;
         let ms = started.elapsed().as_secs_f64() * 1000.0;
         match verdict {
             Ok(what) => {
@@ -167,26 +191,32 @@ fn is_target(gadget: &gadget_runtime::WasmGadget, target: Option<&str>) -> bool 
     })
 }
 
-/// The Python plugin directories among the gadgets `target` names that
-/// have unit tests (`test_*.py`).
-fn python_test_dirs(registry: &Registry, target: Option<&str>) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    for gadget in registry.gadgets() {
-        if let PluginSource::Dir(dir) = &gadget.plugin.artifact.source
-            && is_target(gadget, target)
-            && dir.join("app.py").is_file()
-            && !dirs.contains(dir)
-            && std::fs::read_dir(dir).is_ok_and(|entries| {
-                entries.flatten().any(|e| {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    name.starts_with("test_") && name.ends_with(".py")
-                })
-            })
-        {
-            dirs.push(dir.clone());
-        }
-    }
-    dirs
+/// The directory the user named, when it is a loaded Python plugin with
+/// unit tests (`test_*.py`): its component was built from its `app.py`
+/// (the SDK's Python build writes nothing else), and it is no other
+/// language's plugin (no `Cargo.toml`, `package.json`, `go.mod` or C
+/// sources beside it), so the tests are the author's tests of that code.
+fn python_test_dir(registry: &Registry, named: &Path) -> Option<PathBuf> {
+    let named = named.canonicalize().ok()?;
+    let loaded = registry.plugins().iter().any(|plugin| {
+        matches!(&plugin.artifact.source, PluginSource::Dir(dir)
+            if dir.canonicalize().is_ok_and(|dir| dir == named))
+    });
+    let other_language = ["Cargo.toml", "package.json", "go.mod", "Makefile"]
+        .iter()
+        .any(|file| named.join(file).exists())
+        || std::fs::read_dir(&named).is_ok_and(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().ends_with(".c"))
+        });
+    let has_tests = std::fs::read_dir(&named).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("test_") && name.ends_with(".py")
+        })
+    });
+    (loaded && named.join("app.py").is_file() && !other_language && has_tests).then_some(named)
 }
 
 /// `python3 -m unittest` in a Python plugin directory, the SDK (with its
@@ -360,7 +390,11 @@ fn planned_case(dir: &Path, index: usize, case: Case) -> Result<Planned, String>
 }
 
 /// Runs one case; `Ok`: what passed, `Err`: why it did not.
-async fn run_case(tools: &dyn Tools, case: &Planned) -> Result<String, String> {
+async fn run_case(
+    tools: &dyn Tools,
+    case: &Planned,
+    scope: &Arc<CallScope>,
+) -> Result<String, String> {
     let Some(tool) = tools.find(&case.gadget) else {
         return Err(format!("the gadget '{}' is not served", case.gadget));
     };
@@ -372,6 +406,7 @@ async fn run_case(tools: &dyn Tools, case: &Planned) -> Result<String, String> {
     };
     let options = gadget_exec::call::CallOptions {
         id: "gadget_test".into(),
+        scope: scope.clone(),
         ..Default::default()
     };
     let report = gadget_exec::call::run(tool, Arc::new(params), options)

@@ -26,6 +26,7 @@ mod mcp;
 mod mistakes;
 mod native;
 mod oci;
+mod one_door;
 mod parser;
 mod rate_limits;
 mod secrets;

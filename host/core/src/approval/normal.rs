@@ -234,7 +234,7 @@ mod tests {
         let approve = rule("FetchUrl", "/url", Some("*"), None, RuleAction::Approve);
         let rules = Arc::new(Rules::new(Vec::new(), vec![pages, approve], None).unwrap());
         let denials = rules
-            .request_denials("FetchUrl", None, None)
+            .request_denials("FetchUrl", None, &crate::client::ClientId::Local)
             .expect("a URL deny rule");
         assert!(denials.refusal("http://127.0.0.1:8080/page").is_some());
         assert!(
@@ -244,6 +244,10 @@ mod tests {
         );
         assert!(denials.refusal("http://127.0.0.1:8080/moved").is_none());
         // Other gadgets, and approve rules, hold nothing at the door.
-        assert!(rules.request_denials("Calculator", None, None).is_none());
+        assert!(
+            rules
+                .request_denials("Calculator", None, &crate::client::ClientId::Local)
+                .is_none()
+        );
     }
 }

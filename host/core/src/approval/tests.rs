@@ -2,6 +2,7 @@
 //! for one client, argument globs, bad rules, canonical JSON.
 
 use super::*;
+use crate::client::ClientId;
 use serde_json::json;
 
 pub(super) fn rule(
@@ -138,15 +139,21 @@ fn a_rule_naming_a_client_holds_for_that_caller_only() {
     deny.client = Some("al*".into());
     let rules = std::sync::Arc::new(Rules::new(Vec::new(), vec![deny], None).unwrap());
     let params = json!({"url": "https://example.com"});
-    let denied = rules.check_for("FetchUrl", &params, None, Some("alice"));
+    let denied = rules.check_for("FetchUrl", &params, None, &ClientId::subject("alice"));
     assert!(
         matches!(&denied, Admission::Deny { reason } if reason.ends_with("for client al*)")),
         "{denied:?}"
     );
     // Case-sensitive, and an anonymous caller is no client.
-    for other in [Some("bob"), Some("Alice"), None] {
+    let others = [
+        ClientId::subject("bob"),
+        ClientId::subject("Alice"),
+        ClientId::anonymous_on("alice"),
+        ClientId::Local,
+    ];
+    for other in others {
         assert_eq!(
-            rules.check_for("FetchUrl", &params, None, other),
+            rules.check_for("FetchUrl", &params, None, &other),
             Admission::Run,
             "{other:?}"
         );
@@ -154,12 +161,12 @@ fn a_rule_naming_a_client_holds_for_that_caller_only() {
     let url = json!({"type": "object", "properties": {"url": {"type": "string", "format": "uri"}}});
     assert!(
         rules
-            .request_denials("FetchUrl", Some(&url), Some("alice"))
+            .request_denials("FetchUrl", Some(&url), &ClientId::subject("alice"))
             .is_some()
     );
     assert!(
         rules
-            .request_denials("FetchUrl", Some(&url), Some("bob"))
+            .request_denials("FetchUrl", Some(&url), &ClientId::subject("bob"))
             .is_none()
     );
 }

@@ -336,25 +336,7 @@ async fn connect(
     })
 }
 
-/// The HTTP client upstream servers are reached with: rustls with ring
-/// and the Mozilla roots (as the host's other clients), no proxy from
-/// the environment, bounded connection time.
-pub(crate) fn http_client() -> Result<reqwest::Client, String> {
-    let roots = rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| format!("TLS: {e}"))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    reqwest::Client::builder()
-        .use_preconfigured_tls(tls)
-        .no_proxy()
-        .connect_timeout(START_TIMEOUT)
-        .build()
-        .map_err(|e| format!("cannot make an HTTP client: {e}"))
-}
+pub(crate) use super::client::http_client;
 
 /// Whether the server runs, and if not, when it may be tried again.
 #[derive(Default)]

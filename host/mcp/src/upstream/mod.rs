@@ -19,6 +19,7 @@
 //! at once when its authorization server grants without a person, else by
 //! a person at a terminal (`gadget login NAME`), the tokens kept.
 
+mod client;
 mod connection;
 mod elicitation;
 mod oauth;
@@ -30,7 +31,7 @@ use std::sync::Arc;
 
 use gadget_core::tool::{Tool, Tools};
 
-pub(crate) use connection::http_client;
+pub(crate) use client::http_client_builder;
 pub use connection::{
     LOG_WINDOW, MAX_LOG_BYTES, MAX_LOGS_PER_CALL, MAX_LOGS_PER_WINDOW, MAX_PROGRESS_PER_CALL,
     MAX_RESTART_BACKOFF, MAX_TOOLS, MIN_RESTART_BACKOFF, REQUEST_TIMEOUT, START_TIMEOUT, Upstream,

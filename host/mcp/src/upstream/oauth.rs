@@ -454,45 +454,24 @@ impl StreamableHttpClient for OAuthHttp {
     }
 }
 
-/// Where an address is, for who may be sent there.
+/// Where an address is, for who may be sent there: the one classifier
+/// every door uses ([`gadget_core::address`]), link-local and reserved
+/// addresses never.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reach {
     Public,
     Private,
     Loopback,
-    /// Link-local (a cloud's metadata service), unspecified, multicast:
-    /// never.
     Forbidden,
 }
 
 fn reach(address: std::net::IpAddr) -> Reach {
-    use std::net::IpAddr;
-    match address {
-        IpAddr::V4(v4) if v4.is_loopback() => Reach::Loopback,
-        IpAddr::V4(v4)
-            if v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_multicast()
-                || v4.is_broadcast() =>
-        {
-            Reach::Forbidden
-        }
-        IpAddr::V4(v4)
-            if v4.is_private() || v4.octets()[0] == 100 && v4.octets()[1] & 0xC0 == 64 =>
-        {
-            Reach::Private
-        }
-        IpAddr::V6(v6) if v6.is_loopback() => Reach::Loopback,
-        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some() => {
-            reach(IpAddr::V4(v6.to_ipv4_mapped().expect("mapped")))
-        }
-        IpAddr::V6(v6)
-            if v6.is_unspecified() || v6.is_multicast() || v6.segments()[0] & 0xFFC0 == 0xFE80 =>
-        {
-            Reach::Forbidden
-        }
-        IpAddr::V6(v6) if v6.segments()[0] & 0xFE00 == 0xFC00 => Reach::Private,
-        _ => Reach::Public,
+    use gadget_core::address::AddressClass;
+    match gadget_core::address::classify(address) {
+        AddressClass::Public => Reach::Public,
+        AddressClass::Private => Reach::Private,
+        AddressClass::Loopback => Reach::Loopback,
+        AddressClass::LinkLocal | AddressClass::Reserved => Reach::Forbidden,
     }
 }
 

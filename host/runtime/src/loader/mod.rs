@@ -293,6 +293,7 @@ pub async fn load_sources(
             Err(e) => errors.push(e),
         }
     }
+    errors.extend(registry.resolve_catalog_claims());
     // Whole plugins that did not load (a refused gadget or a contested
     // name leaves the rest of its plugin loaded).
     registry.set_failed_plugins(
@@ -304,6 +305,7 @@ pub async fn load_sources(
                     LoadFailure::GadgetRefused(_)
                         | LoadFailure::NameContested { .. }
                         | LoadFailure::NameHeld { .. }
+                        | LoadFailure::CatalogClash(_)
                 )
             })
             .count(),

@@ -329,3 +329,86 @@ fn one_way_to_authenticate_at_a_time_and_keys_that_check_nothing_stop_the_server
         "{stderr}"
     );
 }
+
+/// One stateless JSON-RPC request of protocol 2026-07-28 as `token`'s
+/// caller: the status and body.
+fn modern(server: &Server, token: &str, method: &str, params: Value) -> (u16, String) {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    });
+    // What the `Mcp-Name` header names: a tool, or a task.
+    let name = params["name"]
+        .as_str()
+        .or(params["taskId"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params}).to_string();
+    let bearer = format!("Bearer {token}");
+    let mut headers = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", method),
+        ("Authorization", bearer.as_str()),
+    ];
+    if !name.is_empty() {
+        headers.push(("Mcp-Name", name.as_str()));
+    }
+    let (status, _, body) = server.request("POST", "/mcp", &headers, &body);
+    (status, body)
+}
+
+/// A task belongs to the caller that created it: another authenticated
+/// caller who learns its id is told it does not exist when it reads,
+/// cancels or answers it, and the task runs on; its owner sees it.
+#[test]
+fn a_task_answers_only_the_caller_that_created_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let signer = key("k1");
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, json!({"keys": [signer.jwk]}).to_string()).unwrap();
+    let config = dir.path().join("policy.toml");
+    std::fs::write(&config, "").unwrap();
+    let plugins = crate::content::conformance_plugins(dir.path());
+    let server = Server::start_jwt_plugins(
+        &plugins,
+        &config,
+        &[
+            "--auth-jwks",
+            jwks.to_str().unwrap(),
+            "--auth-audience",
+            AUDIENCE,
+            "--auth-issuer",
+            ISSUER,
+        ],
+        &dir.path().join("audit.jsonl"),
+    );
+    let alice = token(&signer, "k1", "alice", json!({}));
+    let mallory = token(&signer, "k1", "mallory", json!({}));
+    let call = json!({"name": "slow_compute", "arguments": {"seconds": 5, "label": "x"}});
+    let (status, created) = modern(&server, &alice, "tools/call", call);
+    assert_eq!(status, 200, "{created}");
+    let id = created
+        .split("\"taskId\":\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no task in {created}"))
+        .to_string();
+    let get = json!({"taskId": id});
+    for method in ["tasks/get", "tasks/cancel"] {
+        let (_, theirs) = modern(&server, &mallory, method, get.clone());
+        assert!(theirs.contains("no task '"), "{method}: {theirs}");
+        assert!(theirs.contains("-32602"), "{method}: {theirs}");
+    }
+    let update = json!({"taskId": id, "inputResponses": {}});
+    let (_, theirs) = modern(&server, &mallory, "tasks/update", update);
+    assert!(theirs.contains("no task '"), "{theirs}");
+    let (status, own) = modern(&server, &alice, "tasks/get", get);
+    assert_eq!(status, 200, "{own}");
+    assert!(
+        own.contains("\"working\""),
+        "mallory's cancel reached it: {own}"
+    );
+}

@@ -62,8 +62,18 @@ impl Server {
         auth: &[&str],
         journal: &std::path::Path,
     ) -> Server {
+        Server::start_jwt_plugins(&common::shipped_plugins(), config, auth, journal)
+    }
+
+    /// [`Server::start_jwt`] serving the plugins under `plugins`.
+    pub(crate) fn start_jwt_plugins(
+        plugins: &std::path::Path,
+        config: &std::path::Path,
+        auth: &[&str],
+        journal: &std::path::Path,
+    ) -> Server {
         let global = ["--audit", journal.to_str().unwrap()];
-        Server::spawn(&common::shipped_plugins(), config, &global, auth, &[])
+        Server::spawn(plugins, config, &global, auth, &[])
     }
 
     /// `gadget GLOBAL serve --listen 127.0.0.1:0 SERVE`.

@@ -16,5 +16,5 @@ if ! rustup target list --installed | grep -qx wasm32-wasip2; then
 fi
 
 ./scripts/build-guests.sh --shipped
-cargo build --quiet --release -p gadget-core -p gadget-exec -p gadget-runtime -p gadget-agent -p gadget-mcp -p gadget-host
+cargo build --quiet --release -p gadget-core -p gadget-exec -p gadget-runtime -p gadget-agent -p gadget-upstream -p gadget-mcp -p gadget-host
 echo "host built: target/release/gadget"

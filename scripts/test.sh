@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 # The host's crates, always selected together so that features unify the
 # same way in every command (another selection rebuilds wasmtime).
-host=(-p gadget-core -p gadget-exec -p gadget-runtime -p gadget-agent -p gadget-mcp -p gadget-host)
+host=(-p gadget-core -p gadget-exec -p gadget-runtime -p gadget-agent -p gadget-upstream -p gadget-mcp -p gadget-host)
 
 # The pure crate stays pure: the compiler enforces the one-way flow only
 # while gadget-core depends on none of the runtime's machinery.

@@ -303,7 +303,7 @@ async fn fetch(url: &str) -> Result<Vec<u8>, String> {
     if addresses.is_empty() {
         return Err(format!("{host} resolves to no address"));
     }
-    let client = crate::upstream::http_client_builder()?
+    let client = gadget_upstream::http_client_builder()?
         .redirect(reqwest::redirect::Policy::none())
         .resolve_to_addrs(bare, &addresses)
         .build()

@@ -26,7 +26,8 @@ pub mod stdio;
 mod task_call;
 pub mod tasks;
 mod trace;
-pub mod upstream;
+/// The host as an MCP client of other servers, its own crate.
+pub use gadget_upstream as upstream;
 
 pub use server::GadgetServer;
 

@@ -22,7 +22,7 @@ pub(crate) fn http_client() -> Result<reqwest::Client, String> {
 /// The builder of [`http_client`]: the webpki roots, no proxy, the start
 /// timeout; a caller adds what its requests need (a redirect policy, the
 /// addresses it checked).
-pub(crate) fn http_client_builder() -> Result<reqwest::ClientBuilder, String> {
+pub fn http_client_builder() -> Result<reqwest::ClientBuilder, String> {
     let roots = rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),

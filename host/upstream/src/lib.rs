@@ -1,3 +1,10 @@
+//! # gadget-upstream
+//!
+//! The host as an MCP client: other MCP servers' tools as gadget-host
+//! tools (re-exported by gadget-mcp as `gadget_mcp::upstream`). Its own
+//! crate: a client of other servers, with OAuth, shares nothing with the
+//! server the host is, but the HTTP client its requests go out with.
+//!
 //! Other MCP servers' tools as gadget-host tools: `[mcp-servers.NAME]` in
 //! the policy names a server (a program spoken to over stdio, or a
 //! Streamable HTTP endpoint), and each of its tools becomes a [`Tool`] in
@@ -31,7 +38,7 @@ use std::sync::Arc;
 
 use gadget_core::tool::{Tool, Tools};
 
-pub(crate) use client::http_client_builder;
+pub use client::http_client_builder;
 pub use connection::{
     LOG_WINDOW, MAX_LOG_BYTES, MAX_LOGS_PER_CALL, MAX_LOGS_PER_WINDOW, MAX_PROGRESS_PER_CALL,
     MAX_RESTART_BACKOFF, MAX_TOOLS, MIN_RESTART_BACKOFF, REQUEST_TIMEOUT, START_TIMEOUT, Upstream,

@@ -294,3 +294,39 @@ fn a_resource_template_or_prompt_two_plugins_list_is_contested_at_load() {
     );
     assert!(!one.contains("of plugin 'probe-b' is not served"), "{one}");
 }
+
+/// `gadget call --dry-run` starts nothing: a policy's stdio MCP server
+/// (here, a command that leaves a mark) is not started by a dry run of a
+/// WebAssembly gadget, nor of a name that could be the server's.
+#[test]
+fn a_dry_run_starts_no_mcp_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("started");
+    let policy = format!(
+        "[mcp-servers.fs]\ncommand = [\"sh\", \"-c\", \"touch {}; sleep 5\"]\n\n[[rules]]\ngadget = \"Calculator\"\nparam = \"/a\"\nmatches = \"666\"\naction = \"deny\"\n",
+        marker.display()
+    );
+    let params = r#"{"operation":"add","a":1,"b":2}"#;
+    let out = crate::capabilities::run(
+        Some(&policy),
+        &[],
+        &["call", "--dry-run", "Calculator", "--params", params],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = crate::capabilities::run(
+        Some(&policy),
+        &[],
+        &["call", "--dry-run", "fs_read", "--params", "{}"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--dry-run starts no MCP server"),
+        "{stderr}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!marker.exists(), "a dry run started the MCP server");
+}

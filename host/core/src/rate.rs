@@ -199,8 +199,7 @@ impl RateLimits {
         names.iter().any(|name| self.applies_to(name))
     }
 
-    /// Admits one call of `gadget` by `client` (its identity; `None`:
-    /// anonymous) at `now`, counting it in every rule that matches; or
+    /// Admits one call of `gadget` by `client` at `now`, counting it in every rule that matches; or
     /// refuses it, counting it nowhere, with the rule that refused and
     /// the longest wait any matching rule asks.
     pub fn admit(&self, gadget: &str, client: &ClientId, now: Instant) -> Result<(), RateLimited> {

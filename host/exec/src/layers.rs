@@ -96,13 +96,18 @@ impl<'a> Subject<'a> {
         }
     }
 
-    /// The names rate limits count it under.
-    fn counted_as(&self) -> Vec<&'a str> {
+    /// `f` of the names rate limits count it under: a tool's own name
+    /// (no allocation on a call's path), or a catalog request's and its
+    /// plugin's gadgets'.
+    fn counted_as<R>(&self, f: impl FnOnce(&[&str]) -> R) -> R {
         match self {
-            Subject::Tool(tool) => vec![tool.name()],
-            Subject::Catalog(catalog) => std::iter::once(catalog.name)
-                .chain(catalog.gadgets.iter().map(String::as_str))
-                .collect(),
+            Subject::Tool(tool) => f(&[tool.name()]),
+            Subject::Catalog(catalog) => {
+                let names: Vec<&str> = std::iter::once(catalog.name)
+                    .chain(catalog.gadgets.iter().map(String::as_str))
+                    .collect();
+                f(&names)
+            }
         }
     }
 
@@ -183,15 +188,15 @@ impl Layers {
             };
             layers.push(Box::new(JournalLayer { record }));
         }
-        if let Some(rates) = &scope.rates {
-            let names = subject.counted_as();
-            if rates.applies_to_any(&names) {
-                layers.push(Box::new(RateLayer {
-                    rates: rates.clone(),
-                    client: scope.client.clone(),
-                    names: names.into_iter().map(String::from).collect(),
-                }));
-            }
+        if let Some(rates) = scope
+            .rates
+            .as_ref()
+            .filter(|r| subject.counted_as(|names| r.applies_to_any(names)))
+        {
+            layers.push(Box::new(RateLayer {
+                rates: rates.clone(),
+                client: scope.client.clone(),
+            }));
         }
         if admission != Admission::Run {
             layers.push(Box::new(ApprovalLayer {
@@ -376,17 +381,14 @@ impl Layer for JournalLayer {
 struct RateLayer {
     rates: Arc<RateLimits>,
     client: ClientId,
-    /// What the entry is counted as (a tool's name; a catalog request's
-    /// own and its plugin's gadgets').
-    names: Vec<String>,
 }
 
 impl Layer for RateLayer {
-    fn admit<'a>(&'a self, _call: &'a Admitting<'a>) -> BoxFuture<'a, Admit> {
-        let names: Vec<&str> = self.names.iter().map(String::as_str).collect();
-        let admitted = self
-            .rates
-            .admit_any(&names, &self.client, std::time::Instant::now());
+    fn admit<'a>(&'a self, call: &'a Admitting<'a>) -> BoxFuture<'a, Admit> {
+        let now = std::time::Instant::now();
+        let admitted = call
+            .subject
+            .counted_as(|names| self.rates.admit_any(names, &self.client, now));
         Box::pin(std::future::ready(match admitted {
             Ok(()) => Admit::Run,
             Err(limited) => Admit::Limited(limited),

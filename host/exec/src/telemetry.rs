@@ -175,11 +175,7 @@ fn tool_attributes(tool: &dyn Tool) -> std::rc::Rc<ToolAttributes> {
             KeyValue::new("gen_ai.tool.type", "function"),
         ];
         if let Some(origin) = &origin {
-            let shared = |text: &str| Arc::<str>::from(text);
-            attributes.push(KeyValue::new("gadget.plugin", shared(&origin.plugin)));
-            attributes.push(KeyValue::new("gadget.digest", shared(&origin.digest)));
-            attributes.push(KeyValue::new("gadget.source", shared(&origin.source)));
-            attributes.push(KeyValue::new("gadget.signature", shared(&origin.signature)));
+            attributes.extend(origin_attributes(origin));
         }
         let made = std::rc::Rc::new(ToolAttributes {
             digest: digest.to_string(),
@@ -193,6 +189,17 @@ fn tool_attributes(tool: &dyn Tool) -> std::rc::Rc<ToolAttributes> {
         cache.insert(name.to_string(), made.clone());
         made
     })
+}
+
+/// A plugin's provenance as span attributes.
+fn origin_attributes(origin: &gadget_core::scope::Origin) -> [KeyValue; 4] {
+    let shared = |text: &str| Arc::<str>::from(text);
+    [
+        KeyValue::new("gadget.plugin", shared(&origin.plugin)),
+        KeyValue::new("gadget.digest", shared(&origin.digest)),
+        KeyValue::new("gadget.source", shared(&origin.source)),
+        KeyValue::new("gadget.signature", shared(&origin.signature)),
+    ]
 }
 
 /// What a catalog request's span is named and labelled by.
@@ -270,11 +277,10 @@ impl Telemetry {
     pub(crate) fn catalog_span(
         &self,
         parent: Option<&Context>,
-        request: CatalogRequest<'_>,
+        catalog: CatalogRequest<'_>,
         client: Option<&str>,
     ) -> ToolSpan {
         use gadget_core::scope::EntryKind;
-        let catalog = request;
         let method = match catalog.kind {
             EntryKind::ResourceRead => "resources/read",
             EntryKind::Prompt => "prompts/get",
@@ -293,10 +299,7 @@ impl Telemetry {
             KeyValue::new("gadget.catalog.target", target.to_string()),
         ];
         if let Some(origin) = catalog.origin {
-            attributes.push(KeyValue::new("gadget.plugin", origin.plugin.clone()));
-            attributes.push(KeyValue::new("gadget.digest", origin.digest.clone()));
-            attributes.push(KeyValue::new("gadget.source", origin.source.clone()));
-            attributes.push(KeyValue::new("gadget.signature", origin.signature.clone()));
+            attributes.extend(origin_attributes(origin));
         }
         if let Some(client) = client {
             attributes.push(KeyValue::new("enduser.id", client.to_string()));

@@ -2,12 +2,10 @@
 //! in, the answer it comes back with, and what the session can ask
 //! (`crate::inputs::ClientPerson` asks it while a call runs).
 
-use rmcp::RoleServer;
 use rmcp::model::{
     CallToolResult, ContentBlock, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationSchema, ProtocolVersion,
+    ElicitationSchema,
 };
-use rmcp::service::RequestContext;
 use serde_json::Value;
 
 /// The key of the one input request an ask-human outcome makes, and of
@@ -48,14 +46,6 @@ pub(crate) fn answer_text(content: Option<Value>) -> String {
         Some(other) => other.to_string(),
         None => String::new(),
     }
-}
-
-/// Whether the session speaks protocol 2026-07-28 or later, where the
-/// server asks only through a call's input-required result.
-pub(crate) fn is_modern(context: &RequestContext<RoleServer>) -> bool {
-    context
-        .protocol_version()
-        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
 }
 
 /// A person's reply as the call's result: their answer (a text field, or

@@ -436,9 +436,21 @@ impl GadgetServer {
             answers: None,
         };
         let run = gadget_exec::call::run(gadget, Arc::new(params), options);
+        self.until_stopped(run, &signal, client_gone).await
+    }
+
+    /// `run` to its end; when the client goes away or the server shuts
+    /// down first, `signal` is raised and `run` still ends (its answer
+    /// and records are not lost).
+    pub(crate) async fn until_stopped<T>(
+        &self,
+        run: impl std::future::Future<Output = T>,
+        signal: &AbortSignal,
+        client_gone: impl std::future::Future<Output = ()>,
+    ) -> T {
         tokio::pin!(run);
         tokio::select! {
-            finished = &mut run => return finished,
+            done = &mut run => return done,
             _ = client_gone => {}
             _ = self.shutdown.cancelled() => {}
         }

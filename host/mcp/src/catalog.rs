@@ -39,10 +39,9 @@ use gadget_core::signal::AbortSignal;
 use gadget_core::tool::HumanInput;
 
 use crate::approval::McpApprover;
-use crate::ask::is_modern;
 use crate::caller::Caller;
 use crate::content::block;
-use crate::inputs::{ClientPerson, capabilities_for, kinds_of};
+use crate::inputs::{ClientPerson, capabilities_for};
 use crate::replay::{Ended, Replay};
 use crate::server::GadgetServer;
 
@@ -70,6 +69,7 @@ fn contents_json(contents: &ResourceContents) -> Value {
 struct Asking {
     replay: Option<Arc<Replay>>,
     scope: Arc<CallScope>,
+    caller: Caller,
 }
 
 impl GadgetServer {
@@ -87,9 +87,9 @@ impl GadgetServer {
         state: Option<&str>,
         context: &RequestContext<RoleServer>,
     ) -> Result<Asking, McpError> {
-        let kinds = kinds_of(context.client_capabilities().as_ref());
         let caller = Caller::of(context);
-        let (replay, human) = if is_modern(context) {
+        let kinds = caller.kinds();
+        let (replay, human) = if caller.modern {
             let replay = Replay::new(
                 &self.approval_key,
                 binding,
@@ -112,7 +112,11 @@ impl GadgetServer {
             (None, None)
         };
         let scope = self.catalog_scope(human, &caller);
-        Ok(Asking { replay, scope })
+        Ok(Asking {
+            replay,
+            scope,
+            caller,
+        })
     }
 
     /// The scope a catalog request runs in: what a tool call's has (the
@@ -133,16 +137,15 @@ impl GadgetServer {
         catalog: &dyn Catalog,
         op: CatalogOp,
         scope: Arc<CallScope>,
-        context: &RequestContext<RoleServer>,
+        caller: &Caller,
     ) -> Result<CatalogAnswer, CatalogError> {
-        let caller = Caller::of(context);
         let id = format!(
             "mcp_{}",
             self.calls
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
                 + 1
         );
-        let (observer, forward) = self.notifier(&id, catalog.plugin(), &caller);
+        let (observer, forward) = self.notifier(&id, catalog.plugin(), caller);
         let forward = tokio::spawn(forward);
         let signal = AbortSignal::new();
         let call = CatalogCall {
@@ -153,12 +156,9 @@ impl GadgetServer {
             scope,
         };
         let run = gadget_exec::catalog::run_catalog(catalog, call);
-        tokio::pin!(run);
-        let answer = tokio::select! {
-            answer = &mut run => answer,
-            _ = caller.gone.cancelled() => { signal.raise(); run.await }
-            _ = self.shutdown.cancelled() => { signal.raise(); run.await }
-        };
+        let answer = self
+            .until_stopped(run, &signal, caller.gone.cancelled())
+            .await;
         let _ = forward.await;
         answer
     }
@@ -237,7 +237,7 @@ impl GadgetServer {
         )?;
         let op = CatalogOp::Read { uri: uri.clone() };
         let read = self
-            .run_catalog(&*catalog, op, asking.scope.clone(), &context)
+            .run_catalog(&*catalog, op, asking.scope.clone(), &asking.caller)
             .await;
         if let Some(early) = ended(asking.replay.as_deref())? {
             return Ok(early.into());
@@ -305,7 +305,7 @@ impl GadgetServer {
         )?;
         let op = CatalogOp::Prompt { name, arguments };
         let rendered = self
-            .run_catalog(&**catalog, op, asking.scope.clone(), &context)
+            .run_catalog(&**catalog, op, asking.scope.clone(), &asking.caller)
             .await;
         if let Some(early) = ended(asking.replay.as_deref())? {
             return Ok(early.into());
@@ -387,9 +387,10 @@ impl GadgetServer {
                 value,
                 context: arguments,
             };
-            let scope = self.catalog_scope(None, &Caller::of(&context));
+            let caller = Caller::of(&context);
+            let scope = self.catalog_scope(None, &caller);
             match self
-                .run_catalog(&**catalog, op, scope, &context)
+                .run_catalog(&**catalog, op, scope, &caller)
                 .await
                 .map_err(|error| failed(catalog.plugin(), error))?
             {

@@ -123,10 +123,10 @@ impl TaskEntry {
         &self.id
     }
 
-    /// The call ended: its result, or the protocol error that ended it;
-    /// returns the bytes of what it keeps. A task cancelled while it ran
-    /// ends cancelled whatever the call returned.
-    fn finish(&self, ended: Result<CallToolResponse, McpError>) -> u64 {
+    /// The call ended: its result, or the protocol error that ended it,
+    /// with the bytes it keeps. A task cancelled while it ran ends
+    /// cancelled whatever the call returned.
+    fn finish(&self, ended: Result<CallToolResponse, McpError>) {
         if self.state().cancel_requested {
             self.set(Phase::Cancelled);
             return self.ended(0);
@@ -158,14 +158,13 @@ impl TaskEntry {
             _ => 0,
         };
         self.set(phase);
-        self.ended(bytes)
+        self.ended(bytes);
     }
 
-    fn ended(&self, bytes: u64) -> u64 {
+    fn ended(&self, kept_bytes: u64) {
         let mut state = self.state();
-        state.kept_bytes = bytes;
+        state.kept_bytes = kept_bytes;
         state.ended = Some(Instant::now());
-        bytes
     }
 
     /// The task as a client sees it.

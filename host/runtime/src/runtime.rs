@@ -715,18 +715,16 @@ impl Runtime {
     }
 }
 
-/// The WASI context of one instance: deny by default (no preopens, no
-/// sockets, no env, no args), then only what the plugin was granted.
+/// The WASI context of one instance. Deny by default: no preopens, no
+/// sockets, no env, no args. Only what the plugin was granted is added:
+/// its directories (cap-std handles: `..`, absolute paths and symlinks
+/// cannot leave them) and its config as environment variables. Nothing
+/// of the host's own environment is inherited.
 fn wasi_ctx(
     grants: Option<&Arc<grants::CallGrants>>,
     stdout: &stdio::CappedPipe,
     stderr: &stdio::CappedPipe,
 ) -> Result<wasmtime_wasi::WasiCtx, String> {
-    // Deny by default: no preopens, no sockets, no env, no args. Only
-    // what the plugin was granted is added: its directories (cap-std
-    // handles: `..`, absolute paths and symlinks cannot leave them) and
-    // its config as environment variables. Nothing of the host's own
-    // environment is inherited.
     let mut wasi = WasiCtxBuilder::new();
     wasi.stdout(stdout.clone())
         .stderr(stderr.clone())

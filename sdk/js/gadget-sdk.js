@@ -11,6 +11,9 @@
 //
 //     import { defineGadget, exportGadgets, InvalidArguments, result } from 'gadget-sdk';
 //
+// (A URL or path parameter's schema is `urlParam('...')` or
+// `pathParam('...')`: the host's rules then match it by meaning.)
+//
 //     const WordCount = defineGadget({
 //       name: 'WordCount',
 //       description: 'Counts the words of a text.',
@@ -246,6 +249,17 @@ class Context {
   }
   // One question in words; null when declined.
   askText(words) { return this.ask({ answer: question.text(words) }).answer; }
+}
+
+// A parameter that is a URL, or a path: its schema says so (`format`), so
+// the operator's rules on it match what it means, not how it is spelled
+// (`HTTP://x` is `http://x`, `/out/./a` is `/out/a`):
+//   properties: { url: urlParam('The page.'), path: pathParam('The file.') }
+function urlParam(description, more = {}) {
+  return { type: 'string', format: 'uri', ...(description ? { description } : {}), ...more };
+}
+function pathParam(description, more = {}) {
+  return { type: 'string', format: 'path', ...(description ? { description } : {}), ...more };
 }
 
 // Declares a gadget: { name, description, schema?, examples?, label?,

@@ -352,7 +352,12 @@ impl Session<'_> {
                         id,
                         json: *json,
                     };
-                    return call::dry_run(&host.registry, &*tools, name, params, dry);
+                    let target = call::Target {
+                        registry: &host.registry,
+                        tools: &*tools,
+                        rules: &policy.gadgets,
+                    };
+                    return call::dry_run(&target, name, params, dry);
                 }
                 let journal = self.journal()?;
                 let scope = gadget_core::scope::CallScope {
@@ -361,12 +366,14 @@ impl Session<'_> {
                     rates: guards.rates.clone(),
                     ..Default::default()
                 };
-                let options = gadget_exec::call::CallOptions {
-                    scope: Arc::new(scope),
-                    ..Default::default()
-                };
                 let tools = host.tools(policy)?;
-                let called = call::call(&host.registry, &*tools, name, params, id, *json, options);
+                let scope = Arc::new(scope);
+                let target = call::Target {
+                    registry: &host.registry,
+                    tools: &*tools,
+                    rules: &policy.gadgets,
+                };
+                let called = call::call(&target, name, params, id, *json, scope);
                 (called.await, journal)
             }
             Command::Test { target } => match self.test(target.as_deref()).await? {
@@ -463,7 +470,13 @@ impl Session<'_> {
             Command::Check { path } => {
                 let runtime = host::runtime(policy, Calls::Few)?;
                 let options = load_options(global, policy)?;
-                check::check(&runtime, global, path, &options).await
+                let rules = policy.approval_rules().ok();
+                let checking = check::Checking {
+                    global,
+                    options: &options,
+                    rules: rules.as_ref(),
+                };
+                check::check(&runtime, path, &checking).await
             }
             Command::List { json } => match host(Calls::Few).await? {
                 Some(host) => {
@@ -519,7 +532,7 @@ async fn serving(
     let upstream = host.upstream.clone();
     let tools = served(host.registry.clone(), agents.clone(), upstream.clone());
     if !global.quiet {
-        host::warn_unmatched_rules(policy, &*tools);
+        host::warn_unmatched_rules(policy, &*host.registry, host.upstream.as_deref());
     }
     // SIGHUP loads the plugins again (the policy as read at start).
     let (runtime, global, options) = (

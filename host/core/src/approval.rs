@@ -212,10 +212,13 @@ impl Rules {
     }
 
     /// The approve patterns and rules that name none of `names` (the
-    /// gadgets served), in the operator's words: most often a misspelt
-    /// name, and a rule that never applies protects nothing.
-    pub fn unmatched(&self, names: &[String]) -> Vec<String> {
-        let names_none = |pattern: &str| !names.iter().any(|n| glob_matches(pattern, n));
+    /// gadgets served) and that `elsewhere` does not claim (a pattern
+    /// that may name a tool not listed, such as an upstream server's), in
+    /// the operator's words: most often a misspelt name, and a rule that
+    /// never applies protects nothing.
+    pub fn unmatched(&self, names: &[String], elsewhere: impl Fn(&str) -> bool) -> Vec<String> {
+        let names_none =
+            |pattern: &str| !names.iter().any(|n| glob_matches(pattern, n)) && !elsewhere(pattern);
         let mut found: Vec<String> = self
             .approve
             .iter()
@@ -343,6 +346,38 @@ impl Rules {
         })
     }
 
+    /// The rules whose parameter's kind comes from their pattern alone
+    /// (no `kind`, and `schema`, the schema of the gadget they name when
+    /// known, declares no format there), in the operator's words: what
+    /// `gadget check` shows, so that an operator sees a rule is matched
+    /// by meaning.
+    pub fn inferred_kinds(&self, gadget: &str, schema: Option<&Value>) -> Vec<String> {
+        self.applicable(gadget)
+            .rules
+            .iter()
+            .map(|&i| &self.rules[i])
+            .filter(|rule| {
+                rule.spec.kind.is_none()
+                    && schema
+                        .and_then(|s| kind_in_schema(s, &rule.spec.param))
+                        .is_none()
+            })
+            .filter_map(|rule| {
+                let kind = match rule.pattern_kind()? {
+                    ValueKind::Url => "a URL",
+                    ValueKind::Path => "a path",
+                };
+                Some(format!(
+                    "rule {} ({} {}): the pattern is {kind}, so {} is matched as {kind} (its normal form too)",
+                    rule.number,
+                    rule.spec.gadget,
+                    rule.condition(),
+                    rule.spec.param
+                ))
+            })
+            .collect()
+    }
+
     /// The approve patterns (as reasons) and rules that name `gadget`.
     fn applicable(&self, gadget: &str) -> Arc<Applicable> {
         let mut cache = self.by_gadget.lock().unwrap_or_else(|p| p.into_inner());
@@ -387,11 +422,37 @@ const MAX_CACHED_GADGETS: usize = 4096;
 
 impl Rule {
     /// What the rule's parameter is: as the rule says, else as the
-    /// schema's `format` says.
+    /// schema's `format` says, else as the rule's pattern plainly is (a
+    /// URL with a scheme, an absolute path): a gadget that declares no
+    /// format is not a way around a rule written for a URL or a path.
     fn kind(&self, schema: Option<&Value>) -> Option<ValueKind> {
         self.spec
             .kind
             .or_else(|| kind_in_schema(schema?, &self.spec.param))
+            .or_else(|| self.pattern_kind())
+    }
+
+    /// What the rule's pattern plainly is: a URL when it begins with a
+    /// scheme (`http://*`), a path when it begins with `/`; a regex's
+    /// after its `^`.
+    fn pattern_kind(&self) -> Option<ValueKind> {
+        let pattern = match (&self.spec.matches, &self.spec.regex) {
+            (Some(glob), _) => glob.as_str(),
+            (None, Some(regex)) => regex.strip_prefix('^')?,
+            (None, None) => return None,
+        };
+        let scheme = pattern.split_once("://").map(|(scheme, _)| scheme);
+        if scheme.is_some_and(|s| {
+            s.starts_with(|c: char| c.is_ascii_alphabetic())
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
+        }) {
+            Some(ValueKind::Url)
+        } else if pattern.starts_with('/') {
+            Some(ValueKind::Path)
+        } else {
+            None
+        }
     }
 
     /// Whether the parameter the rule points at has a matching value. An

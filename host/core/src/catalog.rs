@@ -141,6 +141,11 @@ pub enum CatalogError {
     /// The arguments do not fit the prompt; the message says how.
     #[error("{0}")]
     Arguments(String),
+    /// The operator's rules or rate limits kept the request from running;
+    /// `request` is the name rules give it (`resource:URI`,
+    /// `prompt:NAME`), `reason` says which rule, in the operator's words.
+    #[error("The request '{request}' was not run: {reason}")]
+    NotRun { request: String, reason: String },
     /// The plugin's instance failed (the call's error, with its kind).
     #[error(transparent)]
     Failed(#[from] CallError),

@@ -77,6 +77,7 @@ pub mod glob;
 pub mod ledger;
 pub mod limits;
 pub mod llm;
+pub mod operator_file;
 pub mod params;
 pub mod parser;
 pub mod rate;

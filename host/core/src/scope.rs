@@ -185,6 +185,14 @@ pub type Replies<'a> = Pin<Box<dyn Future<Output = Result<Vec<Reply>, AskFailure
 pub trait HumanInput: Send + Sync {
     fn ask<'a>(&'a self, call_id: &'a str, gadget: &'a str, question: &'a str) -> Answer<'a>;
 
+    /// Whether this answerer also answers a call's own question (an
+    /// ask-human outcome) on the one call path. A front end that answers
+    /// those its own way (MCP: an elicitation or an input-required
+    /// result) says no and gets the question back in the call's outcome.
+    fn answers_outcome(&self) -> bool {
+        true
+    }
+
     /// The kinds of question this answerer can have answered.
     fn answerable(&self) -> Kinds {
         Kinds::TEXT.with(Kinds::FORM)

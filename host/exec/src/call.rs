@@ -28,35 +28,12 @@ use gadget_core::approval::{Admission, ApprovalRequest, Approvals};
 use gadget_core::call::{CallError, CallReport, Outcome};
 use gadget_core::client::ClientId;
 use gadget_core::events::Failure;
-use gadget_core::ledger::CallObserver;
 use gadget_core::scope::CallScope;
-use gadget_core::signal::AbortSignal;
 use gadget_core::tool::{Tool, ToolCall};
 
 pub use gadget_core::tool::prepare;
 
-use crate::HumanInput;
 use crate::layers::{Admit, Layers, Subject};
-
-/// What only the caller of one call knows.
-#[derive(Clone, Default)]
-pub struct CallOptions {
-    pub id: String,
-    /// The deadline, resolved by the caller's [`crate::Timeouts`]; `None`:
-    /// the tool's own.
-    pub deadline: Option<Duration>,
-    /// The abort signal from outside.
-    pub signal: Option<AbortSignal>,
-    /// Sees the call's logs, progress, updates and costs as they happen.
-    pub observer: Option<CallObserver>,
-    /// What surrounds the call: approvals, the recorder, the trace, who
-    /// answers what a tool asks while it runs.
-    pub scope: Arc<CallScope>,
-    /// Answers the tool's question (an ask-human outcome), and what it
-    /// asks while it runs when the scope names nobody; without one, the
-    /// question is the call's outcome for the caller to handle.
-    pub answers: Option<Arc<dyn HumanInput>>,
-}
 
 /// How one call ended.
 #[derive(Debug)]
@@ -97,60 +74,45 @@ pub fn refused(scope: &CallScope, id: &str, name: &str, failure: &Failure) {
     Layers::refused(scope, id, name, failure);
 }
 
-/// Runs one call of `tool` with validated `params`.
-pub async fn run(tool: Arc<dyn Tool>, params: Arc<Value>, options: CallOptions) -> Finished {
-    let scope = &options.scope;
-    let admission = admission(&*tool, &params, scope.approvals.as_deref(), &scope.client);
-    run_admitted(tool, params, options, admission).await
+/// Runs one `call` of `tool` (its parameters validated by [`prepare`]).
+/// The call's question (an ask-human outcome) goes to the scope's person
+/// when that person answers such questions
+/// ([`gadget_core::scope::HumanInput::answers_outcome`]); else it is the caller's to handle.
+pub async fn run(tool: Arc<dyn Tool>, call: ToolCall) -> Finished {
+    let scope = &call.scope;
+    let admission = admission(
+        &*tool,
+        &call.params,
+        scope.approvals.as_deref(),
+        &scope.client,
+    );
+    run_admitted(tool, call, admission).await
 }
 
 /// Runs one call whose [`admission`] is known, inside its scope's layers.
-pub async fn run_admitted(
-    tool: Arc<dyn Tool>,
-    params: Arc<Value>,
-    options: CallOptions,
-    admission: Admission,
-) -> Finished {
-    if Layers::passive(&options.scope, &admission) {
+pub async fn run_admitted(tool: Arc<dyn Tool>, call: ToolCall, admission: Admission) -> Finished {
+    if Layers::passive(&call.scope, &admission) {
         // No layer: the call as it is (no box, no list).
-        return run_inside(&*tool, params, options, &Layers::none()).await;
+        return run_inside(&*tool, call, &Layers::none()).await;
     }
-    let layers = Layers::open(
-        Subject::Tool(&*tool),
-        &options.scope,
-        &options.id,
-        admission,
-    );
+    let layers = Layers::open(Subject::Tool(&*tool), &call.scope, &call.id, admission);
     // Boxed: a layered call's state stays out of every plain call's
     // future.
-    let finished = Box::pin(run_inside(&*tool, params, options, &layers)).await;
+    let finished = Box::pin(run_inside(&*tool, call, &layers)).await;
     layers.finished(&finished.report, tool.is_instant());
     finished
 }
 
 /// The layers' admission, then (when the call may run) the call.
-async fn run_inside(
-    tool: &dyn Tool,
-    params: Arc<Value>,
-    options: CallOptions,
-    layers: &Layers,
-) -> Finished {
-    let CallOptions {
-        id,
-        deadline,
-        signal,
-        observer,
-        scope,
-        answers,
-    } = options;
-    let observer = layers.observe(observer);
+async fn run_inside(tool: &dyn Tool, mut call: ToolCall, layers: &Layers) -> Finished {
+    call.observer = layers.observe(call.observer.take());
     match layers
         .admit(
             Subject::Tool(tool),
-            &id,
-            &params,
-            signal.as_ref(),
-            &observer,
+            &call.id,
+            &call.params,
+            call.signal.as_ref(),
+            &call.observer,
         )
         .await
     {
@@ -173,24 +135,13 @@ async fn run_inside(
             return not_run(tool, why, Some(*request));
         }
     }
-    layers.started(&params, deadline);
-    let mut scope = layers.scope(scope);
-    if scope.human.is_none()
-        && let Some(answers) = &answers
-    {
-        let mut with_person = (*scope).clone();
-        with_person.human = Some(answers.clone());
-        scope = Arc::new(with_person);
-    }
-    let call = ToolCall {
-        id,
-        params,
-        deadline,
-        signal,
-        observer,
-        scope,
-    };
-    // The id outlives the call only when a question may need it.
+    layers.started(&call.params, call.deadline);
+    call.scope = layers.scope(call.scope);
+    // Who answers the call's own question, if it asks one; the id
+    // outlives the call only then.
+    let answers = (call.scope.human.as_ref())
+        .filter(|human| human.answers_outcome())
+        .cloned();
     let id = answers.as_ref().map(|_| call.id.clone());
     let report = if tool.is_instant() {
         run_at_once(tool, call)

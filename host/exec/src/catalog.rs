@@ -79,8 +79,17 @@ pub async fn run_catalog(
         }),
     };
     if let Some(error) = refusal {
-        layers.finished(&CallReport::of(Err(error.clone()), Duration::ZERO), true);
-        return Err(CatalogError::Failed(error));
+        let reason = match &error {
+            CallError::NotApproved { reason, .. } | CallError::RateLimited { reason, .. } => {
+                reason.clone()
+            }
+            other => other.to_string(),
+        };
+        layers.finished(&CallReport::of(Err(error), Duration::ZERO), true);
+        return Err(CatalogError::NotRun {
+            request: name,
+            reason,
+        });
     }
     layers.started(&params, None);
     let scope = layers.scope(scope);

@@ -75,7 +75,7 @@ use gadget_core::render::{self, GadgetDoc, HistoryEntry};
 use gadget_core::schedule::{self, Action, CallIx, CallSpec, Scheduler};
 use gadget_core::scope::CallScope;
 use gadget_core::signal::AbortSignal;
-use gadget_core::tool::{Tool, Toolbox, Tools};
+use gadget_core::tool::{Tool, ToolCall, Toolbox, Tools};
 use gadget_core::viewer::OutputLimiter;
 
 pub use gadget_core::events::{ExecEvent, Failure, ResponseSummary, WaitReason};
@@ -706,35 +706,36 @@ impl Executor {
             });
         }
         let observer_tx = turn.live_tx.clone();
-        // Who answers a question, if the gadget asks one; the live view is
+        // Who answers what the gadget asks, if anyone: the live view is
         // told before the person is asked.
-        let answers = self
-            .scope
-            .human
-            .clone()
-            .map(|human| -> Arc<dyn HumanInput> {
-                Arc::new(Announced {
-                    human,
+        let scope = match &self.scope.human {
+            Some(human) => {
+                let mut announced = (*self.scope).clone();
+                announced.human = Some(Arc::new(Announced {
+                    human: human.clone(),
                     live: turn.live_tx.clone(),
                     ix,
-                })
-            });
-        let passive = layers::Layers::passive(&self.scope, &admission);
-        let options = call::CallOptions {
+                }));
+                Arc::new(announced)
+            }
+            None => self.scope.clone(),
+        };
+        let passive = layers::Layers::passive(&scope, &admission);
+        let call = ToolCall {
             id: entry.call.invocation_id.clone(),
+            params,
             deadline: timeout,
             signal: Some(turn.abort.clone()),
             observer: Some(Arc::new(move |event: &CallEvent| {
                 let _ = observer_tx.send((ix, Live::Call(event.clone())));
             })),
-            scope: self.scope.clone(),
-            answers,
+            scope,
         };
         // A tool computed in the host answers in place: no task, no wait,
         // when no layer has anything to do around it. Only a question for
         // a person still needs the task (the answer is awaited).
         if tool.is_instant() && passive {
-            let mut finished = Box::pin(call::run_admitted(tool, params, options, admission));
+            let mut finished = Box::pin(call::run_admitted(tool, call, admission));
             if let Poll::Ready(finished) = finished
                 .as_mut()
                 .poll(&mut Context::from_waker(Waker::noop()))
@@ -745,10 +746,7 @@ impl Executor {
                 .spawn(ix, async move { ended_of(ix, finished.await) });
         } else {
             turn.running.spawn(ix, async move {
-                ended_of(
-                    ix,
-                    call::run_admitted(tool, params, options, admission).await,
-                )
+                ended_of(ix, call::run_admitted(tool, call, admission).await)
             });
         }
         None

@@ -31,6 +31,10 @@ impl HumanInput for Announced {
         self.human.answerable()
     }
 
+    fn answers_outcome(&self) -> bool {
+        self.human.answers_outcome()
+    }
+
     fn inputs<'a>(
         &'a self,
         call_id: &'a str,

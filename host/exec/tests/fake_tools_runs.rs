@@ -337,14 +337,16 @@ async fn a_responses_history_is_bounded_in_bytes() {
 /// the handler when there is one.
 #[tokio::test]
 async fn the_one_call_path_contains_panics_and_asks_the_handler() {
-    use gadget_exec::call::{self, CallOptions};
+    use gadget_core::scope::CallScope;
+    use gadget_core::tool::ToolCall;
+    use gadget_exec::call;
     let panicking = fake(spec("Boom", ""), |_| {
         Box::pin(async {
             tokio::task::yield_now().await;
             panic!("the tool broke")
         })
     });
-    let finished = call::run(panicking, Arc::new(json!({})), CallOptions::default()).await;
+    let finished = call::run(panicking, ToolCall::new("c1", json!({}))).await;
     let Err(error) = finished.report.outcome else {
         panic!("a panic must fail the call")
     };
@@ -363,12 +365,13 @@ async fn the_one_call_path_contains_panics_and_asks_the_handler() {
             })
         })
     };
-    let options = CallOptions {
-        answers: Some(Arc::new(Answers)),
-        ..CallOptions::default()
-    };
-    let answered = call::run(asker(), Arc::new(json!({})), options).await;
+    let mut with_person = ToolCall::new("c2", json!({}));
+    with_person.scope = Arc::new(CallScope {
+        human: Some(Arc::new(Answers)),
+        ..CallScope::default()
+    });
+    let answered = call::run(asker(), with_person).await;
     assert_eq!(answered.answer, Some(Ok("yes to proceed?".to_string())));
-    let unanswered = call::run(asker(), Arc::new(json!({})), CallOptions::default()).await;
+    let unanswered = call::run(asker(), ToolCall::new("c3", json!({}))).await;
     assert!(unanswered.answer.is_none());
 }

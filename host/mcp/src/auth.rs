@@ -51,9 +51,13 @@ impl Auth {
             Auth::Jwt(jwt) => {
                 let given = given.and_then(|g| g.to_str().ok());
                 jwt.authenticate(given).await.map(Some).map_err(|refusal| {
+                    // Where the metadata is comes from the configuration
+                    // alone: never from a header the client wrote.
+                    let metadata = metadata_url(jwt.audience())
+                        .map(|url| format!("resource_metadata=\"{url}\", "))
+                        .unwrap_or_default();
                     let challenge = format!(
-                        "Bearer resource_metadata=\"{}\", error=\"{}\", error_description=\"{}\"",
-                        metadata_url(jwt.audience(), headers),
+                        "Bearer {metadata}error=\"{}\", error_description=\"{}\"",
                         refusal.error,
                         refusal.description.replace(['"', '\\'], "'")
                     );
@@ -79,27 +83,22 @@ impl Auth {
 }
 
 /// Where a client finds the metadata: beside the audience when it is
-/// this server's URL (RFC 9728's path-suffixed form), else on the host
-/// the client reached.
-fn metadata_url(audience: &str, headers: &HeaderMap) -> String {
-    if let Ok(url) = url::Url::parse(audience)
-        && matches!(url.scheme(), "http" | "https")
-        && url.host_str().is_some()
-    {
-        let path = url.path().trim_end_matches('/');
-        return format!(
-            "{}{RESOURCE_METADATA_PATH}{path}",
-            url.origin().ascii_serialization()
-        );
+/// this server's URL (RFC 9728's path-suffixed form). An audience that is
+/// not a URL says nothing of where this server is reached, and the
+/// request's `Host` header is the client's to write (a challenge built
+/// from it would point the client wherever the header said): the
+/// challenge then names no metadata (`--auth-audience` with the server's
+/// public URL names it).
+fn metadata_url(audience: &str) -> Option<String> {
+    let url = url::Url::parse(audience).ok()?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return None;
     }
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("localhost");
-    format!(
-        "http://{host}{RESOURCE_METADATA_PATH}{}",
-        crate::direct::MCP_PATH
-    )
+    let path = url.path().trim_end_matches('/');
+    Some(format!(
+        "{}{RESOURCE_METADATA_PATH}{path}",
+        url.origin().ascii_serialization()
+    ))
 }
 
 /// The protected-resource metadata: the resource (the audience tokens
@@ -145,16 +144,12 @@ mod tests {
     }
 
     #[test]
-    fn the_metadata_is_found_beside_the_audience_or_on_the_host_reached() {
-        let mut headers = HeaderMap::new();
-        headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:9000"));
+    fn the_metadata_is_found_beside_the_audience_and_nowhere_a_header_says() {
         assert_eq!(
-            metadata_url("https://mcp.example.com/mcp", &headers),
-            "https://mcp.example.com/.well-known/oauth-protected-resource/mcp"
+            metadata_url("https://mcp.example.com/mcp").as_deref(),
+            Some("https://mcp.example.com/.well-known/oauth-protected-resource/mcp")
         );
-        assert_eq!(
-            metadata_url("gadgets", &headers),
-            "http://127.0.0.1:9000/.well-known/oauth-protected-resource/mcp"
-        );
+        assert_eq!(metadata_url("gadgets"), None);
+        assert_eq!(metadata_url("urn:gadgets"), None);
     }
 }

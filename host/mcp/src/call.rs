@@ -28,7 +28,8 @@ use gadget_core::ledger::{CallEvent, CallObserver};
 use gadget_core::scope::CallScope;
 use gadget_core::signal::AbortSignal;
 use gadget_core::tool::Tool as GadgetTool;
-use gadget_exec::call::{CallOptions, Finished};
+use gadget_core::tool::ToolCall;
+use gadget_exec::call::Finished;
 
 use crate::approval::{APPROVAL_KEY, ClientAsk, McpApprover};
 use crate::ask::{ASK_HUMAN_KEY, answer_result, elicitation};
@@ -48,49 +49,48 @@ impl GadgetServer {
         caller: &Caller,
     ) -> Result<CallToolResponse, McpError> {
         self.until_loaded().await;
-        let started = Instant::now();
         let name = request.name.to_string();
         if let Some(responses) = &request.input_responses
             && let Some(response) = responses.get(ASK_HUMAN_KEY)
         {
             let state = request.request_state.as_deref();
-            return Ok(self.answered(&name, state, response, started).into());
+            return Ok(self.answered(&name, state, response, caller.started).into());
         }
         let arguments = Value::Object(request.arguments.take().unwrap_or_default());
-        let (gadget, params) = match self.prepare(&name, arguments, caller, started) {
+        let (gadget, params) = match self.prepare(&name, arguments, caller) {
             Ok(prepared) => prepared,
             Err(refused) => return Ok((*refused).into()),
         };
-        if self.as_task(&*gadget, &params, &request, caller, started)? {
-            return self
-                .start_task(gadget, params, &request, caller, started)
-                .await;
+        if self.as_task(&*gadget, &params, &request, caller)? {
+            return self.start_task(gadget, params, &request, caller).await;
         }
         let replay = match self.replay(&*gadget, &params, &request, caller) {
             Ok(replay) => replay,
             Err(refused) => {
-                self.metrics.rejected(gadget.name(), started.elapsed());
+                self.metrics
+                    .rejected(gadget.name(), caller.started.elapsed());
                 return Err(McpError::invalid_params(refused.to_string(), None));
             }
         };
-        let scope = match self.scope(
-            &*gadget,
-            &params,
-            &request,
-            replay.as_ref(),
-            caller,
-            started,
-        ) {
+        let scope = match self.scope(&*gadget, &params, &request, replay.as_ref(), caller) {
             Ok(scope) => scope,
             Err(refused) => return Ok((*refused).into()),
         };
-        let id = format!("mcp_{}", self.calls.fetch_add(1, Ordering::Relaxed) + 1);
+        let id = self.call_id();
         let (observer, forward) = self.notifier(&id, gadget.name(), caller);
         self.metrics.started();
+        let call = ToolCall {
+            id: id.clone(),
+            params: Arc::new(params),
+            deadline: None,
+            signal: Some(AbortSignal::new()),
+            observer: Some(observer),
+            scope,
+        };
         // Every notification of the call reaches the client before its
         // result: the forwarding ends when the call drops its observer.
         let (finished, ()) = tokio::join!(
-            self.run(gadget.clone(), params, &id, scope, observer, caller),
+            self.run_until(gadget.clone(), call, caller.gone.cancelled()),
             forward
         );
         if let Some(replay) = &replay {
@@ -100,7 +100,7 @@ impl GadgetServer {
                     self.metrics.finished(
                         gadget.name(),
                         CallOutcome::InputRequired,
-                        started.elapsed(),
+                        caller.started.elapsed(),
                     );
                     return Ok(input_required.into());
                 }
@@ -108,7 +108,7 @@ impl GadgetServer {
                     self.metrics.finished(
                         gadget.name(),
                         CallOutcome::HumanInput,
-                        started.elapsed(),
+                        caller.started.elapsed(),
                     );
                     return Err(McpError::missing_required_client_capability(
                         capabilities_for(kinds),
@@ -118,14 +118,13 @@ impl GadgetServer {
                     self.metrics.finished(
                         gadget.name(),
                         CallOutcome::HumanInput,
-                        started.elapsed(),
+                        caller.started.elapsed(),
                     );
                     return Ok(CallToolResult::error(vec![ContentBlock::text(why)]).into());
                 }
             }
         }
-        self.result(gadget.name(), &id, finished, caller, started)
-            .await
+        self.result(gadget.name(), &id, finished, caller).await
     }
 
     /// Over stateless HTTP (2026-07-28), what answers the gadget's asks:
@@ -180,12 +179,11 @@ impl GadgetServer {
         name: &str,
         arguments: Value,
         caller: &Caller,
-        started: Instant,
     ) -> Result<(Arc<dyn GadgetTool>, Value), Box<CallToolResult>> {
         // Metrics and messages use the name as served, whatever the case
         // the client wrote.
         self.resolve(name, arguments).map_err(|(text, label)| {
-            self.metrics.rejected(&label, started.elapsed());
+            self.metrics.rejected(&label, caller.started.elapsed());
             let kind = if label == "(unknown)" {
                 FailureKind::UnknownGadget
             } else {
@@ -213,7 +211,6 @@ impl GadgetServer {
         request: &CallToolRequestParams,
         replay: Option<&Arc<Replay>>,
         caller: &Caller,
-        started: Instant,
     ) -> Result<Arc<CallScope>, Box<CallToolResult>> {
         let name = gadget.name();
         // The person's answer to an approval request: in this request, or
@@ -241,7 +238,7 @@ impl GadgetServer {
                     &call,
                     self.rules.timeout(),
                 ) {
-                    self.metrics.rejected(name, started.elapsed());
+                    self.metrics.rejected(name, caller.started.elapsed());
                     return Err(Box::new(CallToolResult::error(vec![ContentBlock::text(
                         format!(
                             "This call of '{name}' carries an approval that does not hold: {why}. Call it again without inputResponses to ask for approval."
@@ -389,54 +386,26 @@ impl GadgetServer {
         (observer, forward)
     }
 
-    /// The one call path (gadget-exec): a panic under it is this call's
-    /// `crashed` failure (counted, answered, its slot freed); dropping the
-    /// request (the client went away) drops the call and stops it.
-    /// `notifications/cancelled` (or the server's shutdown) raises the
-    /// abort signal; the gadget gets its grace period, then the instance
-    /// stops. A question is answered by [`Self::result`], the MCP way, not
-    /// by a handler in the path.
-    async fn run(
-        &self,
-        gadget: Arc<dyn GadgetTool>,
-        params: Value,
-        id: &str,
-        scope: Arc<CallScope>,
-        observer: CallObserver,
-        caller: &Caller,
-    ) -> Finished {
-        let signal = AbortSignal::new();
-        let client_gone = caller.gone.cancelled();
-        self.run_until(gadget, params, id, scope, observer, signal, client_gone)
-            .await
-    }
-
-    /// [`Self::run`] with the call's abort signal, raised when
-    /// `client_gone` completes or the server shuts down.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "the steps of one call, each needed"
-    )]
+    /// The one call path (gadget-exec) for `call`, whose abort signal is
+    /// raised when `client_gone` completes (the client cancelled or went
+    /// away) or the server shuts down; the gadget gets its grace period,
+    /// then the instance stops. A panic under it is this call's `crashed`
+    /// failure (counted, answered, its slot freed). A question is answered
+    /// by [`Self::result`], the MCP way, not by a handler in the path.
     pub(crate) async fn run_until(
         &self,
         gadget: Arc<dyn GadgetTool>,
-        params: Value,
-        id: &str,
-        scope: Arc<CallScope>,
-        observer: CallObserver,
-        signal: AbortSignal,
+        call: ToolCall,
         client_gone: impl std::future::Future<Output = ()>,
     ) -> Finished {
-        let options = CallOptions {
-            id: id.to_string(),
-            deadline: None,
-            signal: Some(signal.clone()),
-            observer: Some(observer),
-            scope,
-            answers: None,
-        };
-        let run = gadget_exec::call::run(gadget, Arc::new(params), options);
+        let signal = call.signal.clone().unwrap_or_default();
+        let run = gadget_exec::call::run(gadget, call);
         self.until_stopped(run, &signal, client_gone).await
+    }
+
+    /// The next invocation id of this process (`mcp_N`).
+    pub(crate) fn call_id(&self) -> String {
+        format!("mcp_{}", self.calls.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
     /// `run` to its end; when the client goes away or the server shuts
@@ -465,11 +434,10 @@ impl GadgetServer {
         id: &str,
         finished: Finished,
         caller: &Caller,
-        started: Instant,
     ) -> Result<CallToolResponse, McpError> {
         if let Some(request) = finished.deferred {
             self.metrics
-                .finished(name, CallOutcome::InputRequired, started.elapsed());
+                .finished(name, CallOutcome::InputRequired, caller.started.elapsed());
             return Ok(crate::approval::input_required(
                 &self.approval_key,
                 &request,
@@ -489,7 +457,7 @@ impl GadgetServer {
                 rich,
             }) => {
                 self.metrics
-                    .finished(name, CallOutcome::Ok, started.elapsed());
+                    .finished(name, CallOutcome::Ok, caller.started.elapsed());
                 let mut done =
                     CallToolResult::success(crate::content::blocks(result, rich.as_deref()));
                 // The gadget's structured result when it gave one; else
@@ -511,7 +479,8 @@ impl GadgetServer {
                     }
                     Asked::Answered(_) => CallOutcome::AskHuman,
                 };
-                self.metrics.finished(name, outcome, started.elapsed());
+                self.metrics
+                    .finished(name, outcome, caller.started.elapsed());
                 match asked {
                     Asked::Answered(result) => result,
                     Asked::Later(input_required) => return Ok(input_required.into()),
@@ -519,8 +488,11 @@ impl GadgetServer {
                 }
             }
             Err(error) => {
-                self.metrics
-                    .finished(name, CallOutcome::Failed(error.kind()), started.elapsed());
+                self.metrics.finished(
+                    name,
+                    CallOutcome::Failed(error.kind()),
+                    caller.started.elapsed(),
+                );
                 CallToolResult::error(vec![ContentBlock::text(error.to_string())])
             }
         };

@@ -1,4 +1,4 @@
-//! What one `tools/call` needs of the request that made it and of the
+//! What one request (a `tools/call`, a catalog request) needs of itself that made it and of the
 //! client behind it, whichever way the request came: through rmcp (stdio,
 //! sessions, every request `gadget serve`'s direct path leaves to it), or
 //! the direct path itself ([`crate::direct`]), which answers the common
@@ -7,6 +7,8 @@
 
 // MCP log messages are what clients show today (see server.rs).
 #![allow(deprecated, reason = "MCP logging has no replacement yet (SEP-2577)")]
+
+use std::time::Instant;
 
 use rmcp::model::{
     ClientCapabilities, LoggingMessageNotificationParam, Notification, ProgressNotificationParam,
@@ -43,6 +45,9 @@ pub(crate) struct Caller {
     /// anonymous on its session or connection. What rules and rate limits
     /// see, and who owns the tasks and states made for it.
     pub(crate) client: ClientId,
+    /// When the request arrived: every latency the server counts for it
+    /// (waiting for the plugins to load included) starts here.
+    pub(crate) started: Instant,
 }
 
 /// Where a call's notifications (progress, logs) go.
@@ -101,6 +106,7 @@ impl Caller {
             gone: context.ct.clone(),
             out: Outbound::Peer(context.peer.clone()),
             client: client_of(context),
+            started: Instant::now(),
         }
     }
 

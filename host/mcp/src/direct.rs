@@ -191,6 +191,7 @@ impl DirectCall {
             gone: gone.clone(),
             out: Outbound::Direct(sender.clone()),
             client,
+            started: std::time::Instant::now(),
         };
         Some(DirectCall {
             id: envelope.id,

@@ -142,6 +142,11 @@ impl JwtAuth {
         };
         let header = jsonwebtoken::decode_header(token)
             .map_err(|e| invalid(format!("the token is not a JWT ({e})")))?;
+        if let Some(critical) = critical_parameters(token) {
+            return Err(invalid(format!(
+                "its header marks parameters critical ({critical}) that this server does not understand (RFC 7515 4.1.11)"
+            )));
+        }
         if matches!(
             header.alg,
             Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512
@@ -178,10 +183,10 @@ impl JwtAuth {
             .claims;
         let subject = claims
             .sub
-            .filter(|s| !s.is_empty() && s.len() <= MAX_SUBJECT_BYTES && !s.contains(char::is_control))
+            .filter(|s| !s.is_empty() && s.len() <= MAX_SUBJECT_BYTES && !s.contains(misleading))
             .ok_or_else(|| {
                 invalid(format!(
-                    "its subject is empty, over {MAX_SUBJECT_BYTES} bytes or holds control characters"
+                    "its subject is empty, over {MAX_SUBJECT_BYTES} bytes, or holds control, bidirectional or zero-width characters"
                 ))
             })?;
         Ok(ClientIdentity(subject.into()))
@@ -220,6 +225,46 @@ impl JwtAuth {
     }
 }
 
+/// The `crit` header parameter of a token, when it has one (RFC 7515
+/// 4.1.11): the names it lists must be understood, and this server
+/// understands no extension, so any `crit` refuses the token. The header
+/// is read as JSON here because the JWT library does not keep `crit`.
+fn critical_parameters(token: &str) -> Option<String> {
+    use base64::Engine as _;
+    let encoded = token.split('.').next()?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(encoded.trim_end_matches('='))
+        .ok()?;
+    let header: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let critical = header.get("crit")?;
+    Some(match critical.as_array() {
+        Some(names) if !names.is_empty() => names
+            .iter()
+            .map(|n| n.as_str().map_or_else(|| n.to_string(), str::to_string))
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => critical.to_string(),
+    })
+}
+
+/// A character a subject must not hold: it is shown to operators (logs,
+/// the journal, `describe`) and compared by rules, so nothing that hides,
+/// reorders or fakes text there: controls, bidirectional controls
+/// (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069) and zero-width
+/// characters (U+200B-U+200D, U+2060, U+FEFF).
+fn misleading(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061C}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{FEFF}'
+        )
+}
+
 /// The verifying key of an asymmetric JWK (RSA, EC, OKP); `None` for a
 /// shared secret (`oct`: whoever holds it could mint tokens) or a key that
 /// does not parse.
@@ -243,10 +288,13 @@ fn pick(set: &JwkSet, kid: Option<&str>) -> Result<Option<Jwk>, String> {
 async fn load(source: &JwksSource) -> Result<JwkSet, JwksError> {
     let (name, bytes) = match source {
         JwksSource::File(path) => {
-            let bytes = std::fs::read(path).map_err(|e| JwksError::Unusable {
-                source_name: path.display().to_string(),
-                why: e.to_string(),
-            })?;
+            let bytes =
+                gadget_core::operator_file::read(path, MAX_JWKS_BYTES as u64).map_err(|e| {
+                    JwksError::Unusable {
+                        source_name: path.display().to_string(),
+                        why: e.to_string(),
+                    }
+                })?;
             (path.display().to_string(), bytes)
         }
         JwksSource::Url(url) => (

@@ -195,6 +195,11 @@ pub(crate) struct ClientPerson {
 }
 
 impl gadget_exec::HumanInput for ClientPerson {
+    // The call's own question is answered the MCP way (call.rs).
+    fn answers_outcome(&self) -> bool {
+        false
+    }
+
     fn ask<'a>(
         &'a self,
         _call_id: &'a str,

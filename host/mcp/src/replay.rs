@@ -350,6 +350,11 @@ impl Replay {
 }
 
 impl HumanInput for Replay {
+    // The call's own question is answered the MCP way (call.rs).
+    fn answers_outcome(&self) -> bool {
+        false
+    }
+
     /// An `ask-human` outcome of an older gadget is answered the MCP way
     /// by the call's result, never here.
     fn ask<'a>(&'a self, _call_id: &'a str, _gadget: &'a str, _question: &'a str) -> Answer<'a> {

@@ -3,7 +3,6 @@
 //! starting it on the one call path.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::CallToolResponse;
@@ -26,7 +25,6 @@ impl GadgetServer {
         params: &Value,
         request: &rmcp::model::CallToolRequestParams,
         caller: &crate::caller::Caller,
-        started: Instant,
     ) -> Result<bool, McpError> {
         use gadget_core::access::TaskSupport;
         let support = gadget.declared().tasks;
@@ -36,7 +34,8 @@ impl GadgetServer {
         let declared = caller.supports_tasks();
         if !declared {
             if support == TaskSupport::Required {
-                self.metrics.rejected(gadget.name(), started.elapsed());
+                self.metrics
+                    .rejected(gadget.name(), caller.started.elapsed());
                 return Err(McpError::missing_required_client_capability(
                     rmcp::model::ClientCapabilities::builder()
                         .enable_tasks()
@@ -73,14 +72,14 @@ impl GadgetServer {
         params: Value,
         request: &rmcp::model::CallToolRequestParams,
         caller: &crate::caller::Caller,
-        started: Instant,
     ) -> Result<CallToolResponse, McpError> {
-        let scope = match self.scope(&*gadget, &params, request, None, caller, started) {
+        let scope = match self.scope(&*gadget, &params, request, None, caller) {
             Ok(scope) => scope,
             Err(refused) => return Ok((*refused).into()),
         };
         let task = self.tasks.create(&caller.client).map_err(|e| {
-            self.metrics.rejected(gadget.name(), started.elapsed());
+            self.metrics
+                .rejected(gadget.name(), caller.started.elapsed());
             McpError::internal_error(e.to_string(), None)
         })?;
         let mut scope = Arc::unwrap_or_clone(scope);
@@ -88,12 +87,7 @@ impl GadgetServer {
             task: task.clone(),
             kinds: caller.kinds(),
         }));
-        let id = format!(
-            "mcp_{}",
-            self.calls
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-                + 1
-        );
+        let id = self.call_id();
         let (observer, forward) = self.notifier(&id, gadget.name(), caller);
         self.metrics.started();
         let server = self.clone();
@@ -102,17 +96,15 @@ impl GadgetServer {
         tokio::spawn(async move {
             let name = gadget.name().to_string();
             let forward = tokio::spawn(forward);
-            let finished = server
-                .run_until(
-                    gadget,
-                    params,
-                    &id,
-                    Arc::new(scope),
-                    observer,
-                    handle.signal(),
-                    std::future::pending(),
-                )
-                .await;
+            let call = gadget_core::tool::ToolCall {
+                id: id.clone(),
+                params: Arc::new(params),
+                deadline: None,
+                signal: Some(handle.signal()),
+                observer: Some(observer),
+                scope: Arc::new(scope),
+            };
+            let finished = server.run_until(gadget, call, std::future::pending()).await;
             let _ = forward.await;
             let crashed = match &finished.report.outcome {
                 Err(error) if error.kind() == gadget_core::call::FailureKind::Crashed => {
@@ -120,7 +112,7 @@ impl GadgetServer {
                 }
                 _ => None,
             };
-            let ended = server.result(&name, &id, finished, &caller, started).await;
+            let ended = server.result(&name, &id, finished, &caller).await;
             let ended = match crashed {
                 Some(why) => Err(McpError::internal_error(why, None)),
                 None => ended,

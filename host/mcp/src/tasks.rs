@@ -414,6 +414,11 @@ pub(crate) struct TaskPerson {
 }
 
 impl HumanInput for TaskPerson {
+    // The call's own question is answered the MCP way (call.rs).
+    fn answers_outcome(&self) -> bool {
+        false
+    }
+
     /// An older gadget's ask-human outcome is not answered in a task.
     fn ask<'a>(&'a self, _call_id: &'a str, _gadget: &'a str, _question: &'a str) -> Answer<'a> {
         Box::pin(async { Err("a task cannot carry an ask-human outcome".to_string()) })

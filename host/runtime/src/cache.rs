@@ -266,27 +266,41 @@ impl ComponentCache {
 /// The cache's secret: read from `dir/key`, or made (random, written
 /// privately and only if no other process made it first).
 fn secret(dir: &Path) -> std::io::Result<[u8; KEY_BYTES]> {
-    use std::io::Read as _;
-    let path = dir.join(KEY_FILE);
-    let read = |path: &Path| -> std::io::Result<Option<[u8; KEY_BYTES]>> {
-        let meta = match fs::symlink_metadata(path) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        if !meta.is_file() || meta.uid() != current_uid() || meta.permissions().mode() & 0o077 != 0
-        {
-            return Err(std::io::Error::other(format!(
-                "{} is not a private file of this user's; remove it to make a new one",
-                path.display()
-            )));
-        }
-        let bytes = fs::read(path)?;
-        Ok(bytes.try_into().ok())
-    };
-    if let Some(key) = read(&path)? {
-        return Ok(key);
+    private_secret(&dir.join(KEY_FILE))
+}
+
+/// A secret of the host's in a private file at `path` (in a directory of
+/// the host's own state): read, or made (random, written privately and
+/// only if no other process made it first).
+pub(crate) fn private_secret(path: &Path) -> std::io::Result<[u8; KEY_BYTES]> {
+    match read_private_secret(path)? {
+        Some(key) => Ok(key),
+        None => make_private_secret(path),
     }
+}
+
+/// The secret in the private file at `path`, if there is one of the
+/// right size; an error when the file is not private to this user.
+pub(crate) fn read_private_secret(path: &Path) -> std::io::Result<Option<[u8; KEY_BYTES]>> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if !meta.is_file() || meta.uid() != current_uid() || meta.permissions().mode() & 0o077 != 0 {
+        return Err(std::io::Error::other(format!(
+            "{} is not a private file of this user's; remove it to make a new one",
+            path.display()
+        )));
+    }
+    let bytes = fs::read(path)?;
+    Ok(bytes.try_into().ok())
+}
+
+fn make_private_secret(path: &Path) -> std::io::Result<[u8; KEY_BYTES]> {
+    use std::io::Read as _;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let read = read_private_secret;
     let mut key = [0u8; KEY_BYTES];
     fs::File::open("/dev/urandom")?.read_exact(&mut key)?;
     let tmp = dir.join(format!(".key-{}-{}", std::process::id(), unique_suffix()));
@@ -299,14 +313,14 @@ fn secret(dir: &Path) -> std::io::Result<[u8; KEY_BYTES]> {
     file.sync_all()?;
     // A hard link fails if another process placed its key first: then
     // that one is the key (and a key of the wrong size is replaced).
-    let placed = fs::hard_link(&tmp, &path);
+    let placed = fs::hard_link(&tmp, path);
     let _ = fs::remove_file(&tmp);
     match placed {
         Ok(()) => Ok(key),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match read(&path)? {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match read(path)? {
             Some(key) => Ok(key),
             None => {
-                fs::write(&path, key)?;
+                fs::write(path, key)?;
                 Ok(key)
             }
         },

@@ -17,6 +17,7 @@ use gadget_core::catalog::{
     Later, MAX_CATALOG_ENTRIES, MAX_COMPLETIONS, PromptArgument, PromptMessage, PromptResult,
     PromptSpec, ResourceSpec, Speaker, TemplateSpec,
 };
+use gadget_core::content::media_type_fault;
 use gadget_core::limits::Limits;
 use gadget_core::scope::Origin;
 
@@ -164,7 +165,7 @@ impl Runtime {
             Some(Ok(answer)) => Ok(answer),
         };
         // Secrets the plugin holds are replaced in what it returns.
-        match (&request.grants, answer) {
+        let answer = match (&request.grants, answer) {
             (Some(grants), Ok(answer)) if !grants.redactor.is_empty() => {
                 Ok(redact(&grants.redactor, answer))
             }
@@ -172,8 +173,32 @@ impl Runtime {
                 Err(grants.redact_error(error))
             }
             (_, answer) => answer,
-        }
+        };
+        answer.map(|answer| checked_media_types(&request.gadget, answer))
     }
+}
+
+/// The answer with every media type that is not one replaced (as a
+/// tool's result parts are), each replacement logged for the operator.
+fn checked_media_types(plugin: &str, mut answer: GuestAnswer) -> GuestAnswer {
+    let mut faults = Vec::new();
+    match &mut answer {
+        GuestAnswer::Read(Ok(contents)) => {
+            for contents in contents {
+                contents.check_media_type(&mut faults);
+            }
+        }
+        GuestAnswer::Prompt(Ok(result)) => {
+            for message in &mut result.messages {
+                message.content.check_media_types(&mut faults);
+            }
+        }
+        _ => {}
+    }
+    for fault in faults {
+        tracing::warn!(target: "gadget", plugin, "{fault}");
+    }
+    answer
 }
 
 fn redact(redactor: &gadget_core::redact::Redactor, answer: GuestAnswer) -> GuestAnswer {
@@ -287,6 +312,12 @@ fn add_resources(specs: &mut CatalogSpecs, resources: Vec<wit::Resource>) -> Res
                 r.uri
             ));
         }
+        if let Some(fault) = r.mime_type.as_deref().and_then(media_type_fault) {
+            return Err(format!(
+                "the media type of resource {} is not one: {fault}",
+                r.uri
+            ));
+        }
         if specs.resources.iter().any(|s| s.uri == r.uri) {
             return Err(format!("its catalog lists resource {} twice", r.uri));
         }
@@ -321,6 +352,12 @@ fn add_templates(
         {
             return Err(format!(
                 "resource template {} is over {MAX_CATALOG_ENTRY_BYTES} bytes of text",
+                t.uri_template
+            ));
+        }
+        if let Some(fault) = t.mime_type.as_deref().and_then(media_type_fault) {
+            return Err(format!(
+                "the media type of resource template {} is not one: {fault}",
                 t.uri_template
             ));
         }

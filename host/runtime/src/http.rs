@@ -353,6 +353,20 @@ async fn send(
             let (code, why) = classify(&error.without_url());
             fail(code, why)
         })?;
+    // The scrubber reads the bytes as sent: an encoded answer would carry
+    // the secret in a form only the gadget's decoder would show.
+    if scrubber.is_some()
+        && let Some(coding) = encoded(response.headers())
+    {
+        let why = format!(
+            "refused the response: the request carried a secret and the origin answered with Content-Encoding {coding}, which the host cannot scrub (it asked for identity)"
+        );
+        exchange.refused = Some(why.clone());
+        return Err((
+            HttpError::HttpResponseContentCoding(Some(coding)),
+            format!("HTTP {target}: {why}"),
+        ));
+    }
     let mut builder = http::Response::builder()
         .status(response.status())
         .version(response.version());
@@ -376,6 +390,28 @@ async fn send(
         )
     })?;
     Ok((response, Box::new(async { Ok(()) })))
+}
+
+/// The response's content coding when it is not `identity` (a
+/// `Content-Encoding` of one or more codings, or one that is not text).
+fn encoded(headers: &http::HeaderMap) -> Option<String> {
+    let codings: Vec<String> = headers
+        .get_all(http::header::CONTENT_ENCODING)
+        .iter()
+        .map(|v| {
+            v.to_str()
+                .unwrap_or("(not text)")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .flat_map(|v| {
+            v.split(',')
+                .map(|c| c.trim().to_string())
+                .collect::<Vec<_>>()
+        })
+        .filter(|c| !c.is_empty() && c != "identity")
+        .collect();
+    (!codings.is_empty()).then(|| codings.join(", "))
 }
 
 /// The request body, buffered up to [`MAX_HTTP_REQUEST_BYTES`].

@@ -33,6 +33,7 @@ mod gadget;
 pub mod grants;
 mod host_imports;
 mod http;
+pub mod journal_key;
 mod limiter;
 pub mod llm;
 pub mod loader;

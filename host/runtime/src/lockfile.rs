@@ -100,16 +100,20 @@ pub struct LockSubject<'a> {
 impl Lockfile {
     /// Reads and checks `path`.
     pub fn read(path: &Path) -> Result<Lockfile, LockError> {
-        let read = |source| LockError::Read {
-            path: path.to_path_buf(),
-            source,
-        };
-        if std::fs::metadata(path).map_err(read)?.len() > MAX_LOCK_BYTES {
-            return Err(LockError::TooLarge {
+        use gadget_core::operator_file::{self, OperatorFileError};
+        let text = operator_file::read_text(path, MAX_LOCK_BYTES).map_err(|e| match e {
+            OperatorFileError::Io { source, .. } => LockError::Read {
                 path: path.to_path_buf(),
-            });
-        }
-        let text = std::fs::read_to_string(path).map_err(read)?;
+                source,
+            },
+            OperatorFileError::TooLarge { .. } => LockError::TooLarge {
+                path: path.to_path_buf(),
+            },
+            other => LockError::Invalid {
+                path: path.to_path_buf(),
+                message: other.to_string(),
+            },
+        })?;
         Lockfile::parse(&text).map_err(|message| LockError::Invalid {
             path: path.to_path_buf(),
             message,

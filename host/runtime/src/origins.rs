@@ -6,8 +6,14 @@
 //! A grant's paths are globs matched against the request path's normal
 //! form (dot segments removed, `%2e` included; escapes of unreserved
 //! characters decoded), so `/v1/public/../admin` is `/v1/admin`. A path
-//! with an escaped `/` or `\` (`%2f`, `%5c`) or a raw `\` never matches a
-//! path-scoped grant: servers disagree on what it means.
+//! that servers or the proxies before them may read otherwise never
+//! matches a path-scoped grant (nor a secret scoped to paths), and the
+//! refusal says which reading: an escaped `/` or `\` (`%2f`, `%5c`) or a
+//! raw `\`; a segment that is `.` or `..` before a `;` parameter (`..;`,
+//! which Tomcat and Spring read as `..`); one that is a dot segment once
+//! decoded again (`%252e%252e`, as proxies that decode twice read it); and
+//! one of dot look-alikes (fullwidth `．`, `․`, `‥`, `﹒`, and the overlong
+//! UTF-8 forms of `.`), which some servers fold into dots.
 
 use std::net::IpAddr;
 
@@ -423,8 +429,7 @@ impl HttpRules {
         path: &str,
     ) -> Result<&OriginRule, HttpRefusal> {
         self.check_origin(plugin, https, host, port)?;
-        let lower = path.to_ascii_lowercase();
-        let odd = lower.contains("%2f") || lower.contains("%5c") || path.contains('\\');
+        let odd = ambiguous_path(path);
         let normal = normal_request_path(path);
         let mut same_origin = self
             .origins
@@ -432,7 +437,7 @@ impl HttpRules {
             .filter(|rule| rule.allows(https, host, port));
         if let Some(rule) = same_origin
             .clone()
-            .find(|rule| rule.covers_request(method, &normal, odd))
+            .find(|rule| rule.covers_request(method, &normal, odd.is_some()))
         {
             return Ok(rule);
         }
@@ -443,11 +448,7 @@ impl HttpRules {
             origin: origin_text(https, host, port),
             path: normal,
             grants: grants.join(", "),
-            odd: if odd {
-                "; a path with an escaped slash (%2F, %5C) or a backslash matches no path grant"
-            } else {
-                ""
-            },
+            odd: odd.unwrap_or_default(),
         })))
     }
 
@@ -475,6 +476,110 @@ impl HttpRules {
             })
         }
     }
+}
+
+/// Why servers may read `path` otherwise than its normal form (the tail
+/// of a refusal), or `None`. Such a path matches no path-scoped grant.
+pub fn ambiguous_path(path: &str) -> Option<&'static str> {
+    let lower = path.to_ascii_lowercase();
+    if lower.contains("%2f") || lower.contains("%5c") || path.contains('\\') {
+        return Some(
+            "; a path with an escaped slash (%2F, %5C) or a backslash matches no path grant",
+        );
+    }
+    path.split('/').find_map(dot_reading)
+}
+
+/// The most times a segment is decoded in search of a dot segment: a
+/// chain of proxies that each decode once is rarely longer.
+const MAX_DECODINGS: usize = 4;
+
+/// Why one path segment reads as `.` or `..` under a reading other than
+/// the one the normal form applies, or `None`.
+fn dot_reading(segment: &str) -> Option<&'static str> {
+    let once = percent_decoded(segment.as_bytes());
+    let dots = |bytes: &[u8]| bytes == b"." || bytes == b"..";
+    if let Some(at) = once.iter().position(|&b| b == b';')
+        && dots(&once[..at])
+    {
+        return Some(
+            "; a segment that is a dot segment before its ';' parameter (read as '..' by Tomcat and Spring) matches no path grant",
+        );
+    }
+    let mut decoded = once.clone();
+    for _ in 1..MAX_DECODINGS {
+        let again = percent_decoded(&decoded);
+        if again == decoded {
+            break;
+        }
+        let before_parameter = again.split(|&b| b == b';').next().unwrap_or_default();
+        if dots(&again) || dots(before_parameter) {
+            return Some(
+                "; a segment that is a dot segment once decoded again (%252e, as proxies that decode twice read it) matches no path grant",
+            );
+        }
+        decoded = again;
+    }
+    let folded = folded_dots(&decoded);
+    if folded.as_deref().is_some_and(dots) {
+        return Some(
+            "; a segment of dot look-alikes (fullwidth or leader dots, overlong UTF-8) matches no path grant",
+        );
+    }
+    None
+}
+
+/// `bytes` with every `%XX` escape decoded (others kept as they are).
+fn percent_decoded(bytes: &[u8]) -> Vec<u8> {
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        if bytes[at] == b'%'
+            && let (Some(high), Some(low)) = (
+                bytes.get(at + 1).copied().and_then(hex),
+                bytes.get(at + 2).copied().and_then(hex),
+            )
+        {
+            out.push(high << 4 | low);
+            at += 3;
+        } else {
+            out.push(bytes[at]);
+            at += 1;
+        }
+    }
+    out
+}
+
+/// The segment with look-alikes of `.` folded into dots, when it holds
+/// any: the overlong UTF-8 forms of `.` (`C0 AE`, `E0 80 AE`, `F0 80 80
+/// AE`), fullwidth `．` (U+FF0E), small `﹒` (U+FE52), one-dot leader `․`
+/// (U+2024) and two-dot leader `‥` (U+2025, two dots).
+fn folded_dots(bytes: &[u8]) -> Option<Vec<u8>> {
+    const LOOKALIKES: [(&[u8], &[u8]); 7] = [
+        (&[0xC0, 0xAE], b"."),
+        (&[0xE0, 0x80, 0xAE], b"."),
+        (&[0xF0, 0x80, 0x80, 0xAE], b"."),
+        ("\u{FF0E}".as_bytes(), b"."),
+        ("\u{FE52}".as_bytes(), b"."),
+        ("\u{2024}".as_bytes(), b"."),
+        ("\u{2025}".as_bytes(), b".."),
+    ];
+    let mut out = Vec::with_capacity(bytes.len());
+    let (mut at, mut found) = (0, false);
+    'bytes: while at < bytes.len() {
+        for (from, to) in LOOKALIKES {
+            if bytes[at..].starts_with(from) {
+                out.extend_from_slice(to);
+                at += from.len();
+                found = true;
+                continue 'bytes;
+            }
+        }
+        out.push(bytes[at]);
+        at += 1;
+    }
+    found.then_some(out)
 }
 
 /// A request path's normal form: dot segments removed (`%2e` included)

@@ -55,6 +55,13 @@ pub(crate) fn accept_outcome(
             content: r.content.into_iter().map(content_of).collect(),
             structured,
         };
+        let mut faults = Vec::new();
+        for part in &mut rich.content {
+            part.check_media_types(&mut faults);
+        }
+        for fault in faults {
+            state.ledger.host_warning(fault, at);
+        }
         // A plain text weighs its bytes, as it always did; parts weigh
         // their sum with each part's overhead.
         let size = match rich.content.as_slice() {

@@ -24,7 +24,13 @@ pub enum ProvenanceError {
     Key { what: String, source: WSError },
     #[error("{path}: cannot sign it: {source}")]
     Sign { path: PathBuf, source: WSError },
+    #[error(transparent)]
+    KeyFile(#[from] gadget_core::operator_file::OperatorFileError),
 }
+
+/// The largest key file read: an Ed25519 key in any form is well under
+/// a kilobyte; room for a PEM with comments.
+const MAX_KEY_FILE_BYTES: u64 = 64 << 10;
 
 /// An operator's signer: a name and a public key.
 #[derive(Debug, Clone)]
@@ -45,10 +51,7 @@ impl Signer {
             })?
         } else {
             let path = base.join(key);
-            let bytes = std::fs::read(&path).map_err(|source| ProvenanceError::Io {
-                path: path.clone(),
-                source,
-            })?;
+            let bytes = gadget_core::operator_file::read(&path, MAX_KEY_FILE_BYTES)?;
             PublicKey::from_any(&bytes).map_err(|source| ProvenanceError::Key {
                 what: format!("trust.signers.{name}.key ({})", path.display()),
                 source,
@@ -134,10 +137,7 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), ProvenanceError> {
 /// component). Returns the signed component and the signature alone (for
 /// a detached `.sig` file).
 pub fn sign(path: &Path, key: &Path) -> Result<(Vec<u8>, Vec<u8>), ProvenanceError> {
-    let key_bytes = std::fs::read(key).map_err(|source| ProvenanceError::Io {
-        path: key.to_path_buf(),
-        source,
-    })?;
+    let key_bytes = gadget_core::operator_file::read(key, MAX_KEY_FILE_BYTES)?;
     let secret = SecretKey::from_any(&key_bytes).map_err(|source| ProvenanceError::Key {
         what: key.display().to_string(),
         source,

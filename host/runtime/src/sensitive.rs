@@ -51,8 +51,9 @@ pub enum HostStateKind {
     TrustKey,
     /// The policy file, for a grant that could write it.
     PolicyFile,
-    /// The upstream MCP servers' OAuth tokens.
-    OAuthTokens,
+    /// The host's state directory: the upstream MCP servers' OAuth tokens
+    /// and the journal's key.
+    State,
 }
 
 impl HostStateKind {
@@ -64,7 +65,7 @@ impl HostStateKind {
             HostStateKind::LockFile => "the lock file",
             HostStateKind::TrustKey => "a [trust.signers] key",
             HostStateKind::PolicyFile => "the policy file",
-            HostStateKind::OAuthTokens => "the MCP servers' OAuth tokens",
+            HostStateKind::State => "the host's state (OAuth tokens, the journal's key)",
         }
     }
 
@@ -76,7 +77,7 @@ impl HostStateKind {
             HostStateKind::LockFile => "--lock-file FILE or GADGET_LOCK_FILE",
             HostStateKind::TrustKey => "[trust.signers.NAME] key = \"...\"",
             HostStateKind::PolicyFile => "--config FILE, or mode = \"ro\" with sensitive = true",
-            HostStateKind::OAuthTokens => "GADGET_STATE_DIR",
+            HostStateKind::State => "GADGET_STATE_DIR",
         }
     }
 }

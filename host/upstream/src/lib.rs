@@ -135,6 +135,26 @@ async fn start_all(servers: Vec<Arc<Upstream>>) -> Vec<(String, String)> {
     failures
 }
 
+impl UpstreamTools {
+    /// Whether a gadget pattern of the operator's (`*` and `?` globs)
+    /// could name a tool of one of these servers, told from their
+    /// prefixes alone: nothing is started to list the tools. Errs on the
+    /// side of yes (`git*` may name `github_create_issue`).
+    pub fn may_serve(&self, pattern: &str) -> bool {
+        let pattern = pattern.to_lowercase();
+        let literal = pattern
+            .split(['*', '?'])
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let wild = literal.len() < pattern.len();
+        self.servers.iter().any(|server| {
+            let prefix = server.spec().prefix.to_lowercase();
+            literal.starts_with(&prefix) || (wild && prefix.starts_with(&literal))
+        })
+    }
+}
+
 /// Servers start when their tools are first needed: a name with a
 /// server's prefix starts that server only; a listing starts them all.
 impl Tools for UpstreamTools {

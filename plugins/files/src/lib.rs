@@ -50,6 +50,7 @@ fn io_error(action: &str, path: &str, error: std::io::Error) -> GadgetError {
 #[derive(Debug, Deserialize, JsonSchema)]
 struct ReadParams {
     /// The file, as a path inside a granted directory, such as /data/notes.txt.
+    #[schemars(extend("format" = "path"))]
     path: String,
     /// Most bytes to return; the rest is cut (and said so).
     #[serde(default = "default_read_bytes")]
@@ -102,6 +103,7 @@ impl Gadget for ReadFile {
 #[derive(Debug, Deserialize, JsonSchema)]
 struct ListParams {
     /// The directory, such as /data.
+    #[schemars(extend("format" = "path"))]
     path: String,
     /// Also list what is inside subdirectories.
     #[serde(default)]
@@ -182,6 +184,7 @@ impl Gadget for ListDir {
 #[derive(Debug, Deserialize, JsonSchema)]
 struct WriteParams {
     /// The file, as a path inside a directory granted read-write, such as /out/report.md.
+    #[schemars(extend("format" = "path"))]
     path: String,
     /// The text to write.
     content: String,
@@ -227,6 +230,7 @@ struct GrepParams {
     /// A regular expression (Rust syntax), such as `TODO|FIXME`.
     pattern: String,
     /// A file, or a directory searched recursively, inside the grants.
+    #[schemars(extend("format" = "path"))]
     path: String,
     /// Match without regard to case.
     #[serde(default)]

@@ -26,6 +26,7 @@ const MAX_CHARS: usize = 200_000;
 #[derive(Debug, Deserialize, JsonSchema)]
 struct FetchParams {
     /// The page, an http or https URL.
+    #[schemars(url)]
     url: String,
     /// Most characters of text to return; the rest is cut (and said so).
     #[serde(default = "default_max_chars")]

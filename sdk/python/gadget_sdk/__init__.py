@@ -91,6 +91,8 @@ __all__ = [
     "Cancelled",
     "GadgetDef",
     "config",
+    "url_param",
+    "path_param",
     "http",
     "HttpError",
     "HttpDenied",
@@ -99,6 +101,21 @@ __all__ = [
     "Completion",
     "LlmError",
 ]
+
+
+def url_param(description: str = "", **schema: Any) -> dict:
+    """The schema of a parameter that is a URL: ``{"type": "string",
+    "format": "uri"}`` with ``description`` and any other ``schema`` keys.
+    The format tells the host what the value means, so the operator's rules
+    on it match its normal form too (``HTTP://x`` is ``http://x``)."""
+    return {"type": "string", "format": "uri", **({"description": description} if description else {}), **schema}
+
+
+def path_param(description: str = "", **schema: Any) -> dict:
+    """The schema of a parameter that is a file path (``"format": "path"``):
+    the operator's rules on it match its cleaned form too (``/out/./a`` is
+    ``/out/a``)."""
+    return {"type": "string", "format": "path", **({"description": description} if description else {}), **schema}
 
 
 def config(key: str) -> Optional[str]:

@@ -33,6 +33,9 @@ use super::run::{EXIT_INTERRUPTED, ExecOptions};
 use super::view::View;
 use super::{EXIT_BAD_INPUT, EXIT_FAILED};
 
+/// The largest `--system` prompt file read: far past any model's context.
+const MAX_SYSTEM_PROMPT_BYTES: u64 = 4 << 20;
+
 /// Options of `gadget agent`.
 /// `--tool-format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -134,7 +137,7 @@ pub async fn agent(
     }
     let system = match &options.system {
         Some(path) => Some(
-            std::fs::read_to_string(path)
+            gadget_core::operator_file::read_text(path, MAX_SYSTEM_PROMPT_BYTES)
                 .with_context(|| format!("reading the system prompt {}", path.display()))?,
         ),
         None => None,

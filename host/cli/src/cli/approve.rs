@@ -100,6 +100,10 @@ enum Decision {
 
 /// `--approvals FILE`: one decision per line, taken in the order calls
 /// ask (blank lines and `#` comments skipped).
+/// The largest `--approvals` file read: a decision a line, far more than
+/// any session asks.
+const MAX_DECISIONS_FILE_BYTES: u64 = 1 << 20;
+
 struct DecisionsFile {
     path: PathBuf,
     decisions: Mutex<VecDeque<(usize, Decision)>>,
@@ -107,7 +111,7 @@ struct DecisionsFile {
 
 impl DecisionsFile {
     fn read(path: &Path) -> Result<DecisionsFile> {
-        let text = std::fs::read_to_string(path)
+        let text = gadget_core::operator_file::read_text(path, MAX_DECISIONS_FILE_BYTES)
             .with_context(|| format!("reading approvals from {}", path.display()))?;
         let mut decisions = VecDeque::new();
         for (number, line) in text.lines().enumerate() {

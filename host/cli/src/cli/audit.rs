@@ -58,21 +58,80 @@ pub fn open(flag: Option<&Path>, policy: &Policy) -> Result<Option<Arc<Journal>>
         session,
         record_params: policy.audit.record_params,
         secrets: policy.secret_values(),
-        key: journal_key(policy.audit.key_env.as_deref())?,
+        key: run_key(policy)?,
     };
     Ok(Some(Arc::new(Journal::open(path, options)?)))
 }
 
-/// A keyed journal's key, from the variable the policy (or the flag)
-/// names; an unset or empty one is an error, never a journal left unkeyed.
-fn journal_key(var: Option<&str>) -> Result<Option<JournalKey>> {
-    let Some(var) = var else {
+/// The key this run's journal is written with: the operator's (`[audit]
+/// key-env`), none when the policy asks for an unkeyed journal, else the
+/// host's own (made on first use).
+fn run_key(policy: &Policy) -> Result<Option<JournalKey>> {
+    if let Some(var) = policy.audit.key_env.as_deref() {
+        return env_key(var).map(Some);
+    }
+    if policy.audit.unkeyed {
         return Ok(None);
-    };
+    }
+    let (path, key) = gadget_runtime::journal_key::journal_key().context(
+        "making the journal's key ([audit] key-env names your own; unkeyed = true keys nothing)",
+    )?;
+    tracing::debug!(key = %path.display(), "the journal is keyed with the host's key");
+    Ok(Some(JournalKey(key.to_vec())))
+}
+
+/// The operator's key, from the variable the policy (or the flag) names;
+/// an unset or empty one is an error, never a journal left unkeyed.
+fn env_key(var: &str) -> Result<JournalKey> {
     match std::env::var(var) {
-        Ok(key) if !key.is_empty() => Ok(Some(JournalKey(key.into_bytes()))),
+        Ok(key) if !key.is_empty() => Ok(JournalKey(key.into_bytes())),
         _ => anyhow::bail!(
-            "[audit] key-env = \"{var}\": ${var} is not set (or empty); set it to the journal's key, or remove key-env for an unkeyed journal"
+            "[audit] key-env = \"{var}\": ${var} is not set (or empty); set it to the journal's key, or remove key-env to key it with the host's own"
+        ),
+    }
+}
+
+/// How a journal is verified: with which key, and what that proves.
+struct VerifyMode {
+    key: Option<JournalKey>,
+    /// What the verdict says of the mode.
+    said: String,
+}
+
+/// The mode `text` was written in (a MAC on its first line: keyed) and
+/// the key to verify it with: the flag's or the policy's variable, else
+/// this host's key.
+fn verify_mode(text: &str, key_env: Option<&str>) -> Result<VerifyMode> {
+    let keyed = text
+        .lines()
+        .next()
+        .and_then(|line| serde_json::from_str::<Record>(line).ok())
+        .is_some_and(|record| record.mac.is_some());
+    if !keyed {
+        return Ok(VerifyMode {
+            key: None,
+            said: " (unkeyed: no line was changed, removed or reordered unless every later line was rehashed too; anyone who can write the file could have, so key journals: the default, or [audit] key-env)".into(),
+        });
+    }
+    let proves = "every line was written by a holder of the key, in this order, unchanged";
+    if let Some(var) = key_env {
+        return Ok(VerifyMode {
+            key: Some(env_key(var)?),
+            said: format!(", keyed with ${var}: {proves}"),
+        });
+    }
+    match gadget_runtime::journal_key::existing_journal_key()
+        .context("reading the host's journal key")?
+    {
+        Some((path, key)) => Ok(VerifyMode {
+            key: Some(JournalKey(key.to_vec())),
+            said: format!(
+                ", keyed with this host's key ({}): {proves}",
+                path.display()
+            ),
+        }),
+        None => anyhow::bail!(
+            "the journal is keyed, and this host has no journal key of its own: verify it with its key (--key-env VAR, or the policy's [audit] key-env)"
         ),
     }
 }
@@ -97,17 +156,16 @@ pub fn audit(command: &AuditCommand, policy: &Policy) -> Result<ExitCode> {
     match command {
         AuditCommand::Verify { file, key_env } => {
             let text = read(file)?;
-            let key = journal_key(key_env.as_deref().or(policy.audit.key_env.as_deref()))?;
-            match verify(&text, key.as_ref().map(|k| &k.0[..])) {
+            let mode = verify_mode(
+                &text,
+                key_env.as_deref().or(policy.audit.key_env.as_deref()),
+            )?;
+            match verify(&text, mode.key.as_ref().map(|k| &k.0[..])) {
                 Ok(records) => {
-                    let keyed = if key.is_some() {
-                        ", every line carries the key's MAC"
-                    } else {
-                        ""
-                    };
                     println!(
-                        "{}: {records} records, the chain holds{keyed}",
-                        file.display()
+                        "{}: {records} records, the chain holds{}",
+                        file.display(),
+                        mode.said
                     );
                     Ok(ExitCode::SUCCESS)
                 }
@@ -148,8 +206,13 @@ pub fn audit(command: &AuditCommand, policy: &Policy) -> Result<ExitCode> {
     }
 }
 
+/// The largest journal `audit verify` and `audit show` read whole (they
+/// hold it in memory): a bound, not a size journals reach in a day.
+const MAX_JOURNAL_READ_BYTES: u64 = 1 << 30;
+
 fn read(file: &Path) -> Result<String> {
-    std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))
+    gadget_core::operator_file::read_text(file, MAX_JOURNAL_READ_BYTES)
+        .with_context(|| format!("reading {}", file.display()))
 }
 
 /// One record in a line: when, what, which call of which gadget, and its

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use gadget_core::tool::Tools;
 use gadget_runtime::describe::{CallJson, ErrorJson, RejectedJson};
+use gadget_runtime::policy::GadgetRules;
 use gadget_runtime::registry::{CallRejected, Registry};
 use gadget_runtime::{CallError, CallReport, FailureKind, LogSource, Outcome};
 
@@ -53,20 +54,35 @@ pub fn read_params(params: Option<String>) -> Result<Value> {
 
 /// The tool `name` and its validated parameters (defaults filled in), or
 /// why there is no call to make.
+/// What a call is looked up in: the gadgets, everything served (the
+/// upstream MCP servers' tools and the policy's agents too), and the
+/// operator's rules on names.
+pub struct Target<'a> {
+    pub registry: &'a Registry,
+    pub tools: &'a dyn Tools,
+    pub rules: &'a GadgetRules,
+}
+
 fn prepare(
-    registry: &Registry,
-    tools: &dyn Tools,
+    target: &Target<'_>,
     name: &str,
     params: Value,
 ) -> Result<(Arc<dyn gadget_core::tool::Tool>, Value), CallRejected> {
-    match tools.find(name) {
+    match target.tools.find(name) {
         Some(tool) => match gadget_exec::call::prepare(&*tool, params) {
             Ok(params) => Ok((tool, params)),
             Err(failure) => Err(CallRejected::InvalidParameters(failure)),
         },
         // Denied by the operator, claimed twice, or unknown: the registry
-        // knows which.
-        None => Err(registry.rejection(name)),
+        // knows which of its gadgets; the rules say why a name none of
+        // them has (an upstream server's tool) is not served.
+        None => match (target.registry.rejection(name), target.rules.check(name)) {
+            (CallRejected::UnknownGadget { .. }, Err(rule)) => Err(CallRejected::Denied {
+                name: name.to_string(),
+                rule,
+            }),
+            (rejected, _) => Err(rejected),
+        },
     }
 }
 
@@ -106,14 +122,13 @@ pub struct DryRun<'a> {
 /// (validated, defaults filled in), and nothing run or started: the
 /// upstream MCP servers' tools are not among `tools`.
 pub fn dry_run(
-    registry: &Registry,
-    tools: &dyn Tools,
+    target: &Target<'_>,
     name: &str,
     params: Value,
     dry: DryRun<'_>,
 ) -> Result<ExitCode> {
     let DryRun { upstream, id, json } = dry;
-    let (tool, params) = match prepare(registry, tools, name, params) {
+    let (tool, params) = match prepare(target, name, params) {
         Ok(prepared) => prepared,
         Err(rejected) => {
             let code = reject(name, id, &rejected, json);
@@ -140,25 +155,23 @@ pub fn dry_run(
 /// Runs one call of a gadget or of one of the policy's agents, through
 /// the one call path every front end uses.
 pub async fn call(
-    registry: &Registry,
-    tools: &dyn Tools,
+    target: &Target<'_>,
     name: &str,
     params: Value,
     id: &str,
     json: bool,
-    // The session's approvals and journal; the id is set here.
-    mut options: gadget_exec::call::CallOptions,
+    // The session's approvals, rate limits and journal.
+    scope: Arc<gadget_core::scope::CallScope>,
 ) -> Result<ExitCode> {
-    let prepared = prepare(registry, tools, name, params);
+    let prepared = prepare(target, name, params);
     let (tool, params) = match prepared {
         Ok(prepared) => prepared,
         Err(rejected) => return reject(name, id, &rejected, json),
     };
-    options.id = id.to_string();
     let gadget = tool.name().to_string();
-    let report = gadget_exec::call::run(tool, Arc::new(params), options)
-        .await
-        .report;
+    let mut call = gadget_core::tool::ToolCall::new(id, params);
+    call.scope = scope;
+    let report = gadget_exec::call::run(tool, call).await.report;
     if json {
         print_json(&CallJson::new(&gadget, id, &report))?;
     } else {

@@ -14,12 +14,21 @@ use gadget_runtime::oci::OciRef;
 
 use super::{CompileBars, EXIT_FAILED, GlobalArgs, human_bytes};
 
+/// What `gadget check` checks a plugin against: the command's options,
+/// how plugins load, and the operator's approval rules (when the policy
+/// has valid ones).
+pub struct Checking<'a> {
+    pub global: &'a GlobalArgs,
+    pub options: &'a LoadOptions,
+    pub rules: Option<&'a gadget_core::approval::Rules>,
+}
+
 pub async fn check(
     runtime: &Arc<Runtime>,
-    global: &GlobalArgs,
     path: &std::path::Path,
-    options: &LoadOptions,
+    checking: &Checking<'_>,
 ) -> Result<ExitCode> {
+    let (global, options) = (checking.global, checking.options);
     println!("checking {}", path.display());
     let text = path.to_string_lossy();
     let found = if OciRef::is_oci(&text) {
@@ -85,6 +94,12 @@ pub async fn check(
     println!("  ✓ world: exports gadget:plugin/gadget@{version} (gadget:plugin@{version})");
     for gadget in &gadgets {
         print_gadget(gadget);
+        if let Some(rules) = checking.rules {
+            let schema = gadget.card.schema.schema_for_rules();
+            for inferred in rules.inferred_kinds(&gadget.card.spec.name, schema) {
+                println!("    · {}", super::safe::safe(&inferred));
+            }
+        }
     }
     let requested = &plugin.access.requested;
     let granted = &plugin.access.grants.grants;

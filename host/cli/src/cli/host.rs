@@ -153,7 +153,7 @@ impl Host {
             self.providers.clone(),
         )?;
         if !self.quiet {
-            warn_unmatched_rules(policy, &*tools);
+            warn_unmatched_rules(policy, &*self.registry, self.upstream.as_deref());
         }
         Ok(tools)
     }
@@ -161,7 +161,16 @@ impl Host {
 
 /// Approval patterns and rules that name no served gadget protect
 /// nothing: a warning each (most often a misspelt name).
-pub fn warn_unmatched_rules(policy: &Policy, tools: &dyn Tools) {
+///
+/// The upstream MCP servers' tools are not listed for this (listing them
+/// starts every server, and a command that calls only gadgets starts
+/// none): a pattern that could name a tool under one of their prefixes
+/// counts as matched.
+pub fn warn_unmatched_rules(
+    policy: &Policy,
+    gadgets: &dyn Tools,
+    upstream: Option<&gadget_mcp::upstream::UpstreamTools>,
+) {
     let Ok(rules) = policy.approval_rules() else {
         return; // checked when the policy was read
     };
@@ -172,8 +181,9 @@ pub fn warn_unmatched_rules(policy: &Policy, tools: &dyn Tools) {
     }
     // What catalog requests are named by (`resource:URI`, the template
     // for a family, `prompt:NAME`) counts as served too.
-    let mut names = tools.names();
-    for catalog in tools.catalogs() {
+    let mut names = gadgets.names();
+    names.extend(policy.agents.keys().cloned());
+    for catalog in gadgets.catalogs() {
         let specs = catalog.specs();
         names.extend(
             specs
@@ -189,7 +199,8 @@ pub fn warn_unmatched_rules(policy: &Policy, tools: &dyn Tools) {
         );
         names.extend(specs.prompts.iter().map(|p| format!("prompt:{}", p.name)));
     }
-    for what in rules.unmatched(&names) {
+    let upstream_may_serve = |pattern: &str| upstream.is_some_and(|u| u.may_serve(pattern));
+    for what in rules.unmatched(&names, upstream_may_serve) {
         eprintln!("warning: {what} names no gadget that is served, so it has no effect");
     }
 }

@@ -396,7 +396,7 @@ fn spawn_reader(
                     path.display()
                 );
             }
-            let text = std::fs::read_to_string(&path)
+            let text = gadget_core::operator_file::read_text(&path, MAX_RESPONSE_BYTES as u64)
                 .with_context(|| format!("reading {}", path.display()))?;
             tokio::spawn(async move {
                 let mut rest = text.as_str();
@@ -472,9 +472,12 @@ struct ScriptedAnswers {
     lines: Mutex<VecDeque<String>>,
 }
 
+/// The largest `--answers` file read: an answer a line.
+const MAX_ANSWERS_FILE_BYTES: u64 = 1 << 20;
+
 impl ScriptedAnswers {
-    fn read(path: &PathBuf) -> Result<ScriptedAnswers> {
-        let text = std::fs::read_to_string(path)
+    fn read(path: &std::path::Path) -> Result<ScriptedAnswers> {
+        let text = gadget_core::operator_file::read_text(path, MAX_ANSWERS_FILE_BYTES)
             .with_context(|| format!("reading answers from {}", path.display()))?;
         Ok(ScriptedAnswers {
             lines: Mutex::new(text.lines().map(str::to_string).collect()),

@@ -27,7 +27,7 @@ use serde_json::Value;
 
 use gadget_core::call::{CallReport, Outcome};
 use gadget_core::scope::CallScope;
-use gadget_core::tool::Tools;
+use gadget_core::tool::{ToolCall, Tools};
 use gadget_runtime::plugin::PluginSource;
 use gadget_runtime::registry::Registry;
 
@@ -404,14 +404,9 @@ async fn run_case(
             return judge_refusal(&case.expect, &failure.to_string());
         }
     };
-    let options = gadget_exec::call::CallOptions {
-        id: "gadget_test".into(),
-        scope: scope.clone(),
-        ..Default::default()
-    };
-    let report = gadget_exec::call::run(tool, Arc::new(params), options)
-        .await
-        .report;
+    let mut call = ToolCall::new("gadget_test", params);
+    call.scope = scope.clone();
+    let report = gadget_exec::call::run(tool, call).await.report;
     judge(&case.expect, &report)
 }
 

@@ -80,6 +80,21 @@ impl TestServer {
                         );
                         let _ = stream.write_all(body);
                     };
+                    if path.starts_with("/gzecho") {
+                        // The same echo, gzipped although the request asked
+                        // for identity: an origin that compresses anyway.
+                        use flate2::write::GzEncoder;
+                        let mut encoder = GzEncoder::new(Vec::new(), flate2::Compression::best());
+                        encoder.write_all(head.as_bytes()).unwrap();
+                        let body = encoder.finish().unwrap();
+                        let _ = write!(
+                            stream,
+                            "HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                            body.len()
+                        );
+                        let _ = stream.write_all(&body);
+                        return;
+                    }
                     if path.starts_with("/echo") {
                         // The request's head, back in a header and the body:
                         // an origin that reflects what it was sent.
@@ -109,6 +124,12 @@ impl TestServer {
                             let _ = write!(
                                 stream,
                                 "HTTP/1.1 301 Moved Permanently\r\nlocation: /page\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                            );
+                        }
+                        "/to-admin" => {
+                            let _ = write!(
+                                stream,
+                                "HTTP/1.1 302 Found\r\nlocation: /admin/panel\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
                             );
                         }
                         "/redirect" => {

@@ -56,6 +56,22 @@ fn token(key: &Key, kid: &str, sub: &str, claims: Value) -> String {
     jsonwebtoken::encode(&header, &all, &EncodingKey::from_ed_der(&key.pkcs8)).unwrap()
 }
 
+/// A token for `sub` whose header is `header` whole (what the JWT
+/// library cannot write, such as `crit`), signed by `key`.
+fn token_with_header(key: &Key, header: Value, sub: &str) -> String {
+    let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let claims =
+        json!({"sub": sub, "aud": AUDIENCE, "iss": ISSUER, "exp": now() + 3600, "nbf": now() - 10});
+    let signed = format!(
+        "{}.{}",
+        engine.encode(header.to_string()),
+        engine.encode(claims.to_string())
+    );
+    let pair = Ed25519KeyPair::from_pkcs8(&key.pkcs8).unwrap();
+    let signature = engine.encode(pair.sign(signed.as_bytes()).as_ref());
+    format!("{signed}.{signature}")
+}
+
 /// A server checking tokens against `key`, with a per-client limit of
 /// one AddDays call and a journal.
 fn served(key: &Key, dir: &std::path::Path) -> Server {
@@ -154,6 +170,27 @@ fn a_token_the_keys_verify_names_the_caller_and_any_other_is_refused_with_401() 
             "invalid_token",
             "the token is not a JWT",
         ),
+        // An extension this server does not know, marked critical.
+        (
+            Some(token_with_header(
+                &signer,
+                json!({"alg": "EdDSA", "kid": "k1", "crit": ["exp-v2"], "exp-v2": 1}),
+                "alice",
+            )),
+            "invalid_token",
+            "marks parameters critical (exp-v2)",
+        ),
+        // Subjects that would read as someone else in a log.
+        (
+            Some(token(&signer, "k1", "\u{202E}ecila", json!({}))),
+            "invalid_token",
+            "bidirectional or zero-width characters",
+        ),
+        (
+            Some(token(&signer, "k1", "ali\u{200B}ce", json!({}))),
+            "invalid_token",
+            "bidirectional or zero-width characters",
+        ),
     ];
     for (token, error, why) in &cases {
         let (status, head, body) = call(&server, token.as_deref(), "Calculator", add);
@@ -174,6 +211,12 @@ fn a_token_the_keys_verify_names_the_caller_and_any_other_is_refused_with_401() 
         );
         assert!(body.contains(why), "{why}: {body}");
     }
+
+    // The same hand-made header without `crit` is accepted: the refusal
+    // above is the `crit`, not the helper.
+    let plain = token_with_header(&signer, json!({"alg": "EdDSA", "kid": "k1"}), "alice");
+    let (status, _, body) = call(&server, Some(&plain), "Calculator", add);
+    assert_eq!(status, 200, "{body}");
 
     // A rule naming a client holds for that caller only (alice's calls
     // above ran under it).
@@ -233,7 +276,7 @@ fn a_token_the_keys_verify_names_the_caller_and_any_other_is_refused_with_401() 
     let started = std::time::Instant::now();
     let records: Vec<Value> = loop {
         let text = std::fs::read_to_string(&journal).unwrap_or_default();
-        if text.matches("call_finished").count() >= 3
+        if text.matches("call_finished").count() >= 4
             || started.elapsed() > std::time::Duration::from_secs(10)
         {
             break text
@@ -256,6 +299,7 @@ fn a_token_the_keys_verify_names_the_caller_and_any_other_is_refused_with_401() 
     assert_eq!(
         who("call_started"),
         [
+            ("Calculator", "alice"),
             ("Calculator", "alice"),
             ("AddDays", "alice"),
             ("AddDays", "bob")

@@ -28,6 +28,7 @@ mod native;
 mod oci;
 mod one_door;
 mod parser;
+mod promises;
 mod rate_limits;
 mod secrets;
 mod serve;

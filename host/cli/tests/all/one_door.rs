@@ -137,6 +137,13 @@ async fn the_operators_rules_refuse_a_read_before_the_plugin_runs_and_prompts_ar
         .unwrap_err()
         .to_string();
     assert!(refused.contains("no probing"), "{refused}");
+    // Named as the request it is, not as a gadget.
+    assert!(
+        refused.contains(&format!(
+            "The request 'resource:probe://fetch/{port}' was not run"
+        )),
+        "{refused}"
+    );
     assert!(site.hits().is_empty(), "a denied read reached the network");
     let prompt = client
         .get_prompt(GetPromptRequestParams::new("probe"))
@@ -297,7 +304,8 @@ fn a_resource_template_or_prompt_two_plugins_list_is_contested_at_load() {
 
 /// `gadget call --dry-run` starts nothing: a policy's stdio MCP server
 /// (here, a command that leaves a mark) is not started by a dry run of a
-/// WebAssembly gadget, nor of a name that could be the server's.
+/// WebAssembly gadget, nor of a name that could be the server's; a real
+/// call of a gadget starts it no more.
 #[test]
 fn a_dry_run_starts_no_mcp_server() {
     let dir = tempfile::tempdir().unwrap();
@@ -329,4 +337,19 @@ fn a_dry_run_starts_no_mcp_server() {
     );
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(!marker.exists(), "a dry run started the MCP server");
+    // Nor does a real call of a WebAssembly gadget under the same rules
+    // (checking that the rules name something served lists no server).
+    let out = crate::capabilities::run(
+        Some(&policy),
+        &[],
+        &["call", "Calculator", "--params", params],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("names no gadget"), "{stderr}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        !marker.exists(),
+        "a call of a gadget started the MCP server"
+    );
 }

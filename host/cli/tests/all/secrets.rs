@@ -115,6 +115,25 @@ fn a_brokered_secret_reaches_its_origin_only_and_the_gadget_holds_a_placeholder(
     );
     assert!(bound.heads().pop().unwrap().contains(VALUE));
 
+    // An origin that compresses its echo anyway (the host asked for
+    // identity): the scrubber cannot read it, so the answer is refused.
+    let compressed = call(
+        &policy,
+        "Send",
+        serde_json::json!({
+            "url": bound.url("/gzecho"),
+            "headers": [["authorization", "Bearer ${SECRET_TOKEN}"]],
+        }),
+    );
+    assert_eq!(compressed["ok"], false, "{compressed}");
+    let said = host_logs(&compressed);
+    assert!(
+        said.contains("answered with Content-Encoding gzip, which the host cannot scrub"),
+        "{said}"
+    );
+    let head = bound.heads().pop().unwrap();
+    assert!(head.contains("accept-encoding: identity"), "{head}");
+
     // To any other origin, in a header, the query or the body: refused
     // before anything is sent, naming where it may go.
     for (method, url, headers, body) in [
@@ -172,10 +191,14 @@ fn a_brokered_secret_reaches_its_origin_only_and_the_gadget_holds_a_placeholder(
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|r| r["event"] == "http" && r["detail"]["refused"].is_string())
         .collect();
-    assert_eq!(refusals.len(), 3, "{text}");
+    // Three requests refused before they left, one answer refused.
+    assert_eq!(refusals.len(), 4, "{text}");
     for refusal in refusals {
         let why = refusal["detail"]["refused"].as_str().unwrap();
-        assert!(why.contains("secret SECRET_TOKEN"), "{why}");
+        assert!(
+            why.contains("secret SECRET_TOKEN") || why.contains("carried a secret"),
+            "{why}"
+        );
     }
 }
 

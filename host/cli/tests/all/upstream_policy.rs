@@ -277,3 +277,26 @@ fn a_servers_huge_result_and_tool_flood_are_cut_to_the_host_bounds() {
         .count();
     assert_eq!(served, 256, "{listed}");
 }
+
+/// An upstream tool the operator denies is refused under `gadget call`
+/// naming the rule, as a denied gadget is, not as a name nobody serves.
+#[test]
+fn a_denied_upstream_tool_names_the_rule_that_denies_it() {
+    let policy = Policy::everything("[gadgets]\ndeny = [\"everything_ec*\"]\n");
+    let out = policy.gadget(&[
+        "call",
+        "everything_echo",
+        "--params",
+        r#"{"message": "hello"}"#,
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        said(&out).contains("gadget 'everything_echo' is denied by the operator's policy")
+            && said(&out).contains("[gadgets] deny = \"everything_ec*\""),
+        "{}",
+        said(&out)
+    );
+    // A name nobody serves is still unknown.
+    let out = policy.gadget(&["call", "everything_nothing", "--params", "{}"]);
+    assert!(!said(&out).contains("denied"), "{}", said(&out));
+}

@@ -190,15 +190,25 @@ mod tests {
         for fine in ["https://example.com", "https://intranet.example/public"] {
             assert!(!denied(fine), "{fine}");
         }
-        // Without the schema's format, a rule with no kind compares text.
-        assert_eq!(
+        // Without the schema's format, a rule with no kind whose pattern
+        // is plainly a URL is matched as one all the same...
+        assert!(matches!(
             rules.check(
                 "FetchUrl",
                 &json!({"url": "https://intranet.example/%61dmin"}),
                 None
             ),
-            Admission::Run
-        );
+            Admission::Deny { .. }
+        ));
+        // ...and a pattern that says nothing of what it is compares text.
+        let vague = rule("Fetch", "/url", Some("*/admin*"), None, RuleAction::Deny);
+        let vague = Rules::new(Vec::new(), vec![vague], None).unwrap();
+        let escaped = json!({"url": "https://intranet.example/%61dmin"});
+        assert_eq!(vague.check("Fetch", &escaped, None), Admission::Run);
+        assert!(matches!(
+            vague.check("Fetch", &escaped, Some(&schema)),
+            Admission::Deny { .. }
+        ));
         let asked = |path: &str| {
             matches!(
                 rules.check("WriteFile", &json!({ "path": path }), Some(&schema)),

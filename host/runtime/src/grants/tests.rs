@@ -286,6 +286,37 @@ fn a_scoped_grant_holds_a_request_to_its_methods_and_paths() {
         let refused = check("GET", odd).unwrap_err().to_string();
         assert!(refused.contains("escaped slash"), "{odd}: {refused}");
     }
+    // Readings of servers and proxies other than the normal form's: each
+    // refused, saying which.
+    for (path, reading) in [
+        ("/v1/public/..;/private", "before its ';' parameter"),
+        (
+            "/v1/public/..;jsessionid=1/private",
+            "before its ';' parameter",
+        ),
+        ("/v1/public/.;/x", "before its ';' parameter"),
+        ("/v1/public/%2e%2e;/private", "before its ';' parameter"),
+        ("/v1/public/%252e%252e/private", "decoded again"),
+        ("/v1/public/%25252e%25252e/private", "decoded again"),
+        ("/v1/public/%252E./private", "decoded again"),
+        ("/v1/public/%EF%BC%8E%EF%BC%8E/private", "look-alikes"),
+        ("/v1/public/\u{FF0E}\u{FF0E}/private", "look-alikes"),
+        ("/v1/public/%E2%80%A5/private", "look-alikes"),
+        ("/v1/public/%C0%AE%C0%AE/private", "look-alikes"),
+        ("/v1/public/%E0%80%AE./private", "look-alikes"),
+    ] {
+        let refused = check("GET", path).unwrap_err().to_string();
+        assert!(refused.contains(reading), "{path}: {refused}");
+    }
+    // Names that merely hold such characters are names.
+    for fine in [
+        "/v1/public/a..;b",
+        "/v1/public/file.v2;rev=3",
+        "/v1/public/%252e%252ex",
+        "/v1/public/caf\u{FF0E}",
+    ] {
+        assert!(check("GET", fine).is_ok(), "{fine}");
+    }
 }
 
 #[test]

@@ -163,8 +163,7 @@ impl LoadOptions {
                 .map(|f| HostState::new(HostStateKind::Journal, f)),
         );
         state.extend(
-            crate::policy::oauth_token_dir()
-                .map(|dir| HostState::new(HostStateKind::OAuthTokens, dir)),
+            crate::policy::state_dir().map(|dir| HostState::new(HostStateKind::State, dir)),
         );
         state
     }

@@ -19,7 +19,13 @@ pub struct AuditPolicy {
     /// The environment variable holding the journal's key: each line then
     /// carries an HMAC-SHA256 with it, so only a holder of the key can
     /// write (or rewrite) a line that `gadget audit verify` accepts.
+    /// Without it the journal is keyed all the same, with a key the host
+    /// makes in its own state ([`crate::journal_key`]).
     pub key_env: Option<String>,
+    /// A plain hash chain, keyed by nothing: only on request, since anyone
+    /// who can write the file can then edit it and rehash.
+    #[serde(default)]
+    pub unkeyed: bool,
 }
 
 /// `[telemetry]`: OTLP export (HTTP/protobuf). The standard `OTEL_*`

@@ -93,19 +93,23 @@ impl McpServerPolicy {
     }
 }
 
-/// Where upstream servers' OAuth tokens are kept, one file per server:
-/// `$GADGET_STATE_DIR/oauth`, else `$XDG_STATE_HOME/gadget-host/oauth`,
-/// else `~/.local/state/gadget-host/oauth`. It is the host's own state: no
-/// file grant may open it.
-pub fn oauth_token_dir() -> Option<PathBuf> {
-    let state = if let Some(dir) = std::env::var_os("GADGET_STATE_DIR").filter(|d| !d.is_empty()) {
-        PathBuf::from(dir)
+/// The host's own state (what it keeps between runs that is not a
+/// cache): `$GADGET_STATE_DIR`, else `$XDG_STATE_HOME/gadget-host`, else
+/// `~/.local/state/gadget-host`. No file grant may open it.
+pub fn state_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("GADGET_STATE_DIR").filter(|d| !d.is_empty()) {
+        Some(PathBuf::from(dir))
     } else if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
-        PathBuf::from(dir).join("gadget-host")
+        Some(PathBuf::from(dir).join("gadget-host"))
     } else {
-        PathBuf::from(std::env::var_os("HOME")?).join(".local/state/gadget-host")
-    };
-    Some(state.join("oauth"))
+        Some(PathBuf::from(std::env::var_os("HOME")?).join(".local/state/gadget-host"))
+    }
+}
+
+/// Where upstream servers' OAuth tokens are kept, one file per server:
+/// `oauth` in the host's [`state_dir`].
+pub fn oauth_token_dir() -> Option<PathBuf> {
+    Some(state_dir()?.join("oauth"))
 }
 
 /// Checks a server's `oauth` table: where the refusal is, and why.

@@ -722,7 +722,7 @@ mod plugin;
 mod secret;
 mod trust;
 pub use audit::{AuditPolicy, TelemetryPolicy};
-pub use mcp_server::{McpServerPolicy, OAuthPolicy, oauth_token_dir};
+pub use mcp_server::{McpServerPolicy, OAuthPolicy, oauth_token_dir, state_dir};
 pub use plugin::{
     ConfigSource, FileGrant, HttpGrantSpec, LlmPolicy, MAX_PREFIX_BYTES, PluginPolicy,
     ScopedHttpGrant, SecretSpec,

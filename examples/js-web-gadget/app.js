@@ -3,15 +3,18 @@
 // Build: gadget build examples/js-web-gadget   (SpiderMonkey: plugin.toml asks for http)
 // Run:   gadget --plugins examples/js-web-gadget --grant js-web:http=https://example.com \
 //          call HttpStatus --params '{"url": "https://example.com/"}'
-import { defineGadget, exportGadgets, result, config } from 'gadget-sdk';
+import { defineGadget, exportGadgets, result, config, urlParam } from 'gadget-sdk';
 
 const HttpStatus = defineGadget({
   name: 'HttpStatus',
   label: 'HTTP status',
-  description: 'Fetches a URL with GET and returns its status code and the start of its body.',
+  description: 'Fetches a URL (GET, or POST with a body) and returns its status code and the start of its body.',
   schema: {
     type: 'object',
-    properties: { url: { type: 'string', description: 'The URL to fetch.' } },
+    properties: {
+      url: urlParam('The URL to fetch.'),
+      body: { type: 'string', description: 'Send this body with POST instead of a GET.' },
+    },
     required: ['url'],
   },
   examples: [{ params: { url: 'https://example.com/' }, output: '200 <!doctype html>...' }],
@@ -23,7 +26,10 @@ const HttpStatus = defineGadget({
     const token = config('API_TOKEN');
     let response;
     try {
-      response = await fetch(params.url, { headers: token ? { authorization: `Bearer ${token}` } : {} });
+      const headers = token ? { authorization: `Bearer ${token}` } : {};
+      response = params.body === undefined
+        ? await fetch(params.url, { headers })
+        : await fetch(params.url, { method: 'POST', headers, body: params.body });
     } catch (e) {
       // A refused request is a network error here; the host's log of the
       // call names the grant that would allow it.

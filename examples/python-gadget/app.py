@@ -5,7 +5,7 @@ Build: `gadget build examples/python-gadget` (or `scripts/build-guests.sh`).
 
 from collections import Counter
 
-from gadget_sdk import Context, InvalidArguments, Cancelled, Result, complete, config, export, gadget, http
+from gadget_sdk import Context, InvalidArguments, Cancelled, Result, complete, config, export, gadget, http, url_param
 
 
 @gadget(
@@ -57,10 +57,13 @@ def WorkUntilCancelled(params: dict, ctx: Context) -> str:
 
 
 @gadget(
-    description="Fetches a URL (GET) and returns its HTTP status and the start of its body. Only the origins the operator grants can be reached.",
+    description="Fetches a URL (GET, or POST with a body) and returns its HTTP status and the start of its body. Only the origins the operator grants can be reached.",
     schema={
         "type": "object",
-        "properties": {"url": {"type": "string", "description": "An http or https URL."}},
+        "properties": {
+            "url": url_param("An http or https URL."),
+            "body": {"type": "string", "description": "Send this body with POST instead of a GET."},
+        },
         "required": ["url"],
     },
     label="HTTP status",
@@ -70,7 +73,11 @@ def HttpStatus(params: dict, ctx: Context) -> Result:
     # { API_TOKEN = { env = "VAR" } }`); None when not granted.
     token = config("API_TOKEN")
     headers = {"authorization": f"Bearer {token}"} if token else {}
-    page = http.get(params["url"], headers)  # HttpDenied when the origin is not granted
+    # HttpDenied when the origin is not granted, with a body or without.
+    if "body" in params:
+        page = http.request("POST", params["url"], headers, params["body"].encode())
+    else:
+        page = http.get(params["url"], headers)
     return Result(
         f"{page.status} {page.text()[:200]}",
         details={"bytes": len(page.body), "content_type": page.header("content-type")},

@@ -12,6 +12,7 @@
 pub mod agent;
 pub mod anthropic;
 pub mod backend;
+mod events;
 pub mod models;
 pub mod native;
 pub mod openai;

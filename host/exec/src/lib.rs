@@ -31,10 +31,8 @@
 //! over from one response to the next; [`Executor::history`] is what the
 //! model is shown of the last response.
 
-use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -51,6 +49,7 @@ mod layers;
 mod live;
 mod outcome;
 mod runners;
+mod start;
 mod state;
 pub mod telemetry;
 pub use abort::AbortHandle;
@@ -62,20 +61,18 @@ pub use config::{
 };
 pub use input::ResponseInput;
 use input::{Parsed, collect};
-use outcome::{Announced, ended_of};
 use runners::Runners;
 use state::{Ended, Entry, Finished, Live, policy_for};
 
-use gadget_core::approval::{Admission, Approvals};
+use gadget_core::approval::Approvals;
 use gadget_core::call::{FailureKind, OutcomeKind};
 use gadget_core::chunked::ChunkedVec;
-use gadget_core::ledger::CallEvent;
 use gadget_core::parser::{self, ConfigError, GadgetCall, Parser, ParserBuilder, ParserConfig};
-use gadget_core::render::{self, GadgetDoc, HistoryEntry};
+use gadget_core::render::{GadgetDoc, HistoryEntry};
 use gadget_core::schedule::{self, Action, CallIx, CallSpec, Scheduler};
 use gadget_core::scope::CallScope;
 use gadget_core::signal::AbortSignal;
-use gadget_core::tool::{Tool, ToolCall, Toolbox, Tools};
+use gadget_core::tool::{Tool, Toolbox, Tools};
 use gadget_core::viewer::OutputLimiter;
 
 pub use gadget_core::events::{ExecEvent, Failure, ResponseSummary, WaitReason};
@@ -642,154 +639,5 @@ impl Executor {
             }
             actions = next;
         }
-    }
-
-    /// Starts a call the scheduler let go: `Some` when it ended at once
-    /// (it could not start, a controller skipped it, or an instant tool
-    /// answered), `None` when it runs.
-    fn start(
-        &mut self,
-        ix: CallIx,
-        turn: &mut Response,
-        sink: &mut impl FnMut(ExecEvent),
-    ) -> Option<Ended> {
-        let at_once = |outcome| {
-            Some(Ended {
-                call: ix,
-                outcome,
-                details: None,
-                cost: 0.0,
-                duration: Duration::ZERO,
-            })
-        };
-        self.entries[ix].settled = true;
-        if self.exclusive_waiting.as_deref() == Some(&self.entries[ix].call.invocation_id) {
-            self.exclusive_waiting = None;
-        }
-        let (tool, params) = match self.prepare(ix) {
-            Ok(prepared) => prepared,
-            Err(failure) => {
-                // Refused at the door (unknown or denied gadget, unusable
-                // parameters): the layers keep that it was tried.
-                let call = &self.entries[ix].call;
-                call::refused(&self.scope, &call.invocation_id, &call.name, &failure);
-                return at_once(Err(failure));
-            }
-        };
-        let params = Arc::new(params);
-        self.entries[ix].params = Some(params.clone());
-        let entry = &self.entries[ix];
-        if let BeforeExecution::Skip { result } =
-            self.controller.before_execution(&entry.view(&params))
-        {
-            return at_once(Ok((OutcomeKind::Synthetic, result)));
-        }
-        let timeout = self
-            .config
-            .timeouts
-            .resolve(tool.name(), tool.own_timeout());
-        // A call that waits for approval starts when it is approved (its
-        // `CallStarted` comes then, from its live events); one a rule
-        // refuses never starts.
-        let admission = call::admission(
-            &*tool,
-            &params,
-            self.scope.approvals.as_deref(),
-            &self.scope.client,
-        );
-        if admission == Admission::Run {
-            sink(ExecEvent::CallStarted {
-                id: entry.call.invocation_id.clone(),
-                gadget: entry.call.name.clone(),
-                parameters: params.clone(),
-                timeout_ms: timeout.map_or(0, |t| t.as_millis() as u64),
-            });
-        }
-        let observer_tx = turn.live_tx.clone();
-        // Who answers what the gadget asks, if anyone: the live view is
-        // told before the person is asked.
-        let scope = match &self.scope.human {
-            Some(human) => {
-                let mut announced = (*self.scope).clone();
-                announced.human = Some(Arc::new(Announced {
-                    human: human.clone(),
-                    live: turn.live_tx.clone(),
-                    ix,
-                }));
-                Arc::new(announced)
-            }
-            None => self.scope.clone(),
-        };
-        let passive = layers::Layers::passive(&scope, &admission);
-        let call = ToolCall {
-            id: entry.call.invocation_id.clone(),
-            params,
-            deadline: timeout,
-            signal: Some(turn.abort.clone()),
-            observer: Some(Arc::new(move |event: &CallEvent| {
-                let _ = observer_tx.send((ix, Live::Call(event.clone())));
-            })),
-            scope,
-        };
-        // A tool computed in the host answers in place: no task, no wait,
-        // when no layer has anything to do around it. Only a question for
-        // a person still needs the task (the answer is awaited).
-        if tool.is_instant() && passive {
-            let mut finished = Box::pin(call::run_admitted(tool, call, admission));
-            if let Poll::Ready(finished) = finished
-                .as_mut()
-                .poll(&mut Context::from_waker(Waker::noop()))
-            {
-                return Some(ended_of(ix, finished));
-            }
-            turn.running
-                .spawn(ix, async move { ended_of(ix, finished.await) });
-        } else {
-            turn.running.spawn(ix, async move {
-                ended_of(ix, call::run_admitted(tool, call, admission).await)
-            });
-        }
-        None
-    }
-
-    /// The tool and validated parameters of a call about to start, or why
-    /// it cannot start (errors in llmist's wording, with the tool's usage).
-    fn prepare(&self, ix: CallIx) -> Result<(Arc<dyn Tool>, Value), Failure> {
-        let entry = &self.entries[ix];
-        let call = &entry.call;
-        let Some(tool) = entry.tool.clone() else {
-            // Every name as its tool spells it (llmist lower-cases its
-            // built-ins here; a model should read the name it must write).
-            let mut available = self.tools.names();
-            available.extend(self.builtins.names());
-            return Err(Failure::new(
-                FailureKind::UnknownGadget,
-                format!("Error: {}", render::unknown_gadget(&call.name, &available)),
-            ));
-        };
-        let usage = || tool.doc();
-        let parse_failure = |error: &str| {
-            Failure::new(
-                FailureKind::Parse,
-                render::parse_error(&call.name, error, Some(&usage()), &self.config.markers),
-            )
-        };
-        if let Some(error) = &call.parse_error {
-            return Err(parse_failure(error));
-        }
-        // The schema parsed once, at load time (no per-call re-parse).
-        let schema = tool.schema();
-        let params = schema
-            .parameters_of(call)
-            .map_err(|error| parse_failure(&error.to_string()))?;
-        let params = call::prepare(&*tool, Value::Object(params)).map_err(|failure| {
-            let text = if call.is_native() {
-                render::native_validation_error(&failure.to_string(), &usage())
-            } else {
-                render::validation_error(&failure.to_string(), &usage(), &self.config.markers)
-            };
-            Failure::new(FailureKind::InvalidParameters, text)
-        })?;
-        Ok((tool, params))
     }
 }

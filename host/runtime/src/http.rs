@@ -251,7 +251,18 @@ impl WasiHttpHooks for HttpHooks {
                 self.note(format!("refused an HTTP request: {refusal}"));
                 exchange.refused = Some(refusal);
                 drop(exchange);
-                return Box::new(async { Err(HttpError::HttpRequestDenied) });
+                // The body the guest is still writing is read (and thrown
+                // away, within the request cap and the call's deadline)
+                // before the refusal is answered: a guest whose write
+                // failed on a closed stream would see that, not the
+                // refusal (Python's SDK raised it; StarlingMonkey's fetch
+                // aborted the instance).
+                let (deadline, signal) = (self.deadline, self.signal.clone());
+                return Box::new(async move {
+                    let mut body = request.into_body();
+                    let _ = bounded(collect(&mut body), deadline, signal).await;
+                    Err(HttpError::HttpRequestDenied)
+                });
             }
         };
         // The host's span is the trace's truth: a header the gadget wrote

@@ -56,6 +56,7 @@ pub mod sensitive;
 mod specs;
 mod state;
 mod stdio;
+mod store;
 
 pub use epoch::{EPOCH_TICK, EpochClock, EpochMode};
 pub use gadget::WasmGadget;

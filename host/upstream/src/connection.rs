@@ -19,6 +19,7 @@ use rmcp::model::{ElicitRequestParams, ElicitResult};
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 
 use super::elicitation::Asker;
+use crate::processes::{ProcessGroup, SERVER_MARK_VAR, server_mark};
 use gadget_core::ask::MAX_QUESTIONS_PER_ASK;
 use rmcp::model::ProtocolVersion;
 use rmcp::service::{
@@ -502,9 +503,14 @@ impl Upstream {
                     .envs(env.iter().cloned())
                     .kill_on_drop(true);
                 // In a process group of its own, so that what it starts
-                // (npx starts node) is ended with it, not left behind.
+                // (npx starts node) is ended with it, not left behind; and
+                // marked, so that what leaves the group (a new session, a
+                // daemon) is found by its inherited environment and ended
+                // too.
                 #[cfg(unix)]
                 command.process_group(0);
+                let mark = server_mark();
+                command.env(SERVER_MARK_VAR, &mark);
                 if let Some(dir) = dir {
                     command.current_dir(dir);
                 }
@@ -513,7 +519,7 @@ impl Upstream {
                     .stderr(std::process::Stdio::null())
                     .spawn()
                     .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
-                let group = transport.id().map(ProcessGroup::new);
+                let group = transport.id().map(|pid| ProcessGroup::new(pid, mark));
                 let running = handler
                     .serve(transport)
                     .await
@@ -722,58 +728,5 @@ impl Upstream {
             let _ = tokio::time::timeout(REQUEST_TIMEOUT, running.cancel()).await;
         }
         state.group = None;
-    }
-}
-
-/// A stdio server's process group (its leader's pid): while it lives, it
-/// is listed for [`end_every_server`]; dropped, the whole group is killed.
-pub(super) struct ProcessGroup(u32);
-
-/// The process groups of the stdio servers running now.
-fn live_groups() -> &'static Mutex<Vec<u32>> {
-    static GROUPS: std::sync::OnceLock<Mutex<Vec<u32>>> = std::sync::OnceLock::new();
-    GROUPS.get_or_init(|| Mutex::new(Vec::new()))
-}
-
-impl ProcessGroup {
-    fn new(pid: u32) -> ProcessGroup {
-        live_groups()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(pid);
-        ProcessGroup(pid)
-    }
-}
-
-impl Drop for ProcessGroup {
-    fn drop(&mut self) {
-        live_groups()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|&pid| pid != self.0);
-        kill_group(self.0);
-    }
-}
-
-fn kill_group(pid: u32) {
-    #[cfg(unix)]
-    if let Ok(pid) = i32::try_from(pid)
-        && pid > 1
-    {
-        // SAFETY: killpg has no memory preconditions; a group that is gone
-        // already is an error it returns, not a fault.
-        unsafe {
-            libc::killpg(pid, libc::SIGKILL);
-        }
-    }
-}
-
-/// Kills every stdio server's process group this process started (and
-/// what they started): for a front end that ends on a signal, where no
-/// destructor runs.
-pub fn end_every_server() {
-    let groups = std::mem::take(&mut *live_groups().lock().unwrap_or_else(|p| p.into_inner()));
-    for pid in groups {
-        kill_group(pid);
     }
 }

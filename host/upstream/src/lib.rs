@@ -30,6 +30,7 @@ mod client;
 mod connection;
 mod elicitation;
 mod oauth;
+mod processes;
 mod sampling;
 mod spec;
 mod tool;
@@ -42,12 +43,12 @@ pub use client::http_client_builder;
 pub use connection::{
     LOG_WINDOW, MAX_LOG_BYTES, MAX_LOGS_PER_CALL, MAX_LOGS_PER_WINDOW, MAX_PROGRESS_PER_CALL,
     MAX_RESTART_BACKOFF, MAX_TOOLS, MIN_RESTART_BACKOFF, REQUEST_TIMEOUT, START_TIMEOUT, Upstream,
-    end_every_server,
 };
 pub use oauth::{
     AUTHORIZATION_PROBE_TIMEOUT, AUTHORIZATION_WAIT, Authorizer, CLIENT_NAME, MAX_AUTHORIZATIONS,
     MAX_CALLBACK_REQUEST_BYTES, OAuthSpec, ShowAuthorization, ShowFn,
 };
+pub use processes::{SERVER_MARK_VAR, end_every_server};
 pub use sampling::Sampling;
 pub use spec::{DEFAULT_CALL_TIMEOUT, ORIGIN_PREFIX, Transport, UpstreamSpec, changes};
 pub use tool::{MAX_INPUT_ROUNDS, MAX_RESULT_BYTES, UpstreamTool};

@@ -225,12 +225,20 @@ class http:
             future = _outgoing.handle(request, None)
         except Err as error:
             raise _http_failure(error.value)
+        # A request the host refuses is dropped at once, so writing its
+        # body fails (the stream is closed): the answer below says why.
         if body:
             stream = outgoing_body.write()
-            for at in range(0, len(body), 4096):
-                stream.blocking_write_and_flush(body[at : at + 4096])
+            try:
+                for at in range(0, len(body), 4096):
+                    stream.blocking_write_and_flush(body[at : at + 4096])
+            except Err:
+                pass
             stream.__exit__(None, None, None)
-        _http.OutgoingBody.finish(outgoing_body, None)
+        try:
+            _http.OutgoingBody.finish(outgoing_body, None)
+        except Err:
+            pass
         future.subscribe().block()
         answer = future.get()
         if answer is None or isinstance(answer, Err):

@@ -128,23 +128,37 @@ pub fn request(
         .map_err(|()| invalid("path"))?;
     let outgoing_body = outgoing.body().map_err(|()| invalid("body"))?;
     let future = outgoing_handler::handle(outgoing, None).map_err(failed)?;
+    // A request the host refuses is dropped at once, so writing its body
+    // fails (the stream is closed): the answer says why, so a failed
+    // write is reported only when the answer has nothing to say.
+    let mut unsent = None;
     if let Some(body) = body {
-        let stream = outgoing_body
-            .write()
-            .map_err(|()| HttpError::Failed("cannot write the body".into()))?;
-        for chunk in body.chunks(4096) {
-            stream
-                .blocking_write_and_flush(chunk)
-                .map_err(|e| HttpError::Failed(format!("writing the body: {e:?}")))?;
+        match outgoing_body.write() {
+            Ok(stream) => {
+                for chunk in body.chunks(4096) {
+                    if let Err(e) = stream.blocking_write_and_flush(chunk) {
+                        unsent = Some(format!("writing the body: {e:?}"));
+                        break;
+                    }
+                }
+                drop(stream);
+            }
+            Err(()) => unsent = Some("cannot write the body".into()),
         }
-        drop(stream);
     }
-    OutgoingBody::finish(outgoing_body, None).map_err(failed)?;
+    if let Err(code) = OutgoingBody::finish(outgoing_body, None) {
+        unsent.get_or_insert_with(|| failed(code).to_string());
+    }
     future.subscribe().block();
     let response = match future.get() {
-        Some(Ok(Ok(response))) => response,
+        Some(Ok(Ok(response))) => match unsent {
+            None => response,
+            Some(why) => return Err(HttpError::Failed(why)),
+        },
         Some(Ok(Err(code))) => return Err(failed(code)),
-        Some(Err(())) | None => return Err(HttpError::Failed("no response".into())),
+        Some(Err(())) | None => {
+            return Err(HttpError::Failed(unsent.unwrap_or("no response".into())));
+        }
     };
     let status = response.status();
     let headers = response

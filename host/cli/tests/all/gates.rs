@@ -319,7 +319,8 @@ fn python_server(dir: &Path, mode: &str, pidfile: &Path) -> String {
         &script,
         r#"import json, subprocess, sys
 mode, pidfile = sys.argv[1], sys.argv[2]
-child = subprocess.Popen(["sleep", "120"])
+# "-detached": the child leaves for a session (and group) of its own.
+child = subprocess.Popen(["sleep", "120"], start_new_session=mode.endswith("-detached"))
 with open(pidfile, "w") as f:
     f.write(str(child.pid))
 def reply(id, result):
@@ -332,7 +333,7 @@ for line in sys.stdin:
         reply(message["id"], {"protocolVersion": message["params"]["protocolVersion"],
                               "capabilities": {"tools": {}},
                               "serverInfo": {"name": "quiet", "version": "0"}})
-    elif method == "tools/list" and mode == "answer":
+    elif method == "tools/list" and mode.startswith("answer"):
         reply(message["id"], {"tools": [{"name": "noop", "inputSchema": {"type": "object"}}]})
 "#,
     )
@@ -388,6 +389,27 @@ fn an_upstream_server_that_never_lists_is_bounded_and_its_children_end_with_the_
     assert!(wait_dead(pid), "the server's child {pid} outlived the host");
 }
 
+/// What an upstream server starts in a session of its own (out of its
+/// process group) ends with the host all the same: it carries the
+/// server's mark.
+#[test]
+fn a_detached_descendant_of_an_upstream_server_ends_with_the_host() {
+    let root = tempfile::tempdir().unwrap();
+    let pidfile = root.path().join("child.pid");
+    let policy = python_server(root.path(), "answer-detached", &pidfile);
+    let out = gadget(root.path(), &policy, &["list"]);
+    assert!(said(&out).contains("quiet_noop"), "{}", said(&out));
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        wait_dead(pid),
+        "the server's detached child {pid} outlived the host"
+    );
+}
+
 /// `gadget mcp` ended by SIGTERM (no destructor runs) still ends the
 /// upstream server's whole process group.
 #[test]
@@ -437,192 +459,6 @@ fn sigterm_ends_the_upstream_servers_process_group() {
     }
     let _ = host.wait();
     assert!(wait_dead(pid), "the server's child {pid} outlived the host");
-}
-
-/// A second process writing the same journal would fork its chain: it is
-/// refused with a clear error.
-#[test]
-fn a_keyed_journal_verifies_only_with_its_key_and_has_one_writer() {
-    let root = tempfile::tempdir().unwrap();
-    let journal = root.path().join("audit.jsonl");
-    let policy = format!(
-        "[audit]\nfile = {:?}\nkey-env = \"JOURNAL_KEY\"\n",
-        journal.display().to_string()
-    );
-    let config = root.path().join("policy.toml");
-    std::fs::write(&config, &policy).unwrap();
-    let run = |key: Option<&str>, args: &[&str]| {
-        let mut command = Command::new(common::gadget_bin());
-        command
-            .current_dir(root.path())
-            .env_remove("GADGET_CONFIG")
-            .env_remove("JOURNAL_KEY")
-            .arg("--config")
-            .arg(&config)
-            .arg("--plugins")
-            .arg(common::shipped_plugins())
-            .args(args)
-            .stdin(Stdio::null());
-        if let Some(key) = key {
-            command.env("JOURNAL_KEY", key);
-        }
-        command.output().unwrap()
-    };
-    let calc = [
-        "call",
-        "Calculator",
-        "--params",
-        r#"{"operation": "add", "a": 1, "b": 2}"#,
-    ];
-    // No key in the environment: no unkeyed journal, an error instead.
-    let out = run(None, &calc);
-    assert!(!out.status.success());
-    assert!(
-        said(&out).contains("JOURNAL_KEY is not set"),
-        "{}",
-        said(&out)
-    );
-    for _ in 0..2 {
-        let out = run(Some("the-operators-secret"), &calc);
-        assert!(out.status.success(), "{}", said(&out));
-    }
-    let verify = |key: Option<&str>| run(key, &["audit", "verify", journal.to_str().unwrap()]);
-    let out = verify(Some("the-operators-secret"));
-    assert!(out.status.success(), "{}", said(&out));
-    assert!(
-        said(&out)
-            .contains("keyed with $JOURNAL_KEY: every line was written by a holder of the key"),
-        "{}",
-        said(&out)
-    );
-    // Another key: not verified. No key (no policy naming one, and a host
-    // that has made none of its own): refused, not checked as a plain
-    // chain.
-    assert!(!verify(Some("another-secret")).status.success());
-    let out = Command::new(common::gadget_bin())
-        .env_remove("GADGET_CONFIG")
-        .env("XDG_CONFIG_HOME", root.path().join("xdg"))
-        .env("GADGET_STATE_DIR", root.path().join("no-state"))
-        .args(["audit", "verify", journal.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        said(&out).contains("the journal is keyed"),
-        "{}",
-        said(&out)
-    );
-    // Edited and rehashed, as an unkeyed chain could be: the MAC fails.
-    edit_last_outcome(&journal);
-    let out = verify(Some("the-operators-secret"));
-    assert!(!out.status.success(), "{}", said(&out));
-    assert!(
-        said(&out).contains("not written with this key"),
-        "{}",
-        said(&out)
-    );
-}
-
-/// Rewrites the journal's last record (its outcome), as someone who can
-/// write the file could.
-fn edit_last_outcome(journal: &Path) {
-    let text = std::fs::read_to_string(journal).unwrap();
-    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
-    let last = lines.len() - 1;
-    lines[last] = lines[last].replace("\"result\"", "\"error\"");
-    std::fs::write(journal, lines.join("\n") + "\n").unwrap();
-}
-
-/// Without `key-env` the journal is keyed all the same, with a key the
-/// host makes in its own state: an edited journal does not verify, and
-/// `audit verify` says which mode a journal is in and what it proves.
-#[test]
-fn a_journal_is_keyed_by_default_with_the_hosts_own_key() {
-    use std::os::unix::fs::PermissionsExt as _;
-    let root = tempfile::tempdir().unwrap();
-    let state = root.path().join("state");
-    let run = |policy: &str, state: &Path, args: &[&str]| {
-        let config = root.path().join("policy.toml");
-        std::fs::write(&config, policy).unwrap();
-        Command::new(common::gadget_bin())
-            .current_dir(root.path())
-            .env_remove("GADGET_CONFIG")
-            .env("GADGET_STATE_DIR", state)
-            .arg("--config")
-            .arg(&config)
-            .arg("--plugins")
-            .arg(common::shipped_plugins())
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    };
-    let calc = [
-        "call",
-        "Calculator",
-        "--params",
-        r#"{"operation": "add", "a": 1, "b": 2}"#,
-    ];
-    let journal = root.path().join("audit.jsonl");
-    let keyed = format!("[audit]\nfile = {:?}\n", journal.display().to_string());
-    for _ in 0..2 {
-        let out = run(&keyed, &state, &calc);
-        assert!(out.status.success(), "{}", said(&out));
-    }
-    let key = state.join("journal.key");
-    let mode = std::fs::metadata(&key).unwrap().permissions().mode();
-    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
-    let verify = |state: &Path| {
-        run(
-            &keyed,
-            state,
-            &["audit", "verify", journal.to_str().unwrap()],
-        )
-    };
-    let out = verify(&state);
-    assert!(out.status.success(), "{}", said(&out));
-    assert!(
-        said(&out).contains("keyed with this host's key") && said(&out).contains("journal.key"),
-        "{}",
-        said(&out)
-    );
-    // Another host (no key of its own): refused, not read as a plain chain.
-    let out = verify(&root.path().join("elsewhere"));
-    assert!(!out.status.success());
-    assert!(
-        said(&out).contains("the journal is keyed"),
-        "{}",
-        said(&out)
-    );
-    // Edited, as a plain chain could be edited and rehashed: refused.
-    edit_last_outcome(&journal);
-    let out = verify(&state);
-    assert!(!out.status.success(), "{}", said(&out));
-    assert!(
-        said(&out).contains("not written with this key"),
-        "{}",
-        said(&out)
-    );
-
-    // Unkeyed only on request, and verify says what that proves.
-    let plain = root.path().join("plain.jsonl");
-    let unkeyed = format!(
-        "[audit]\nfile = {:?}\nunkeyed = true\n",
-        plain.display().to_string()
-    );
-    let out = run(&unkeyed, &state, &calc);
-    assert!(out.status.success(), "{}", said(&out));
-    let out = run(
-        &unkeyed,
-        &state,
-        &["audit", "verify", plain.to_str().unwrap()],
-    );
-    assert!(out.status.success(), "{}", said(&out));
-    assert!(
-        said(&out).contains("unkeyed: ") && said(&out).contains("anyone who can write the file"),
-        "{}",
-        said(&out)
-    );
 }
 
 /// A policy entry for `plugin` granting it a directory, and maybe naming

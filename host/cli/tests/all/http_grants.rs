@@ -518,20 +518,23 @@ async fn the_abort_signal_stops_a_request_in_flight() {
 }
 
 /// An SDK example's `HttpStatus` through a granted origin, then refused
-/// without the grant.
-fn sdk_example_fetches(example: &str, plugin: &str) {
+/// without the grant; for an SDK that sends bodies (`with_body`), a
+/// refused request with a body too, which must be the same refusal (the
+/// closed body stream is not a crash).
+fn sdk_example_fetches(example: &str, plugin: &str, with_body: bool) {
     let server = TestServer::start();
     let dir = crate::languages::built(&common::workspace().join("examples").join(example));
     let granted = format!("--grant={plugin}:http=http://127.0.0.1:{}", server.port);
     let params = format!(r#"{{"url": "{}"}}"#, server.url("/hello"));
-    let call = |grant: Option<&str>| {
+    let call_with = |grant: Option<&str>, params: &str| {
         let mut args = vec!["--plugins", dir.to_str().unwrap()];
         args.extend(grant);
-        args.extend(["call", "HttpStatus", "--params", &params, "--json"]);
+        args.extend(["call", "HttpStatus", "--params", params, "--json"]);
         let out = run(None, &[], &args);
         serde_json::from_str::<Value>(&stdout(&out))
             .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&out), stderr(&out)))
     };
+    let call = |grant: Option<&str>| call_with(grant, &params);
     let ok = call(Some(&granted));
     assert_eq!(ok["ok"], true, "{example}: {ok}");
     assert_eq!(ok["result"], "200 hello from the test server");
@@ -541,22 +544,37 @@ fn sdk_example_fetches(example: &str, plugin: &str) {
         error_message(&refused).contains("the host refused the request"),
         "{example}: {refused}"
     );
+    if with_body {
+        let posted = format!(
+            r#"{{"url": "{}", "body": "{}"}}"#,
+            server.url("/hello"),
+            "x".repeat(20_000)
+        );
+        let refused = call_with(None, &posted);
+        assert_eq!(refused["ok"], false, "{example}: {refused}");
+        assert_ne!(refused["error"]["kind"], "crashed", "{example}: {refused}");
+        assert!(
+            error_message(&refused).contains("the host refused the request"),
+            "{example}: {refused}"
+        );
+    }
     assert_eq!(server.hits(), ["/hello"], "{example}");
 }
 
 #[test]
 fn a_python_gadget_reaches_a_granted_origin_through_the_sdk() {
-    sdk_example_fetches("python-gadget", "python-words");
+    sdk_example_fetches("python-gadget", "python-words", true);
 }
 
 #[test]
 fn a_c_gadget_reaches_a_granted_origin_through_the_sdk() {
-    sdk_example_fetches("c-gadget", "c-cipher");
+    // The C and Go SDKs send GET requests only: no body to refuse.
+    sdk_example_fetches("c-gadget", "c-cipher", false);
 }
 
 #[test]
 fn a_go_gadget_reaches_a_granted_origin_through_the_sdk() {
-    sdk_example_fetches("go-gadget", "go-roman");
+    sdk_example_fetches("go-gadget", "go-roman", false);
 }
 
 #[test]
@@ -588,6 +606,23 @@ fn a_javascript_gadget_reaches_a_granted_origin_with_fetch() {
     );
     assert!(
         host_logs(&refused).contains("--grant js-web:http=http://127.0.0.1:"),
+        "{refused}"
+    );
+    // With a body, the same refusal (the closed body stream is no crash).
+    let posted = format!(
+        r#"{{"url": "{}", "body": "{}"}}"#,
+        server.url("/hello"),
+        "x".repeat(20_000)
+    );
+    let mut args = vec!["--plugins", dir.to_str().unwrap()];
+    args.extend(["call", "HttpStatus", "--params", &posted, "--json"]);
+    let out = run(None, &[], &args);
+    let refused: Value = serde_json::from_str(&stdout(&out))
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&out), stderr(&out)));
+    assert_eq!(refused["ok"], false, "{refused}");
+    assert_ne!(refused["error"]["kind"], "crashed", "{refused}");
+    assert!(
+        error_message(&refused).contains("the host refused the request"),
         "{refused}"
     );
     assert_eq!(server.hits(), ["/hello"]);

@@ -129,8 +129,8 @@ static const gadget_def gadgets[] = {
         .label = "HTTP status",
         .description = "Fetches a URL (GET) and returns its HTTP status and the start of its "
                        "body. Only the origins the operator grants can be reached.",
-        .schema = "{\"type\":\"object\",\"properties\":{\"url\":{\"type\":\"string\","
-                  "\"description\":\"An http or https URL.\"}},\"required\":[\"url\"]}",
+        .schema = "{\"type\":\"object\",\"properties\":{\"url\":" GADGET_URL_PARAM
+                  "},\"required\":[\"url\"]}",
         .invoke = http_status,
     },
     {

@@ -111,7 +111,7 @@ func init() {
 			Name:        "HttpStatus",
 			Label:       "HTTP status",
 			Description: "Fetches a URL (GET) and returns its HTTP status and the start of its body. Only the origins the operator grants can be reached.",
-			Schema:      `{"type":"object","properties":{"url":{"type":"string","description":"An http or https URL."}},"required":["url"]}`,
+			Schema:      `{"type":"object","properties":{"url":` + gadget.URLParam + `},"required":["url"]}`,
 			Run:         httpStatus,
 		},
 		gadget.Def{

@@ -83,6 +83,14 @@ typedef struct {
     const char *comment; /* what the example shows, or NULL */
 } gadget_example;
 
+/* The schemas of a parameter that is a URL or a file path, to put in a
+ * gadget's schema string: the format tells the host what the value means,
+ * so the operator's rules match it by meaning (HTTP://x is http://x;
+ * /out/./a is /out/a). In a schema:
+ * "{\"type\":\"object\",\"properties\":{\"url\":" GADGET_URL_PARAM "}}" */
+#define GADGET_URL_PARAM "{\"type\":\"string\",\"format\":\"uri\"}"
+#define GADGET_PATH_PARAM "{\"type\":\"string\",\"format\":\"path\"}"
+
 /* One gadget of the component. */
 typedef struct {
     const char *name;        /* letters, digits and '_' */

@@ -55,6 +55,16 @@ type Example struct {
 	Comment string // what the example shows ("" for none)
 }
 
+// URLParam and PathParam are the schemas of a parameter that is a URL or
+// a file path, for a Def's Schema: the format tells the host what the
+// value means, so the operator's rules match it by meaning (HTTP://x is
+// http://x; /out/./a is /out/a). In a schema:
+// `{"type":"object","properties":{"url":` + gadget.URLParam + `}}`.
+const (
+	URLParam  = `{"type":"string","format":"uri"}`
+	PathParam = `{"type":"string","format":"path"}`
+)
+
 // Def declares one gadget.
 type Def struct {
 	Name          string // letters, digits and '_'

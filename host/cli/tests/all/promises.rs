@@ -167,3 +167,67 @@ fn a_url_pattern_holds_on_a_gadget_that_declares_no_format_and_check_says_so() {
         stderr(&out)
     );
 }
+
+/// Every file the operator names is read only when it is a regular file,
+/// and within a limit: a device is refused at once (never read without
+/// end), a FIFO refused without waiting for a writer.
+#[test]
+fn operator_files_that_are_not_files_are_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    let fifo = fifo.to_str().unwrap();
+    let calc = r#"{"operation": "add", "a": 1, "b": 2}"#;
+    let approve = "[gadgets]\napprove = [\"Calculator\"]\n";
+    for (policy, args, said) in [
+        (
+            None,
+            vec!["--locked", "--lock-file", "/dev/zero", "list"],
+            "/dev/zero is not a regular file",
+        ),
+        (
+            None,
+            vec!["--locked", "--lock-file", fifo, "list"],
+            "is not a regular file",
+        ),
+        (
+            Some(approve),
+            vec![
+                "call",
+                "--approvals",
+                "/dev/zero",
+                "Calculator",
+                "--params",
+                calc,
+            ],
+            "/dev/zero is not a regular file",
+        ),
+        (
+            Some(approve),
+            vec!["call", "--approvals", fifo, "Calculator", "--params", calc],
+            "is not a regular file",
+        ),
+    ] {
+        let started = std::time::Instant::now();
+        let out = run(policy, &[], &args);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr(&out).contains(said), "{args:?}: {}", stderr(&out));
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{args:?}"
+        );
+    }
+    // The policy file itself, named as a FIFO.
+    let out = std::process::Command::new(crate::common::gadget_bin())
+        .args(["--config", fifo, "list"])
+        .env_remove("GADGET_CONFIG")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("not a regular file"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -305,6 +305,26 @@ fn a_secret_scoped_to_a_method_and_path_and_a_placeholder_in_the_path() {
         serde_json::json!({ "url": bound.url("/page"), "headers": header }),
     );
     assert_eq!(elsewhere["ok"], false, "{elsewhere}");
+    // Paths a server or a proxy reads as leaving /hello: refused with the
+    // secret, each saying which reading.
+    for (path, reading) in [
+        ("/hello/..;/page", "before its ';' parameter"),
+        ("/hello/%252e%252e/page", "decoded again"),
+        ("/hello/%EF%BC%8E%EF%BC%8E/page", "look-alikes"),
+        ("/hello/%E2%80%A5/page", "look-alikes"),
+    ] {
+        let refused = call(
+            &scoped,
+            "Send",
+            serde_json::json!({ "url": bound.url(path), "headers": header }),
+        );
+        assert_eq!(refused["ok"], false, "{path}: {refused}");
+        assert!(
+            host_logs(&refused).contains(reading),
+            "{path}: {}",
+            host_logs(&refused)
+        );
+    }
 
     // In the path, where the host never puts a secret: refused.
     let whole = policy(&bound, &other, "", &journal);

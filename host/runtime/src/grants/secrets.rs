@@ -193,8 +193,10 @@ pub fn broker_request(
         let refuse = |why: String| format!("{plugin}: refused a request to {origin}: {why}");
         if !bound {
             if in_uri || !header_names.is_empty() {
+                // A path servers may read otherwise is why, when it is.
+                let reading = crate::origins::ambiguous_path(uri.path()).unwrap_or_default();
                 return Err(refuse(format!(
-                    "it carries the placeholder of the secret {key}, which may go only to {} (to send it here too, add this origin to [plugins.{plugin}.secrets.{key}] origins)",
+                    "it carries the placeholder of the secret {key}, which may go only to {} (to send it here too, add this origin to [plugins.{plugin}.secrets.{key}] origins){reading}",
                     secret.origins_text()
                 )));
             }

@@ -18,9 +18,9 @@ pub mod native;
 pub mod openai;
 pub mod provider;
 mod retry;
-pub mod sse;
+pub(crate) mod sse;
 pub mod subagent;
-pub mod tool_calls;
+pub(crate) mod tool_calls;
 
 use std::time::Duration;
 

@@ -24,7 +24,7 @@ mod replay;
 pub mod server;
 pub mod stdio;
 mod task_call;
-pub mod tasks;
+pub(crate) mod tasks;
 mod trace;
 /// The host as an MCP client of other servers, its own crate.
 pub use gadget_upstream as upstream;

@@ -9,5 +9,5 @@ mod log;
 mod shims;
 
 pub(crate) use dirs::CallFiles;
-pub use dirs::{check_symlink_target, nested_grant_notes};
+pub use dirs::nested_grant_notes;
 pub(crate) use shims::{FilesView, add_guards_to_linker, add_logged_to_linker};

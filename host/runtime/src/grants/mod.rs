@@ -33,10 +33,9 @@ mod secrets;
 mod tests;
 mod types;
 
-pub use crate::manifest::check_requests;
 pub use crate::origins::*;
 pub use crate::requests::{check_config_key, check_guest_path, default_guest_path};
-pub use llm::{LlmGrant, Reservation, RunBudget};
+pub use llm::LlmGrant;
 pub use opened::{OpenedDir, WriteQuota};
-pub use secrets::{Brokered, BrokeredSecret, PLACEHOLDER_PREFIX, Scrubber, broker_request};
+pub use secrets::{Brokered, BrokeredSecret, Scrubber, broker_request};
 pub use types::*;

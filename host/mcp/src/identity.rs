@@ -142,10 +142,16 @@ impl JwtAuth {
         };
         let header = jsonwebtoken::decode_header(token)
             .map_err(|e| invalid(format!("the token is not a JWT ({e})")))?;
-        if let Some(critical) = critical_parameters(token) {
-            return Err(invalid(format!(
-                "its header marks parameters critical ({critical}) that this server does not understand (RFC 7515 4.1.11)"
-            )));
+        match critical_parameters(token) {
+            Ok(None) => {}
+            Ok(Some(critical)) => {
+                return Err(invalid(format!(
+                    "its header marks parameters critical ({critical}) that this server does not understand (RFC 7515 4.1.11)"
+                )));
+            }
+            // Never a check skipped: a header the JWT library read but
+            // this reading cannot is refused.
+            Err(()) => return Err(invalid("its header cannot be read as JSON".into())),
         }
         if matches!(
             header.alg,
@@ -228,23 +234,26 @@ impl JwtAuth {
 /// The `crit` header parameter of a token, when it has one (RFC 7515
 /// 4.1.11): the names it lists must be understood, and this server
 /// understands no extension, so any `crit` refuses the token. The header
-/// is read as JSON here because the JWT library does not keep `crit`.
-fn critical_parameters(token: &str) -> Option<String> {
+/// is read as JSON here because the JWT library does not keep `crit`;
+/// `Err` when it cannot be.
+fn critical_parameters(token: &str) -> Result<Option<String>, ()> {
     use base64::Engine as _;
-    let encoded = token.split('.').next()?;
+    let encoded = token.split('.').next().ok_or(())?;
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(encoded.trim_end_matches('='))
-        .ok()?;
-    let header: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    let critical = header.get("crit")?;
-    Some(match critical.as_array() {
+        .map_err(|_| ())?;
+    let header: serde_json::Value = serde_json::from_slice(&bytes).map_err(|_| ())?;
+    let Some(critical) = header.get("crit") else {
+        return Ok(None);
+    };
+    Ok(Some(match critical.as_array() {
         Some(names) if !names.is_empty() => names
             .iter()
             .map(|n| n.as_str().map_or_else(|| n.to_string(), str::to_string))
             .collect::<Vec<_>>()
             .join(", "),
         _ => critical.to_string(),
-    })
+    }))
 }
 
 /// A character a subject must not hold: it is shown to operators (logs,

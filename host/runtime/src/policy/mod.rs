@@ -280,23 +280,26 @@ impl Policy {
 
     /// Reads and checks a policy file.
     pub fn from_file(path: &Path) -> Result<Policy, PolicyError> {
-        let read_error = |source| PolicyError::Read {
-            path: path.to_path_buf(),
-            source,
-        };
-        let metadata = std::fs::metadata(path).map_err(read_error)?;
-        if !metadata.is_file() {
-            return Err(PolicyError::Invalid {
+        use gadget_core::operator_file::{self, OperatorFileError};
+        // A regular file within the limit, read once (no size checked
+        // first and then read without bound).
+        let text = operator_file::read_text(path, MAX_MANIFEST_BYTES).map_err(|e| match e {
+            OperatorFileError::Io { source, .. } => PolicyError::Read {
+                path: path.to_path_buf(),
+                source,
+            },
+            OperatorFileError::TooLarge { .. } => PolicyError::TooLarge {
+                path: path.to_path_buf(),
+            },
+            OperatorFileError::NotRegular { .. } => PolicyError::Invalid {
                 path: path.to_path_buf(),
                 message: "not a regular file".into(),
-            });
-        }
-        if metadata.len() > MAX_MANIFEST_BYTES {
-            return Err(PolicyError::TooLarge {
+            },
+            OperatorFileError::NotText { .. } => PolicyError::Invalid {
                 path: path.to_path_buf(),
-            });
-        }
-        let text = std::fs::read_to_string(path).map_err(read_error)?;
+                message: "not UTF-8 text".into(),
+            },
+        })?;
         let base = path.parent().unwrap_or(Path::new("."));
         let mut policy = Policy::parse(&text, base).map_err(|message| PolicyError::Invalid {
             path: path.to_path_buf(),

@@ -306,3 +306,20 @@ fn brokered_secrets_are_checked_as_written() {
             .unwrap_err();
     assert!(bad_key.contains("is not a configuration key"), "{bad_key}");
 }
+
+/// A policy file is read only as a regular file within its limit.
+#[test]
+fn a_policy_file_is_a_regular_file_within_its_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.toml");
+    std::fs::write(&big, "#".repeat(MAX_MANIFEST_BYTES as usize + 1)).unwrap();
+    assert!(matches!(
+        Policy::from_file(&big),
+        Err(PolicyError::TooLarge { .. })
+    ));
+    let refused = Policy::from_file(dir.path()).unwrap_err().to_string();
+    assert!(refused.contains("not a regular file"), "{refused}");
+    let fine = dir.path().join("fine.toml");
+    std::fs::write(&fine, "[limits]\nmax-timeout-ms = 1000\n").unwrap();
+    assert!(Policy::from_file(&fine).is_ok());
+}

@@ -5,12 +5,13 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
 use crate::approvals::fed;
 use crate::common;
+use crate::gates::said;
 use crate::http_grants::TestServer;
 use crate::llm_server::block;
 
@@ -332,10 +333,6 @@ fn the_journal_records_file_operations_and_config_reads_within_the_cap() {
         config["detail"]["keys"],
         serde_json::json!(["SECRET_TOKEN"])
     );
-}
-
-fn said(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
 }
 
 /// A second process writing the same journal would fork its chain: it is

@@ -19,7 +19,7 @@ use crate::cli::{stderr, stdout};
 use crate::common;
 use crate::http_grants::TestServer;
 
-fn said(out: &Output) -> String {
+pub(crate) fn said(out: &Output) -> String {
     format!("{}{}", stdout(out), stderr(out))
 }
 

@@ -385,14 +385,30 @@ struct RateLayer {
 
 impl Layer for RateLayer {
     fn admit<'a>(&'a self, call: &'a Admitting<'a>) -> BoxFuture<'a, Admit> {
+        let verdict = |admitted: Result<(), RateLimited>| match admitted {
+            Ok(()) => Admit::Run,
+            Err(limited) => Admit::Limited(limited),
+        };
+        // Replicas sharing a store count there (one round trip); alone,
+        // under the in-memory lock with no wait.
+        if let Some(store) = self.rates.shared() {
+            return Box::pin(async move {
+                let owned: Vec<String> = call
+                    .subject
+                    .counted_as(|names| names.iter().map(|n| n.to_string()).collect());
+                let names: Vec<&str> = owned.iter().map(String::as_str).collect();
+                verdict(
+                    self.rates
+                        .admit_shared(&**store, &names, &self.client, false)
+                        .await,
+                )
+            });
+        }
         let now = std::time::Instant::now();
         let admitted = call
             .subject
             .counted_as(|names| self.rates.admit_any(names, &self.client, now));
-        Box::pin(std::future::ready(match admitted {
-            Ok(()) => Admit::Run,
-            Err(limited) => Admit::Limited(limited),
-        }))
+        Box::pin(std::future::ready(verdict(admitted)))
     }
 }
 

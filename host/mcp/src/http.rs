@@ -1,10 +1,12 @@
 //! `gadget serve`: MCP over Streamable HTTP at `/mcp`, stateless between
 //! calls (rmcp's stateless mode: no session lives in a replica, so any
-//! replica answers any request and the only shared state is the compile
-//! cache directory), with what an operator needs around it:
+//! replica answers any request; tasks and rate-limit windows go to the
+//! store replicas share, with `--state`, [`crate::state`]), with what an
+//! operator needs around it:
 //!
 //! - `/healthz` (the process answers) and `/readyz` (it takes calls; 503
-//!   while draining), `/metrics` in Prometheus' text format;
+//!   while draining, or while the shared store cannot be reached),
+//!   `/metrics` in Prometheus' text format;
 //! - a cap on concurrent tool calls: one more is refused at once with 503
 //!   and `Retry-After`, never queued without bound;
 //! - authentication ([`crate::auth`]): a shared bearer token, or JWT
@@ -134,6 +136,9 @@ pub struct ServeOptions {
     /// session lives in one replica; clients of 2026-07-28 are served
     /// statelessly either way.
     pub sessions: bool,
+    /// The store replicas share tasks and rate-limit windows in
+    /// (`--state`); `None`: this replica's memory.
+    pub state: Option<Arc<crate::state::StateStore>>,
 }
 
 /// A configured bearer token, checked when it is made: trimmed (a token
@@ -210,6 +215,8 @@ struct Shared {
     draining: AtomicBool,
     /// The `Host` values the direct path accepts (rmcp's list).
     hosts: AllowedHosts,
+    /// The shared store, which must answer for the replica to be ready.
+    state: Option<Arc<crate::state::StateStore>>,
 }
 
 /// Serves until `stop` is cancelled (or SIGTERM / Ctrl-C), then drains.
@@ -240,6 +247,16 @@ pub async fn serve(
         .with_rates(options.rates.clone())
         .with_journal(options.journal.clone())
         .with_server_requests(options.sessions);
+    let server = match &options.state {
+        Some(store) => server.with_state(store.clone()),
+        None => server,
+    };
+    // The lease and the tasks' channel, until the calls have drained.
+    let state_stop = CancellationToken::new();
+    let keeping = server
+        .tasks
+        .shared()
+        .map(|tasks| tokio::spawn(tasks.clone().keep(state_stop.clone())));
     // Stateless clients list the tools again when they want them: a reload
     // needs no notification here.
     if let Some(reload) = reload {
@@ -274,6 +291,7 @@ pub async fn serve(
         auth: auth.clone(),
         draining: AtomicBool::new(false),
         hosts,
+        state: options.state.clone(),
     });
     let guarded = axum::Router::new()
         .nest_service(MCP_PATH, mcp)
@@ -316,6 +334,10 @@ pub async fn serve(
     accept_until(listener, router, ConnectionLimits::DEFAULT, drained).await;
     calls_cancelled.cancel();
     sessions_end.cancel();
+    state_stop.cancel();
+    if let Some(keeping) = keeping {
+        let _ = keeping.await;
+    }
     Ok(())
 }
 
@@ -462,10 +484,16 @@ async fn terminate() {
 
 async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
     if shared.draining.load(Ordering::SeqCst) {
-        (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response()
-    } else {
-        "ready\n".into_response()
+        return (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response();
     }
+    // A replica that cannot reach the shared store cannot answer for a
+    // task or count a limited call: take it out of rotation meanwhile.
+    if let Some(store) = &shared.state
+        && let Err(e) = store.ping().await
+    {
+        return (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {e}\n")).into_response();
+    }
+    "ready\n".into_response()
 }
 
 async fn metrics_page(State(shared): State<Arc<Shared>>) -> Response {
@@ -524,10 +552,17 @@ async fn guard(State(shared): State<Arc<Shared>>, mut request: Request, next: Ne
             .run(Request::from_parts(parts, Body::from(bytes)))
             .await;
     }
-    if let Some(limited) = over_client_limit(&shared.server, direct.as_ref(), &bytes, &client) {
+    if let Some(limited) = over_client_limit(&shared.server, direct.as_ref(), &bytes, &client).await
+    {
         shared.metrics.refused_rate_limited();
+        // A store that could not be asked is this side's fault, not the
+        // caller's rate: 503, so a balancer may try another replica.
+        let status = match limited.unavailable {
+            Some(_) => StatusCode::SERVICE_UNAVAILABLE,
+            None => StatusCode::TOO_MANY_REQUESTS,
+        };
         return (
-            StatusCode::TOO_MANY_REQUESTS,
+            status,
             [(header::RETRY_AFTER, limited.retry_after_secs().to_string())],
             format!("rate-limited: {}\n", limited.reason()),
         )

@@ -4,7 +4,8 @@
 //! the official Rust SDK, rmcp. The HTTP server is stateless between calls,
 //! so an operator runs as many replicas as the load needs; it has health
 //! and readiness endpoints, Prometheus [`metrics`], a cap on concurrent
-//! calls, bearer-token authentication and graceful shutdown.
+//! calls, bearer-token authentication and graceful shutdown. Replicas
+//! share their tasks and rate limits through a store ([`state`]).
 
 pub mod approval;
 mod ask;
@@ -22,6 +23,7 @@ pub mod metrics;
 mod peek;
 mod replay;
 pub mod server;
+pub mod state;
 pub mod stdio;
 mod task_call;
 pub(crate) mod tasks;

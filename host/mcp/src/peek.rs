@@ -37,7 +37,9 @@ pub(crate) fn is_tool_call(body: &[u8]) -> bool {
 /// A per-client rate limit the call in this request is over, if any: the
 /// whole request is then refused (HTTP 429) before it is read further.
 /// Nothing is counted here; the call path counts the calls it admits.
-pub(crate) fn over_client_limit(
+/// Replicas sharing a store ask it (one round trip, and only when a
+/// client rule counts the tool).
+pub(crate) async fn over_client_limit(
     server: &GadgetServer,
     direct: Option<&DirectCall>,
     body: &[u8],
@@ -48,9 +50,15 @@ pub(crate) fn over_client_limit(
         Some(call) => std::borrow::Cow::Borrowed(call.tool_name()),
         None => std::borrow::Cow::Owned(tool_name(body)?),
     };
-    rates
-        .over_client_limit(&name, client, std::time::Instant::now())
-        .err()
+    match rates.shared() {
+        Some(store) => rates
+            .admit_shared(&**store, &[&name], client, true)
+            .await
+            .err(),
+        None => rates
+            .over_client_limit(&name, client, std::time::Instant::now())
+            .err(),
+    }
 }
 
 /// The tool a single `tools/call` body names (a batch: none; its calls

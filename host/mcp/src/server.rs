@@ -94,8 +94,8 @@ pub struct GadgetServer {
     /// is told the lists changed when it moves.
     pub(crate) reloads: Arc<tokio::sync::watch::Sender<u64>>,
     /// The calls running or ended as MCP tasks, shared by every session
-    /// of this replica.
-    pub(crate) tasks: Arc<crate::tasks::TaskStore>,
+    /// of this replica (and every replica, when they share a store).
+    pub(crate) tasks: Arc<crate::tasks::Tasks>,
 }
 
 /// The most resource URIs one session may subscribe to: each is a
@@ -162,6 +162,18 @@ impl GadgetServer {
     /// Holds every call to the operator's rate limits.
     pub fn with_rates(mut self, rates: Option<Arc<gadget_core::rate::RateLimits>>) -> GadgetServer {
         self.rates = rates;
+        self
+    }
+
+    /// Keeps the tasks and the rate-limit windows in `store`, shared with
+    /// the other replicas. Call after [`GadgetServer::with_rates`]; the
+    /// HTTP server keeps the lease while it serves.
+    pub fn with_state(mut self, store: Arc<crate::state::StateStore>) -> GadgetServer {
+        if let Some(rates) = &self.rates {
+            rates.share(store.clone());
+        }
+        let tasks = Arc::new(crate::tasks::shared::SharedTasks::new(store));
+        self.tasks = Arc::new(crate::tasks::Tasks::Shared(tasks));
         self
     }
 
@@ -351,7 +363,7 @@ impl ServerHandler for GadgetServer {
     ) -> Result<GetTaskResult, McpError> {
         let caller = crate::caller::client_of(&context);
         Ok(GetTaskResult::new(
-            self.tasks.detailed(&request.task_id, &caller)?,
+            self.tasks.detailed(&request.task_id, &caller).await?,
         ))
     }
 
@@ -363,6 +375,7 @@ impl ServerHandler for GadgetServer {
         let caller = crate::caller::client_of(&context);
         self.tasks
             .update(&request.task_id, &caller, request.input_responses)
+            .await
     }
 
     async fn cancel_task(
@@ -371,7 +384,7 @@ impl ServerHandler for GadgetServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let caller = crate::caller::client_of(&context);
-        self.tasks.cancel(&request.task_id, &caller)
+        self.tasks.cancel(&request.task_id, &caller).await
     }
 
     async fn list_resources(

@@ -77,15 +77,15 @@ impl GadgetServer {
             Ok(scope) => scope,
             Err(refused) => return Ok((*refused).into()),
         };
-        let task = self.tasks.create(&caller.client).map_err(|e| {
+        let task = self.tasks.create(&caller.client).await.inspect_err(|_| {
             self.metrics
                 .rejected(gadget.name(), caller.started.elapsed());
-            McpError::internal_error(e.to_string(), None)
         })?;
         let mut scope = Arc::unwrap_or_clone(scope);
         scope.human = Some(Arc::new(TaskPerson {
             task: task.clone(),
             kinds: caller.kinds(),
+            shared: self.tasks.shared().cloned(),
         }));
         let id = self.call_id();
         let (observer, forward) = self.notifier(&id, gadget.name(), caller);
@@ -117,7 +117,7 @@ impl GadgetServer {
                 Some(why) => Err(McpError::internal_error(why, None)),
                 None => ended,
             };
-            server.tasks.finish(&handle, ended);
+            server.tasks.finish(&handle, ended).await;
         });
         Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
             task.created(),

@@ -50,6 +50,14 @@ pub struct ServeArgs {
     /// Keep a session per client of protocol 2025-11-25 or older, so a gadget can ask it mid-call (elicitation, sampling, roots). A session lives in one replica: route it there (sticky on Mcp-Session-Id). 2026-07-28 clients are stateless either way.
     #[arg(long)]
     sessions: bool,
+    /// Share MCP tasks and rate-limit windows with the other replicas in this store: redis://HOST:PORT/DB (rediss:// for TLS). A password may come from GADGET_STATE_PASSWORD instead of the URL. Without it, each replica keeps its own in memory.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "GADGET_STATE_URL",
+        hide_env_values = true
+    )]
+    state: Option<String>,
 }
 
 /// The format of `gadget schemas`.
@@ -197,6 +205,40 @@ pub async fn serve(
         }
         _ => None,
     };
+    let state = match &args.state {
+        Some(url) => {
+            let password = std::env::var(gadget_mcp::state::STATE_PASSWORD_ENV).ok();
+            match gadget_mcp::state::StateStore::open(url, password.as_deref()) {
+                Ok(store) => {
+                    let store = Arc::new(store);
+                    // Not fatal: the replica starts, not ready, and is
+                    // ready once the store answers.
+                    if let Err(e) = store.ping().await {
+                        super::out::tell_operator(
+                            &format!("warning: {e}; /readyz says not ready until it answers"),
+                            true,
+                        );
+                    }
+                    Some(store)
+                }
+                Err(e) => {
+                    super::out::tell_operator(&format!("error: {e}"), true);
+                    return Ok(ExitCode::from(EXIT_BAD_INPUT));
+                }
+            }
+        }
+        None => None,
+    };
+    let shared_state = state
+        .as_ref()
+        .map(|store| {
+            format!(
+                ", tasks and rate limits shared in {} as {}",
+                store.shown(),
+                store.replica()
+            )
+        })
+        .unwrap_or_default();
     let options = ServeOptions {
         listen: args.listen,
         auth_token,
@@ -206,6 +248,7 @@ pub async fn serve(
         allowed_hosts: args.allowed_hosts.clone(),
         metrics_listen: args.metrics_listen,
         sessions: args.sessions,
+        state,
         rules: guards.rules.clone(),
         rates: guards.rates.clone(),
         journal,
@@ -224,7 +267,7 @@ pub async fn serve(
         Some(reload),
         |addr| {
             super::out::tell_operator(
-                &format!("serving {gadgets} gadgets over MCP at http://{addr}/mcp (health /healthz, metrics /metrics)"),
+                &format!("serving {gadgets} gadgets over MCP at http://{addr}/mcp (health /healthz, metrics /metrics){shared_state}"),
                 false,
             )
         },

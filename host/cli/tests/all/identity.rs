@@ -17,16 +17,16 @@ use serde_json::{Value, json};
 use crate::mcp::{client, python};
 use crate::serve::Server;
 
-const AUDIENCE: &str = "https://gadgets.test/mcp";
-const ISSUER: &str = "https://idp.test";
+pub(crate) const AUDIENCE: &str = "https://gadgets.test/mcp";
+pub(crate) const ISSUER: &str = "https://idp.test";
 
 /// An Ed25519 key: what signs tokens, and its public half as a JWK.
-struct Key {
+pub(crate) struct Key {
     pkcs8: Vec<u8>,
-    jwk: Value,
+    pub(crate) jwk: Value,
 }
 
-fn key(kid: &str) -> Key {
+pub(crate) fn key(kid: &str) -> Key {
     let pkcs8 = Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new()).unwrap();
     let pair = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap();
     let x = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(pair.public_key().as_ref());
@@ -45,7 +45,7 @@ fn now() -> u64 {
 
 /// A token for `sub` signed by `key` as `kid`, with `claims` over the
 /// good defaults (this audience and issuer, valid for an hour).
-fn token(key: &Key, kid: &str, sub: &str, claims: Value) -> String {
+pub(crate) fn token(key: &Key, kid: &str, sub: &str, claims: Value) -> String {
     let mut all =
         json!({"sub": sub, "aud": AUDIENCE, "iss": ISSUER, "exp": now() + 3600, "nbf": now() - 10});
     for (name, value) in claims.as_object().unwrap() {
@@ -376,12 +376,15 @@ fn one_way_to_authenticate_at_a_time_and_keys_that_check_nothing_stop_the_server
 
 /// One stateless JSON-RPC request of protocol 2026-07-28 as `token`'s
 /// caller: the status and body.
-fn modern(server: &Server, token: &str, method: &str, params: Value) -> (u16, String) {
+pub(crate) fn modern(server: &Server, token: &str, method: &str, params: Value) -> (u16, String) {
     let mut params = params;
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
-    });
+    // The client's own `_meta`, if it wrote one (other capabilities).
+    if params.get("_meta").is_none() {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+        });
+    }
     // What the `Mcp-Name` header names: a tool, or a task.
     let name = params["name"]
         .as_str()

@@ -30,6 +30,7 @@ mod one_door;
 mod parser;
 mod promises;
 mod rate_limits;
+mod replicas;
 mod secrets;
 mod serve;
 mod shipped;

@@ -77,7 +77,7 @@ impl Server {
     }
 
     /// `gadget GLOBAL serve --listen 127.0.0.1:0 SERVE`.
-    fn spawn(
+    pub(crate) fn spawn(
         plugins: &std::path::Path,
         config: &std::path::Path,
         global: &[&str],
@@ -192,6 +192,12 @@ impl Server {
         }
         let body = modern_call(name, arguments, "{}", false);
         self.request("POST", "/mcp", &headers, &body)
+    }
+
+    /// Ends the server at once (SIGKILL): no drain, nothing said.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     pub(crate) fn metrics(&self) -> String {

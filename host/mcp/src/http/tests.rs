@@ -11,6 +11,7 @@ fn guarded(draining: bool) -> axum::Router {
         auth: Arc::new(crate::auth::Auth::Open),
         draining: AtomicBool::new(draining),
         hosts: AllowedHosts::new(&[]),
+        state: None,
     });
     axum::Router::new()
         .route("/mcp", axum::routing::post(|| async { "reached" }))
@@ -147,6 +148,7 @@ async fn a_trimmed_token_is_required_exactly() {
         )),
         draining: AtomicBool::new(false),
         hosts: AllowedHosts::new(&[]),
+        state: None,
     });
     let router = axum::Router::new()
         .route("/mcp", axum::routing::post(|| async { "reached" }))

@@ -12,10 +12,18 @@
 //! Every rule that matches a call must admit it, and all are checked and
 //! counted under one lock: concurrent calls cannot slip past a limit, and
 //! a call one rule refuses takes no place in another's window.
+//!
+//! Replicas of `gadget serve` that share a store keep the windows there
+//! instead ([`shared`]): the same rules and the same exact count, once for
+//! all replicas.
+
+mod shared;
+
+pub use shared::{STORE_RETRY_AFTER, SharedWindow, SharedWindows, WindowsFuture};
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
@@ -89,6 +97,10 @@ pub struct RateLimited {
     /// Refused because the rule keeps windows for [`MAX_RATE_CLIENTS`]
     /// callers and all are in use, not for this caller's own calls.
     pub crowded: bool,
+    /// Refused because the store the windows are kept in (shared by the
+    /// replicas) could not be asked: why. A limited call is never let
+    /// through uncounted.
+    pub unavailable: Option<String>,
 }
 
 impl RateLimited {
@@ -98,6 +110,13 @@ impl RateLimited {
             Some(client) => format!(" for client '{client}'"),
             None => String::new(),
         };
+        if let Some(why) = &self.unavailable {
+            return format!(
+                "rate-limits[{}] cannot be counted: the shared state store cannot be reached ({why}); a limited call is refused rather than let through uncounted; retry after {:.1} s",
+                self.rule,
+                self.retry_after.as_secs_f64()
+            );
+        }
         if self.crowded {
             return format!(
                 "rate-limits[{}] counts at most {MAX_RATE_CLIENTS} clients at once and all are active; retry after {:.1} s",
@@ -146,6 +165,15 @@ struct Windows(HashMap<String, VecDeque<Instant>>);
 pub struct RateLimits {
     rules: Vec<RateRule>,
     windows: Mutex<Vec<Windows>>,
+    /// Where the windows are kept when replicas share them: set once, at
+    /// start-up, before the first call.
+    shared: OnceLock<Arc<dyn SharedWindows>>,
+}
+
+impl std::fmt::Debug for dyn SharedWindows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedWindows")
+    }
 }
 
 impl RateLimits {
@@ -180,7 +208,11 @@ impl RateLimits {
             });
         }
         let windows = Mutex::new(rules.iter().map(|_| Windows::default()).collect());
-        Ok(RateLimits { rules, windows })
+        Ok(RateLimits {
+            rules,
+            windows,
+            shared: OnceLock::new(),
+        })
     }
 
     pub fn is_empty(&self) -> bool {
@@ -240,11 +272,7 @@ impl RateLimits {
         count: bool,
         which: impl Fn(&RateRule) -> bool,
     ) -> Result<(), RateLimited> {
-        let matching: Vec<usize> = (0..self.rules.len())
-            .filter(|&i| {
-                which(&self.rules[i]) && names.iter().any(|name| self.rules[i].matches(name))
-            })
-            .collect();
+        let matching = self.matching(names, which);
         if matching.is_empty() {
             return Ok(());
         }
@@ -295,6 +323,16 @@ impl RateLimits {
             }
         }
         Ok(())
+    }
+
+    /// The rules (by index) that count a request known by `names`, of
+    /// those `which` picks.
+    fn matching(&self, names: &[&str], which: impl Fn(&RateRule) -> bool) -> Vec<usize> {
+        (0..self.rules.len())
+            .filter(|&i| {
+                which(&self.rules[i]) && names.iter().any(|name| self.rules[i].matches(name))
+            })
+            .collect()
     }
 
     /// Per rule, as the metrics show it: its number, its gadget pattern,
@@ -352,6 +390,7 @@ impl RateRule {
             client: (self.spec.scope == RateScope::Client).then(|| client.to_string()),
             retry_after,
             crowded: false,
+            unavailable: None,
         }
     }
 }

@@ -7,13 +7,18 @@
 //! question under its key, and a partial answer keeps it waiting for the
 //! rest), `tasks/cancel` raises the gadget's abort signal.
 //!
-//! Tasks live in this replica's memory: bounded in number
-//! ([`MAX_TASKS`]), age ([`TASK_TTL`], [`FETCHED_RESULT_TTL`] once its
-//! result was fetched) and the bytes of the results they keep
-//! ([`MAX_KEPT_RESULT_BYTES`]), found by an unguessable id. A task belongs
-//! to the caller that created it ([`ClientId`]): to anyone else it does
-//! not exist. A task does not survive losing its replica (see
+//! Tasks live in this replica's memory ([`TaskStore`]), or, for replicas
+//! that share a store (`gadget serve --state`), in that store
+//! ([`shared::SharedTasks`]), where any replica answers for them and a
+//! replica's death leaves its tasks failed, not lost. Either way they are
+//! bounded in number ([`MAX_TASKS`] running on a replica), age
+//! ([`TASK_TTL`], [`FETCHED_RESULT_TTL`] once its result was fetched) and
+//! the bytes of the results they keep ([`MAX_KEPT_RESULT_BYTES`]), found
+//! by an unguessable id. A task belongs to the caller that created it
+//! ([`ClientId`]): to anyone else it does not exist (see
 //! docs/mcp-and-serving.md).
+
+pub(crate) mod shared;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -123,6 +128,28 @@ impl TaskEntry {
         &self.id
     }
 
+    /// A new task of `owner`, working, kept for `ttl`.
+    fn new(id: String, owner: &ClientId, ttl: Duration) -> TaskEntry {
+        let created_ms = now_ms();
+        TaskEntry {
+            id,
+            owner: owner.clone(),
+            created_ms,
+            ttl,
+            signal: AbortSignal::new(),
+            state: Mutex::new(State {
+                phase: Phase::Working,
+                expires: Instant::now() + ttl,
+                kept_bytes: 0,
+                ended: None,
+                updated_ms: created_ms,
+                cancel_requested: false,
+                answers: HashMap::new(),
+            }),
+            updates: tokio::sync::watch::channel(0).0,
+        }
+    }
+
     /// The call ended: its result, or the protocol error that ended it,
     /// with the bytes it keeps. A task cancelled while it ran ends
     /// cancelled whatever the call returned.
@@ -131,32 +158,7 @@ impl TaskEntry {
             self.set(Phase::Cancelled);
             return self.ended(0);
         }
-        let phase = match ended {
-            Ok(CallToolResponse::Complete(result)) => match serde_json::to_value(result) {
-                Ok(Value::Object(mut result)) => {
-                    result.insert("resultType".into(), "complete".into());
-                    Phase::Completed(result)
-                }
-                _ => Phase::Failed(error_object(-32603, "the result could not be encoded")),
-            },
-            Ok(_) => Phase::Failed(error_object(
-                -32603,
-                "the call ended asking in a way a task cannot carry (an ask-human outcome or an approval); call it without the tasks extension",
-            )),
-            Err(error) => {
-                let mut object = error_object(error.code.0, &error.message);
-                if let Some(data) = error.data {
-                    object.insert("data".into(), data);
-                }
-                Phase::Failed(object)
-            }
-        };
-        let bytes = match &phase {
-            Phase::Completed(object) | Phase::Failed(object) => {
-                serde_json::to_vec(object).map_or(0, |v| v.len() as u64)
-            }
-            _ => 0,
-        };
+        let (phase, bytes) = ended_phase(ended);
         self.set(phase);
         self.ended(bytes);
     }
@@ -219,6 +221,57 @@ fn error_object(code: i32, message: &str) -> JsonObject {
     object
 }
 
+/// How a task's call ended, as the task keeps it, and the bytes of what it
+/// keeps.
+fn ended_phase(ended: Result<CallToolResponse, McpError>) -> (Phase, u64) {
+    let phase = match ended {
+        Ok(CallToolResponse::Complete(result)) => match serde_json::to_value(result) {
+            Ok(Value::Object(mut result)) => {
+                result.insert("resultType".into(), "complete".into());
+                Phase::Completed(result)
+            }
+            _ => Phase::Failed(error_object(-32603, "the result could not be encoded")),
+        },
+        Ok(_) => Phase::Failed(error_object(
+            -32603,
+            "the call ended asking in a way a task cannot carry (an ask-human outcome or an approval); call it without the tasks extension",
+        )),
+        Err(error) => {
+            let mut object = error_object(error.code.0, &error.message);
+            if let Some(data) = error.data {
+                object.insert("data".into(), data);
+            }
+            Phase::Failed(object)
+        }
+    };
+    let bytes = match &phase {
+        Phase::Completed(object) | Phase::Failed(object) => {
+            serde_json::to_vec(object).map_or(0, |v| v.len() as u64)
+        }
+        _ => 0,
+    };
+    (phase, bytes)
+}
+
+/// A new task's id: unguessable (128 random bits), hex.
+fn task_id() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the operating system's random source");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `-32602`, the same answer whether no task has the id or another
+/// caller's does.
+fn not_found(id: &str) -> McpError {
+    McpError::invalid_params(
+        format!(
+            "no task '{id}' here (unknown, or expired after {} s)",
+            TASK_TTL.as_secs()
+        ),
+        None,
+    )
+}
+
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -272,27 +325,8 @@ impl TaskStore {
         if tasks.len() >= MAX_TASKS {
             return Err(TooManyTasks);
         }
-        let mut bytes = [0u8; 16];
-        getrandom::fill(&mut bytes).expect("the operating system's random source");
-        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        let created_ms = now_ms();
-        let entry = Arc::new(TaskEntry {
-            id: id.clone(),
-            owner: owner.clone(),
-            created_ms,
-            ttl: self.ttl,
-            signal: AbortSignal::new(),
-            state: Mutex::new(State {
-                phase: Phase::Working,
-                expires: now + self.ttl,
-                kept_bytes: 0,
-                ended: None,
-                updated_ms: created_ms,
-                cancel_requested: false,
-                answers: HashMap::new(),
-            }),
-            updates: tokio::sync::watch::channel(0).0,
-        });
+        let id = task_id();
+        let entry = Arc::new(TaskEntry::new(id.clone(), owner, self.ttl));
         tasks.insert(id, entry.clone());
         Ok(entry)
     }
@@ -306,13 +340,7 @@ impl TaskStore {
             Some(task) if task.state().expires > Instant::now() && caller.owns(&task.owner) => {
                 Ok(task.clone())
             }
-            _ => Err(McpError::invalid_params(
-                format!(
-                    "no task '{id}' here (unknown, or expired after {} s)",
-                    TASK_TTL.as_secs()
-                ),
-                None,
-            )),
+            _ => Err(not_found(id)),
         }
     }
 
@@ -405,12 +433,93 @@ impl TaskStore {
     }
 }
 
+/// Where the tasks of a server are: this replica's memory, or the store
+/// the replicas share.
+pub(crate) enum Tasks {
+    Local(TaskStore),
+    Shared(Arc<shared::SharedTasks>),
+}
+
+impl Default for Tasks {
+    fn default() -> Self {
+        Tasks::Local(TaskStore::default())
+    }
+}
+
+impl Tasks {
+    /// A new task of `owner`, working.
+    pub(crate) async fn create(&self, owner: &ClientId) -> Result<Arc<TaskEntry>, McpError> {
+        match self {
+            Tasks::Local(store) => store
+                .create(owner)
+                .map_err(|e| McpError::internal_error(e.to_string(), None)),
+            Tasks::Shared(store) => store.create(owner).await,
+        }
+    }
+
+    /// `tasks/get`.
+    pub(crate) async fn detailed(
+        &self,
+        id: &str,
+        caller: &ClientId,
+    ) -> Result<DetailedTask, McpError> {
+        match self {
+            Tasks::Local(store) => store.detailed(id, caller),
+            Tasks::Shared(store) => store.detailed(id, caller).await,
+        }
+    }
+
+    /// `tasks/update`.
+    pub(crate) async fn update(
+        &self,
+        id: &str,
+        caller: &ClientId,
+        responses: BTreeMap<String, Value>,
+    ) -> Result<(), McpError> {
+        match self {
+            Tasks::Local(store) => store.update(id, caller, responses),
+            Tasks::Shared(store) => store.update(id, caller, responses).await,
+        }
+    }
+
+    /// `tasks/cancel`.
+    pub(crate) async fn cancel(&self, id: &str, caller: &ClientId) -> Result<(), McpError> {
+        match self {
+            Tasks::Local(store) => store.cancel(id, caller),
+            Tasks::Shared(store) => store.cancel(id, caller).await,
+        }
+    }
+
+    /// The call of `task` ended.
+    pub(crate) async fn finish(
+        &self,
+        task: &Arc<TaskEntry>,
+        ended: Result<CallToolResponse, McpError>,
+    ) {
+        match self {
+            Tasks::Local(store) => store.finish(task, ended),
+            Tasks::Shared(store) => store.finish(task, ended).await,
+        }
+    }
+
+    /// The store the replicas share, if the tasks are there.
+    pub(crate) fn shared(&self) -> Option<&Arc<shared::SharedTasks>> {
+        match self {
+            Tasks::Local(_) => None,
+            Tasks::Shared(store) => Some(store),
+        }
+    }
+}
+
 /// Who answers what a task's gadget asks: the client, through
 /// `tasks/get` (the questions) and `tasks/update` (the answers).
 pub(crate) struct TaskPerson {
     pub(crate) task: Arc<TaskEntry>,
     /// What the client declared it answers.
     pub(crate) kinds: Kinds,
+    /// Where the questions and answers are kept when the replicas share
+    /// them (the answer may come to any replica).
+    pub(crate) shared: Option<Arc<shared::SharedTasks>>,
 }
 
 impl HumanInput for TaskPerson {
@@ -447,6 +556,9 @@ impl HumanInput for TaskPerson {
                 open.insert(request.key.clone(), asked);
             }
             let mut updates = self.task.updates.subscribe();
+            if let Some(store) = &self.shared {
+                return store.ask(self, gadget, requests, open, &mut updates).await;
+            }
             {
                 let mut state = self.task.state();
                 state.answers.clear();
@@ -471,7 +583,7 @@ impl HumanInput for TaskPerson {
 impl TaskPerson {
     /// Every answer, once all are in; an answer not of its question's
     /// shape is asked again.
-    fn replies(&self, gadget: &str, requests: &[InputRequest]) -> Option<Vec<Reply>> {
+    pub(crate) fn replies(&self, gadget: &str, requests: &[InputRequest]) -> Option<Vec<Reply>> {
         let mut state = self.task.state();
         let mut replies = Vec::with_capacity(requests.len());
         let mut missing = false;
@@ -498,121 +610,4 @@ impl TaskPerson {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn me() -> ClientId {
-        ClientId::subject("alice")
-    }
-
-    fn completed(text: &str) -> Result<CallToolResponse, McpError> {
-        Ok(CallToolResponse::Complete(
-            rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text(text)]),
-        ))
-    }
-
-    #[test]
-    fn a_task_answers_only_the_caller_that_made_it() {
-        let store = TaskStore::default();
-        let task = store.create(&me()).unwrap();
-        let unknown = store.get("0123", &me()).err().unwrap();
-        for other in [
-            ClientId::subject("mallory"),
-            ClientId::anonymous_on("a-session"),
-            ClientId::Anonymous(None),
-        ] {
-            let hidden = store.get(task.id(), &other).err().unwrap();
-            // The same answer as for an id nobody has, but the id.
-            assert_eq!(hidden.code, unknown.code);
-            assert!(
-                hidden.message.starts_with("no task '"),
-                "{}",
-                hidden.message
-            );
-            assert!(store.cancel(task.id(), &other).is_err());
-            assert!(store.update(task.id(), &other, BTreeMap::new()).is_err());
-            assert!(store.detailed(task.id(), &other).is_err());
-        }
-        assert!(!task.signal().is_raised(), "another caller cancelled it");
-        store.cancel(task.id(), &me()).unwrap();
-        assert!(task.signal().is_raised());
-    }
-
-    #[test]
-    fn kept_results_stay_within_their_budget_oldest_dropped_first() {
-        let store = TaskStore {
-            kept_budget: 3500,
-            ..TaskStore::default()
-        };
-        let big = "x".repeat(1000);
-        let tasks: Vec<_> = (0..4).map(|_| store.create(&me()).unwrap()).collect();
-        for task in &tasks {
-            store.finish(task, completed(&big));
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        let status = |t: &TaskEntry| store.detailed(t.id(), &me()).unwrap();
-        // The first went to make room; the newest three are kept whole.
-        let first = serde_json::to_value(status(&tasks[0])).unwrap();
-        assert_eq!(first["status"], "failed", "{first}");
-        assert!(first.to_string().contains("was dropped"), "{first}");
-        for task in &tasks[1..] {
-            assert_eq!(status(task).status(), TaskStatus::Completed);
-        }
-        let kept: u64 = store.tasks().values().map(|t| t.state().kept_bytes).sum();
-        assert!(kept <= 3500, "{kept}");
-    }
-
-    #[test]
-    fn a_fetched_result_is_kept_a_shorter_time() {
-        let store = TaskStore::default();
-        let task = store.create(&me()).unwrap();
-        let before = task.state().expires;
-        // A working task fetched keeps its whole lifetime.
-        store.detailed(task.id(), &me()).unwrap();
-        assert_eq!(task.state().expires, before);
-        store.finish(&task, completed("done"));
-        store.detailed(task.id(), &me()).unwrap();
-        let left = task.state().expires - Instant::now();
-        assert!(left <= FETCHED_RESULT_TTL, "{left:?}");
-    }
-
-    #[test]
-    fn a_task_past_its_bound_is_refused_and_an_unknown_one_is_invalid_params() {
-        let store = TaskStore::default();
-        let first = store.create(&me()).unwrap();
-        assert_eq!(store.get(first.id(), &me()).unwrap().id(), first.id());
-        assert_eq!(store.get("nope", &me()).err().unwrap().code.0, -32602);
-        for _ in 1..MAX_TASKS {
-            store.create(&me()).unwrap();
-        }
-        let refused = store.create(&me()).err().unwrap();
-        assert!(refused.to_string().contains("1024 tasks"), "{refused}");
-    }
-
-    #[test]
-    fn an_expired_task_is_gone_and_stopped_if_it_still_ran() {
-        let store = TaskStore {
-            ttl: Duration::ZERO,
-            ..TaskStore::default()
-        };
-        let task = store.create(&me()).unwrap();
-        assert_eq!(store.get(task.id(), &me()).err().unwrap().code.0, -32602);
-        // The next task made drops it, raising its abort signal.
-        store.create(&me()).unwrap();
-        assert!(task.signal().is_raised());
-        assert!(!store.tasks().contains_key(task.id()));
-    }
-
-    #[test]
-    fn cancelling_a_running_task_raises_its_signal_and_it_ends_cancelled() {
-        let store = TaskStore::default();
-        let task = store.create(&me()).unwrap();
-        store.cancel(task.id(), &me()).unwrap();
-        assert!(task.signal().is_raised());
-        store.finish(&task, Err(McpError::internal_error("stopped", None)));
-        assert_eq!(task.detailed().status(), TaskStatus::Cancelled);
-        // Cancelling an ended task is acknowledged and changes nothing.
-        store.cancel(task.id(), &me()).unwrap();
-        assert_eq!(task.detailed().status(), TaskStatus::Cancelled);
-    }
-}
+mod tests;

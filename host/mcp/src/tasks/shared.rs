@@ -61,6 +61,9 @@ pub(crate) struct SharedTasks {
     running: Mutex<HashMap<String, Arc<TaskEntry>>>,
     unwritten: Mutex<Vec<Unwritten>>,
     scripts: Scripts,
+    /// The budget of kept results: [`MAX_KEPT_RESULT_BYTES`] (a test
+    /// shrinks it).
+    kept_budget: u64,
 }
 
 struct Scripts {
@@ -101,6 +104,7 @@ impl SharedTasks {
                 questions: Script::new(QUESTIONS),
                 reask: Script::new(REASK),
             },
+            kept_budget: MAX_KEPT_RESULT_BYTES,
         }
     }
 
@@ -281,7 +285,7 @@ impl SharedTasks {
             -32603,
             &format!(
                 "the result was dropped: the replicas keep at most {} MiB of task results, and newer ones took its place; call again",
-                MAX_KEPT_RESULT_BYTES >> 20
+                self.kept_budget >> 20
             ),
         ))
         .unwrap_or_default();
@@ -295,7 +299,7 @@ impl SharedTasks {
             .arg(&ended.result)
             .arg(ended.bytes)
             .arg(now_ms())
-            .arg(MAX_KEPT_RESULT_BYTES)
+            .arg(self.kept_budget)
             .arg(&ended.id)
             .arg(format!("{PREFIX}task:"))
             .arg(dropped);
@@ -733,3 +737,6 @@ end
 redis.call('HSET', KEYS[1], 'updated_ms', ARGV[1])
 return 1
 ";
+
+#[cfg(test)]
+mod tests;

@@ -4,11 +4,19 @@
 1. deploy/kubernetes/*.yaml against Kubernetes' schemas (kubernetes-validate,
    strict), then what a schema cannot see: the image's USER is numeric and is
    the pod's runAsUser (runAsNonRoot refuses a named user), the scrape
-   annotation names a declared port that --metrics-listen serves.
+   annotation names a declared port that --metrics-listen serves, and
+   replicas share what they must: one GADGET_APPROVAL_KEY from a Secret, and
+   a state store (GADGET_STATE_URL) that a Service and a Deployment in the
+   manifests serve, with the password from the same Secret.
+1b. deploy/compose.yaml the same way: two or more replicas with one approval
+   key and one store, a Redis service, and a balancer whose configuration
+   lists every replica; its policy loads (`gadget list`).
 2. The image's file layout built from deploy/Dockerfile's second stage in a
    temporary root (binary, plugins, cache, its ENV), its warm-up step run as
    the image's numeric user, then its ENTRYPOINT plus the manifest's args
-   started (addresses moved to free loopback ports): health, /metrics with no
+   started (addresses moved to free loopback ports, the store to a
+   redis-server started here with a password): health, ready once the store
+   answers, the store named without its password, /metrics with no
    token on the metrics port, an MCP initialize with an in-cluster Host
    header and the token, a foreign Host refused, JSON logs without colour
    codes, SIGHUP reload logged, SIGTERM stops it.
@@ -28,6 +36,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -35,6 +44,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
+COMPOSE = ROOT / "deploy" / "compose.yaml"
 MANIFESTS = sorted((ROOT / "deploy" / "kubernetes").glob("*.yaml"))
 # Bounded waits: everything here is local and answers in milliseconds.
 START_TIMEOUT_S = 60
@@ -67,21 +77,133 @@ def check_manifests(uid):
     )
     if result.returncode != 0:
         fail(f"kubernetes-validate:\n{result.stdout}{result.stderr}")
-    for path in MANIFESTS:
-        for doc in yaml.safe_load_all(path.read_text()):
-            if not doc or doc.get("kind") != "Deployment":
-                continue
-            pod = doc["spec"]["template"]
-            security = pod["spec"].get("securityContext", {})
-            if security.get("runAsNonRoot") and security.get("runAsUser") != uid:
-                fail(f"{path.name}: runAsNonRoot needs runAsUser: {uid}, the image's numeric USER")
-            container = pod["spec"]["containers"][0]
-            ports = {p["containerPort"]: p.get("name") for p in container.get("ports", [])}
-            check_rollout(path.name, pod["spec"], container)
-            scrape = pod["metadata"].get("annotations", {}).get("prometheus.io/port")
-            if scrape is not None and int(scrape) not in ports:
-                fail(f"{path.name}: prometheus.io/port {scrape} is not a container port ({sorted(ports)})")
-            yield doc, container
+    docs = [(path, doc) for path in MANIFESTS for doc in yaml.safe_load_all(path.read_text()) if doc]
+    for path, doc in docs:
+        if doc.get("kind") != "Deployment" or not is_gadget_host(doc):
+            continue
+        check_shared_state(path.name, doc, [d for _, d in docs])
+        pod = doc["spec"]["template"]
+        security = pod["spec"].get("securityContext", {})
+        if security.get("runAsNonRoot") and security.get("runAsUser") != uid:
+            fail(f"{path.name}: runAsNonRoot needs runAsUser: {uid}, the image's numeric USER")
+        container = pod["spec"]["containers"][0]
+        ports = {p["containerPort"]: p.get("name") for p in container.get("ports", [])}
+        check_rollout(path.name, pod["spec"], container)
+        scrape = pod["metadata"].get("annotations", {}).get("prometheus.io/port")
+        if scrape is not None and int(scrape) not in ports:
+            fail(f"{path.name}: prometheus.io/port {scrape} is not a container port ({sorted(ports)})")
+        yield doc, container
+
+
+def is_gadget_host(deployment):
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    return containers[0].get("image", "").startswith("gadget-host")
+
+
+def env_of(container):
+    return {item["name"]: item for item in container.get("env", [])}
+
+
+def check_shared_state(name, deployment, docs):
+    """Replicas share one approval key (else an ask answered on another
+    replica is refused as not signed by it) and one state store (else a task
+    is unknown to the next replica and a limit counts once per replica); the
+    store's host is a Service of these manifests, backed by a Deployment,
+    with the password from the same Secret."""
+    if deployment["spec"].get("replicas", 1) < 2:
+        return
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    env = env_of(container)
+    key = env.get("GADGET_APPROVAL_KEY", {})
+    if "secretKeyRef" not in key.get("valueFrom", {}):
+        fail(f"{name}: {deployment['spec']['replicas']} replicas need one GADGET_APPROVAL_KEY from a Secret")
+    url = env.get("GADGET_STATE_URL", {}).get("value")
+    if not url:
+        fail(f"{name}: the replicas need a shared store: GADGET_STATE_URL (or --state)")
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme not in ("redis", "rediss") or parsed.password:
+        fail(f"{name}: GADGET_STATE_URL must be redis:// or rediss://, its password in GADGET_STATE_PASSWORD: {url}")
+    password = env.get("GADGET_STATE_PASSWORD", {}).get("valueFrom", {}).get("secretKeyRef")
+    if password is None:
+        fail(f"{name}: the store's password must come from a Secret (GADGET_STATE_PASSWORD)")
+    if "." in (parsed.hostname or ""):
+        return  # an external store, named by the operator
+    services = {d["metadata"]["name"]: d for d in docs if d.get("kind") == "Service"}
+    service = services.get(parsed.hostname)
+    if service is None or parsed.port not in [p["port"] for p in service["spec"]["ports"]]:
+        fail(f"{name}: GADGET_STATE_URL names {parsed.hostname}:{parsed.port}, which no Service here serves")
+    selector = service["spec"]["selector"]
+    backing = [d for d in docs if d.get("kind") == "Deployment"
+               and selector.items() <= d["spec"]["template"]["metadata"]["labels"].items()]
+    if not backing:
+        fail(f"{name}: no Deployment backs the store's Service {parsed.hostname}")
+    store = backing[0]["spec"]["template"]["spec"]["containers"][0]
+    store_env = env_of(store)
+    shared = [item for item in store_env.values()
+              if item.get("valueFrom", {}).get("secretKeyRef") == password]
+    if not shared or not any(f"$({item['name']})" in store.get("args", []) for item in shared):
+        fail(f"{name}: the store {parsed.hostname} does not require the password the replicas are given")
+
+
+def check_compose(binary):
+    """deploy/compose.yaml: replicas of the image sharing one approval key and
+    one store, a Redis, a balancer that lists every replica, a policy that
+    loads (`gadget list`)."""
+    compose = yaml.safe_load(COMPOSE.read_text())
+    services = compose["services"]
+    replicas = {name: svc for name, svc in services.items() if svc.get("image", "").startswith("gadget-host")}
+    if len(replicas) < 2:
+        fail(f"compose.yaml: {len(replicas)} replicas; scale-out needs two or more")
+    for what in ("GADGET_APPROVAL_KEY", "GADGET_STATE_URL", "GADGET_STATE_PASSWORD", "GADGET_TOKEN"):
+        values = {str(svc.get("environment", {}).get(what)) for svc in replicas.values()}
+        if len(values) != 1 or values == {"None"}:
+            fail(f"compose.yaml: the replicas do not share one {what}: {values}")
+    store = urllib.parse.urlparse(next(iter(replicas.values()))["environment"]["GADGET_STATE_URL"])
+    if store.hostname not in services or "redis" not in services[store.hostname].get("image", ""):
+        fail(f"compose.yaml: the store {store.hostname} is not a Redis service here")
+    if "--requirepass" not in services[store.hostname].get("command", []):
+        fail("compose.yaml: the Redis service must require the replicas' password")
+    balancers = [svc for svc in services.values() if "nginx" in svc.get("image", "")]
+    if not balancers:
+        fail("compose.yaml: no balancer in front of the replicas")
+    config = None
+    for volume in balancers[0].get("volumes", []):
+        source, target = volume.split(":")[:2]
+        if target == "/etc/nginx/nginx.conf":
+            config = (COMPOSE.parent / source).read_text()
+    if config is None:
+        fail("compose.yaml: the balancer mounts no nginx.conf")
+    for name in replicas:
+        if not re.search(rf"server\s+{re.escape(name)}:8765\b", config):
+            fail(f"compose.yaml: the balancer does not send to {name}:8765")
+    for svc in replicas.values():
+        for volume in svc.get("volumes", []):
+            source, target = volume.split(":")[:2]
+            if target == "/etc/gadget-host/config.toml":
+                checked = subprocess.run([str(binary), "--config", str(COMPOSE.parent / source), "list"],
+                                         capture_output=True, text=True)
+                if checked.returncode != 0:
+                    fail(f"compose.yaml: its policy {source} fails gadget list:\n{checked.stderr}")
+
+
+def start_store(password):
+    """A redis-server on a free loopback port, persistence off, with a
+    password: the store the started image is given."""
+    port = free_port()
+    store = subprocess.Popen(
+        ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
+         "--requirepass", password],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return store, port
+        except OSError:
+            if store.poll() is not None or time.monotonic() > deadline:
+                fail("redis-server did not start (scripts/setup-tests.sh installs it)")
+            time.sleep(0.05)
 
 
 def check_rollout(name, spec, container):
@@ -142,6 +264,10 @@ def main():
     uid = int(user[-1].split(":")[0])
     gid = int(user[-1].split(":")[1]) if ":" in user[-1] else uid
     deployments = list(check_manifests(uid))
+    binary = ROOT / "target" / "release" / "gadget"
+    if not binary.is_file():
+        fail(f"{binary} is not built")
+    check_compose(binary)
     if not deployments:
         fail("no Deployment in deploy/kubernetes")
     _, container = deployments[0]
@@ -153,11 +279,10 @@ def main():
         for key, value in re.findall(r"(\w+)=(\S+)", line):
             env[key] = value
 
-    binary = ROOT / "target" / "release" / "gadget"
-    if not binary.is_file():
-        fail(f"{binary} is not built")
     image = Path(tempfile.mkdtemp(prefix="gadget-image-"))
     server = None
+    store_password = "check-deploy-store-password"
+    store, store_port = start_store(store_password)
     try:
         os.chmod(image, 0o755)
         (image / "usr/local/bin").mkdir(parents=True)
@@ -203,10 +328,16 @@ def main():
         args = replace_address(args, "--metrics-listen", f"127.0.0.1:{metrics_port}")
         token = "check-deploy-token"
         server_env = dict(run_env, GADGET_TOKEN=token)
+        secrets = {"GADGET_APPROVAL_KEY": "check-deploy-approval-key", "GADGET_STATE_PASSWORD": store_password}
         for item in container.get("env", []):
             if "value" in item:
                 value = item["value"]
                 server_env[item["name"]] = str(image) + value if value.startswith("/") else value
+            elif item["name"] in secrets:
+                server_env[item["name"]] = secrets[item["name"]]
+        store_url = f"redis://127.0.0.1:{store_port}/0"
+        if "GADGET_STATE_URL" in server_env:
+            server_env["GADGET_STATE_URL"] = store_url
         server = subprocess.Popen(
             [*as_user, *args], env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
         )
@@ -221,6 +352,17 @@ def main():
             if server.poll() is not None or time.monotonic() > deadline:
                 fail(f"gadget serve did not start:\n{server.stderr.read() if server.poll() is not None else ''}")
             time.sleep(0.1)
+
+        if "GADGET_STATE_URL" in server_env:
+            while request(base + "/readyz")[0] != 200:
+                if time.monotonic() > deadline:
+                    fail(f"/readyz never said ready with the store at {store_url}")
+                time.sleep(0.1)
+            store.kill()
+            store.wait()
+            status, body = request(base + "/readyz")
+            if status != 503 or "cannot be reached" not in body or store_password in body:
+                fail(f"/readyz with the store gone: {status} {body}")
 
         status, body = request(f"http://127.0.0.1:{metrics_port}/metrics")
         if status != 200 or "gadget_" not in body:
@@ -268,15 +410,22 @@ def main():
                 if line.startswith("{"):
                     fail(f"a log line is not JSON: {line}")
         messages = " | ".join(str(r.get("fields", {}).get("message", "")) for r in records)
+        if "GADGET_STATE_URL" in server_env and f"shared in {store_url}" not in messages:
+            fail(f"the start line does not name the shared store (logs: {messages})")
+        if store_password in logs:
+            fail("the store's password is in the logs")
         if "reloaded" not in messages:
             fail(f"SIGHUP's reload was not logged (logs: {messages})")
         if server.returncode != 0:
             fail(f"gadget serve exited with {server.returncode} on SIGTERM")
         print(f"check-deploy: manifests valid; image layout runs as {uid}:{gid}; "
-              f"metrics, in-cluster Host names, JSON logs, reload and stop checked")
+              f"metrics, in-cluster Host names, the shared store and readiness, JSON logs, reload and stop "
+              f"checked; compose.yaml's replicas, store and balancer agree")
     finally:
         if server is not None and server.poll() is None:
             server.kill()
+        if store.poll() is None:
+            store.kill()
         shutil.rmtree(image, ignore_errors=True)
 
 

@@ -205,29 +205,9 @@ pub async fn serve(
         }
         _ => None,
     };
-    let state = match &args.state {
-        Some(url) => {
-            let password = std::env::var(gadget_mcp::state::STATE_PASSWORD_ENV).ok();
-            match gadget_mcp::state::StateStore::open(url, password.as_deref()) {
-                Ok(store) => {
-                    let store = Arc::new(store);
-                    // Not fatal: the replica starts, not ready, and is
-                    // ready once the store answers.
-                    if let Err(e) = store.ping().await {
-                        super::out::tell_operator(
-                            &format!("warning: {e}; /readyz says not ready until it answers"),
-                            true,
-                        );
-                    }
-                    Some(store)
-                }
-                Err(e) => {
-                    super::out::tell_operator(&format!("error: {e}"), true);
-                    return Ok(ExitCode::from(EXIT_BAD_INPUT));
-                }
-            }
-        }
-        None => None,
+    let state = match open_state(args.state.as_deref()).await {
+        Ok(state) => state,
+        Err(code) => return Ok(code),
     };
     let shared_state = state
         .as_ref()
@@ -283,6 +263,34 @@ pub async fn serve(
             Ok(ExitCode::from(EXIT_BAD_INPUT))
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// The store `--state` names, if any: a URL that cannot be one is a
+/// start-up error; a store that does not answer yet is only a warning (the
+/// replica starts not ready, and is ready once the store answers).
+async fn open_state(
+    url: Option<&str>,
+) -> Result<Option<Arc<gadget_mcp::state::StateStore>>, ExitCode> {
+    let Some(url) = url else {
+        return Ok(None);
+    };
+    let password = std::env::var(gadget_mcp::state::STATE_PASSWORD_ENV).ok();
+    match gadget_mcp::state::StateStore::open(url, password.as_deref()) {
+        Ok(store) => {
+            let store = Arc::new(store);
+            if let Err(e) = store.ping().await {
+                super::out::tell_operator(
+                    &format!("warning: {e}; /readyz says not ready until it answers"),
+                    true,
+                );
+            }
+            Ok(Some(store))
+        }
+        Err(e) => {
+            super::out::tell_operator(&format!("error: {e}"), true);
+            Err(ExitCode::from(EXIT_BAD_INPUT))
+        }
     }
 }
 

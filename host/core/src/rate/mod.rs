@@ -17,6 +17,7 @@
 //! instead ([`shared`]): the same rules and the same exact count, once for
 //! all replicas.
 
+mod replicas;
 mod shared;
 
 pub use shared::{STORE_RETRY_AFTER, SharedWindow, SharedWindows, WindowsFuture};

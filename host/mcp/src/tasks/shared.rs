@@ -29,9 +29,9 @@ use tokio_util::sync::CancellationToken;
 use gadget_core::ask::{AskFailure, InputRequest, Reply};
 use gadget_core::client::ClientId;
 
-use super::{
+use super::entry::{
     FETCHED_RESULT_TTL, MAX_KEPT_RESULT_BYTES, MAX_TASKS, Phase, TASK_POLL_INTERVAL, TASK_TTL,
-    TaskEntry, TaskPerson, ended_phase, error_object, not_found, now_ms, task_id,
+    TaskEntry, ended_phase, error_object, not_found, now_ms, replies, task_id,
 };
 use crate::state::{LEASE_RENEWAL, LEASE_TTL, PREFIX, StateStore, TASK_CHANNEL};
 
@@ -333,13 +333,12 @@ impl SharedTasks {
     /// is asked again.
     pub(crate) async fn ask(
         &self,
-        person: &TaskPerson,
+        task: &TaskEntry,
         gadget: &str,
         requests: &[InputRequest],
         open: InputRequests,
         updates: &mut tokio::sync::watch::Receiver<u64>,
     ) -> Result<Vec<Reply>, AskFailure> {
-        let task = &person.task;
         self.set_questions(&task.id, "input_required", &open)
             .await
             .map_err(|e| AskFailure::Unavailable(e.to_string()))?;
@@ -353,7 +352,7 @@ impl SharedTasks {
             // this loop, and the call's abort signal ends it.
             if let Ok(answers) = self.answers(&task.id).await {
                 task.state().answers = answers.clone();
-                if let Some(replies) = person.replies(gadget, requests) {
+                if let Some(replies) = replies(task, gadget, requests) {
                     let _ = self
                         .set_questions(&task.id, "working", &InputRequests::new())
                         .await;

@@ -44,7 +44,10 @@ async fn tasks(redis: &Redis) -> Arc<SharedTasks> {
     let store = Arc::new(StateStore::open(&url, None).unwrap());
     let started = Instant::now();
     while store.ping().await.is_err() {
-        assert!(started.elapsed() < Duration::from_secs(10), "redis-server did not answer");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "redis-server did not answer"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Arc::new(SharedTasks::new(store))
@@ -84,13 +87,21 @@ async fn a_task_is_its_owners_alone_and_its_owner_is_kept_as_a_digest() {
         let hidden = tasks.detailed(&task.id, &other).await.unwrap_err();
         assert_eq!(hidden.code.0, -32602);
         assert!(tasks.cancel(&task.id, &other).await.is_err());
-        assert!(tasks.update(&task.id, &other, BTreeMap::new()).await.is_err());
+        assert!(
+            tasks
+                .update(&task.id, &other, BTreeMap::new())
+                .await
+                .is_err()
+        );
     }
     assert!(!task.signal.is_raised(), "another caller cancelled it");
     let owner = field(&tasks, &task.id, "owner").await.unwrap();
     assert_eq!(owner, owner_digest(&me()));
     assert!(!owner.contains("alice"));
-    assert_eq!(tasks.detailed("0123", &me()).await.unwrap_err().code.0, -32602);
+    assert_eq!(
+        tasks.detailed("0123", &me()).await.unwrap_err().code.0,
+        -32602
+    );
 }
 
 #[tokio::test]
@@ -108,7 +119,10 @@ async fn a_task_whose_replicas_lease_lapsed_is_failed_and_stays_failed() {
     assert_eq!(failed["status"], "failed", "{failed}");
     let message = failed["error"]["message"].as_str().unwrap();
     assert!(message.contains(tasks.store.replica()), "{message}");
-    assert!(message.contains("lease lapsed (15 s without renewal)"), "{message}");
+    assert!(
+        message.contains("lease lapsed (15 s without renewal)"),
+        "{message}"
+    );
     // The replica's late result does not bring it back.
     tasks.finish(&task, completed("late")).await;
     assert_eq!(status(&tasks, &task.id).await["status"], "failed");
@@ -129,7 +143,10 @@ async fn a_cancel_raises_the_running_tasks_signal_and_it_ends_cancelled() {
     let task = tasks.create(&me()).await.unwrap();
     tasks.cancel(&task.id, &me()).await.unwrap();
     assert!(task.signal.is_raised());
-    assert_eq!(field(&tasks, &task.id, "cancel").await.as_deref(), Some("1"));
+    assert_eq!(
+        field(&tasks, &task.id, "cancel").await.as_deref(),
+        Some("1")
+    );
     tasks
         .finish(&task, Err(McpError::internal_error("stopped", None)))
         .await;

@@ -1,6 +1,7 @@
 //! The in-memory task store's bounds and ownership.
 
 use super::*;
+use rmcp::model::TaskStatus;
 
 fn me() -> ClientId {
     ClientId::subject("alice")

@@ -103,12 +103,13 @@ if ! dpkg -s docker-registry >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq docker-registry >/dev/null
 fi
 # The scale-out tests' store: Debian's redis-server (each test starts its
-# own on a free loopback port, persistence off, and stops it).
-if ! command -v redis-server >/dev/null 2>&1; then
+# own on a free loopback port, persistence off, and stops it); openssl
+# makes the certificates of the store over TLS.
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v openssl >/dev/null 2>&1; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo=sudo
     $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server openssl >/dev/null
 fi
 if ! .tools/wkg/bin/wkg --version 2>/dev/null | grep -qx "wkg 0.16.1"; then
     cargo install --quiet --locked wkg --version 0.16.1 --root .tools/wkg

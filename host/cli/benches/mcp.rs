@@ -15,7 +15,10 @@
 //!    server's resident memory at the start and the end.
 //!
 //! Run: `cargo bench -p gadget-host --bench mcp` (needs the guests built);
-//! `GADGET_BENCH_GADGET=path/to/gadget` serves with another build.
+//! `GADGET_BENCH_GADGET=path/to/gadget` serves with another build;
+//! `GADGET_BENCH_SERVE_ARGS="--state redis://..."` adds arguments to
+//! `gadget serve` and `GADGET_BENCH_POLICY` lines to its policy (a rate
+//! limit, say), to measure what they cost.
 
 /// The `gadget` binary's allocator, so (1) is measured as the binary runs.
 #[global_allocator]
@@ -254,7 +257,13 @@ async fn main() {
     let dir = std::env::temp_dir().join(format!("gadget-mcp-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let policy = dir.join("policy.toml");
-    std::fs::write(&policy, "[limits]\nmax-timeout-ms = 100\n").unwrap();
+    let extra_policy = std::env::var("GADGET_BENCH_POLICY").unwrap_or_default();
+    std::fs::write(
+        &policy,
+        format!("[limits]\nmax-timeout-ms = 100\n{extra_policy}\n"),
+    )
+    .unwrap();
+    let extra_args = std::env::var("GADGET_BENCH_SERVE_ARGS").unwrap_or_default();
     let port = 18_000 + (std::process::id() % 2_000) as u16;
     // GADGET_BENCH_GADGET=path/to/gadget measures another build's server
     // (an earlier commit's, say) against the same runtime figure.
@@ -273,6 +282,7 @@ async fn main() {
             "--max-concurrent-calls",
             "256",
         ])
+        .args(extra_args.split_whitespace())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -28,10 +28,92 @@ struct Redis {
     child: Option<Child>,
     port: u16,
     dir: tempfile::TempDir,
+    /// Served over TLS only, with this certificate authority's files.
+    tls: Option<PathBuf>,
 }
 
 impl Redis {
     fn start() -> Redis {
+        Redis::start_with(None)
+    }
+
+    /// Over TLS only, its certificate (for 127.0.0.1) signed by a CA made
+    /// here: `ca.pem` in the directory returned.
+    fn start_tls() -> Redis {
+        let dir = tempfile::tempdir().unwrap().keep();
+        let openssl = |args: &[&str]| {
+            let made = Command::new("openssl")
+                .args(args)
+                .current_dir(&dir)
+                .output()
+                .expect("openssl is installed (scripts/setup-tests.sh installs it)");
+            assert!(
+                made.status.success(),
+                "{}",
+                String::from_utf8_lossy(&made.stderr)
+            );
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+        ];
+        openssl(
+            &[
+                &["req", "-x509"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    "ca.key",
+                    "-out",
+                    "ca.pem",
+                    "-days",
+                    "2",
+                    "-subj",
+                    "/CN=test-ca",
+                ],
+            ]
+            .concat(),
+        );
+        openssl(
+            &[
+                &["req"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    "server.key",
+                    "-out",
+                    "server.csr",
+                    "-subj",
+                    "/CN=127.0.0.1",
+                ],
+            ]
+            .concat(),
+        );
+        std::fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ]);
+        Redis::start_with(Some(dir))
+    }
+
+    fn start_with(tls: Option<PathBuf>) -> Redis {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -41,6 +123,7 @@ impl Redis {
             child: None,
             port,
             dir: tempfile::tempdir().unwrap(),
+            tls,
         };
         redis.resume();
         redis
@@ -48,8 +131,21 @@ impl Redis {
 
     /// Starts it (again) on its port.
     fn resume(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+        let mut command = Command::new("redis-server");
+        match &self.tls {
+            None => command.args(["--port", &self.port.to_string()]),
+            Some(dir) => command
+                .args(["--port", "0", "--tls-port", &self.port.to_string()])
+                .args(["--tls-auth-clients", "no"])
+                .arg("--tls-cert-file")
+                .arg(dir.join("server.pem"))
+                .arg("--tls-key-file")
+                .arg(dir.join("server.key"))
+                .arg("--tls-ca-cert-file")
+                .arg(dir.join("ca.pem")),
+        };
+        let child = command
+            .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .args(["--requirepass", STORE_PASSWORD])
             .arg("--dir")
@@ -60,7 +156,7 @@ impl Redis {
             .expect("redis-server is installed (scripts/setup-tests.sh installs it)");
         self.child = Some(child);
         let waited = Instant::now();
-        while self.connection().is_err() {
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
             assert!(
                 waited.elapsed() < Duration::from_secs(10),
                 "redis-server did not answer on {}",
@@ -80,7 +176,12 @@ impl Redis {
 
     /// The URL the replicas are given: no password in it.
     fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}/0", self.port)
     }
 
     fn connection(&self) -> redis::RedisResult<redis::Connection> {
@@ -151,6 +252,11 @@ impl Fleet {
 
     /// One more replica on `redis`.
     fn replica(&self, redis: &Redis, n: usize) -> Server {
+        self.replica_with(redis, n, &[])
+    }
+
+    /// [`Fleet::replica`] with more environment variables.
+    fn replica_with(&self, redis: &Redis, n: usize, env: &[(&str, &str)]) -> Server {
         let journal = self.dir.path().join(format!("audit-{n}.jsonl"));
         let state = redis.url();
         let jwks = self.jwks.to_str().unwrap();
@@ -170,9 +276,13 @@ impl Fleet {
             &["--audit", journal.to_str().unwrap()],
             &serve,
             &[
-                ("GADGET_STATE_PASSWORD", STORE_PASSWORD),
-                ("GADGET_APPROVAL_KEY", APPROVAL_KEY),
-            ],
+                &[
+                    ("GADGET_STATE_PASSWORD", STORE_PASSWORD),
+                    ("GADGET_APPROVAL_KEY", APPROVAL_KEY),
+                ][..],
+                env,
+            ]
+            .concat(),
         )
     }
 
@@ -436,4 +546,37 @@ fn a_store_that_goes_away_refuses_what_it_counts_and_the_replicas_recover() {
         }
     }
     assert_eq!(admitted(&replicas, &alice, "test_simple_text", 2), 2);
+}
+
+#[test]
+fn a_store_over_tls_is_used_only_when_its_certificate_is_trusted() {
+    let redis = Redis::start_tls();
+    let fleet = Fleet::new("");
+    let ca = redis.tls.as_ref().unwrap().join("ca.pem");
+    let trusting = fleet.replica_with(&redis, 0, &[("SSL_CERT_FILE", ca.to_str().unwrap())]);
+    let stranger = fleet.replica(&redis, 1);
+    let waited = Instant::now();
+    while trusting.request("GET", "/readyz", &[], "").0 != 200 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(15),
+            "not ready over TLS"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let alice = fleet.token("alice");
+    let (status, created) = modern(
+        &trusting,
+        &alice,
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "tls"}}),
+    );
+    assert_eq!(status, 200, "{created}");
+    let id = task_of(&created);
+    let done = until_status(&trusting, &alice, &id, "completed", Duration::from_secs(20));
+    assert!(done.to_string().contains("computed 'tls'"), "{done}");
+    // A replica that does not trust the store's certificate never talks to it.
+    let (status, _, body) = stranger.request("GET", "/readyz", &[], "");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("rediss://127.0.0.1:"), "{body}");
+    assert!(body.contains("certificate"), "{body}");
 }

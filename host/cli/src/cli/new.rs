@@ -2,7 +2,8 @@
 //! language; it builds (`gadget build`) and passes `gadget check` as
 //! created. The files it writes are templates under `sdk/<lang>/template/`
 //! (and `sdk/template/` for every language), built into the binary, with
-//! `__PLUGIN__`, `__GADGET__` and `__RUST_SDK__` filled in.
+//! `__PLUGIN__` and `__GADGET__` filled in; a Rust plugin gets the SDK
+//! written into it (`gadget-sdk/`), so it builds anywhere.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -79,23 +80,19 @@ pub fn new(name: &str, lang: Lang, dir: Option<&Path>) -> Result<ExitCode> {
             dir.display()
         );
     }
-    // Only a Rust plugin names the SDK by path (checked before anything is
-    // written, so a missing SDK leaves no half-made directory behind).
-    let rust_sdk = match lang {
-        Lang::Rust => rust_sdk()?,
-        _ => String::new(),
-    };
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     for (file, text) in COMMON_FILES.iter().chain(template(lang)) {
         let text = text
             .replace("__PLUGIN__", &plugin)
-            .replace("__GADGET__", &gadget)
-            .replace("__RUST_SDK__", &rust_sdk);
+            .replace("__GADGET__", &gadget);
         let path = dir.join(file);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if lang == Lang::Rust {
+        super::sdks::write_rust_sdk(&dir)?;
     }
     println!(
         "created {} ({lang:?} plugin `{plugin}`, gadget `{gadget}`)\nnext:\n  gadget build {0}\n  gadget test {0}\n  gadget --plugins {0} call {gadget} --params '{{\"text\": \"hello world\"}}'",
@@ -123,18 +120,6 @@ fn gadget_name(name: &str) -> String {
                 .unwrap_or_default()
         })
         .collect()
-}
-
-/// The Rust SDK of the gadget-host checkout this binary was built from.
-fn rust_sdk() -> Result<String> {
-    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk/rust");
-    let sdk = std::fs::canonicalize(&sdk).with_context(|| {
-        format!(
-            "the Rust SDK is not at {}: `gadget new --lang rust` needs the gadget-host checkout it was built from",
-            sdk.display()
-        )
-    })?;
-    Ok(sdk.display().to_string())
 }
 
 #[cfg(test)]

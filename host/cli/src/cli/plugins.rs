@@ -76,7 +76,12 @@ pub(super) fn load_options(global: &GlobalArgs, policy: &Policy) -> Result<LoadO
 }
 
 /// The plugin directories: `--plugins`, else `$GADGET_PLUGINS` (separated
-/// by `:`), else the shipped set next to this build.
+/// by `:`), else the first of these that exists, found at run time (no
+/// path of the build is remembered): the checkout the binary runs from
+/// (`CHECKOUT/plugins`), the installed layout beside the binary
+/// (`BIN/../share/gadget-host/plugins`), the user's
+/// (`$XDG_DATA_HOME/gadget-host/plugins`, else
+/// `~/.local/share/gadget-host/plugins`); else `./plugins`.
 pub(super) fn plugin_dirs(global: &GlobalArgs) -> Vec<PathBuf> {
     if !global.plugins.is_empty() {
         return global.plugins.clone();
@@ -84,11 +89,25 @@ pub(super) fn plugin_dirs(global: &GlobalArgs) -> Vec<PathBuf> {
     if let Some(dirs) = std::env::var_os("GADGET_PLUGINS").filter(|d| !d.is_empty()) {
         return std::env::split_paths(&dirs).collect();
     }
-    let shipped = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../plugins"));
-    if let Ok(shipped) = shipped.canonicalize() {
-        return vec![shipped];
-    }
-    vec![PathBuf::from("plugins")]
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.canonicalize().ok())
+        .and_then(|exe| Some(exe.parent()?.join("../share/gadget-host/plugins")));
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .map(|data| data.join("gadget-host/plugins"));
+    let candidates = [
+        super::toolchains::checkout().map(|c| c.join("plugins")),
+        beside,
+        data,
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find_map(|dir| dir.canonicalize().ok().filter(|d| d.is_dir()))
+        .map_or_else(|| vec![PathBuf::from("plugins")], |dir| vec![dir])
 }
 
 /// The plugins `--plugins` names, in order: each directory's plugins and

@@ -27,6 +27,7 @@ mod mistakes;
 mod native;
 mod oci;
 mod one_door;
+mod outside;
 mod parser;
 mod promises;
 mod rate_limits;

@@ -18,7 +18,8 @@
    redis-server started here with a password): health, ready once the store
    answers, the store named without its password, /metrics with no
    token on the metrics port, an MCP initialize with an in-cluster Host
-   header and the token, a foreign Host refused, JSON logs without colour
+   header and the token, the entrypoint started with --auth-jwks in place of
+   the image's CMD (its default authentication), a foreign Host refused, JSON logs without colour
    codes, SIGHUP reload logged, SIGTERM stops it.
 
 Run by scripts/test.sh after the release build and the guests:
@@ -154,6 +155,9 @@ def check_compose(binary):
     replicas = {name: svc for name, svc in services.items() if svc.get("image", "").startswith("gadget-host")}
     if len(replicas) < 2:
         fail(f"compose.yaml: {len(replicas)} replicas; scale-out needs two or more")
+    for svc in replicas.values():
+        if not {"--auth-token-env", "--auth-jwks"} & {a.split("=")[0] for a in svc.get("command", [])}:
+            fail("compose.yaml: a replica's command replaces the image's CMD and names no authentication")
     for what in ("GADGET_APPROVAL_KEY", "GADGET_STATE_URL", "GADGET_STATE_PASSWORD", "GADGET_TOKEN"):
         values = {str(svc.get("environment", {}).get(what)) for svc in replicas.values()}
         if len(values) != 1 or values == {"None"}:
@@ -204,6 +208,40 @@ def start_store(password):
             if store.poll() is not None or time.monotonic() > deadline:
                 fail("redis-server did not start (scripts/setup-tests.sh installs it)")
             time.sleep(0.05)
+
+
+def check_jwks_entrypoint(entrypoint, run_env, as_user, image):
+    """The image's entrypoint with --auth-jwks in place of its CMD starts
+    and refuses a request without a token: the entrypoint itself fixes no
+    authentication that would conflict."""
+    jwks = image / "jwks.json"
+    x = "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"
+    jwks.write_text(json.dumps({"keys": [{"kty": "OKP", "crv": "Ed25519", "x": x, "kid": "k1"}]}))
+    os.chmod(jwks, 0o644)
+    port = free_port()
+    args = replace_address(entrypoint, "--listen", f"127.0.0.1:{port}")
+    args = replace_address(args, "--metrics-listen", f"127.0.0.1:{free_port()}")
+    jwt = subprocess.Popen(
+        [*as_user, *args, "--auth-jwks", str(jwks), "--auth-audience", "https://gadgets.example/mcp"],
+        env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                if request(f"http://127.0.0.1:{port}/healthz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            if jwt.poll() is not None or time.monotonic() > deadline:
+                fail(f"the entrypoint with --auth-jwks did not start:\n{jwt.stderr.read() if jwt.poll() is not None else ''}")
+            time.sleep(0.1)
+        status, _ = request(f"http://127.0.0.1:{port}/mcp", "POST", {"Content-Type": "application/json"}, b"{}")
+        if status != 401:
+            fail(f"with --auth-jwks, a request without a token got {status}, not 401")
+    finally:
+        jwt.kill()
+        jwt.wait()
 
 
 def check_rollout(name, spec, container):
@@ -272,6 +310,8 @@ def main():
         fail("no Deployment in deploy/kubernetes")
     _, container = deployments[0]
     manifest_args = container.get("args", [])
+    if not {"--auth-token-env", "--auth-jwks"} & {a.split("=")[0] for a in manifest_args}:
+        fail("the manifest's args replace the image's CMD and name no authentication")
 
     entrypoint = json.loads(instruction(stage, "ENTRYPOINT")[-1])
     env = {}
@@ -390,6 +430,8 @@ def main():
         status, _ = request(base + "/mcp", "POST", dict(headers, Host="evil.example"), initialize)
         if status == 200:
             fail("a foreign Host header was accepted")
+
+        check_jwks_entrypoint(entrypoint, run_env, as_user, image)
 
         server.send_signal(signal.SIGHUP)
         time.sleep(1.0)

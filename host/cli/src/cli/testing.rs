@@ -121,21 +121,28 @@ pub async fn test(registry: &Registry, tools: &dyn Tools, run: TestRun<'_>) -> R
         named_dir,
         scope,
     } = run;
-    let planned = match plan(registry, target)? {
+    let (planned, skipped) = match plan(registry, target)? {
         Ok(planned) => planned,
         Err(why) => {
             eprintln!("error: {why}");
             return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
         }
     };
+    // Written, not printed: `gadget test | head` ends the run quietly.
+    let mut out = std::io::stdout();
+    for (gadget, why) in &skipped {
+        writeln!(out, "  - {gadget} skipped: {}", safe(why))?;
+    }
+    if planned.is_empty() && !skipped.is_empty() {
+        writeln!(out, "0 passed, 0 failed, {} skipped", skipped.len())?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if planned.is_empty() {
         println!(
             "nothing to test: no gadget has an example, and no {TESTS_FILE} has a case (add examples to the spec, or [[case]] entries to {TESTS_FILE})"
         );
         return Ok(ExitCode::from(EXIT_FAILED));
     }
-    // Written, not printed: `gadget test | head` ends the run quietly.
-    let mut out = std::io::stdout();
     let (mut passed, mut failed) = (0usize, 0usize);
     if let Some(dir) = named_dir.and_then(|dir| python_test_dir(registry, dir)) {
         writeln!(
@@ -175,7 +182,10 @@ pub async fn test(registry: &Registry, tools: &dyn Tools, run: TestRun<'_>) -> R
             }
         }
     }
-    writeln!(out, "{passed} passed, {failed} failed")?;
+    match skipped.len() {
+        0 => writeln!(out, "{passed} passed, {failed} failed")?,
+        n => writeln!(out, "{passed} passed, {failed} failed, {n} skipped")?,
+    }
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
@@ -251,14 +261,36 @@ fn python_unit_tests(dir: &Path) -> Result<Result<String, String>> {
     }
 }
 
+/// The cases to run, and the gadgets skipped with why.
+type Plan = (Vec<Planned>, Vec<(String, String)>);
+
 /// Every case of the gadgets `target` names, in load order: the spec's
 /// examples, then the plugin directory's cases. `Ok(Err)`: the target
-/// names nothing, or a tests file is unusable.
-fn plan(registry: &Registry, target: Option<&str>) -> Result<Result<Vec<Planned>, String>> {
+/// names nothing, or a tests file is unusable. With no target, a gadget
+/// whose plugin the policy grants none of what it asks for could only
+/// fail, so it is skipped, naming the grant (a gadget or plugin named on
+/// the command line runs, and fails saying so).
+fn plan(registry: &Registry, target: Option<&str>) -> Result<Result<Plan, String>> {
+    let mut skipped = Vec::new();
     let chosen: Vec<_> = registry
         .gadgets()
         .filter(|gadget| is_target(gadget, target))
+        .filter(|gadget| {
+            if target.is_some() || gadget.plugin.is_available() {
+                return true;
+            }
+            let needs: Vec<String> = gadget
+                .plugin
+                .missing_grants()
+                .map(ToString::to_string)
+                .collect();
+            skipped.push((gadget.card.spec.name.clone(), needs.join("; ")));
+            false
+        })
         .collect();
+    if chosen.is_empty() && !skipped.is_empty() {
+        return Ok(Ok((Vec::new(), skipped)));
+    }
     if chosen.is_empty() {
         let loaded: Vec<&str> = registry
             .gadgets()
@@ -330,7 +362,7 @@ fn plan(registry: &Registry, target: Option<&str>) -> Result<Result<Vec<Planned>
             }
         }
     }
-    Ok(Ok(planned))
+    Ok(Ok((planned, skipped)))
 }
 
 /// `dir/tests.toml` (empty when there is no such file).

@@ -155,3 +155,33 @@ fn the_binary_remembers_no_path_of_the_checkout_it_was_built_in() {
         "the binary holds {needle}"
     );
 }
+
+#[test]
+fn gadget_test_with_no_arguments_skips_what_the_policy_does_not_grant_and_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, "").unwrap();
+    let output = Command::new(common::gadget_bin())
+        .arg("--plugins")
+        .arg(common::shipped_plugins())
+        .arg("--config")
+        .arg(&policy)
+        .arg("test")
+        .env("XDG_CACHE_HOME", dir.path())
+        .output()
+        .unwrap();
+    let text = ok(&output);
+    // The files plugin is granted no directory: its gadgets are skipped,
+    // each naming what would let it run.
+    let skipped = text
+        .lines()
+        .find(|l| l.contains("ReadFile skipped:"))
+        .unwrap_or_else(|| panic!("ReadFile is not skipped:\n{text}"));
+    assert!(skipped.contains("asks for files"), "{skipped}");
+    assert!(skipped.contains("grant it with"), "{skipped}");
+    let summary = text.lines().last().unwrap();
+    assert!(
+        summary.contains(" passed, 0 failed, ") && summary.ends_with(" skipped"),
+        "{summary}"
+    );
+}

@@ -492,7 +492,10 @@ impl Session<'_> {
                     &*host.tools(policy)?,
                     name,
                     *json,
-                    &self.guards.rules,
+                    &describe::Operator {
+                        rules: &self.guards.rules,
+                        rates: self.guards.rates.as_deref(),
+                    },
                 ),
                 None => bad_input(),
             },

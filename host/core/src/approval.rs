@@ -265,8 +265,13 @@ impl Rules {
                 .as_ref()
                 .map(|r| format!(": {r}"))
                 .unwrap_or_default();
+            // A rule for some clients only says whose calls it holds for.
+            let whose = match &rule.spec.client {
+                Some(client) => format!("a call by client {client}"),
+                None => "a call".to_string(),
+            };
             found.push(format!(
-                "a call {verb} when {} (rule {} of the policy{why})",
+                "{whose} {verb} when {} (rule {} of the policy{why})",
                 rule.condition(),
                 rule.number
             ));

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use gadget_core::approval::Rules;
 use gadget_core::limits::OwnTimeout;
+use gadget_core::rate::RateLimits;
 use gadget_core::schema;
 use gadget_core::tool::{Tool, Tools};
 use gadget_runtime::describe::GadgetDescription;
@@ -16,17 +17,31 @@ use gadget_runtime::registry::Registry;
 
 use super::{EXIT_BAD_INPUT, human_bytes, print_json};
 
+/// What the operator's policy says of calls: shown beside the gadget.
+pub struct Operator<'a> {
+    pub rules: &'a Rules,
+    pub rates: Option<&'a RateLimits>,
+}
+
+impl Operator<'_> {
+    /// The approval rules, then the rate limits, that apply to `name`.
+    fn rules_for(&self, name: &str) -> (Vec<String>, Vec<String>) {
+        let rates = self.rates.map(|r| r.rules_for(name)).unwrap_or_default();
+        (self.rules.rules_for(name), rates)
+    }
+}
+
 pub fn describe(
     registry: &Registry,
     tools: &dyn Tools,
     name: &str,
     json: bool,
-    rules: &Rules,
+    operator: &Operator<'_>,
 ) -> Result<ExitCode> {
     let Some(g) = registry.get(name) else {
         // One of the policy's agents, or nothing at all.
         if let Some(tool) = tools.find(name) {
-            return describe_tool(&*tool, json, rules);
+            return describe_tool(&*tool, json, operator);
         }
         eprintln!(
             "error: {}",
@@ -35,10 +50,11 @@ pub fn describe(
         return Ok(ExitCode::from(EXIT_BAD_INPUT));
     };
     let limits = &g.limits;
-    let approval = rules.rules_for(&g.card.spec.name);
+    let (approval, rates) = operator.rules_for(&g.card.spec.name);
     if json {
         let mut described = serde_json::to_value(GadgetDescription::from(g.as_ref()))?;
         described["approval"] = serde_json::json!(approval);
+        described["rate_limits"] = serde_json::json!(rates);
         print_json(&described)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -110,6 +126,7 @@ pub fn describe(
         }
     }
     approval_lines(&approval, &mut out);
+    rate_lines(&rates, &mut out);
     std::io::stdout()
         .lock()
         .write_all(super::safe::safe(&out).as_bytes())?;
@@ -124,11 +141,23 @@ fn approval_lines(approval: &[String], out: &mut String) {
     }
 }
 
+/// The operator's rate limits that count a tool's calls.
+fn rate_lines(rates: &[String], out: &mut String) {
+    for (i, line) in rates.iter().enumerate() {
+        let label = if i == 0 {
+            "Rate limits:"
+        } else {
+            "            "
+        };
+        out.push_str(&format!("{label} {line}\n"));
+    }
+}
+
 /// A tool that is not a plugin's gadget (one of the policy's agents, or an
 /// upstream MCP server's tool): what every tool says of itself through the
 /// `Tool` trait.
-fn describe_tool(tool: &dyn Tool, json: bool, rules: &Rules) -> Result<ExitCode> {
-    let approval = rules.rules_for(tool.name());
+fn describe_tool(tool: &dyn Tool, json: bool, operator: &Operator<'_>) -> Result<ExitCode> {
+    let (approval, rates) = operator.rules_for(tool.name());
     let spec = tool.spec();
     let timeout_ms = match tool.own_timeout() {
         OwnTimeout::Declared(t) | OwnTimeout::Default(t) => Some(t.as_millis() as u64),
@@ -149,6 +178,7 @@ fn describe_tool(tool: &dyn Tool, json: bool, rules: &Rules) -> Result<ExitCode>
             "timeout_ms": timeout_ms,
             "access": access,
             "approval": approval,
+            "rate_limits": rates,
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -177,6 +207,7 @@ fn describe_tool(tool: &dyn Tool, json: bool, rules: &Rules) -> Result<ExitCode>
         ));
     }
     approval_lines(&approval, &mut out);
+    rate_lines(&rates, &mut out);
     std::io::stdout()
         .lock()
         .write_all(super::safe::safe(&out).as_bytes())?;

@@ -175,3 +175,58 @@ fn a_rate_limit_outside_its_bounds_stops_the_host_naming_it() {
         "{stderr}"
     );
 }
+
+/// What the operator reads is what holds: `describe` names the client a
+/// rule is for, and the rate limits that count the gadget's calls.
+#[test]
+fn describe_shows_whose_calls_a_rule_holds_for_and_the_rate_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        r#"
+[[rules]]
+gadget = "Calculator"
+action = "deny"
+client = "bob"
+param = "/operation"
+matches = "divide"
+
+[[rate-limits]]
+gadget = "Calc*"
+calls = 10
+per-seconds = 60
+scope = "client"
+"#,
+    )
+    .unwrap();
+    let describe = |json: bool| {
+        let mut command = std::process::Command::new(common::gadget_bin());
+        command
+            .arg("--plugins")
+            .arg(common::shipped_plugins())
+            .arg("--config")
+            .arg(&policy)
+            .args(["describe", "Calculator"])
+            .env("XDG_CACHE_HOME", dir.path());
+        if json {
+            command.arg("--json");
+        }
+        let output = command.output().unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let text = describe(false);
+    assert!(
+        text.contains("Approval: a call by client bob is refused when /operation matches"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "Rate limits: at most 10 calls per 60 s for each caller apart (rate-limits[1], gadget = \"Calc*\")"
+        ),
+        "{text}"
+    );
+    let json: Value = serde_json::from_str(&describe(true)).unwrap();
+    assert_eq!(json["rate_limits"].as_array().unwrap().len(), 1, "{json}");
+}

@@ -326,6 +326,29 @@ impl RateLimits {
         Ok(())
     }
 
+    /// The rules that count calls of `gadget`, in the operator's words
+    /// (what `gadget describe` shows).
+    pub fn rules_for(&self, gadget: &str) -> Vec<String> {
+        self.rules
+            .iter()
+            .filter(|rule| rule.matches(gadget))
+            .map(|rule| {
+                let calls = match rule.spec.calls {
+                    1 => "1 call".to_string(),
+                    n => format!("{n} calls"),
+                };
+                let whose = match rule.spec.scope {
+                    RateScope::Gadget => "for every caller together",
+                    RateScope::Client => "for each caller apart",
+                };
+                format!(
+                    "at most {calls} per {} s {whose} (rate-limits[{}], gadget = \"{}\")",
+                    rule.spec.per_seconds, rule.number, rule.spec.gadget
+                )
+            })
+            .collect()
+    }
+
     /// The rules (by index) that count a request known by `names`, of
     /// those `which` picks.
     fn matching(&self, names: &[&str], which: impl Fn(&RateRule) -> bool) -> Vec<usize> {

@@ -160,6 +160,15 @@ impl StateStore {
         }
     }
 
+    /// A script's answer, bounded like every request.
+    pub(crate) async fn script<T: redis::FromRedisValue>(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<T, StateError> {
+        let mut connection = self.connection();
+        self.bounded(invocation.invoke_async(&mut connection)).await
+    }
+
     pub(crate) fn unreachable(&self, why: String) -> StateError {
         StateError::Unreachable {
             store: self.shown.clone(),
@@ -243,11 +252,8 @@ impl SharedWindows for StateStore {
                     .arg(window.calls)
                     .arg(window.period.as_micros() as u64);
             }
-            let mut connection = self.connection();
-            let (index, wait_us): (usize, u64) = self
-                .bounded(invocation.invoke_async(&mut connection))
-                .await
-                .map_err(|e| match e {
+            let (index, wait_us): (usize, u64) =
+                self.script(&invocation).await.map_err(|e| match e {
                     StateError::Unreachable { why, .. } => format!("{}: {why}", self.shown),
                     other => other.to_string(),
                 })?;

@@ -131,7 +131,6 @@ impl SharedTasks {
         }
         let id = task_id();
         let now = now_ms();
-        let mut connection = self.store.connection();
         let mut invocation = self.scripts.create.prepare_invoke();
         invocation
             .key(format!("{PREFIX}task-index"))
@@ -146,7 +145,7 @@ impl SharedTasks {
             .arg(LEASE_TTL.as_millis() as u64);
         let created: u8 = self
             .store
-            .bounded(invocation.invoke_async(&mut connection))
+            .script(&invocation)
             .await
             .map_err(|e| self.failed(e))?;
         if created == 0 {
@@ -170,7 +169,6 @@ impl SharedTasks {
         id: &str,
         caller: &ClientId,
     ) -> Result<DetailedTask, McpError> {
-        let mut connection = self.store.connection();
         let mut invocation = self.scripts.get.prepare_invoke();
         invocation
             .key(task_key(id))
@@ -185,7 +183,7 @@ impl SharedTasks {
             .arg(LEASE_TTL.as_secs());
         let fields: Option<HashMap<String, String>> = self
             .store
-            .bounded(invocation.invoke_async(&mut connection))
+            .script(&invocation)
             .await
             .map_err(|e| self.failed(e))?;
         match fields {
@@ -202,7 +200,6 @@ impl SharedTasks {
         caller: &ClientId,
         responses: BTreeMap<String, Value>,
     ) -> Result<(), McpError> {
-        let mut connection = self.store.connection();
         let mut invocation = self.scripts.update.prepare_invoke();
         invocation
             .key(task_key(id))
@@ -215,7 +212,7 @@ impl SharedTasks {
         }
         let known: u8 = self
             .store
-            .bounded(invocation.invoke_async(&mut connection))
+            .script(&invocation)
             .await
             .map_err(|e| self.failed(e))?;
         if known == 0 {
@@ -228,7 +225,6 @@ impl SharedTasks {
     /// `tasks/cancel`: marks a running task cancelled and tells the
     /// replica running it; a task that ended stays as it ended.
     pub(crate) async fn cancel(&self, id: &str, caller: &ClientId) -> Result<(), McpError> {
-        let mut connection = self.store.connection();
         let mut invocation = self.scripts.cancel.prepare_invoke();
         invocation
             .key(task_key(id))
@@ -237,7 +233,7 @@ impl SharedTasks {
             .arg(id);
         let known: u8 = self
             .store
-            .bounded(invocation.invoke_async(&mut connection))
+            .script(&invocation)
             .await
             .map_err(|e| self.failed(e))?;
         if known == 0 {
@@ -289,7 +285,6 @@ impl SharedTasks {
             ),
         ))
         .unwrap_or_default();
-        let mut connection = self.store.connection();
         let mut invocation = self.scripts.finish.prepare_invoke();
         invocation
             .key(task_key(&ended.id))
@@ -303,10 +298,7 @@ impl SharedTasks {
             .arg(&ended.id)
             .arg(format!("{PREFIX}task:"))
             .arg(dropped);
-        self.store
-            .bounded(invocation.invoke_async::<u8>(&mut connection))
-            .await
-            .map(|_| ())
+        self.store.script::<u8>(&invocation).await.map(|_| ())
     }
 
     /// The running task `id`, if this replica runs it.
@@ -387,7 +379,6 @@ impl SharedTasks {
         status: &str,
         open: &InputRequests,
     ) -> Result<(), crate::state::StateError> {
-        let mut connection = self.store.connection();
         let mut invocation = self.scripts.questions.prepare_invoke();
         invocation.key(task_key(id)).arg(status).arg(now_ms());
         for (key, request) in open {
@@ -395,14 +386,10 @@ impl SharedTasks {
                 .arg(key)
                 .arg(serde_json::to_string(request).unwrap_or_default());
         }
-        self.store
-            .bounded(invocation.invoke_async::<u8>(&mut connection))
-            .await
-            .map(|_| ())
+        self.store.script::<u8>(&invocation).await.map(|_| ())
     }
 
     async fn reask(&self, id: &str, open: &InputRequests) -> Result<(), crate::state::StateError> {
-        let mut connection = self.store.connection();
         let mut invocation = self.scripts.reask.prepare_invoke();
         invocation.key(task_key(id)).arg(now_ms());
         for (key, request) in open {
@@ -410,10 +397,7 @@ impl SharedTasks {
                 .arg(key)
                 .arg(serde_json::to_string(request).unwrap_or_default());
         }
-        self.store
-            .bounded(invocation.invoke_async::<u8>(&mut connection))
-            .await
-            .map(|_| ())
+        self.store.script::<u8>(&invocation).await.map(|_| ())
     }
 
     /// The answers given so far to the questions a task waits on.

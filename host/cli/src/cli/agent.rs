@@ -500,6 +500,14 @@ impl Output {
             writeln!(out, "{value}").and_then(|_| out.flush())
         } else {
             match event {
+                // Natively, providers stream the model's text and its
+                // tool calls as blocks in turn: the text before a call is
+                // a finished paragraph, shown above it (on a terminal it
+                // stayed below the calls' lines until the turn ended).
+                AgentEvent::Exec(event @ ExecEvent::CallParsed { .. }) if self.native => self
+                    .view
+                    .end_text(&mut out)
+                    .and_then(|()| self.view.event(&mut out, event)),
                 AgentEvent::Exec(event) => self.view.event(&mut out, event),
                 AgentEvent::Request {
                     iteration,

@@ -315,3 +315,62 @@ fn anthropic_tool_use_blocks_start_as_their_input_closes() {
     assert_eq!(results[1]["tool_use_id"], "toolu_2");
     assert_eq!(results[1].get("is_error"), None, "{results:#?}");
 }
+
+/// Native mode on a terminal: the text the model writes before its calls
+/// is shown before them, as it is piped (the live view used to keep the
+/// unfinished line below the calls' lines until the turn ended).
+#[test]
+fn native_mode_on_a_terminal_shows_the_opening_text_before_the_calls() {
+    let content = |text: &str| {
+        sse(json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]}))
+    };
+    let opening = Reply::Events {
+        events: vec![
+            (Duration::ZERO, content("Computing. ")),
+            (
+                Duration::ZERO,
+                sse(
+                    json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+                    "function": {"name": "Calculator", "arguments": r#"{"operation": "add", "a": 2, "b": 3}"#}}]}, "finish_reason": null}]}),
+                ),
+            ),
+            (
+                Duration::ZERO,
+                sse(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})),
+            ),
+            (
+                Duration::ZERO,
+                sse(json!({"choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": 9}}))
+                    + "data: [DONE]\n\n",
+            ),
+        ],
+        broken: false,
+    };
+    let server = LlmServer::start(vec![
+        opening,
+        openai_reply(&[("The sum is 5.", 0)], (60, 5)),
+    ]);
+    let (command, _home) = crate::agent::agent_command(
+        &server,
+        None,
+        &[
+            "Add them.",
+            "--model",
+            "openai:gpt-4o-mini",
+            "--tool-format",
+            "native",
+        ],
+    );
+    let shown = crate::first_hour_again::on_a_terminal(command);
+    let text = shown
+        .find("Computing.")
+        .unwrap_or_else(|| panic!("no opening text:\n{shown}"));
+    let call = shown
+        .find("✓ Calculator")
+        .unwrap_or_else(|| panic!("no call:\n{shown}"));
+    assert!(
+        text < call,
+        "the opening text comes after the call:\n{shown}"
+    );
+    assert!(shown.contains("The sum is 5."), "{shown}");
+}

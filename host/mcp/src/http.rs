@@ -64,9 +64,12 @@ pub const MAX_REQUEST_BODY_BYTES: usize = 4 << 20;
 /// What an overloaded replica tells a client to wait, seconds.
 pub const OVERLOAD_RETRY_AFTER_SECONDS: u64 = 1;
 
-/// How long a drained server waits for its last responses to leave
-/// before the connections close.
-const LAST_RESPONSES_WAIT: Duration = Duration::from_millis(20);
+/// How long a drained server, its last call answered, keeps answering
+/// before the connections close: the last responses leave, and a client's
+/// follow-up to its answer is still served (the official Python SDK lists
+/// the tools right after a call's result, to check it against the output
+/// schema; at 20 ms it met a closed port whenever it took longer).
+const LAST_RESPONSES_WAIT: Duration = Duration::from_millis(250);
 
 /// How long a client has to send a request's headers once it starts one
 /// (and, on a kept-alive connection, once the previous response is sent).

@@ -210,6 +210,21 @@ def start_store(password):
             time.sleep(0.05)
 
 
+def wait_healthy(base, process, what):
+    """Until `process` answers /healthz at `base` (bounded); fails with its
+    stderr if it exits first."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            if request(base + "/healthz")[0] == 200:
+                return
+        except OSError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            fail(f"{what} did not start:\n{process.stderr.read() if process.poll() is not None else ''}")
+        time.sleep(0.1)
+
+
 def check_jwks_entrypoint(entrypoint, run_env, as_user, image):
     """The image's entrypoint with --auth-jwks in place of its CMD starts
     and refuses a request without a token: the entrypoint itself fixes no
@@ -226,16 +241,7 @@ def check_jwks_entrypoint(entrypoint, run_env, as_user, image):
         env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                if request(f"http://127.0.0.1:{port}/healthz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            if jwt.poll() is not None or time.monotonic() > deadline:
-                fail(f"the entrypoint with --auth-jwks did not start:\n{jwt.stderr.read() if jwt.poll() is not None else ''}")
-            time.sleep(0.1)
+        wait_healthy(f"http://127.0.0.1:{port}", jwt, "the entrypoint with --auth-jwks")
         status, _ = request(f"http://127.0.0.1:{port}/mcp", "POST", {"Content-Type": "application/json"}, b"{}")
         if status != 401:
             fail(f"with --auth-jwks, a request without a token got {status}, not 401")
@@ -382,18 +388,10 @@ def main():
             [*as_user, *args], env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
         )
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                if request(base + "/healthz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                fail(f"gadget serve did not start:\n{server.stderr.read() if server.poll() is not None else ''}")
-            time.sleep(0.1)
+        wait_healthy(base, server, "gadget serve")
 
         if "GADGET_STATE_URL" in server_env:
+            deadline = time.monotonic() + START_TIMEOUT_S
             while request(base + "/readyz")[0] != 200:
                 if time.monotonic() > deadline:
                     fail(f"/readyz never said ready with the store at {store_url}")

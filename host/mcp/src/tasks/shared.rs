@@ -192,6 +192,24 @@ impl SharedTasks {
         }
     }
 
+    /// A script that answers 0 when the caller owns no task `id`: that
+    /// answer as `-32602`, as for an id nobody has.
+    async fn owned(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+        id: &str,
+    ) -> Result<(), McpError> {
+        let known: u8 = self
+            .store
+            .script(invocation)
+            .await
+            .map_err(|e| self.failed(e))?;
+        match known {
+            0 => Err(not_found(id)),
+            _ => Ok(()),
+        }
+    }
+
     /// `tasks/update`: files the answers to questions the task waits on
     /// and tells the replica running it.
     pub(crate) async fn update(
@@ -210,14 +228,7 @@ impl SharedTasks {
         for (key, response) in responses {
             invocation.arg(key).arg(response.to_string());
         }
-        let known: u8 = self
-            .store
-            .script(&invocation)
-            .await
-            .map_err(|e| self.failed(e))?;
-        if known == 0 {
-            return Err(not_found(id));
-        }
+        self.owned(&invocation, id).await?;
         self.wake(id);
         Ok(())
     }
@@ -231,14 +242,7 @@ impl SharedTasks {
             .arg(owner_digest(caller))
             .arg(TASK_CHANNEL)
             .arg(id);
-        let known: u8 = self
-            .store
-            .script(&invocation)
-            .await
-            .map_err(|e| self.failed(e))?;
-        if known == 0 {
-            return Err(not_found(id));
-        }
+        self.owned(&invocation, id).await?;
         self.cancelled(id);
         Ok(())
     }

@@ -87,6 +87,6 @@ pub mod schedule;
 pub mod schema;
 pub mod scope;
 pub mod signal;
-pub(crate) mod text;
+pub mod text;
 pub mod tool;
 pub mod viewer;

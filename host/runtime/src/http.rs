@@ -34,7 +34,7 @@ use gadget_core::signal::AbortSignal;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -48,6 +48,7 @@ use gadget_core::redact::Redactor;
 use crate::grants::{
     Brokered, CallGrants, HttpRefusal, IpRange, Scrubber, broker_request, is_internal,
 };
+use crate::notes::Note;
 
 /// Requests one call may make: enough for any honest tool (a page and its
 /// redirects, a few API calls), few enough that a gadget cannot turn the
@@ -74,7 +75,7 @@ pub(crate) struct HttpHooks {
     pub(crate) deadline: Instant,
     pub(crate) signal: Option<AbortSignal>,
     /// Refusals and failures to note on the call (drained into its log).
-    pub(crate) notes: Arc<Mutex<Vec<String>>>,
+    pub(crate) notes: crate::notes::Notes,
     /// Told each request as an effect.
     pub(crate) observer: Option<CallObserver>,
     /// The caller's span (W3C `traceparent`), sent on every request.
@@ -160,13 +161,6 @@ type SendFuture = Box<
 >;
 
 impl HttpHooks {
-    fn note(&self, message: String) {
-        self.notes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(message);
-    }
-
     /// The client to send with and the plugin's secrets put on the
     /// request, or why the request is refused.
     fn admit(
@@ -248,7 +242,7 @@ impl WasiHttpHooks for HttpHooks {
         let (client, brokered) = match self.admit(&mut request) {
             Ok(admitted) => admitted,
             Err(refusal) => {
-                self.note(format!("refused an HTTP request: {refusal}"));
+                self.notes.refused("refused an HTTP request: ", &refusal);
                 exchange.refused = Some(refusal);
                 drop(exchange);
                 // The body the guest is still writing is read (and thrown
@@ -276,12 +270,6 @@ impl WasiHttpHooks for HttpHooks {
         let signal = self.signal.clone();
         let notes = self.notes.clone();
         Box::new(async move {
-            let note = |message: String| {
-                notes
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(message)
-            };
             // The request body stays alive until the failure is noted: its
             // end is what the gadget sees, and the call must not end (and
             // its notes be collected) before the reason is written down.
@@ -293,11 +281,11 @@ impl WasiHttpHooks for HttpHooks {
                 brokered,
             };
             let sent = send(client, parts, &mut body, door, exchange).await;
-            if let Err((_, message)) = &sent {
-                note(message.clone());
-            }
             drop(body);
-            sent.map_err(|(error, _)| error)
+            sent.map_err(|(error, note)| {
+                notes.push(note);
+                error
+            })
         })
     }
 }
@@ -313,7 +301,7 @@ struct Door {
 }
 
 /// Sends one admitted request; an error carries the code the gadget sees
-/// and a line for the call's log.
+/// and the call's note of it.
 async fn send(
     client: reqwest::Client,
     parts: http::request::Parts,
@@ -325,7 +313,7 @@ async fn send(
         http::Response<WasiBody>,
         Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ),
-    (HttpError, String),
+    (HttpError, Note),
 > {
     let Door {
         shown: target,
@@ -335,7 +323,14 @@ async fn send(
     } = door;
     let mut fail = |error: HttpError, why: String| {
         exchange.error = Some(why.clone());
-        (error, format!("HTTP {target}: {why}"))
+        let note = match (&error, why.strip_prefix("refused: ")) {
+            // The policy refused the address the name resolved to.
+            (HttpError::HttpRequestDenied, Some(reason)) => {
+                Note::refusal(&format!("HTTP {target}: refused: "), reason)
+            }
+            _ => Note::plain(format!("HTTP {target}: {why}")),
+        };
+        (error, note)
     };
     let body = match bounded(collect(body), deadline, signal.clone()).await {
         Ok(Ok(body)) => body,
@@ -345,7 +340,7 @@ async fn send(
         exchange.refused = Some(refusal.clone());
         return Err((
             HttpError::HttpRequestDenied,
-            format!("refused an HTTP request: {refusal}"),
+            Note::refusal("refused an HTTP request: ", &refusal),
         ));
     }
     let scrubber = brokered.and_then(|b| Scrubber::new(&b.carried));
@@ -375,7 +370,7 @@ async fn send(
         exchange.refused = Some(why.clone());
         return Err((
             HttpError::HttpResponseContentCoding(Some(coding)),
-            format!("HTTP {target}: {why}"),
+            Note::refusal(&format!("HTTP {target}: "), &why),
         ));
     }
     let mut builder = http::Response::builder()
@@ -397,7 +392,7 @@ async fn send(
     let response = builder.body(body).map_err(|e| {
         (
             HttpError::InternalError(Some(e.to_string())),
-            format!("HTTP {target}: {e}"),
+            Note::plain(format!("HTTP {target}: {e}")),
         )
     })?;
     Ok((response, Box::new(async { Ok(()) })))

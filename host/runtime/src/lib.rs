@@ -40,6 +40,7 @@ pub mod loader;
 pub mod lockfile;
 pub mod manifest;
 pub(crate) mod memory_budget;
+pub(crate) mod notes;
 pub mod oci;
 pub(crate) mod origins;
 mod outcome;

@@ -523,6 +523,16 @@ impl Runtime {
                 accept_outcome(outcome, &request.gadget, limits, state, &mut returned_cost)
             }
         };
+        // What the doors refused or saw fail: the log gets every line, and
+        // a failure's message the refusals' reasons (before redaction, as
+        // the reasons hold what the gadget wrote).
+        let notes = store.data().http.notes.take();
+        let outcome = outcome.map_err(|error| match error {
+            CallError::Failed { message } => CallError::Failed {
+                message: crate::notes::with_refusals(message, &notes),
+            },
+            other => other,
+        });
         // Secrets are replaced in what the gadget wrote before anything
         // else sees it (logs, progress and updates already were, as they
         // came).
@@ -534,11 +544,10 @@ impl Runtime {
         };
         let mut state = store.into_data();
         let at = state.elapsed_ms();
-        // What the HTTP policy refused or what failed, one line each.
-        let notes =
-            std::mem::take(&mut *state.http.notes.lock().unwrap_or_else(|p| p.into_inner()));
-        for note in notes {
-            state.ledger.host_warning(note, at);
+        // What the doors refused or saw fail, one line each (a stream the
+        // guest left open may note after the outcome was taken).
+        for note in notes.into_iter().chain(state.http.notes.take()) {
+            state.ledger.host_warning(note.log, at);
         }
         state.ledger.close(at);
         let redact_output = |captured: gadget_core::call::Captured| match grants {

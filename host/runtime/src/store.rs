@@ -43,7 +43,7 @@ impl Runtime {
         let wasi = wasi_ctx(grants, &stdout, &stderr)?;
         // What the HTTP policy and the filesystem guards refused, for the
         // call's log.
-        let notes: Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+        let notes = crate::notes::Notes::default();
         let clock = self.clock().clone();
         let activity = clock.activity();
         let now = clock.now();

@@ -271,6 +271,11 @@ fn a_granted_name_that_resolves_to_an_internal_address_is_refused() {
             && !told.contains("this origin"),
         "{told}"
     );
+    // The host adds the reason for the model, which cannot read the log.
+    assert!(
+        told.contains("[the host refused: ") && told.contains("an internal address"),
+        "{told}"
+    );
     assert!(server.hits().is_empty(), "{:?}", server.hits());
 
     // The operator allows the address explicitly: now it is reached.
@@ -544,6 +549,16 @@ fn sdk_example_fetches(example: &str, plugin: &str, with_body: bool) {
         error_message(&refused).contains("the host refused the request"),
         "{example}: {refused}"
     );
+    // The model is told why (it reads neither the log nor the policy), and
+    // not the operator's TOML.
+    let told = error_message(&refused);
+    assert!(
+        told.contains("[the host refused: ") && told.contains("is not granted"),
+        "{example}: {told}"
+    );
+    let reason = told.split("[the host refused: ").nth(1).unwrap_or_default();
+    let reason = reason.split(']').next().unwrap_or_default();
+    assert!(!reason.contains("grant it with"), "{example}: {told}");
     if with_body {
         let posted = format!(
             r#"{{"url": "{}", "body": "{}"}}"#,
@@ -607,6 +622,11 @@ fn a_javascript_gadget_reaches_a_granted_origin_with_fetch() {
     assert!(
         host_logs(&refused).contains("--grant js-web:http=http://127.0.0.1:"),
         "{refused}"
+    );
+    let told = error_message(&refused);
+    assert!(
+        told.contains("[the host refused: js-web: HTTP to http://127.0.0.1:"),
+        "{told}"
     );
     // With a body, the same refusal (the closed body stream is no crash).
     let posted = format!(

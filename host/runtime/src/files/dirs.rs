@@ -21,8 +21,8 @@
 //!   `quota` error and the call's log says which quota was spent.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use wasmtime::component::Resource;
@@ -81,7 +81,7 @@ pub(super) struct GrantUse {
     written: AtomicU64,
     created: AtomicU64,
     reported: AtomicBool,
-    notes: Arc<Mutex<Vec<String>>>,
+    notes: crate::notes::Notes,
 }
 
 impl GrantUse {
@@ -119,10 +119,7 @@ impl GrantUse {
 
     fn report(&self, note: String) {
         if !self.reported.swap(true, Ordering::Relaxed) {
-            self.notes
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(note);
+            self.notes.refused("", &note);
         }
     }
 }
@@ -136,7 +133,7 @@ pub(crate) struct CallFiles {
     /// Descriptor (resource index) to its read-write grant.
     pub(super) descriptors: HashMap<u32, Arc<GrantUse>>,
     /// The call's notes (shown in its log when it ends).
-    notes: Arc<Mutex<Vec<String>>>,
+    notes: crate::notes::Notes,
     /// What the call's observer is told of its file operations.
     pub(crate) log: FileLog,
 }
@@ -144,7 +141,7 @@ pub(crate) struct CallFiles {
 impl CallFiles {
     pub(crate) fn new(
         grants: &[crate::grants::DirGrant],
-        notes: Arc<Mutex<Vec<String>>>,
+        notes: crate::notes::Notes,
         observer: Option<gadget_core::ledger::CallObserver>,
     ) -> CallFiles {
         let log = FileLog::new(grants, observer);
@@ -173,11 +170,8 @@ impl CallFiles {
         }
     }
 
-    pub(super) fn note(&self, note: String) {
-        self.notes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(note);
+    pub(super) fn refused(&self, what: &str, reason: &str) {
+        self.notes.refused(what, reason);
     }
 
     pub(super) fn grant_of(&self, fd: &Resource<Descriptor>) -> Option<Arc<GrantUse>> {

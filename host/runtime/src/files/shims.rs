@@ -352,7 +352,7 @@ async fn symlink_at(
 ) -> FsReturn<()> {
     if let Err(reason) = check_symlink_target(&target) {
         view.files
-            .note(format!("files: a symlink was refused: {reason}"));
+            .refused("files: a symlink was refused: ", &reason);
         let refused = Done::Refused(&reason);
         let log = &mut view.files.log;
         log.tell(FileOp::Symlink, fd.rep(), &path, None, None, refused);

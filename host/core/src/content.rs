@@ -287,6 +287,39 @@ pub fn base64(bytes: &[u8]) -> String {
     out
 }
 
+/// Bytes from standard base64 (RFC 4648; the padding may be left off, as
+/// some servers do); `None` for anything else.
+pub fn from_base64(text: &str) -> Option<Vec<u8>> {
+    let value = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let text = text.as_bytes();
+    let trimmed = match text {
+        [rest @ .., b'=', b'='] | [rest @ .., b'='] if text.len() % 4 == 0 => rest,
+        _ => text,
+    };
+    if trimmed.len() % 4 == 1 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(trimmed.len() / 4 * 3 + 2);
+    for chunk in trimmed.chunks(4) {
+        let mut n = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            n |= value(c)? << (18 - 6 * i);
+        }
+        let bytes = n.to_be_bytes();
+        out.extend_from_slice(&bytes[1..chunk.len()]);
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,6 +379,12 @@ mod tests {
             ("foobar", "Zm9vYmFy"),
         ] {
             assert_eq!(base64(plain.as_bytes()), encoded);
+            assert_eq!(from_base64(encoded).as_deref(), Some(plain.as_bytes()));
+            let unpadded = encoded.trim_end_matches('=');
+            assert_eq!(from_base64(unpadded).as_deref(), Some(plain.as_bytes()));
+        }
+        for bad in ["Z", "Zm9v!", "Zm=v", "Zg===", "Z m9v"] {
+            assert_eq!(from_base64(bad), None, "{bad}");
         }
     }
 

@@ -390,8 +390,8 @@ pub struct HistoryEntry {
     /// The result or error text the model sees.
     pub result: String,
     /// The call failed: `result` is its error (a native tool result says
-    /// so, e.g. Anthropic's `is_error`; the block format writes it as
-    /// llmist does, the same `Result (id): ...` line).
+    /// so, e.g. Anthropic's `is_error`; the block format's `Result (id):`
+    /// line starts with `Error:`).
     pub failed: bool,
 }
 
@@ -426,10 +426,24 @@ pub fn history<'a>(
         });
         messages.push(Message {
             role: "user",
-            content: format!("Result ({}): {}", entry.id, entry.result),
+            content: result_line(entry),
         });
     }
     messages
+}
+
+/// `Result (id): text`; a failed call's text starts with `Error:`, as
+/// llmist's own formatted errors (parse, validation, unknown gadget) and
+/// an OpenAI native tool result do, so a model tells a failure from a
+/// result. llmist writes a thrown error's bare message there, and a model
+/// read `Result (f1): b must not be 0` as the answer; this is a difference
+/// on purpose (docs/events.md).
+fn result_line(entry: &HistoryEntry) -> String {
+    if entry.failed && !entry.result.starts_with("Error:") {
+        format!("Result ({}): Error: {}", entry.id, entry.result)
+    } else {
+        format!("Result ({}): {}", entry.id, entry.result)
+    }
 }
 
 #[cfg(test)]
@@ -536,6 +550,35 @@ mod tests {
                     role: "user",
                     content: "Result (calc_1): 38".into()
                 }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_failed_call_reads_as_an_error_and_only_once() {
+        let entry = |id: &str, result: &str, failed| HistoryEntry {
+            id: id.into(),
+            gadget: "Calculator".into(),
+            parameters: json!({}),
+            result: result.into(),
+            failed,
+        };
+        let entries = [
+            entry("f1", "b must not be 0", true),
+            entry("f2", "Error: Gadget 'Nope' not found.", true),
+            entry("ok", "Error: is what the gadget printed", false),
+        ];
+        let results: Vec<String> = history(&entries, &Markers::default())
+            .into_iter()
+            .filter(|m| m.role == "user")
+            .map(|m| m.content)
+            .collect();
+        assert_eq!(
+            results,
+            [
+                "Result (f1): Error: b must not be 0",
+                "Result (f2): Error: Gadget 'Nope' not found.",
+                "Result (ok): Error: is what the gadget printed",
             ]
         );
     }

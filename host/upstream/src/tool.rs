@@ -14,6 +14,10 @@ use rmcp::service::PeerRequestOptions;
 
 use gadget_core::access::Declared;
 use gadget_core::call::{CallError, CallReport, GadgetSpec, Outcome};
+use gadget_core::content::{
+    Content, Media, ResourceBody, ResourceContents as CoreResource, ResourceLink, Rich,
+    from_base64, model_text,
+};
 use gadget_core::ledger::truncate;
 use gadget_core::limits::OwnTimeout;
 use gadget_core::params::ParamSchema;
@@ -346,63 +350,107 @@ impl UpstreamTool {
     }
 }
 
-/// The model's view of a tool result: its text (other content named,
-/// not inlined), bounded; an error result is the error it reads.
+/// A tool result as the host carries it: every part whole (images, audio,
+/// resources and links pass through to an MCP client and reach a model
+/// that takes them), and the text a text-only model reads; an error result
+/// is the error it reads. A result over [`MAX_RESULT_BYTES`] is cut to its
+/// text.
 fn outcome_of(result: CallToolResult) -> Result<Outcome, CallError> {
-    let mut text = String::new();
-    for block in &result.content {
-        if !text.is_empty() {
-            text.push('\n');
-        }
-        match block {
-            ContentBlock::Text(content) => text.push_str(&content.text),
-            ContentBlock::Image(image) => text.push_str(&format!(
-                "[image {}, {} bytes of base64]",
-                image.mime_type,
-                image.data.len()
-            )),
-            ContentBlock::Audio(audio) => text.push_str(&format!(
-                "[audio {}, {} bytes of base64]",
-                audio.mime_type,
-                audio.data.len()
-            )),
-            ContentBlock::Resource(resource) => match &resource.resource {
-                ResourceContents::TextResourceContents { text: body, .. } => text.push_str(body),
-                other => text.push_str(&format!("[resource {}]", resource_uri(other))),
-            },
-            other => {
-                let uri = serde_json::to_value(other)
-                    .ok()
-                    .and_then(|v| v["uri"].as_str().map(str::to_string))
-                    .unwrap_or_default();
-                text.push_str(&format!("[resource link {uri}]"));
-            }
-        }
-        if text.len() > MAX_RESULT_BYTES {
-            break;
-        }
-    }
-    if result.content.is_empty()
-        && let Some(structured) = &result.structured_content
-    {
-        text = structured.to_string();
-    }
-    let text = truncate(text, MAX_RESULT_BYTES);
+    let rich = rich_of(result.content, result.structured_content);
+    let text = truncate(model_text(&rich), MAX_RESULT_BYTES);
     if result.is_error == Some(true) {
         return Err(CallError::Failed { message: text });
     }
+    let plain = rich.structured.is_none()
+        && rich
+            .content
+            .iter()
+            .all(|part| matches!(part, Content::Text { .. }));
+    let whole = !plain && rich.size_bytes() <= MAX_RESULT_BYTES as u64;
     Ok(Outcome::Result {
         result: text,
         details: None,
-        rich: None,
+        rich: whole.then(|| Box::new(rich)),
     })
 }
 
-fn resource_uri(contents: &ResourceContents) -> String {
-    serde_json::to_value(contents)
-        .ok()
-        .and_then(|v| v["uri"].as_str().map(str::to_string))
-        .unwrap_or_default()
+/// The server's content blocks as the host's parts. Bytes the server sent
+/// as base64 are decoded; a block whose base64 does not decode is said in
+/// words, and a media type outside RFC 6838's grammar is replaced (as a
+/// gadget's own is).
+fn rich_of(blocks: Vec<ContentBlock>, structured: Option<serde_json::Value>) -> Rich {
+    let media = |kind: &str, data: String, mime_type: String, part: fn(Media) -> Content| {
+        match from_base64(&data) {
+            Some(data) => part(Media { mime_type, data }),
+            None => Content::Text {
+                text: format!("[{kind} {mime_type}: the server's base64 did not decode]"),
+            },
+        }
+    };
+    // A kind a newer protocol adds: said, not dropped in silence.
+    let unknown = |what: &str| Content::Text {
+        text: format!("[a {what} of a kind this host does not know]"),
+    };
+    let content = blocks
+        .into_iter()
+        .map(|block| match block {
+            ContentBlock::Text(content) => Content::Text { text: content.text },
+            ContentBlock::Image(image) => {
+                media("image", image.data, image.mime_type, Content::Image)
+            }
+            ContentBlock::Audio(audio) => {
+                media("audio", audio.data, audio.mime_type, Content::Audio)
+            }
+            ContentBlock::Resource(resource) => match resource.resource {
+                ResourceContents::TextResourceContents {
+                    uri,
+                    mime_type,
+                    text,
+                    ..
+                } => Content::Resource(CoreResource {
+                    uri,
+                    mime_type,
+                    body: ResourceBody::Text(text),
+                }),
+                ResourceContents::BlobResourceContents {
+                    uri,
+                    mime_type,
+                    blob,
+                    ..
+                } => match from_base64(&blob) {
+                    Some(bytes) => Content::Resource(CoreResource {
+                        uri,
+                        mime_type,
+                        body: ResourceBody::Blob(bytes),
+                    }),
+                    None => Content::Text {
+                        text: format!("[resource {uri}: the server's base64 did not decode]"),
+                    },
+                },
+                _ => unknown("resource"),
+            },
+            ContentBlock::ResourceLink(link) => Content::ResourceLink(ResourceLink {
+                uri: link.uri,
+                name: link.name,
+                title: link.title,
+                description: link.description,
+                mime_type: link.mime_type,
+            }),
+            _ => unknown("content block"),
+        })
+        .collect();
+    let mut rich = Rich {
+        content,
+        structured: structured.filter(serde_json::Value::is_object),
+    };
+    let mut replaced = Vec::new();
+    for part in &mut rich.content {
+        part.check_media_types(&mut replaced);
+    }
+    if !replaced.is_empty() {
+        tracing::warn!(replaced = ?replaced, "an upstream result's media types were replaced");
+    }
+    rich
 }
 
 impl Tool for UpstreamTool {

@@ -353,7 +353,7 @@ fn an_agent_that_calls_itself_stops_at_the_depth_limit() {
         .unwrap()
         .to_string();
     assert!(
-        refused.starts_with("Result (deeper): agent 'Looper' would run at depth 4, past the limit of 3 nested agents"),
+        refused.starts_with("Result (deeper): Error: agent 'Looper' would run at depth 4, past the limit of 3 nested agents"),
         "{refused}"
     );
     let summary = events

@@ -278,7 +278,7 @@ fn history_re_renders_finished_calls_in_llmists_form() {
         "{history}"
     );
     assert!(
-        history.contains("Result (span): from '2023-02-29' does not exist"),
+        history.contains("Result (span): Error: from '2023-02-29' does not exist"),
         "{history}"
     );
     // Skipped calls are not shown to the model.

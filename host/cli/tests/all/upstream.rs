@@ -312,6 +312,60 @@ fn a_call_past_its_deadline_is_cancelled_and_the_server_serves_the_next() {
 }
 
 #[test]
+fn an_upstream_servers_images_resources_and_links_reach_the_client_whole() {
+    // What server-everything sends, byte for byte: its tiny PNG as the
+    // package writes it.
+    let tool = reference_server("server-everything")
+        .with_file_name("tools")
+        .join("get-tiny-image.js");
+    let source = std::fs::read_to_string(&tool).unwrap();
+    let sent = source
+        .split_once("MCP_TINY_IMAGE = \"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(base64, _)| base64)
+        .unwrap_or_else(|| panic!("no image in {}", tool.display()));
+    let policy = Policy::everything("");
+    let mut session = Session::start(&policy);
+
+    let result = session.call("everything_get_tiny_image", json!({}));
+    let content = result["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{result}"));
+    let kinds: Vec<&str> = content.iter().filter_map(|c| c["type"].as_str()).collect();
+    assert_eq!(kinds, ["text", "image", "text"], "{result}");
+    assert_eq!(content[1]["mimeType"], "image/png", "{result}");
+    assert_eq!(
+        content[1]["data"], sent,
+        "the image's bytes changed on the way"
+    );
+
+    let result = session.call(
+        "everything_get_resource_reference",
+        json!({"resourceType": "Blob", "resourceId": 2}),
+    );
+    let resource = &result["content"][1];
+    assert_eq!(resource["type"], "resource", "{result}");
+    assert!(
+        resource["resource"]["uri"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("2"),
+        "{result}"
+    );
+    assert!(resource["resource"]["blob"].is_string(), "{result}");
+
+    let result = session.call("everything_get_resource_links", json!({"count": 2}));
+    let links = result["content"]
+        .as_array()
+        .map(|c| c.iter().filter(|c| c["type"] == "resource_link").count());
+    assert_eq!(links, Some(2), "{result}");
+
+    // A text-only model reads the parts in words.
+    let out = policy.gadget(&["call", "everything_get_tiny_image"]);
+    assert!(said(&out).contains("[image: image/png, "), "{}", said(&out));
+}
+
+#[test]
 fn a_server_that_dies_mid_call_is_started_again_and_new_tools_appear() {
     let python = common::workspace().join(".tools/mcp/bin/python");
     let server = common::workspace().join("tests/mcp/crashing_server.py");

@@ -274,10 +274,12 @@ impl Agent {
         &self,
         outcome: &AgentOutcome,
     ) -> Result<(ChatRequest, u64), (StopReason, Option<ProviderError>)> {
+        let mut messages = self.messages.clone();
+        crate::images::keep_latest(&mut messages);
         let request = ChatRequest {
             model: self.config.model.clone(),
             system: self.system.clone(),
-            messages: self.messages.clone(),
+            messages,
             max_tokens: self.config.max_tokens,
             temperature: None,
             tools: self.tools.clone(),
@@ -293,7 +295,7 @@ impl Agent {
                 }),
             ));
         }
-        let estimated = gadget_core::llm::estimate_tokens(bytes);
+        let estimated = crate::provider::estimate_tokens(&request);
         if let Some(max) = self.config.max_cost {
             let next = self
                 .config
@@ -371,13 +373,17 @@ impl Agent {
             }
             return had;
         }
-        let history = render::history(self.executor.history(), &self.markers);
+        let entries: Vec<_> = self.executor.history().into_iter().collect();
+        let history = render::history(entries.iter().copied(), &self.markers);
         let had = !history.is_empty();
-        for message in history {
+        // Two messages a call: its block, then its result (with the
+        // result's images, for a model that takes them).
+        for (message, entry) in history.into_iter().zip(entries.iter().flat_map(|e| [e, e])) {
             self.messages.push(if message.role == "assistant" {
                 ChatMessage::assistant(message.content)
             } else {
                 ChatMessage::user(message.content)
+                    .with_images(crate::images::for_the_model(&entry.images))
             });
         }
         had

@@ -53,7 +53,11 @@ pub fn body(request: &ChatRequest) -> Value {
     for m in &request.messages {
         if let Some(id) = &m.tool_call_id {
             // Results of one turn's calls go together, in one user message.
-            let mut block = json!({"type": "tool_result", "tool_use_id": id, "content": m.content});
+            let content = match m.images.is_empty() {
+                true => json!(m.content),
+                false => crate::images::anthropic_blocks(&m.content, &m.images),
+            };
+            let mut block = json!({"type": "tool_result", "tool_use_id": id, "content": content});
             if m.is_error {
                 block["is_error"] = json!(true);
             }
@@ -80,9 +84,13 @@ pub fn body(request: &ChatRequest) -> Value {
             messages.push(json!({"role": "assistant", "content": blocks}));
             continue;
         }
+        let content = match m.images.is_empty() {
+            true => json!(m.content),
+            false => crate::images::anthropic_blocks(&m.content, &m.images),
+        };
         messages.push(json!({
             "role": match m.role { Role::User => "user", Role::Assistant => "assistant" },
-            "content": m.content,
+            "content": content,
         }));
     }
     let mut body = json!({

@@ -13,6 +13,7 @@ pub mod agent;
 pub mod anthropic;
 pub mod backend;
 mod events;
+pub mod images;
 pub mod models;
 pub mod native;
 pub mod openai;

@@ -55,7 +55,9 @@ pub fn turn_messages<'a>(
             let result = entry.map_or(NOT_RUN, |entry| entry.result.as_str());
             // A call that did not run did not succeed either.
             let failed = entry.is_none_or(|entry| entry.failed);
+            let images = entry.map(|e| crate::images::for_the_model(&e.images));
             ChatMessage::tool_result(call.id.clone(), result, failed)
+                .with_images(images.unwrap_or_default())
         })
         .collect();
     let mut messages = vec![ChatMessage::assistant_calls(text, calls)];
@@ -89,6 +91,7 @@ mod tests {
             parameters: json!({"a": 1}),
             result: "1".into(),
             failed: false,
+            images: Vec::new(),
         }];
         let messages = turn_messages("thinking", calls, &history);
         assert_eq!(messages.len(), 3);

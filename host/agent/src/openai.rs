@@ -53,7 +53,10 @@ pub fn body(request: &ChatRequest) -> Value {
         .iter()
         .map(|text| json!({"role": "system", "content": text}))
         .collect();
-    messages.extend(request.messages.iter().map(|m| {
+    // A tool message carries text only: the images of a turn's results
+    // follow its tool messages, in one user message.
+    let mut tool_images: Vec<(&str, &[gadget_core::content::Media])> = Vec::new();
+    for (i, m) in request.messages.iter().enumerate() {
         if let Some(id) = &m.tool_call_id {
             // The tool message has no error flag: its text says it.
             let content = if m.is_error && !m.content.starts_with("Error:") {
@@ -61,27 +64,21 @@ pub fn body(request: &ChatRequest) -> Value {
             } else {
                 m.content.clone()
             };
-            return json!({"role": "tool", "tool_call_id": id, "content": content});
+            messages.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
+            if !m.images.is_empty() {
+                tool_images.push((id, &m.images));
+            }
+            let turn_ends = request
+                .messages
+                .get(i + 1)
+                .is_none_or(|next| next.tool_call_id.is_none());
+            if turn_ends && !tool_images.is_empty() {
+                messages.push(images_of_results(&std::mem::take(&mut tool_images)));
+            }
+            continue;
         }
-        let mut message = json!({
-            "role": match m.role { Role::User => "user", Role::Assistant => "assistant" },
-            "content": m.content,
-        });
-        if !m.tool_calls.is_empty() {
-            message["tool_calls"] = m
-                .tool_calls
-                .iter()
-                .map(|call| {
-                    json!({
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": call.arguments.to_string()},
-                    })
-                })
-                .collect();
-        }
-        message
-    }));
+        messages.push(message(m));
+    }
     let mut body = json!({
         "model": request.model,
         "messages": messages,
@@ -106,6 +103,43 @@ pub fn body(request: &ChatRequest) -> Value {
             .collect();
     }
     body
+}
+
+/// A user or assistant message (with its calls, or its images).
+fn message(m: &crate::provider::ChatMessage) -> Value {
+    let content = match m.images.is_empty() {
+        true => json!(m.content),
+        false => crate::images::openai_parts(&m.content, &m.images),
+    };
+    let mut message = json!({
+        "role": match m.role { Role::User => "user", Role::Assistant => "assistant" },
+        "content": content,
+    });
+    if !m.tool_calls.is_empty() {
+        message["tool_calls"] = m
+            .tool_calls
+            .iter()
+            .map(|call| {
+                json!({
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments.to_string()},
+                })
+            })
+            .collect();
+    }
+    message
+}
+
+/// The user message that shows a turn's result images, each after a line
+/// naming its call.
+fn images_of_results(results: &[(&str, &[gadget_core::content::Media])]) -> Value {
+    let mut parts = vec![json!({"type": "text", "text": "The images the calls above returned:"})];
+    for (id, images) in results {
+        let shown = crate::images::openai_parts(&format!("call {id}:"), images);
+        parts.extend(shown.as_array().into_iter().flatten().cloned());
+    }
+    json!({"role": "user", "content": parts})
 }
 
 impl crate::provider::Provider for OpenAi {

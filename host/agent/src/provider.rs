@@ -39,6 +39,12 @@ pub struct ChatMessage {
     /// OpenAI's tool message has no such field, so its text says it).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
+    /// Images the message shows the model (a result's, [`crate::images`]).
+    #[serde(
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "crate::images::summaries"
+    )]
+    pub images: Vec<gadget_core::content::Media>,
 }
 
 impl ChatMessage {
@@ -49,6 +55,7 @@ impl ChatMessage {
             tool_calls: Vec::new(),
             tool_call_id: None,
             is_error: false,
+            images: Vec::new(),
         }
     }
 
@@ -59,6 +66,7 @@ impl ChatMessage {
             tool_calls: Vec::new(),
             tool_call_id: None,
             is_error: false,
+            images: Vec::new(),
         }
     }
 
@@ -71,6 +79,12 @@ impl ChatMessage {
             tool_calls: calls,
             ..ChatMessage::assistant(content)
         }
+    }
+
+    /// The message with `images` (those a model can be sent).
+    pub fn with_images(mut self, images: Vec<gadget_core::content::Media>) -> ChatMessage {
+        self.images = images;
+        self
     }
 
     /// The result of native tool call `id`; `failed`: it is the call's
@@ -114,8 +128,8 @@ pub struct ChatRequest {
     pub tools: Vec<ToolDefinition>,
 }
 
-/// The text bytes of `request`: system parts, messages, and the native
-/// tools and calls it carries.
+/// The bytes of `request`: system parts, messages, the native tools and
+/// calls it carries, and its images as base64.
 pub fn request_bytes(request: &ChatRequest) -> usize {
     // Native tools are input too: their names, descriptions and schemas
     // (the block format's instructions are in the system text instead).
@@ -131,12 +145,28 @@ pub fn request_bytes(request: &ChatRequest) -> usize {
         .map(|call| call.name.len() + call.arguments.to_string().len())
         .sum();
     let text: usize = request.messages.iter().map(|m| m.content.len()).sum();
-    request.system.iter().map(String::len).sum::<usize>() + text + tools + calls
+    request.system.iter().map(String::len).sum::<usize>()
+        + text
+        + tools
+        + calls
+        + image_bytes(request)
 }
 
-/// About how many tokens `request` is, before any tokenizer sees it.
+fn image_bytes(request: &ChatRequest) -> usize {
+    request
+        .messages
+        .iter()
+        .map(|m| crate::images::request_bytes(&m.images))
+        .sum()
+}
+
+/// About how many tokens `request` is, before any tokenizer sees it: its
+/// text by bytes, each image at [`crate::images::IMAGE_TOKENS_ESTIMATE`].
 pub fn estimate_tokens(request: &ChatRequest) -> u64 {
-    gadget_core::llm::estimate_tokens(request_bytes(request))
+    let images: usize = request.messages.iter().map(|m| m.images.len()).sum();
+    let text = request_bytes(request) - image_bytes(request);
+    gadget_core::llm::estimate_tokens(text)
+        .saturating_add(images as u64 * crate::images::IMAGE_TOKENS_ESTIMATE)
 }
 
 /// Tokens one response used, as the provider reports them.

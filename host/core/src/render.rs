@@ -393,6 +393,10 @@ pub struct HistoryEntry {
     /// so, e.g. Anthropic's `is_error`; the block format's `Result (id):`
     /// line starts with `Error:`).
     pub failed: bool,
+    /// The result's images, for a model that takes them (`result` names
+    /// each in words, for one that does not).
+    #[serde(skip)]
+    pub images: Vec<crate::content::Media>,
 }
 
 /// A message of the conversation.
@@ -537,6 +541,7 @@ mod tests {
                                "options": {"round": true, "tags": ["x", "y"]}}),
             result: "38".into(),
             failed: false,
+            images: Vec::new(),
         }];
         let messages = history(&entries, &Markers::default());
         assert_eq!(
@@ -562,6 +567,7 @@ mod tests {
             parameters: json!({}),
             result: result.into(),
             failed,
+            images: Vec::new(),
         };
         let entries = [
             entry("f1", "b must not be 0", true),

@@ -458,6 +458,7 @@ impl Executor {
             call: ix,
             outcome,
             details,
+            images,
             cost,
             duration,
         } = ended;
@@ -511,6 +512,7 @@ impl Executor {
         let finished = Finished {
             stored_output,
             details,
+            images,
             cost,
             duration,
         };
@@ -536,6 +538,7 @@ impl Executor {
         let Finished {
             stored_output,
             details,
+            images,
             cost,
             duration,
         } = finished;
@@ -553,17 +556,19 @@ impl Executor {
         // The history is what the model is sent next: bounded, whatever
         // the response did (each result is already output-limited).
         // Sized by the block's raw text, not by serialising the value.
-        let size = text.len() + entry.call.parameters_raw.len();
-        let (parameters, text) = if self.history_bytes + size > MAX_HISTORY_BYTES {
+        let image_bytes: usize = images.iter().map(|m| m.data.len()).sum();
+        let size = text.len() + entry.call.parameters_raw.len() + image_bytes;
+        let (parameters, text, images) = if self.history_bytes + size > MAX_HISTORY_BYTES {
             (
                 Value::Object(Default::default()),
                 format!(
                     "[result not kept: this response's history is over {MAX_HISTORY_BYTES} bytes]"
                 ),
+                Vec::new(),
             )
         } else {
             self.history_bytes += size;
-            (parameters, text)
+            (parameters, text, images)
         };
         self.history.push(HistoryEntry {
             id: entry.call.invocation_id.clone(),
@@ -571,6 +576,7 @@ impl Executor {
             parameters,
             result: text,
             failed: outcome.is_err(),
+            images,
         });
         let (outcome, result, error) = match outcome {
             Ok((kind, text)) => (kind, Some(text), None),

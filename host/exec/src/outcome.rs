@@ -7,6 +7,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use gadget_core::call::{CallError, FailureKind, Outcome, OutcomeKind};
+use gadget_core::content::{Content, Media};
 use gadget_core::schedule::CallIx;
 
 use crate::state::{Ended, Live};
@@ -60,6 +61,7 @@ impl HumanInput for Announced {
 /// executor: a question without an answer is a `human-input` failure.
 pub(crate) fn ended_of(ix: CallIx, finished: call::Finished) -> Ended {
     let call::Finished { report, answer, .. } = finished;
+    let images = images_of(&report.outcome);
     let (outcome, details) = match settle(report.outcome) {
         Ok(settled) => settled,
         Err(_question) => (
@@ -76,8 +78,30 @@ pub(crate) fn ended_of(ix: CallIx, finished: call::Finished) -> Ended {
         call: ix,
         outcome,
         details,
+        images,
         cost: report.cost,
         duration: report.duration,
+    }
+}
+
+/// A result's image parts (copies: the result itself goes on to the
+/// caller's events whole).
+fn images_of(outcome: &Result<Outcome, CallError>) -> Vec<Media> {
+    match outcome {
+        Ok(Outcome::Result {
+            rich: Some(rich), ..
+        })
+        | Ok(Outcome::Finish {
+            rich: Some(rich), ..
+        }) => rich
+            .content
+            .iter()
+            .filter_map(|part| match part {
+                Content::Image(media) => Some(media.clone()),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
     }
 }
 

@@ -183,6 +183,7 @@ fn failed(call: CallIx, message: String) -> Ended {
             format!("Error: {message}"),
         )),
         details: None,
+        images: Vec::new(),
         cost: 0.0,
         duration: Duration::ZERO,
     }

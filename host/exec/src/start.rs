@@ -36,6 +36,7 @@ impl Executor {
                 call: ix,
                 outcome,
                 details: None,
+                images: Vec::new(),
                 cost: 0.0,
                 duration: Duration::ZERO,
             })

@@ -52,6 +52,8 @@ pub(crate) struct Ended {
     pub(crate) outcome: Result<(OutcomeKind, String), Failure>,
     /// Structured data from the gadget for people and UIs.
     pub(crate) details: Option<Value>,
+    /// The result's images (the model that takes them sees them).
+    pub(crate) images: Vec<gadget_core::content::Media>,
     pub(crate) cost: f64,
     pub(crate) duration: Duration,
 }
@@ -60,6 +62,7 @@ pub(crate) struct Ended {
 pub(crate) struct Finished {
     pub(crate) stored_output: Option<String>,
     pub(crate) details: Option<Value>,
+    pub(crate) images: Vec<gadget_core::content::Media>,
     pub(crate) cost: f64,
     pub(crate) duration: Duration,
 }
@@ -70,6 +73,7 @@ impl Finished {
         Finished {
             stored_output: None,
             details: None,
+            images: Vec::new(),
             cost: 0.0,
             duration: Duration::ZERO,
         }

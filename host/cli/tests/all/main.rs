@@ -24,6 +24,7 @@ mod llm_server;
 mod loading;
 mod mcp;
 mod mistakes;
+mod model_images;
 mod native;
 mod oci;
 mod one_door;

@@ -223,7 +223,7 @@ fn anthropic_calls() -> Reply {
     }
 }
 
-fn anthropic_text(text: &str) -> Reply {
+pub(crate) fn anthropic_text(text: &str) -> Reply {
     let event =
         |name: &str, data: Value| (Duration::ZERO, format!("event: {name}\ndata: {data}\n\n"));
     Reply::Events {

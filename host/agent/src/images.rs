@@ -1,0 +1,160 @@
+//! A gadget's images, as the model sees them.
+//!
+//! A result's image parts go to the model as images where the provider
+//! takes them: Anthropic's `image` blocks (in a `tool_result` or a user
+//! message), OpenAI's `image_url` parts with a `data:` URL (in a user
+//! message: an OpenAI tool message carries text only, so a native call's
+//! images follow its turn's tool messages in one user message). The
+//! result's text names every image too, so nothing is lost on a model or
+//! an image the provider does not take: a type outside the four both
+//! providers document, or one over the size they accept, stays words.
+//! Only the most recent images of a session are sent again with each
+//! request; older ones are their words.
+
+use gadget_core::content::{Media, base64};
+use serde_json::{Value, json};
+
+use crate::provider::ChatMessage;
+
+/// The image types both providers document for input.
+pub const MODEL_IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// Largest image sent to a model, bytes: Anthropic's documented limit per
+/// image (OpenAI's is larger). A bigger one stays in words.
+pub const MAX_IMAGE_BYTES_TO_MODEL: usize = 5 << 20;
+
+/// Images one request carries at most, the most recent kept: every
+/// request sends the whole conversation again, so a session that draws
+/// many would resend them all (Anthropic refuses past 100 per request).
+pub const MAX_IMAGES_PER_REQUEST: usize = 20;
+
+/// Input tokens counted for one image before the provider reports usage:
+/// Anthropic's figure for an image at its largest unscaled size (about
+/// 1.15 megapixels); smaller images cost less. Counting the base64 text
+/// as text would overstate a 1 MiB PNG three hundredfold.
+pub const IMAGE_TOKENS_ESTIMATE: u64 = 1600;
+
+/// The images of a result a model can be sent.
+pub fn for_the_model(images: &[Media]) -> Vec<Media> {
+    images
+        .iter()
+        .filter(|m| {
+            let base = m.mime_type.split(';').next().unwrap_or_default().trim();
+            MODEL_IMAGE_TYPES
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(base))
+                && m.data.len() <= MAX_IMAGE_BYTES_TO_MODEL
+        })
+        .cloned()
+        .collect()
+}
+
+/// Drops the images of all but the last [`MAX_IMAGES_PER_REQUEST`] (their
+/// messages' text still names them).
+pub fn keep_latest(messages: &mut [ChatMessage]) {
+    let mut kept = 0;
+    for message in messages.iter_mut().rev() {
+        let room = MAX_IMAGES_PER_REQUEST - kept;
+        if message.images.len() > room {
+            let drop = message.images.len() - room;
+            message.images.drain(..drop);
+        }
+        kept += message.images.len();
+    }
+}
+
+/// The media type as the providers want it: the type without parameters.
+fn media_type(image: &Media) -> String {
+    image
+        .mime_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// Anthropic's content blocks: the text, then each image.
+pub fn anthropic_blocks(text: &str, images: &[Media]) -> Value {
+    let mut blocks = vec![json!({"type": "text", "text": text})];
+    blocks.extend(images.iter().map(|image| {
+        json!({"type": "image", "source": {
+            "type": "base64",
+            "media_type": media_type(image),
+            "data": base64(&image.data),
+        }})
+    }));
+    Value::Array(blocks)
+}
+
+/// OpenAI's content parts: the text, then each image as a `data:` URL.
+pub fn openai_parts(text: &str, images: &[Media]) -> Value {
+    let mut parts = vec![json!({"type": "text", "text": text})];
+    parts.extend(images.iter().map(|image| {
+        json!({"type": "image_url", "image_url": {
+            "url": format!("data:{};base64,{}", media_type(image), base64(&image.data)),
+        }})
+    }));
+    Value::Array(parts)
+}
+
+/// How a message's images appear in events and saved sessions: their type
+/// and size (the bytes are the call's result, already in its events).
+pub fn summaries<S: serde::Serializer>(images: &[Media], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq as _;
+    let mut seq = s.serialize_seq(Some(images.len()))?;
+    for image in images {
+        seq.serialize_element(&json!({"mime_type": image.mime_type, "bytes": image.data.len()}))?;
+    }
+    seq.end()
+}
+
+/// The base64 bytes `images` add to a request.
+pub fn request_bytes(images: &[Media]) -> usize {
+    images.iter().map(|m| m.data.len().div_ceil(3) * 4).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(mime_type: &str, bytes: usize) -> Media {
+        Media {
+            mime_type: mime_type.into(),
+            data: vec![7; bytes],
+        }
+    }
+
+    #[test]
+    fn only_types_and_sizes_the_providers_take_are_sent() {
+        let kept = for_the_model(&[
+            image("image/png", 10),
+            image("image/svg+xml", 10),
+            image("IMAGE/JPEG; q=1", 10),
+            image("image/webp", MAX_IMAGE_BYTES_TO_MODEL + 1),
+        ]);
+        let types: Vec<&str> = kept.iter().map(|m| m.mime_type.as_str()).collect();
+        assert_eq!(types, ["image/png", "IMAGE/JPEG; q=1"]);
+        assert_eq!(
+            openai_parts("t", &kept[1..])[1]["image_url"]["url"],
+            "data:image/jpeg;base64,BwcHBwcHBwcHBw=="
+        );
+        assert_eq!(
+            anthropic_blocks("t", &kept[..1])[1]["source"]["media_type"],
+            "image/png"
+        );
+    }
+
+    #[test]
+    fn a_request_keeps_the_latest_images_only() {
+        let mut messages: Vec<ChatMessage> = (0..MAX_IMAGES_PER_REQUEST + 5)
+            .map(|i| ChatMessage::user(format!("{i}")).with_images(vec![image("image/png", i + 1)]))
+            .collect();
+        messages[0].images.push(image("image/png", 1));
+        keep_latest(&mut messages);
+        let kept: usize = messages.iter().map(|m| m.images.len()).sum();
+        assert_eq!(kept, MAX_IMAGES_PER_REQUEST);
+        assert!(messages[..5].iter().all(|m| m.images.is_empty()));
+        assert!(messages[5..].iter().all(|m| m.images.len() == 1));
+    }
+}

@@ -27,11 +27,13 @@ use gadget_exec::{ExecEvent, Executor, ResponseInput, ResponseSummary};
 pub use crate::events::{AgentEvent, AgentOutcome, IterationRecord, StopReason};
 use crate::native::ToolFormat;
 pub use crate::retry::RetryPolicy;
+pub use crate::steering::{MAX_STEERING_MESSAGE_BYTES, MAX_STEERING_MESSAGES, SteerHandle};
 
 use crate::models::ModelInfo;
 use crate::provider::{
     ChatMessage, ChatRequest, Provider, ProviderError, ResponseStream, StreamItem, Usage,
 };
+use crate::recovery::{AfterLlmError, LlmErrorController};
 
 /// Requests one session makes unless told otherwise (llmist's default).
 pub const DEFAULT_MAX_ITERATIONS: usize = 10;
@@ -96,6 +98,11 @@ pub struct Agent {
     stop: Arc<watch::Sender<bool>>,
     /// The span the session's `invoke_agent` span is a child of.
     trace_parent: Option<TraceContext>,
+    /// What follows a request that failed after its retries; none: the
+    /// session ends with the error.
+    on_llm_error: Option<Arc<dyn LlmErrorController>>,
+    /// A person's messages, for the next request.
+    steering: SteerHandle,
 }
 
 impl Agent {
@@ -132,7 +139,21 @@ impl Agent {
             observer,
             stop: Arc::new(watch::channel(false).0),
             trace_parent: None,
+            on_llm_error: None,
+            steering: SteerHandle::default(),
         }
+    }
+
+    /// Decides what follows a request that failed after its retries
+    /// (fallback models, a given response); without one the session ends
+    /// with the error.
+    pub fn set_llm_error_controller(&mut self, controller: Arc<dyn LlmErrorController>) {
+        self.on_llm_error = Some(controller);
+    }
+
+    /// A handle a person's messages go through (see [`SteerHandle`]).
+    pub fn steer_handle(&self) -> SteerHandle {
+        self.steering.clone()
     }
 
     pub fn stop_handle(&self) -> StopHandle {
@@ -212,6 +233,13 @@ impl Agent {
                 outcome.stop = StopReason::Interrupted;
                 break;
             }
+            for text in self.steering.take() {
+                (self.observer)(&AgentEvent::Steered {
+                    iteration,
+                    text: text.clone(),
+                });
+                self.messages.push(ChatMessage::user(text));
+            }
             let (request, estimated) = match self.next_request(&outcome) {
                 Ok(next) => next,
                 Err((stop, error)) => {
@@ -238,7 +266,23 @@ impl Agent {
                     self.config.max_tokens,
                 ),
             });
-            let stream = match self.send(iteration, &request).await {
+            let mut priced = None;
+            let sent = match self.send(iteration, &request).await {
+                Err(error) if self.on_llm_error.is_some() => {
+                    let mut stop = self.stop.subscribe();
+                    tokio::select! {
+                        recovered = self.recover(iteration, &request, error) => {
+                            recovered.map(|(stream, at)| {
+                                priced = at;
+                                Some(stream)
+                            })
+                        }
+                        Ok(_) = stop.wait_for(|s| *s) => Ok(None),
+                    }
+                }
+                sent => sent,
+            };
+            let stream = match sent {
                 Ok(Some(stream)) => stream,
                 Ok(None) => {
                     if let Some(chat) = chat {
@@ -257,6 +301,7 @@ impl Agent {
                 }
             };
             let mut step = self.respond(iteration, stream, chat).await;
+            step.priced = priced.unwrap_or(self.config.model_info);
             self.tally(&mut outcome, iteration, &mut step, estimated);
             let had_results = self.remember(&mut step);
             if let Some(stop) = self.stop_after(&mut outcome, step, had_results) {
@@ -275,7 +320,7 @@ impl Agent {
         outcome: &AgentOutcome,
     ) -> Result<(ChatRequest, u64), (StopReason, Option<ProviderError>)> {
         let mut messages = self.messages.clone();
-        crate::images::keep_latest(&mut messages);
+        crate::images::keep_latest(messages.iter_mut().map(|m| &mut m.images));
         let request = ChatRequest {
             model: self.config.model.clone(),
             system: self.system.clone(),
@@ -323,7 +368,7 @@ impl Agent {
             step.usage.input_tokens = estimated;
             step.usage.output_tokens = gadget_core::llm::estimate_tokens(step.text.len());
         }
-        let llm_cost = self.config.model_info.map(|info| info.cost(step.usage));
+        let llm_cost = step.priced.map(|info| info.cost(step.usage));
         (self.observer)(&AgentEvent::Response {
             iteration,
             text: step.text.clone(),
@@ -410,10 +455,61 @@ impl Agent {
         if !had_results {
             self.messages
                 .push(ChatMessage::assistant(step.text.clone()));
+            // A person spoke while the model answered: it reads them.
+            if self.steering.waiting() {
+                return None;
+            }
             outcome.answer = Some(step.text);
             return Some(StopReason::Answered);
         }
         None
+    }
+
+    /// A request that failed after its retries, handled by the error
+    /// controller: the response that started instead, and the prices it
+    /// is counted at when they are not the session model's.
+    async fn recover(
+        &self,
+        iteration: usize,
+        request: &ChatRequest,
+        error: ProviderError,
+    ) -> Result<(ResponseStream, Option<Option<ModelInfo>>), ProviderError> {
+        let Some(controller) = &self.on_llm_error else {
+            return Err(error);
+        };
+        let tell = |error: &ProviderError, action: &AfterLlmError| {
+            let (action, model) = match action {
+                AfterLlmError::Rethrow => ("rethrow", None),
+                AfterLlmError::Recover { .. } => ("recover", None),
+                AfterLlmError::Fallback(f) => (
+                    "fallback",
+                    Some(format!("{}:{}", f.provider.name(), f.model)),
+                ),
+            };
+            (self.observer)(&AgentEvent::LlmError {
+                iteration,
+                error: error.to_string(),
+                action,
+                model,
+            });
+        };
+        let on_retry = |attempt, delay, error: &ProviderError| {
+            (self.observer)(&AgentEvent::Retry {
+                iteration,
+                attempt,
+                delay,
+                error: error.to_string(),
+            })
+        };
+        crate::recovery::recover(
+            &**controller,
+            &self.config.retry,
+            request,
+            error,
+            tell,
+            on_retry,
+        )
+        .await
     }
 
     /// Sends `request`, retrying what is worth retrying. `None` when
@@ -557,6 +653,7 @@ impl Agent {
             summary,
             finish_result,
             duration: started.elapsed(),
+            priced: self.config.model_info,
         }
     }
 }
@@ -621,6 +718,9 @@ struct Step {
     summary: ResponseSummary,
     finish_result: Option<String>,
     duration: Duration,
+    /// The prices the response is counted at (a fallback model's, when
+    /// one answered).
+    priced: Option<ModelInfo>,
 }
 
 /// The most a request's conversation may carry, bytes of text. The largest

@@ -31,6 +31,18 @@ pub enum AgentEvent {
         delay: Duration,
         error: String,
     },
+    /// A request failed after its retries and the error controller
+    /// decided: `action` is `fallback` (to `model`), `recover` (a given
+    /// response) or `rethrow`.
+    LlmError {
+        iteration: usize,
+        error: String,
+        action: &'static str,
+        model: Option<String>,
+    },
+    /// A person's message reached the conversation (it goes with the next
+    /// request).
+    Steered { iteration: usize, text: String },
     /// Text of the answer, as it streams.
     Text { iteration: usize, content: String },
     /// What the executor reports (the events of `gadget run`).
@@ -90,6 +102,18 @@ impl AgentEvent {
                 "type": "llm_retry", "iteration": iteration, "attempt": attempt,
                 "delay_ms": delay.as_millis() as u64, "error": error,
             }),
+            AgentEvent::LlmError {
+                iteration,
+                error,
+                action,
+                model,
+            } => json!({
+                "type": "llm_error", "iteration": iteration, "error": error,
+                "action": action, "model": model,
+            }),
+            AgentEvent::Steered { iteration, text } => {
+                json!({"type": "human_message", "iteration": iteration, "text": text})
+            }
             AgentEvent::Text { iteration, content } => {
                 json!({"type": "llm_text", "iteration": iteration, "content": content})
             }

@@ -14,8 +14,6 @@
 use gadget_core::content::{Media, base64};
 use serde_json::{Value, json};
 
-use crate::provider::ChatMessage;
-
 /// The image types both providers document for input.
 pub const MODEL_IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 
@@ -49,17 +47,17 @@ pub fn for_the_model(images: &[Media]) -> Vec<Media> {
         .collect()
 }
 
-/// Drops the images of all but the last [`MAX_IMAGES_PER_REQUEST`] (their
-/// messages' text still names them).
-pub fn keep_latest(messages: &mut [ChatMessage]) {
+/// Drops all but the last [`MAX_IMAGES_PER_REQUEST`] of the messages'
+/// images, given in conversation order (their text still names them).
+pub fn keep_latest<'a>(messages: impl DoubleEndedIterator<Item = &'a mut Vec<Media>>) {
     let mut kept = 0;
-    for message in messages.iter_mut().rev() {
+    for images in messages.rev() {
         let room = MAX_IMAGES_PER_REQUEST - kept;
-        if message.images.len() > room {
-            let drop = message.images.len() - room;
-            message.images.drain(..drop);
+        if images.len() > room {
+            let drop = images.len() - room;
+            images.drain(..drop);
         }
-        kept += message.images.len();
+        kept += images.len();
     }
 }
 
@@ -147,14 +145,14 @@ mod tests {
 
     #[test]
     fn a_request_keeps_the_latest_images_only() {
-        let mut messages: Vec<ChatMessage> = (0..MAX_IMAGES_PER_REQUEST + 5)
-            .map(|i| ChatMessage::user(format!("{i}")).with_images(vec![image("image/png", i + 1)]))
+        let mut messages: Vec<Vec<Media>> = (0..MAX_IMAGES_PER_REQUEST + 5)
+            .map(|i| vec![image("image/png", i + 1)])
             .collect();
-        messages[0].images.push(image("image/png", 1));
-        keep_latest(&mut messages);
-        let kept: usize = messages.iter().map(|m| m.images.len()).sum();
+        messages[0].push(image("image/png", 1));
+        keep_latest(messages.iter_mut());
+        let kept: usize = messages.iter().map(Vec::len).sum();
         assert_eq!(kept, MAX_IMAGES_PER_REQUEST);
-        assert!(messages[..5].iter().all(|m| m.images.is_empty()));
-        assert!(messages[5..].iter().all(|m| m.images.len() == 1));
+        assert!(messages[..5].iter().all(Vec::is_empty));
+        assert!(messages[5..].iter().all(|m| m.len() == 1));
     }
 }

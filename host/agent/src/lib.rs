@@ -18,8 +18,10 @@ pub mod models;
 pub mod native;
 pub mod openai;
 pub mod provider;
+pub mod recovery;
 mod retry;
 pub(crate) mod sse;
+mod steering;
 pub mod subagent;
 pub(crate) mod tool_calls;
 

@@ -49,6 +49,7 @@ mod run;
 mod safe;
 mod sdks;
 mod sign;
+mod steer;
 mod telemetry;
 mod testing;
 mod toolchains;

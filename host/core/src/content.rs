@@ -302,7 +302,7 @@ pub fn from_base64(text: &str) -> Option<Vec<u8>> {
     };
     let text = text.as_bytes();
     let trimmed = match text {
-        [rest @ .., b'=', b'='] | [rest @ .., b'='] if text.len() % 4 == 0 => rest,
+        [rest @ .., b'=', b'='] | [rest @ .., b'='] if text.len().is_multiple_of(4) => rest,
         _ => text,
     };
     if trimmed.len() % 4 == 1 {

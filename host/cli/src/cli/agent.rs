@@ -17,6 +17,7 @@ use gadget_agent::anthropic::{self, Anthropic};
 use gadget_agent::backend::{ProviderBackend, Providers};
 use gadget_agent::native::ToolFormat;
 use gadget_agent::openai::{self, OpenAi};
+use gadget_agent::recovery::{Fallback, MAX_FALLBACKS, OnLlmError};
 use gadget_agent::subagent::{
     DEFAULT_SUBAGENT_ITERATIONS, DEFAULT_SUBAGENT_TIMEOUT, SubAgentDefinition, SubAgents,
 };
@@ -186,8 +187,19 @@ pub async fn agent(
             .unwrap_or_else(|p| p.into_inner())
             .event(event);
     });
+    let on_llm_error = match on_llm_error(provider_name, options, settings, &table) {
+        Ok(handler) => handler,
+        Err(why) => {
+            eprintln!("error: [llm.on-error] {why}");
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
+    };
     let config = agent_config(options, model_name, system, model_info);
     let mut agent = Agent::new(provider, executor, markers, config, observer);
+    if let Some(handler) = on_llm_error {
+        agent.set_llm_error_controller(Arc::new(handler));
+    }
+    super::steer::from_terminal(&agent.steer_handle(), options.json);
     let interrupt = watch_interrupt(agent.stop_handle());
     let outcome = agent.run(&task).await;
     interrupt.abort();
@@ -311,6 +323,56 @@ fn provider_for(
         "openai" => Arc::new(OpenAi::new(&base_url, key)),
         _ => Arc::new(Anthropic::new(&base_url, key.unwrap_or_default())),
     })
+}
+
+/// `[llm.on-error]` as the loop's handler: each fallback's provider made
+/// now, so a missing key or a mistyped model is said before the session
+/// starts, not when the main model fails.
+fn on_llm_error(
+    session_provider: &str,
+    options: &AgentOptions,
+    settings: &LlmSettings,
+    table: &ModelTable,
+) -> Result<Option<OnLlmError>, String> {
+    let Some(on_error) = &settings.on_error else {
+        return Ok(None);
+    };
+    if on_error.fallback.len() > MAX_FALLBACKS {
+        return Err(format!(
+            "{} fallback models: at most {MAX_FALLBACKS}",
+            on_error.fallback.len()
+        ));
+    }
+    let mut fallbacks = Vec::new();
+    for fallback in &on_error.fallback {
+        let (typed, base_url, key_variable) = fallback.parts();
+        let model = gadget_agent::models::resolve_model(typed)
+            .ok_or_else(|| format!("fallback '{typed}' is not PROVIDER:MODEL"))?;
+        let Some((provider_name, model_name)) = model.split_once(':') else {
+            return Err(format!("fallback '{typed}' is not PROVIDER:MODEL"));
+        };
+        // The session's endpoint serves its own provider's fallbacks.
+        let same = provider_name == session_provider;
+        let base_url = base_url.map(str::to_string).or_else(|| {
+            same.then(|| options.base_url.clone().or(settings.base_url.clone()))
+                .flatten()
+        });
+        let key_variable = key_variable.map(str::to_string).or_else(|| {
+            same.then(|| options.api_key_env.clone().or(settings.api_key_env.clone()))
+                .flatten()
+        });
+        let provider = provider_for(provider_name, base_url, key_variable)
+            .map_err(|e| format!("fallback {model}: {e}"))?;
+        fallbacks.push(Fallback {
+            provider,
+            model: model_name.to_string(),
+            model_info: table.lookup(provider_name, model_name),
+        });
+    }
+    Ok(Some(OnLlmError {
+        fallbacks,
+        response: on_error.respond.clone(),
+    }))
 }
 
 /// The model table: the built-in one under the policy file's prices.
@@ -530,6 +592,21 @@ impl Output {
                         "retry {attempt} in {} ms: {error}",
                         delay.as_millis()
                     ))
+                }),
+                AgentEvent::LlmError {
+                    error,
+                    action,
+                    model,
+                    ..
+                } => self.view.end_text(&mut out).map(|()| {
+                    self.view.aside(&match (*action, model) {
+                        ("fallback", Some(model)) => format!("{error}; trying {model} ([llm.on-error])"),
+                        ("recover", _) => format!("{error}; going on with [llm.on-error] respond"),
+                        _ => format!("{error}; no fallback left ([llm.on-error])"),
+                    })
+                }),
+                AgentEvent::Steered { text, .. } => self.view.end_text(&mut out).map(|()| {
+                    self.view.aside(&format!("↪ to the model: {text}"))
                 }),
                 AgentEvent::IterationEnd(record) => self.view.end_text(&mut out).map(|()| {
                     self.view.aside(&format!(

@@ -204,6 +204,11 @@ impl Tty {
         tokio::task::spawn_blocking(move || {
             let _one_at_a_time = lock.lock().unwrap_or_else(|p| p.into_inner());
             let ask = || -> std::io::Result<String> {
+                // While the agent is steered from the terminal, one reader
+                // hands this prompt the next line.
+                if let Some(answer) = super::steer::answer(&prompt) {
+                    return answer;
+                }
                 let mut tty = std::fs::OpenOptions::new()
                     .read(true)
                     .write(true)

@@ -556,7 +556,7 @@ fn a_response_cut_by_stop_on_error_still_costs_its_tokens() {
 /// `command` on a pseudo-terminal that is its controlling terminal (its
 /// `/dev/tty`, where prompts ask), typing each answer once the output so
 /// far shows its cue; what the screen shows once it exits.
-fn answering_on_a_terminal(mut command: Command, answers: &[(&str, &str)]) -> String {
+pub(crate) fn answering_on_a_terminal(mut command: Command, answers: &[(&str, &str)]) -> String {
     use std::os::unix::process::CommandExt;
     use std::sync::{Arc, Mutex};
     let (master, slave) = open_pty();

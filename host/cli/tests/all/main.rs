@@ -37,6 +37,7 @@ mod secrets;
 mod serve;
 mod shipped;
 mod signing;
+mod steering;
 mod stop;
 mod swatches;
 mod telemetry;

@@ -164,6 +164,52 @@ pub struct LlmSettings {
     /// `PROVIDER:MODEL` or `MODEL`.
     #[serde(default)]
     pub models: BTreeMap<String, ModelPrices>,
+    /// `[llm.on-error]`: what a session does when a request still fails
+    /// after its retries; absent: it ends with the error.
+    pub on_error: Option<OnLlmErrorSettings>,
+}
+
+/// `[llm.on-error]`: fallback models in order, then a response.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct OnLlmErrorSettings {
+    /// Each tried in order, with its own retries.
+    #[serde(default)]
+    pub fallback: Vec<FallbackModel>,
+    /// Then this text, as if the model had answered it (plain text is the
+    /// session's answer; a block in it runs).
+    pub respond: Option<String>,
+}
+
+/// A fallback model: `"PROVIDER:MODEL"`, or a table with its own endpoint.
+/// Without one, a model of the session's provider uses the session's base
+/// URL and key variable, another provider its own defaults.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum FallbackModel {
+    Name(String),
+    Endpoint(FallbackEndpoint),
+}
+
+/// `{ model = "PROVIDER:MODEL", base-url = "...", api-key-env = "VAR" }`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct FallbackEndpoint {
+    pub model: String,
+    pub base_url: Option<String>,
+    pub api_key_env: Option<String>,
+}
+
+impl FallbackModel {
+    /// `PROVIDER:MODEL` as written, its base URL and key variable if given.
+    pub fn parts(&self) -> (&str, Option<&str>, Option<&str>) {
+        match self {
+            FallbackModel::Name(model) => (model, None, None),
+            FallbackModel::Endpoint(e) => {
+                (&e.model, e.base_url.as_deref(), e.api_key_env.as_deref())
+            }
+        }
+    }
 }
 
 /// `[llm.models."NAME"]`.

@@ -53,6 +53,7 @@ mod steer;
 mod telemetry;
 mod testing;
 mod toolchains;
+mod unit_tests;
 mod upstream;
 mod view;
 

@@ -313,6 +313,31 @@ impl JsEngine {
     }
 }
 
+/// The SDK as one ES module for a plugin's unit tests in Node: the
+/// engine its manifest picks (as `gadget build` would) and every
+/// top-level name exported.
+pub fn js_sdk_module(dir: &Path) -> Result<String> {
+    let manifest_path = dir.join("plugin.toml");
+    let text = std::fs::read_to_string(&manifest_path)
+        .with_context(|| format!("reading {}", manifest_path.display()))?;
+    let engine = JsEngine::for_manifest(&Manifest::parse(&text, &manifest_path)?).name();
+    let names: Vec<&str> = JS_SDK
+        .lines()
+        .filter_map(|line| {
+            let rest = ["function ", "class ", "const "]
+                .iter()
+                .find_map(|kw| line.strip_prefix(kw))?;
+            let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+            Some(&rest[..end])
+        })
+        .filter(|name| !name.is_empty())
+        .collect();
+    Ok(format!(
+        "const GADGET_JS_ENGINE = '{engine}';\n{JS_SDK}\nexport {{ {} }};\n",
+        names.join(", ")
+    ))
+}
+
 /// A JavaScript plugin: the SDK goes in front of the app (the app's
 /// `import ... from 'gadget-sdk'` is dropped: both engines take one
 /// module), then the engine's componentizer builds it against the

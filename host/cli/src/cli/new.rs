@@ -52,7 +52,13 @@ fn template(lang: Lang) -> &'static [(&'static str, &'static str)] {
             ),
         ],
         Lang::C => &[("main.c", include_str!("../../../../sdk/c/template/main.c"))],
-        Lang::Js => &[("app.js", include_str!("../../../../sdk/js/template/app.js"))],
+        Lang::Js => &[
+            ("app.js", include_str!("../../../../sdk/js/template/app.js")),
+            (
+                "app.test.js",
+                include_str!("../../../../sdk/js/template/app.test.js"),
+            ),
+        ],
         Lang::Go => &[("app.go", include_str!("../../../../sdk/go/template/app.go"))],
         Lang::Rust => &[
             (

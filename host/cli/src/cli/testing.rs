@@ -8,10 +8,10 @@
 //! asked, so a call that needs approval is denied), rate limits and the
 //! journal; a downloaded plugin's cases get nothing its calls would not.
 //!
-//! A Python plugin's own unit tests (`test_*.py`, with the SDK's `testing`
-//! helper) are host code, not a sandboxed component: they run only for a
-//! Python plugin directory the user names on the command line, never for
-//! plugins merely loaded, and the line before them says so. Each result
+//! A Python or JavaScript plugin's own unit tests ([`super::unit_tests`])
+//! are host code, not a sandboxed component: they run only for a plugin
+//! directory the user names on the command line, never for plugins merely
+//! loaded, and the line before them says so. Each result
 //! is one line; a `N passed, N failed` line ends the run; a failure exits
 //! 1.
 
@@ -144,20 +144,21 @@ pub async fn test(registry: &Registry, tools: &dyn Tools, run: TestRun<'_>) -> R
         return Ok(ExitCode::from(EXIT_FAILED));
     }
     let (mut passed, mut failed) = (0usize, 0usize);
-    if let Some(dir) = named_dir.and_then(|dir| python_test_dir(registry, dir)) {
+    if let Some(units) = named_dir.and_then(|dir| super::unit_tests::found(registry, dir)) {
         writeln!(
             out,
-            "  running host code, not sandboxed: python3 -m unittest in {}",
-            dir.display()
+            "  running host code, not sandboxed: {} in {}",
+            units.runner(),
+            units.dir.display()
         )?;
-        match python_unit_tests(&dir)? {
+        match units.run()? {
             Ok(summary) => {
                 passed += 1;
-                writeln!(out, "  ✓ {}: unit tests ({summary})", dir.display())?;
+                writeln!(out, "  ✓ {}: unit tests ({summary})", units.dir.display())?;
             }
             Err(output) => {
                 failed += 1;
-                writeln!(out, "  ✗ {}: unit tests", dir.display())?;
+                writeln!(out, "  ✗ {}: unit tests", units.dir.display())?;
                 for line in output.lines() {
                     writeln!(out, "      {}", safe(line))?;
                 }
@@ -199,66 +200,6 @@ fn is_target(gadget: &gadget_runtime::WasmGadget, target: Option<&str>) -> bool 
         gadget.card.spec.name.eq_ignore_ascii_case(name)
             || gadget.plugin.name().eq_ignore_ascii_case(name)
     })
-}
-
-/// The directory the user named, when it is a loaded Python plugin with
-/// unit tests (`test_*.py`): its component was built from its `app.py`
-/// (the SDK's Python build writes nothing else), and it is no other
-/// language's plugin (no `Cargo.toml`, `package.json`, `go.mod` or C
-/// sources beside it), so the tests are the author's tests of that code.
-fn python_test_dir(registry: &Registry, named: &Path) -> Option<PathBuf> {
-    let named = named.canonicalize().ok()?;
-    let loaded = registry.plugins().iter().any(|plugin| {
-        matches!(&plugin.artifact.source, PluginSource::Dir(dir)
-            if dir.canonicalize().is_ok_and(|dir| dir == named))
-    });
-    let other_language = ["Cargo.toml", "package.json", "go.mod", "Makefile"]
-        .iter()
-        .any(|file| named.join(file).exists())
-        || std::fs::read_dir(&named).is_ok_and(|entries| {
-            entries
-                .flatten()
-                .any(|e| e.file_name().to_string_lossy().ends_with(".c"))
-        });
-    let has_tests = std::fs::read_dir(&named).is_ok_and(|entries| {
-        entries.flatten().any(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            name.starts_with("test_") && name.ends_with(".py")
-        })
-    });
-    (loaded && named.join("app.py").is_file() && !other_language && has_tests).then_some(named)
-}
-
-/// `python3 -m unittest` in a Python plugin directory, the SDK (with its
-/// `testing` helper) on the path: `Ok` with unittest's last line, `Err`
-/// with its output.
-fn python_unit_tests(dir: &Path) -> Result<Result<String, String>> {
-    let support = super::build::build_dir()?;
-    super::build::write_python_sdk(support.path())?;
-    let path = std::env::join_paths([dir, support.path()]).context("PYTHONPATH")?;
-    let out = std::process::Command::new("python3")
-        .args(["-m", "unittest", "discover", "-p", "test_*.py"])
-        .current_dir(dir)
-        .env("PYTHONPATH", path)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .with_context(|| format!("running python3 -m unittest in {}", dir.display()))?;
-    // unittest reports on stderr: "Ran N tests in ...", then "OK".
-    let report = String::from_utf8_lossy(&out.stderr).into_owned();
-    if out.status.success() {
-        let ran = report
-            .lines()
-            .find(|l| l.starts_with("Ran "))
-            .map(|l| l.split(" in ").next().unwrap_or(l).to_string())
-            .unwrap_or_else(|| "ran".into());
-        Ok(Ok(format!("python3 -m unittest: {ran}, OK")))
-    } else {
-        Ok(Err(format!(
-            "{}{report}",
-            String::from_utf8_lossy(&out.stdout)
-        )))
-    }
 }
 
 /// The cases to run, and the gadgets skipped with why.

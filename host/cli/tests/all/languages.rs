@@ -330,8 +330,8 @@ fn new_build_check_call(lang: &str) {
     let out = gadget(&["test", plugin.to_str().unwrap()], None);
     assert!(
         out.status.success()
-            && stdout(&out).ends_with(if lang == "python" {
-                // The template's unit test (test_app.py) too.
+            && stdout(&out).ends_with(if lang == "python" || lang == "js" {
+                // The template's unit tests (test_app.py, app.test.js) too.
                 "3 passed, 0 failed\n"
             } else {
                 "2 passed, 0 failed\n"
@@ -340,6 +340,21 @@ fn new_build_check_call(lang: &str) {
         stdout(&out),
         stderr(&out)
     );
+    // A JavaScript unit test runs the code as written, without a build:
+    // a changed result fails it, with node's own report.
+    if lang == "js" {
+        let app = plugin.join("app.js");
+        let source = std::fs::read_to_string(&app).unwrap();
+        std::fs::write(&app, source.replace("`${words} words`", "`${words} word`")).unwrap();
+        let out = gadget(&["test", plugin.to_str().unwrap()], None);
+        let report = stdout(&out);
+        assert!(!out.status.success(), "{report}");
+        assert!(
+            report.contains("✗") && report.contains("'3 word'"),
+            "{report}"
+        );
+        std::fs::write(&app, source).unwrap();
+    }
     let out = Command::new(common::gadget_bin())
         .args(["--no-cache", "--plugins"])
         .arg(&plugin)

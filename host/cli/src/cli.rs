@@ -95,6 +95,7 @@ pub fn main() -> ExitCode {
     // it a core's worth of threads plus one, all busy under load (on two
     // cores the executor then ran at about 55% of the bare runtime's calls
     // per second instead of over 70%).
+    quiet_on_a_closed_pipe();
     let result = runtime.block_on(runtime.spawn(run(cli)));
     // A blocking read (stdin, after Ctrl-C stopped a run reading it) cannot
     // be cancelled: exiting waits for the runtime's threads only this long.
@@ -103,15 +104,58 @@ pub fn main() -> ExitCode {
     gadget_mcp::upstream::end_every_server();
     match result {
         Ok(Ok(code)) => code,
+        // `gadget list --json | head`: the reader has what it wanted.
+        Ok(Err(error)) if closed_pipe(&error) => ExitCode::SUCCESS,
         Ok(Err(error)) => {
             eprintln!("error: {error:#}");
             ExitCode::from(EXIT_FAILED)
+        }
+        Err(panic)
+            if panic.is_panic() && PIPE_CLOSED.load(std::sync::atomic::Ordering::Relaxed) =>
+        {
+            ExitCode::SUCCESS
         }
         Err(panic) => {
             eprintln!("error: the command failed with a bug: {panic}");
             ExitCode::from(EXIT_FAILED)
         }
     }
+}
+
+/// Set when a print panicked because stdout's reader went away.
+static PIPE_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether `error` is a write to a pipe whose reader has gone.
+fn closed_pipe(error: &anyhow::Error) -> bool {
+    let broken = Some(std::io::ErrorKind::BrokenPipe);
+    error.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().map(|e| e.kind()) == broken
+            || cause
+                .downcast_ref::<serde_json::Error>()
+                .and_then(|e| e.io_error_kind())
+                == broken
+    })
+}
+
+/// A `print!` to a closed stdout panics in std; that is the reader having
+/// had enough (`gadget schemas | head -c 400`), not a bug: no message, no
+/// backtrace, and the command ends with success. Every other panic is
+/// reported as before.
+fn quiet_on_a_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            PIPE_CLOSED.store(true, std::sync::atomic::Ordering::Relaxed);
+            return;
+        }
+        default(info);
+    }));
 }
 
 /// How long exiting waits for the async runtime's threads to end (a task
@@ -516,7 +560,8 @@ async fn serving(
     let Some(host) = host::start(global, policy, Calls::Many, None).await? else {
         return Ok(None);
     };
-    let gadgets = host.registry.gadgets().count();
+    // Gadgets loaded but not offered: their plugins lack a grant.
+    let gadgets = host.registry.gadgets().count() - host.registry.available().count();
     if host.registry.available().next().is_none() {
         tracing::warn!(
             "no gadget to serve from {}: clients will see an empty tools/list (set --plugins or GADGET_PLUGINS, and grant what the plugins ask for)",

@@ -220,9 +220,25 @@ impl ParamSchema {
         let issues: Vec<Issue> = validator
             .iter_errors(&params)
             .take(MAX_REPORTED_ISSUES)
-            .map(|error| Issue {
-                path: dotted_path(&error.instance_path().to_string()),
-                message: error.to_string(),
+            .map(|error| match error.kind() {
+                // Said at the missing parameter, as zod (and so llmist)
+                // says it: `- text: is required`, not `- root: "text" is a
+                // required property`.
+                jsonschema::error::ValidationErrorKind::Required {
+                    property: Value::String(property),
+                } => {
+                    let at = error.instance_path().to_string();
+                    let pointer =
+                        format!("{at}/{}", property.replace('~', "~0").replace('/', "~1"));
+                    Issue {
+                        path: dotted_path(&pointer),
+                        message: "is required (missing)".to_string(),
+                    }
+                }
+                _ => Issue {
+                    path: dotted_path(&error.instance_path().to_string()),
+                    message: error.to_string(),
+                },
             })
             .collect();
         if issues.is_empty() {

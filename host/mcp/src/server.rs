@@ -272,7 +272,7 @@ pub fn tool_of(tool: &dyn GadgetTool) -> Tool {
     if let Some(origin) = tool.origin() {
         let mut provenance = serde_json::json!({
             "plugin": origin.plugin,
-            "source": origin.source,
+            "source": shown_source(&origin.source),
             "signature": origin.signature,
         });
         // A tool with no component (an upstream MCP server's) has no digest.
@@ -284,6 +284,24 @@ pub fn tool_of(tool: &dyn GadgetTool) -> Tool {
         served.meta = Some(meta.into());
     }
     served.with_annotations(annotations(tool))
+}
+
+/// A plugin's source as clients see it: an absolute path of this machine
+/// is cut to its last two components (`plugins/datetime`), since a remote
+/// client has no use for the host's directory layout and should not learn
+/// it; a relative path and an `oci://` reference are as the operator
+/// wrote them.
+fn shown_source(source: &str) -> String {
+    if !source.starts_with('/') {
+        return source.to_string();
+    }
+    let mut tail: Vec<&str> = source
+        .rsplit('/')
+        .filter(|c| !c.is_empty())
+        .take(2)
+        .collect();
+    tail.reverse();
+    tail.join("/")
 }
 
 /// The `_meta` key of a tool's provenance in `tools/list` (MCP's
@@ -502,5 +520,24 @@ impl ServerHandler for GadgetServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
         self.complete_of(request, context).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown_source;
+
+    #[test]
+    fn clients_see_no_absolute_path_of_the_host() {
+        assert_eq!(
+            shown_source("/home/ops/gadget-host/plugins/datetime"),
+            "plugins/datetime"
+        );
+        assert_eq!(shown_source("/plugins/x/"), "plugins/x");
+        assert_eq!(shown_source("plugins/calculator"), "plugins/calculator");
+        assert_eq!(
+            shown_source("oci://127.0.0.1:5000/gadgets/calc:1"),
+            "oci://127.0.0.1:5000/gadgets/calc:1"
+        );
     }
 }

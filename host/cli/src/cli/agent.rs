@@ -501,6 +501,28 @@ pub fn sub_agents(
                 .unwrap_or(DEFAULT_SUBAGENT_TIMEOUT),
         });
     }
+    // A pattern that matches nothing leaves the agent without that gadget:
+    // said at start, not discovered when the agent cannot call it.
+    let mut names: Vec<String> = registry
+        .gadgets()
+        .map(|g| g.card.spec.name.clone())
+        .collect();
+    if let Some(upstream) = &upstream {
+        names.extend(upstream.all().iter().map(|t| t.name().to_string()));
+    }
+    names.extend(policy.agents.keys().cloned());
+    for (name, agent) in &policy.agents {
+        for pattern in &agent.gadgets {
+            if !names
+                .iter()
+                .any(|n| gadget_core::tool::glob_matches(pattern, n))
+            {
+                eprintln!(
+                    "warning: agents.{name}: gadgets entry \"{pattern}\" matches no loaded gadget, upstream tool or agent"
+                );
+            }
+        }
+    }
     Ok(Some(SubAgents::new(
         definitions,
         base_tools(registry, upstream),

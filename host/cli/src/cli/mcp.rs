@@ -159,7 +159,7 @@ pub async fn mcp(
 /// `gadget serve`: MCP over Streamable HTTP until SIGTERM or Ctrl-C.
 pub async fn serve(
     tools: Arc<dyn Tools>,
-    gadgets: usize,
+    waiting_for_grants: usize,
     args: &ServeArgs,
     reload: gadget_mcp::Reload,
     guards: &super::guards::Guards,
@@ -240,6 +240,13 @@ pub async fn serve(
             }
         },
     };
+    // What clients will list, not what was loaded: a gadget whose plugin
+    // lacks a grant it asks for is not offered.
+    let offered = tools.all().len();
+    let waiting = match waiting_for_grants {
+        0 => String::new(),
+        n => format!("; {n} more gadgets wait for grants (`gadget check` says which)"),
+    };
     let served = gadget_mcp::http::serve(
         tools,
         options,
@@ -247,7 +254,7 @@ pub async fn serve(
         Some(reload),
         |addr| {
             super::out::tell_operator(
-                &format!("serving {gadgets} gadgets over MCP at http://{addr}/mcp (health /healthz, metrics /metrics){shared_state}"),
+                &format!("serving {offered} tools over MCP at http://{addr}/mcp (health /healthz, metrics /metrics){shared_state}{waiting}"),
                 false,
             )
         },

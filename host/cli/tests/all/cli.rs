@@ -398,3 +398,66 @@ fn each_command_keeps_its_own_line_in_the_help() {
         );
     }
 }
+
+/// A reader that stops early (`gadget schemas | head -c 40`) has had what
+/// it wanted: the command ends quietly with success, never a panic and a
+/// backtrace (1 run in 3 panicked), never `error: Broken pipe` and exit 1.
+#[test]
+fn a_closed_pipe_ends_the_command_quietly() {
+    use std::io::Read as _;
+    for args in [
+        &["schemas", "--format", "anthropic"][..],
+        &["list", "--json"],
+        &["list"],
+    ] {
+        for _ in 0..3 {
+            let mut child = Command::new(common::gadget_bin())
+                .arg("--plugins")
+                .arg(common::shipped_plugins())
+                .args(args)
+                .env("RUST_BACKTRACE", "1")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut first = [0u8; 1];
+            child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+            let out = child.wait_with_output().unwrap();
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{args:?}: {}: {said}", out.status);
+            assert!(
+                !said.contains("panicked") && !said.contains("Broken pipe"),
+                "{args:?}: {said}"
+            );
+        }
+    }
+}
+
+/// A sub-agent's gadget pattern that matches nothing is said at start (it
+/// loaded as `ready`, silently without the gadget it was meant to call).
+#[test]
+fn a_sub_agent_pattern_that_matches_nothing_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[agents.Broken]\ndescription = \"d\"\nmodel = \"openai:gpt-4o-mini\"\ngadgets = [\"Calcualtor\", \"Days*\"]\n",
+    )
+    .unwrap();
+    let out = Command::new(common::gadget_bin())
+        .arg("--plugins")
+        .arg(common::shipped_plugins())
+        .arg("--config")
+        .arg(&policy)
+        .arg("list")
+        .env("XDG_CACHE_HOME", dir.path())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("agents.Broken: gadgets entry \"Calcualtor\" matches no loaded gadget"),
+        "{said}"
+    );
+    assert!(!said.contains("\"Days*\""), "{said}");
+}

@@ -459,7 +459,7 @@ fn call_dry_run_validates_and_runs_nothing() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("\"end\" is a required property"),
+        String::from_utf8_lossy(&out.stderr).contains("- end: is required (missing)"),
         "{out:?}"
     );
 }

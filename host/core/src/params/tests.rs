@@ -80,12 +80,20 @@ fn errors_list_each_issue_in_llmist_form() {
 }
 
 #[test]
-fn a_missing_required_field_is_reported_at_root() {
+fn a_missing_required_field_is_reported_at_its_name() {
     let failure = calculator()
         .validate("Calculator", json!({ "operation": "add" }))
         .unwrap_err();
-    assert_eq!(failure.issues[0].path, "root");
-    assert!(failure.issues[0].message.contains("\"a\""), "{failure}");
+    // "root" was the validator's word; a model reads the parameter's name.
+    assert_eq!(failure.issues[0].path, "a");
+    assert_eq!(
+        failure.issues[0].message, "is required (missing)",
+        "{failure}"
+    );
+    assert!(
+        failure.to_string().contains("- a: is required (missing)"),
+        "{failure}"
+    );
 }
 
 #[test]

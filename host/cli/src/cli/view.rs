@@ -380,7 +380,7 @@ fn nested_line(event: &Nested) -> Option<String> {
             Some(format!("{gadget} ({id}) {ended}"))
         }
         AgentEvent::Exec(ExecEvent::CallSkipped { id, gadget, reason }) => {
-            Some(format!("{gadget} ({id}) skipped: {reason}"))
+            Some(format!("{gadget} ({id}) skipped: {}", skip_text(reason)))
         }
         AgentEvent::Exec(ExecEvent::Nested { id, gadget, event }) => {
             Some(format!("{gadget} ({id}) ↳ {}", nested_line(event)?))
@@ -469,7 +469,7 @@ fn outcome_line(event: &ExecEvent) -> Option<String> {
         }
         ExecEvent::CallSkipped {
             id, gadget, reason, ..
-        } => Some(format!("⤼ {gadget} ({id}) skipped: {reason}")),
+        } => Some(format!("⤼ {gadget} ({id}) skipped: {}", skip_text(reason))),
         _ => None,
     }
 }
@@ -676,3 +676,26 @@ impl LiveView {
 
 #[cfg(test)]
 mod tests;
+
+/// Why a call was skipped, for a person: a failed dependency is named (the
+/// reason alone, llmist's text, read as if the skipped call had failed so),
+/// and no second "Skipped:".
+fn skip_text(reason: &gadget_core::schedule::SkipReason) -> String {
+    use gadget_core::schedule::SkipReason;
+    match reason {
+        // llmist's text when the dependency was itself skipped.
+        SkipReason::DependencyFailed { dependency, error } if error == "Dependency failed" => {
+            format!("its dependency {dependency} did not run")
+        }
+        SkipReason::DependencyFailed { dependency, error } => {
+            format!("its dependency {dependency} failed: {error}")
+        }
+        other => {
+            let text = other.to_string();
+            match text.strip_prefix("Skipped: ") {
+                Some(rest) => rest.to_string(),
+                None => text,
+            }
+        }
+    }
+}

@@ -269,6 +269,18 @@ fn ask_human_uses_scripted_answers_or_fails_with_llmists_text() {
 fn history_re_renders_finished_calls_in_llmists_form() {
     let out = gadget(&["run", "--history", &transcript("failure.txt")], None);
     let text = stdout(&out);
+    // A person reads which dependency failed (the reason alone read as if
+    // the skipped call had failed so), and a skip of a skip as one.
+    assert!(
+        text.contains(
+            "⤼ Calculator (weeks) skipped: its dependency span failed: from '2023-02-29'"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("⤼ Calculator (months) skipped: its dependency weeks did not run"),
+        "{text}"
+    );
     let history = text
         .split_once("── history (what the model is shown next) ──\n")
         .unwrap_or_else(|| panic!("{text}"))

@@ -130,7 +130,14 @@ pub async fn agent(
     };
     let table = model_table(settings);
     let model_info = table.lookup(provider_name, model_name);
-    if model_info.is_none() && !options.json {
+    if model_info.is_none()
+        && let Some(max) = options.max_cost
+    {
+        // Said even with --json: the cap the operator set does not hold.
+        eprintln!(
+            "warning: --max-cost {max} caps gadget costs only: {provider_name}:{model_name} has no price, so its tokens count for nothing against the cap"
+        );
+    } else if model_info.is_none() && !options.json {
         eprintln!(
             "note: no price for {provider_name}:{model_name} in the model table ({}): tokens are counted, not priced; add [llm.models.\"{provider_name}:{model_name}\"] input-per-mtok and output-per-mtok to the policy file",
             gadget_agent::models::TABLE_DATE

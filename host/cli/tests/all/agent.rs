@@ -658,3 +658,29 @@ fn a_provider_redirect_is_never_followed() {
         );
     }
 }
+
+/// `--max-cost` with a model the table has no price for caps only the
+/// gadgets: said at start, not left for the bill to show.
+#[test]
+fn a_cost_cap_on_an_unpriced_model_says_what_it_caps() {
+    let server = LlmServer::start(vec![openai_reply(&[("Hi.", 0)], (10, 2))]);
+    let out = agent(
+        &server,
+        None,
+        &[
+            "--model",
+            "openai:llama3.2",
+            "--max-cost",
+            "0.01",
+            "--json",
+            "Hi.",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains("--max-cost 0.01 caps gadget costs only: openai:llama3.2 has no price"),
+        "{}",
+        stderr(&out)
+    );
+}

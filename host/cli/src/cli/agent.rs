@@ -130,19 +130,7 @@ pub async fn agent(
     };
     let table = model_table(settings);
     let model_info = table.lookup(provider_name, model_name);
-    if model_info.is_none()
-        && let Some(max) = options.max_cost
-    {
-        // Said even with --json: the cap the operator set does not hold.
-        eprintln!(
-            "warning: --max-cost {max} caps gadget costs only: {provider_name}:{model_name} has no price, so its tokens count for nothing against the cap"
-        );
-    } else if model_info.is_none() && !options.json {
-        eprintln!(
-            "note: no price for {provider_name}:{model_name} in the model table ({}): tokens are counted, not priced; add [llm.models.\"{provider_name}:{model_name}\"] input-per-mtok and output-per-mtok to the policy file",
-            gadget_agent::models::TABLE_DATE
-        );
-    }
+    say_pricing(options, provider_name, model_name, model_info.is_some());
     let system = match &options.system {
         Some(path) => Some(
             gadget_core::operator_file::read_text(path, MAX_SYSTEM_PROMPT_BYTES)
@@ -222,6 +210,23 @@ pub async fn agent(
             _ => ExitCode::from(EXIT_FAILED),
         },
     })
+}
+
+/// What the operator should know of the model's price: an unpriced
+/// model's tokens are counted, not priced, and a cost cap then holds for
+/// gadgets only.
+fn say_pricing(options: &AgentOptions, provider_name: &str, model_name: &str, priced: bool) {
+    if !priced && let Some(max) = options.max_cost {
+        // Said even with --json: the cap the operator set does not hold.
+        eprintln!(
+            "warning: --max-cost {max} caps gadget costs only: {provider_name}:{model_name} has no price, so its tokens count for nothing against the cap"
+        );
+    } else if !priced && !options.json {
+        eprintln!(
+            "note: no price for {provider_name}:{model_name} in the model table ({}): tokens are counted, not priced; add [llm.models.\"{provider_name}:{model_name}\"] input-per-mtok and output-per-mtok to the policy file",
+            gadget_agent::models::TABLE_DATE
+        );
+    }
 }
 
 /// The task (read from stdin for `-`) and the model; `Ok(Err)`: why

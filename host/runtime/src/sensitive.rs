@@ -1,10 +1,11 @@
-//! Directories no grant opens by accident: the tree that holds the policy
-//! file itself (a gadget that may read or write there reads or rewrites
-//! its own rules), and the user's configuration and credential
-//! directories (`~/.config`, `~/.ssh`, `~/.aws`, ...). A file grant that is
-//! one of them, lies inside one or contains one is refused unless the
-//! grant says `sensitive = true`: a sample policy copied somewhere else,
-//! or a `host = ".."` that resolves higher than meant, then fails closed.
+//! Directories no grant opens by accident: one that holds the policy file
+//! (its directory or one above it: a gadget that may read or write there
+//! reads or rewrites its own rules; a directory below it that does not
+//! hold it may be granted), and the user's configuration and credential
+//! directories (`~/.config`, `~/.ssh`, `~/.aws`, ...), which a grant may
+//! not be, lie inside or contain. Either is refused unless the grant says
+//! `sensitive = true`: a sample policy copied somewhere else, or a
+//! `host = ".."` that resolves higher than meant, then fails closed.
 //!
 //! And the host's own state ([`HostState`]: the compile cache and OCI
 //! store, the audit journal, the lock file, the signers' keys, the MCP

@@ -130,7 +130,7 @@ pub fn build(dir: &Path) -> Result<ExitCode> {
     }
     let size = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
     eprintln!(
-        "built {} ({lang:?}, {:.1} MiB) in {:.1} s",
+        "built {} ({lang}, {:.1} MiB) in {:.1} s",
         output.display(),
         size as f64 / (1 << 20) as f64,
         started.elapsed().as_secs_f64()

@@ -57,10 +57,13 @@ pub fn lock(registry: &Registry, path: &Path) -> Result<ExitCode> {
             safe::safe(&plugin.source)
         );
     }
+    let plugins = match lock.plugins.len() {
+        1 => "1 plugin".to_string(),
+        n => format!("{n} plugins"),
+    };
     println!(
-        "wrote {} ({} plugins); `gadget --locked ...` refuses any that differ",
+        "wrote {} ({plugins}); `gadget --locked ...` refuses any that differ",
         path.display(),
-        lock.plugins.len()
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -22,6 +22,19 @@ pub enum Lang {
     Go,
 }
 
+/// The language's name as people write it (`Js` is the option's value).
+impl std::fmt::Display for Lang {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Lang::Rust => "Rust",
+            Lang::Python => "Python",
+            Lang::C => "C",
+            Lang::Js => "JavaScript",
+            Lang::Go => "Go",
+        })
+    }
+}
+
 /// Every language's plugin files: its manifest and what git ignores.
 const COMMON_FILES: &[(&str, &str)] = &[
     (
@@ -101,7 +114,7 @@ pub fn new(name: &str, lang: Lang, dir: Option<&Path>) -> Result<ExitCode> {
         super::sdks::write_rust_sdk(&dir)?;
     }
     println!(
-        "created {} ({lang:?} plugin `{plugin}`, gadget `{gadget}`)\nnext:\n  gadget build {0}\n  gadget test {0}\n  gadget --plugins {0} call {gadget} --params '{{\"text\": \"hello world\"}}'",
+        "created {} ({lang} plugin `{plugin}`, gadget `{gadget}`)\nnext:\n  gadget build {0}\n  gadget test {0}\n  gadget --plugins {0} call {gadget} --params '{{\"text\": \"hello world\"}}'",
         dir.display()
     );
     Ok(ExitCode::SUCCESS)

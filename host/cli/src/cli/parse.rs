@@ -47,6 +47,7 @@ pub fn parse(options: &ParseOptions) -> Result<ExitCode> {
         .build()
         .context("invalid markers")?;
     let mut bytes = Vec::new();
+    super::run::reading_from_a_terminal("a response to parse");
     std::io::stdin()
         .lock()
         .read_to_end(&mut bytes)

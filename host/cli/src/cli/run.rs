@@ -421,7 +421,10 @@ fn spawn_reader(
                     std::fs::File::open(path)
                         .with_context(|| format!("opening {}", path.display()))?,
                 ),
-                None => Box::new(std::io::stdin()),
+                None => {
+                    reading_from_a_terminal("a model's response");
+                    Box::new(std::io::stdin())
+                }
             };
             tokio::task::spawn_blocking(move || stream_utf8(input, &tx))
         }
@@ -572,6 +575,14 @@ impl Interrupt {
 
     fn happened(&self) -> bool {
         self.happened.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Says so when stdin is a terminal: a command waiting there for `what`
+/// otherwise looks hung.
+pub(super) fn reading_from_a_terminal(what: &str) {
+    if std::io::stdin().is_terminal() {
+        eprintln!("reading {what} from the terminal: type or paste it, then Ctrl-D to end");
     }
 }
 

@@ -361,6 +361,18 @@ fn check_and_describe_show_the_secret_and_an_origin_it_can_never_reach() {
     let described: Value = serde_json::from_str(&said).unwrap_or_else(|e| panic!("{e}: {said}"));
     let text = described.to_string();
     assert!(text.contains("SECRET_TOKEN"), "{text}");
+    // Listed once, as the secret it is, not also as a config key.
+    let out = run(
+        Some(&policy),
+        &[("PROBE_TOKEN", VALUE)],
+        &["describe", "Env"],
+    );
+    let shown = stdout(&out);
+    let granted = shown
+        .lines()
+        .find(|l| l.contains("Permissions granted"))
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert_eq!(granted.matches("SECRET_TOKEN").count(), 1, "{granted}");
     assert!(
         text.contains(&format!(
             "secret SECRET_TOKEN may go to {}, which the plugin's HTTP grants do not reach",

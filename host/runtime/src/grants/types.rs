@@ -180,8 +180,15 @@ impl Grants {
             let origins: Vec<String> = self.http.origins.iter().map(|o| o.describe()).collect();
             parts.push(format!("http: {}", origins.join(", ")));
         }
-        if !self.config.is_empty() {
-            let keys: Vec<&str> = self.config.iter().map(|c| c.key.as_str()).collect();
+        // A brokered secret's key holds its placeholder in the config: it
+        // is listed once, as the secret it is.
+        let keys: Vec<&str> = self
+            .config
+            .iter()
+            .map(|c| c.key.as_str())
+            .filter(|key| !self.brokered.iter().any(|b| b.key == *key))
+            .collect();
+        if !keys.is_empty() {
             parts.push(format!("config: {}", keys.join(", ")));
         }
         if !self.brokered.is_empty() {

@@ -551,7 +551,8 @@ impl Policy {
                 ));
             }
         }
-        check_grants(plugin, entry).map_err(|e| format!("--grant {grant}: {e}"))
+        // The command line says `--grant` in front of every such error.
+        check_grants(plugin, entry).map_err(|e| format!("'{grant}': {e}"))
     }
 
     /// `--approve-gadget`: every call of a gadget (name or glob) waits

@@ -26,6 +26,11 @@ pub const MAX_IMAGE_BYTES_TO_MODEL: usize = 5 << 20;
 /// many would resend them all (Anthropic refuses past 100 per request).
 pub const MAX_IMAGES_PER_REQUEST: usize = 20;
 
+/// Image bytes one request carries at most (6 MiB, 8 MiB as base64): half
+/// of [`crate::agent::MAX_REQUEST_BYTES`], so a session's images never make
+/// its next request too large to send; older images past it are words.
+pub const MAX_IMAGE_BYTES_PER_REQUEST: usize = 6 << 20;
+
 /// Input tokens counted for one image before the provider reports usage:
 /// Anthropic's figure for an image at its largest unscaled size (about
 /// 1.15 megapixels); smaller images cost less. Counting the base64 text
@@ -47,17 +52,25 @@ pub fn for_the_model(images: &[Media]) -> Vec<Media> {
         .collect()
 }
 
-/// Drops all but the last [`MAX_IMAGES_PER_REQUEST`] of the messages'
-/// images, given in conversation order (their text still names them).
+/// Keeps the most recent of the messages' images (given in conversation
+/// order), at most [`MAX_IMAGES_PER_REQUEST`] of them and
+/// [`MAX_IMAGE_BYTES_PER_REQUEST`] together; the rest are dropped (their
+/// text still names them).
 pub fn keep_latest<'a>(messages: impl DoubleEndedIterator<Item = &'a mut Vec<Media>>) {
-    let mut kept = 0;
+    let (mut kept, mut bytes) = (0, 0);
     for images in messages.rev() {
-        let room = MAX_IMAGES_PER_REQUEST - kept;
-        if images.len() > room {
-            let drop = images.len() - room;
-            images.drain(..drop);
+        let mut keep = vec![false; images.len()];
+        for (i, image) in images.iter().enumerate().rev() {
+            if kept < MAX_IMAGES_PER_REQUEST
+                && bytes + image.data.len() <= MAX_IMAGE_BYTES_PER_REQUEST
+            {
+                keep[i] = true;
+                kept += 1;
+                bytes += image.data.len();
+            }
         }
-        kept += images.len();
+        let mut flags = keep.into_iter();
+        images.retain(|_| flags.next().unwrap_or(false));
     }
 }
 
@@ -154,5 +167,20 @@ mod tests {
         assert_eq!(kept, MAX_IMAGES_PER_REQUEST);
         assert!(messages[..5].iter().all(Vec::is_empty));
         assert!(messages[5..].iter().all(|m| m.len() == 1));
+
+        // Two large images fit the byte cap; the older third does not, and
+        // a small one before it still does.
+        let big = MAX_IMAGE_BYTES_PER_REQUEST / 2 - 10;
+        let mut messages = vec![
+            vec![image("image/png", 10)],
+            vec![image("image/png", big)],
+            vec![image("image/png", big), image("image/png", big)],
+        ];
+        keep_latest(messages.iter_mut());
+        let sizes: Vec<Vec<usize>> = messages
+            .iter()
+            .map(|m| m.iter().map(|i| i.data.len()).collect())
+            .collect();
+        assert_eq!(sizes, [vec![10], vec![], vec![big, big]]);
     }
 }

@@ -171,7 +171,7 @@ mod tests {
         // Two large images fit the byte cap; the older third does not, and
         // a small one before it still does.
         let big = MAX_IMAGE_BYTES_PER_REQUEST / 2 - 10;
-        let mut messages = vec![
+        let mut messages = [
             vec![image("image/png", 10)],
             vec![image("image/png", big)],
             vec![image("image/png", big), image("image/png", big)],

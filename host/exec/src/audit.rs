@@ -93,7 +93,7 @@ pub enum JournalError {
     )]
     NotAJournal { path: PathBuf },
     #[error(
-        "audit journal {path}: another process is writing it (two writers would fork its chain); give each process its own journal file"
+        "audit journal {path}: another process is writing it (two writers would fork its chain); give each process its own journal file (`--audit OTHER.jsonl` for this command)"
     )]
     Busy { path: PathBuf },
     #[error(

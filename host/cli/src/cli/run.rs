@@ -285,6 +285,14 @@ pub async fn run(
     guards: &Guards,
     journal: Option<Arc<gadget_exec::audit::Journal>>,
 ) -> Result<ExitCode> {
+    // A response file that cannot be opened is the caller's mistake, said
+    // before anything runs (exit 2, as for any bad input).
+    for file in options.files.iter().filter(|f| f.as_os_str() != "-") {
+        if let Err(e) = std::fs::File::open(file) {
+            eprintln!("error: opening {}: {e}", file.display());
+            return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
+        }
+    }
     let (mut executor, view, markers) =
         options
             .exec

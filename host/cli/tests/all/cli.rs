@@ -461,3 +461,25 @@ fn a_sub_agent_pattern_that_matches_nothing_is_said() {
     );
     assert!(!said.contains("\"Days*\""), "{said}");
 }
+
+/// A response file that does not exist is bad input (exit 2, as the README
+/// says), said before anything runs.
+#[test]
+fn a_missing_response_file_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nosuch.txt");
+    let out = Command::new(common::gadget_bin())
+        .arg("--plugins")
+        .arg(common::shipped_plugins())
+        .arg("run")
+        .arg(&missing)
+        .env("XDG_CACHE_HOME", dir.path())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("error: opening") && said.contains("nosuch.txt"),
+        "{said}"
+    );
+}

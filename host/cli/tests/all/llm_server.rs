@@ -188,3 +188,23 @@ pub(crate) fn block(header: &str, args: &[(&str, &str)]) -> String {
     text.push_str("!!!GADGET_END\n");
     text
 }
+
+/// An Anthropic message: `message_start`, the content block events given
+/// (each named by its own `type`), then `message_delta` with
+/// `stop_reason` and `message_stop`.
+pub(crate) fn anthropic_reply(content: Vec<Value>, stop_reason: &str) -> Reply {
+    let event = |data: Value| {
+        let name = data["type"].as_str().unwrap_or_default().to_string();
+        (Duration::ZERO, format!("event: {name}\ndata: {data}\n\n"))
+    };
+    let mut events = vec![event(
+        json!({"type": "message_start", "message": {"usage": {"input_tokens": 60, "output_tokens": 1}}}),
+    )];
+    events.extend(content.into_iter().map(event));
+    events.push(event(json!({"type": "message_delta", "delta": {"stop_reason": stop_reason}, "usage": {"output_tokens": 5}})));
+    events.push(event(json!({"type": "message_stop"})));
+    Reply::Events {
+        events,
+        broken: false,
+    }
+}

@@ -5,13 +5,12 @@
 //! Anthropic `image` block inside a native `tool_result`.
 
 use std::process::{Command, Output};
-use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::agent::{events, stderr, summary};
 use crate::common;
-use crate::llm_server::{LlmServer, Reply, block, openai_reply};
+use crate::llm_server::{LlmServer, Reply, anthropic_reply, block, openai_reply};
 use crate::native::anthropic_text;
 
 /// `gadget agent` with the palette against `server`, answering Swatch's
@@ -112,34 +111,14 @@ fn a_block_format_result_image_reaches_an_openai_model_as_an_image_url() {
 
 /// An Anthropic turn that calls Swatch natively.
 fn anthropic_swatch_call() -> Reply {
-    let event =
-        |name: &str, data: Value| (Duration::ZERO, format!("event: {name}\ndata: {data}\n\n"));
-    Reply::Events {
-        events: vec![
-            event(
-                "message_start",
-                json!({"type": "message_start", "message": {"usage": {"input_tokens": 40, "output_tokens": 1}}}),
-            ),
-            event(
-                "content_block_start",
-                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_s", "name": "Swatch", "input": {}}}),
-            ),
-            event(
-                "content_block_delta",
-                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{}"}}),
-            ),
-            event(
-                "content_block_stop",
-                json!({"type": "content_block_stop", "index": 0}),
-            ),
-            event(
-                "message_delta",
-                json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 10}}),
-            ),
-            event("message_stop", json!({"type": "message_stop"})),
+    anthropic_reply(
+        vec![
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_s", "name": "Swatch", "input": {}}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{}"}}),
+            json!({"type": "content_block_stop", "index": 0}),
         ],
-        broken: false,
-    }
+        "tool_use",
+    )
 }
 
 #[test]

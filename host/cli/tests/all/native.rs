@@ -224,34 +224,14 @@ fn anthropic_calls() -> Reply {
 }
 
 pub(crate) fn anthropic_text(text: &str) -> Reply {
-    let event =
-        |name: &str, data: Value| (Duration::ZERO, format!("event: {name}\ndata: {data}\n\n"));
-    Reply::Events {
-        events: vec![
-            event(
-                "message_start",
-                json!({"type": "message_start", "message": {"usage": {"input_tokens": 60, "output_tokens": 1}}}),
-            ),
-            event(
-                "content_block_start",
-                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-            ),
-            event(
-                "content_block_delta",
-                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
-            ),
-            event(
-                "content_block_stop",
-                json!({"type": "content_block_stop", "index": 0}),
-            ),
-            event(
-                "message_delta",
-                json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}}),
-            ),
-            event("message_stop", json!({"type": "message_stop"})),
+    crate::llm_server::anthropic_reply(
+        vec![
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+            json!({"type": "content_block_stop", "index": 0}),
         ],
-        broken: false,
-    }
+        "end_turn",
+    )
 }
 
 #[test]

@@ -530,7 +530,7 @@ mod tests {
     #[test]
     fn clients_see_no_absolute_path_of_the_host() {
         assert_eq!(
-            shown_source("/home/ops/gadget-host/plugins/datetime"),
+            shown_source("/srv/ops/gadget-host/plugins/datetime"),
             "plugins/datetime"
         );
         assert_eq!(shown_source("/plugins/x/"), "plugins/x");

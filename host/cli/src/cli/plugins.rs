@@ -245,6 +245,14 @@ pub(super) async fn load(
         );
         return Ok(None);
     }
+    // A locked deployment that carries on without a refused plugin does so
+    // by choice: say how to make it stop instead.
+    if global.locked && !errors.is_empty() && !global.quiet {
+        eprintln!(
+            "note: the rest runs without the {} plugin(s) above; add --strict to stop instead (a locked deployment usually wants that)",
+            errors.len()
+        );
+    }
     Ok(Some(registry))
 }
 

@@ -229,6 +229,16 @@ fn the_lock_pins_the_manifest_that_asks_for_the_grants() {
     let root = tempfile::tempdir().unwrap();
     let plugins = root.path().join("plugins");
     let plugin = probe_copy(&plugins);
+    // A second plugin that stays as locked.
+    let calculator = plugins.join("calculator");
+    std::fs::create_dir_all(&calculator).unwrap();
+    for file in ["plugin.toml", "calculator.wasm"] {
+        std::fs::copy(
+            common::shipped_plugins().join("calculator").join(file),
+            calculator.join(file),
+        )
+        .unwrap();
+    }
     let run = |args: &[&str]| {
         Command::new(common::gadget_bin())
             .current_dir(root.path())
@@ -257,6 +267,11 @@ fn the_lock_pins_the_manifest_that_asks_for_the_grants() {
         .unwrap()
         .replace("http = [\"*\"]", "http = [\"*\"]\nllm = true");
     std::fs::write(&manifest, &widened).unwrap();
+    // Without --strict the rest runs, and the command says how to stop.
+    let out = run(&["--locked", "list"]);
+    let all = said(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("add --strict to stop instead"), "{all}");
     let out = run(&["--locked", "--strict", "list"]);
     let all = said(&out);
     assert!(!out.status.success(), "{all}");

@@ -110,20 +110,37 @@ pub fn main() -> ExitCode {
             eprintln!("error: {error:#}");
             ExitCode::from(EXIT_FAILED)
         }
-        Err(panic)
-            if panic.is_panic() && PIPE_CLOSED.load(std::sync::atomic::Ordering::Relaxed) =>
-        {
-            ExitCode::SUCCESS
-        }
-        Err(panic) => {
-            eprintln!("error: the command failed with a bug: {panic}");
-            ExitCode::from(EXIT_FAILED)
-        }
+        Err(failed) => match failed.try_into_panic() {
+            // `gadget schemas | head -c 40`: a print's panic on a closed
+            // stdout (kept quiet by the hook below) is the reader done.
+            Ok(payload) if panic_text(&*payload).is_some_and(closed_pipe_panic) => {
+                ExitCode::SUCCESS
+            }
+            Ok(payload) => {
+                let text = panic_text(&*payload).unwrap_or("(no message)");
+                eprintln!("error: the command failed with a bug: it panicked: {text}");
+                ExitCode::from(EXIT_FAILED)
+            }
+            Err(cancelled) => {
+                eprintln!("error: the command failed with a bug: {cancelled}");
+                ExitCode::from(EXIT_FAILED)
+            }
+        },
     }
 }
 
-/// Set when a print panicked because stdout's reader went away.
-static PIPE_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// A panic's message, when it has one.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> Option<&str> {
+    payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+}
+
+/// std's panic on a `print!` to a stdout whose reader has gone.
+fn closed_pipe_panic(message: &str) -> bool {
+    message.starts_with("failed printing to stdout") && message.contains("Broken pipe")
+}
 
 /// Whether `error` is a write to a pipe whose reader has gone.
 fn closed_pipe(error: &anyhow::Error) -> bool {
@@ -144,14 +161,7 @@ fn closed_pipe(error: &anyhow::Error) -> bool {
 fn quiet_on_a_closed_pipe() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let message = info
-            .payload()
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| info.payload().downcast_ref::<&str>().copied())
-            .unwrap_or_default();
-        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
-            PIPE_CLOSED.store(true, std::sync::atomic::Ordering::Relaxed);
+        if panic_text(info.payload()).is_some_and(closed_pipe_panic) {
             return;
         }
         default(info);

@@ -8,6 +8,7 @@
 //! themselves, as before.
 
 use std::io::{BufRead, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 
@@ -18,6 +19,10 @@ struct Router {
     /// The prompt waiting for its answer, if any: it takes the next line.
     prompt: Mutex<Option<mpsc::Sender<String>>>,
     steer: SteerHandle,
+    /// The reader still reads: once the terminal is gone, prompts read it
+    /// themselves again (a prompt registered with nobody reading would
+    /// wait forever).
+    reading: AtomicBool,
 }
 
 static ROUTER: OnceLock<Router> = OnceLock::new();
@@ -43,6 +48,7 @@ pub fn from_terminal(steer: &SteerHandle, json: bool) -> bool {
     let router = ROUTER.get_or_init(|| Router {
         prompt: Mutex::new(None),
         steer: steer.clone(),
+        reading: AtomicBool::new(true),
     });
     let started = std::thread::Builder::new()
         .name("steer".into())
@@ -76,12 +82,11 @@ fn read_lines(tty: std::fs::File, router: &'static Router) {
         }
     }
     // The terminal is gone: a prompt waiting now is told so (its sender
-    // dropped), and later ones read the terminal themselves.
-    router
-        .prompt
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .take();
+    // dropped, under the lock `answer` registers with), and later ones
+    // read the terminal themselves.
+    let mut prompt = router.prompt.lock().unwrap_or_else(|p| p.into_inner());
+    router.reading.store(false, Ordering::Relaxed);
+    prompt.take();
 }
 
 /// While steering is on: writes `prompt` to the terminal and takes the
@@ -90,7 +95,13 @@ fn read_lines(tty: std::fs::File, router: &'static Router) {
 pub fn answer(prompt: &str) -> Option<std::io::Result<String>> {
     let router = ROUTER.get()?;
     let (tx, rx) = mpsc::channel();
-    *router.prompt.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+    {
+        let mut prompt = router.prompt.lock().unwrap_or_else(|p| p.into_inner());
+        if !router.reading.load(Ordering::Relaxed) {
+            return None;
+        }
+        *prompt = Some(tx);
+    }
     let written = std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/tty")
